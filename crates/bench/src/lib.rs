@@ -1,0 +1,41 @@
+//! hecloud's experiments: every `hecloud bench <experiment>` lives here.
+//!
+//! Each experiment times our code side by side with a peer library in the
+//! same run, prints a readable table, writes `<out>/<experiment>.csv` and ends
+//! with one `RESULT <experiment> key=value …` line (see [`report`]).
+#![deny(missing_docs)]
+
+pub mod ntt;
+pub mod peers;
+pub mod report;
+pub mod timing;
+
+pub use report::BenchOptions;
+
+/// An experiment: its name on the command line, what it measures, and how to run it.
+#[derive(Debug, Clone, Copy)]
+pub struct Experiment {
+    /// Name used as `hecloud bench <name>`.
+    pub name: &'static str,
+    /// One line for `--help` and `hecloud bench --list`.
+    pub about: &'static str,
+    /// Runs the experiment; prints its table and RESULT line.
+    pub run: fn(&BenchOptions) -> anyhow::Result<()>,
+}
+
+/// Every experiment, in the order `--list` shows them.
+pub const EXPERIMENTS: &[Experiment] = &[Experiment {
+    name: "ntt",
+    about: "negacyclic NTT/INTT, RNS polynomial products and base conversion vs tfhe-ntt and Lattigo",
+    run: ntt::run,
+}];
+
+/// Looks an experiment up by name.
+///
+/// ```
+/// assert!(hecloud_bench::find("ntt").is_some());
+/// assert!(hecloud_bench::find("nope").is_none());
+/// ```
+pub fn find(name: &str) -> Option<&'static Experiment> {
+    EXPERIMENTS.iter().find(|e| e.name == name)
+}

@@ -1,0 +1,1 @@
+//! Peer libraries run side by side with ours.

@@ -1,0 +1,41 @@
+//! Wall-clock timing of repeated operations.
+
+use std::time::{Duration, Instant};
+
+/// Median time of one call of `op`, measured over `samples` batches that each
+/// run for at least `min_batch` (after one warm-up call).
+///
+/// ```
+/// let t = hecloud_bench::timing::median_time(3, std::time::Duration::from_millis(1), || {
+///     std::hint::black_box((0..1000u64).sum::<u64>());
+/// });
+/// assert!(t > std::time::Duration::ZERO);
+/// ```
+pub fn median_time(samples: usize, min_batch: Duration, mut op: impl FnMut()) -> Duration {
+    op();
+    // Calibrate how many calls fill one batch.
+    let start = Instant::now();
+    let mut calls = 0u32;
+    while start.elapsed() < min_batch || calls == 0 {
+        op();
+        calls += 1;
+    }
+    let mut per_call: Vec<Duration> = (0..samples.max(1))
+        .map(|_| {
+            let t = Instant::now();
+            for _ in 0..calls {
+                op();
+            }
+            t.elapsed() / calls
+        })
+        .collect();
+    per_call.sort();
+    per_call[per_call.len() / 2]
+}
+
+/// Seconds of one run of `op` (for operations too long to repeat).
+pub fn once<T>(op: impl FnOnce() -> T) -> (T, Duration) {
+    let t = Instant::now();
+    let out = op();
+    (out, t.elapsed())
+}

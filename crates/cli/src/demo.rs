@@ -1,0 +1,2 @@
+//! `hecloud demo`.
+pub fn run() -> anyhow::Result<()> { Ok(()) }

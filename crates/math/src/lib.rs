@@ -1,0 +1,2 @@
+//! hecloud's RNS/NTT engine (work in progress).
+#![deny(missing_docs)]
