@@ -1,0 +1,197 @@
+//! Fast (approximate) base conversion between RNS bases, the core of hybrid
+//! key switching and of BGV/BFV-style scaling.
+//!
+//! For x ∈ [0, Q) given by its residues x_i mod q_i, the converter returns
+//! residues mod each p_j of
+//!
+//!   x' = Σ_i [x_i · (Q/q_i)^-1]_{q_i} · (Q/q_i) = x + u·Q,  0 ≤ u < L,
+//!
+//! where L is the number of primes of Q: the result is exact up to a small
+//! multiple of Q (the documented error bound, checked by the tests).
+
+use std::sync::Arc;
+
+use rayon::prelude::*;
+
+use crate::error::{MathError, Result};
+use crate::modular::Modulus;
+use crate::poly::{Domain, RnsBasis, RnsPoly};
+
+/// Precomputed constants for converting from basis Q to basis P.
+///
+/// ```
+/// use hecloud_math::{BaseConverter, RnsBasis, RnsPoly, prime::ntt_primes};
+/// let n = 16;
+/// let q = RnsBasis::new(n, &ntt_primes(40, n, 3, &[]).unwrap()).unwrap();
+/// let p = RnsBasis::new(n, &ntt_primes(50, n, 2, &[]).unwrap()).unwrap();
+/// let conv = BaseConverter::new(&q, &p).unwrap();
+/// let x = RnsPoly::from_signed(&q, &[5; 16]).unwrap();
+/// let y = conv.convert(&x).unwrap();
+/// assert_eq!(y.basis().len(), 2);
+/// ```
+#[derive(Debug)]
+pub struct BaseConverter {
+    from: Arc<RnsBasis>,
+    to: Arc<RnsBasis>,
+    /// (Q/q_i)^-1 mod q_i with Shoup companions.
+    qhat_inv: Vec<(u64, u64)>,
+    /// (Q/q_i) mod p_j, indexed [j][i].
+    qhat_mod_p: Vec<Vec<u64>>,
+}
+
+impl BaseConverter {
+    /// A converter from `from` to `to` (same degree).
+    pub fn new(from: &Arc<RnsBasis>, to: &Arc<RnsBasis>) -> Result<Self> {
+        if from.degree() != to.degree() {
+            return Err(MathError::BasisMismatch);
+        }
+        let qs = from.moduli();
+        let mut qhat_inv = Vec::with_capacity(qs.len());
+        for (i, m) in qs.iter().enumerate() {
+            let h = qs
+                .iter()
+                .enumerate()
+                .filter(|(k, _)| *k != i)
+                .fold(1u64, |acc, (_, qk)| m.mul(acc, m.reduce(qk.value())));
+            let inv = m.inv(h)?;
+            qhat_inv.push((inv, m.shoup(inv)));
+        }
+        let qhat_mod_p = to
+            .moduli()
+            .iter()
+            .map(|p| {
+                (0..qs.len())
+                    .map(|i| {
+                        qs.iter()
+                            .enumerate()
+                            .filter(|(k, _)| *k != i)
+                            .fold(1u64, |acc, (_, qk)| p.mul(acc, p.reduce(qk.value())))
+                    })
+                    .collect()
+            })
+            .collect();
+        Ok(Self {
+            from: from.clone(),
+            to: to.clone(),
+            qhat_inv,
+            qhat_mod_p,
+        })
+    }
+
+    /// Source basis.
+    pub fn from_basis(&self) -> &Arc<RnsBasis> {
+        &self.from
+    }
+
+    /// Target basis.
+    pub fn to_basis(&self) -> &Arc<RnsBasis> {
+        &self.to
+    }
+
+    /// Converts a coefficient-domain polynomial over `from` to `to`.
+    pub fn convert(&self, x: &RnsPoly) -> Result<RnsPoly> {
+        if **x.basis() != *self.from {
+            return Err(MathError::BasisMismatch);
+        }
+        if x.domain() != Domain::Coefficient {
+            return Err(MathError::DomainMismatch {
+                expected: Domain::Coefficient,
+                found: x.domain(),
+            });
+        }
+        let n = x.degree();
+        let qs = self.from.moduli();
+        // y_i = x_i · (Q/q_i)^-1 mod q_i
+        let y: Vec<Vec<u64>> = qs
+            .par_iter()
+            .enumerate()
+            .map(|(i, m)| {
+                let (c, cs) = self.qhat_inv[i];
+                x.limb(i).iter().map(|&v| m.mul_shoup(v, c, cs)).collect()
+            })
+            .collect();
+        let mut out = vec![0u64; self.to.len() * n];
+        out.par_chunks_exact_mut(n)
+            .enumerate()
+            .for_each(|(j, limb)| {
+                let p: &Modulus = &self.to.moduli()[j];
+                convert_limb(p, &y, &self.qhat_mod_p[j], limb);
+            });
+        RnsPoly::from_limbs(&self.to, Domain::Coefficient, out)
+    }
+}
+
+/// out = Σ_i y_i · c_i mod p, accumulating 128-bit sums and reducing every
+/// 16 terms (each term < 2^124, so 16 of them fit in a u128).
+fn convert_limb(p: &Modulus, y: &[Vec<u64>], c: &[u64], out: &mut [u64]) {
+    const CHUNK: usize = 16;
+    let mut acc = vec![0u128; out.len()];
+    for (block_y, block_c) in y.chunks(CHUNK).zip(c.chunks(CHUNK)) {
+        for (yi, &ci) in block_y.iter().zip(block_c) {
+            for (a, &v) in acc.iter_mut().zip(yi) {
+                *a += v as u128 * ci as u128;
+            }
+        }
+        for a in acc.iter_mut() {
+            *a = p.reduce_u128(*a) as u128;
+        }
+    }
+    for (o, a) in out.iter_mut().zip(acc) {
+        *o = a as u64;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::prime::ntt_primes;
+    use crate::sampling::Sampler;
+    use num_bigint::BigUint;
+
+    #[test]
+    fn conversion_is_exact_up_to_a_small_multiple_of_q() {
+        let n = 64;
+        let mut s = Sampler::from_os();
+        for (lq, lp) in [(1, 1), (3, 2), (8, 4), (20, 3)] {
+            let q_primes = ntt_primes(50, n, lq, &[]).unwrap();
+            let p_primes = ntt_primes(60, n, lp, &[]).unwrap();
+            let q = RnsBasis::new(n, &q_primes).unwrap();
+            let p = RnsBasis::new(n, &p_primes).unwrap();
+            let conv = BaseConverter::new(&q, &p).unwrap();
+            let x = s.uniform_poly(&q, Domain::Coefficient);
+            let y = conv.convert(&x).unwrap();
+            let qq = q.product();
+            for (j, xj) in x.to_biguint().unwrap().into_iter().enumerate() {
+                // Find u with y ≡ x + u·Q mod every p, 0 ≤ u < L.
+                let ok = (0..lq as u64).any(|u| {
+                    let want = &xj + &qq * BigUint::from(u);
+                    p.moduli()
+                        .iter()
+                        .enumerate()
+                        .all(|(k, pm)| (&want % pm.value()) == BigUint::from(y.limb(k)[j]))
+                });
+                assert!(ok, "coefficient {j} outside the bound (L = {lq})");
+            }
+        }
+    }
+
+    #[test]
+    fn rejects_wrong_basis_or_domain() {
+        let n = 16;
+        let q = RnsBasis::new(n, &ntt_primes(40, n, 2, &[]).unwrap()).unwrap();
+        let p = RnsBasis::new(n, &ntt_primes(50, n, 2, &[]).unwrap()).unwrap();
+        let conv = BaseConverter::new(&q, &p).unwrap();
+        let on_p = RnsPoly::zero(&p, Domain::Coefficient);
+        assert_eq!(conv.convert(&on_p).unwrap_err(), MathError::BasisMismatch);
+        let ntt = RnsPoly::zero(&q, Domain::Ntt);
+        assert!(matches!(
+            conv.convert(&ntt),
+            Err(MathError::DomainMismatch { .. })
+        ));
+        let other_n = RnsBasis::new(32, &ntt_primes(50, 32, 2, &[]).unwrap()).unwrap();
+        assert_eq!(
+            BaseConverter::new(&q, &other_n).unwrap_err(),
+            MathError::BasisMismatch
+        );
+    }
+}

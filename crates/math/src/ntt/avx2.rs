@@ -1,0 +1,126 @@
+//! AVX2 NTT kernels: 4 lanes of u64. AVX2 has no 64×64-bit multiply, so the
+//! high and low halves of products are assembled from 32×32 → 64 `vpmuludq`.
+
+use std::arch::x86_64::*;
+
+type V = __m256i;
+const LANES: usize = 4;
+
+#[inline]
+#[target_feature(enable = "avx2")]
+fn load(s: &[u64]) -> V {
+    assert!(s.len() >= LANES);
+    // SAFETY: the slice holds at least LANES values; unaligned load.
+    unsafe { _mm256_loadu_si256(s.as_ptr().cast()) }
+}
+
+#[inline]
+#[target_feature(enable = "avx2")]
+fn store(s: &mut [u64], v: V) {
+    assert!(s.len() >= LANES);
+    // SAFETY: the slice holds at least LANES values; unaligned store.
+    unsafe { _mm256_storeu_si256(s.as_mut_ptr().cast(), v) }
+}
+
+#[inline]
+#[target_feature(enable = "avx2")]
+fn splat(x: u64) -> V {
+    _mm256_set1_epi64x(x as i64)
+}
+
+#[inline]
+#[target_feature(enable = "avx2")]
+fn add(a: V, b: V) -> V {
+    _mm256_add_epi64(a, b)
+}
+
+#[inline]
+#[target_feature(enable = "avx2")]
+fn sub(a: V, b: V) -> V {
+    _mm256_sub_epi64(a, b)
+}
+
+/// x ≥ b ? x − b : x, unsigned (signed compare after flipping the sign bits).
+#[inline]
+#[target_feature(enable = "avx2")]
+fn csub(x: V, b: V) -> V {
+    let sign = _mm256_set1_epi64x(i64::MIN);
+    let lt = _mm256_cmpgt_epi64(_mm256_xor_si256(b, sign), _mm256_xor_si256(x, sign));
+    _mm256_blendv_epi8(_mm256_sub_epi64(x, b), x, lt)
+}
+
+/// Low 64 bits of a·b.
+#[inline]
+#[target_feature(enable = "avx2")]
+fn mul_lo(a: V, b: V) -> V {
+    let ll = _mm256_mul_epu32(a, b);
+    let lh = _mm256_mul_epu32(a, _mm256_srli_epi64(b, 32));
+    let hl = _mm256_mul_epu32(_mm256_srli_epi64(a, 32), b);
+    _mm256_add_epi64(ll, _mm256_slli_epi64(_mm256_add_epi64(lh, hl), 32))
+}
+
+/// High 64 bits of a·b.
+#[inline]
+#[target_feature(enable = "avx2")]
+fn mul_hi(a: V, b: V) -> V {
+    let mask = _mm256_set1_epi64x(0xffff_ffff);
+    let (ah, bh) = (_mm256_srli_epi64(a, 32), _mm256_srli_epi64(b, 32));
+    let ll = _mm256_mul_epu32(a, b);
+    let lh = _mm256_mul_epu32(a, bh);
+    let hl = _mm256_mul_epu32(ah, b);
+    let hh = _mm256_mul_epu32(ah, bh);
+    let mid = _mm256_add_epi64(
+        _mm256_add_epi64(_mm256_srli_epi64(ll, 32), _mm256_and_si256(lh, mask)),
+        _mm256_and_si256(hl, mask),
+    );
+    _mm256_add_epi64(
+        _mm256_add_epi64(hh, _mm256_srli_epi64(mid, 32)),
+        _mm256_add_epi64(_mm256_srli_epi64(lh, 32), _mm256_srli_epi64(hl, 32)),
+    )
+}
+
+/// x·w mod q in [0, 2q) (Shoup), as `Modulus::mul_shoup_lazy`.
+#[inline]
+#[target_feature(enable = "avx2")]
+fn mul_shoup_lazy(x: V, w: V, ws: V, q: V) -> V {
+    let hi = mul_hi(x, ws);
+    _mm256_sub_epi64(mul_lo(x, w), mul_lo(hi, q))
+}
+
+/// X and Y operands (butterfly order) of a stage with gap 1 or 2 from the
+/// eight values a‖b.
+#[inline]
+#[target_feature(enable = "avx2")]
+fn split(a: V, b: V, gap: usize) -> (V, V) {
+    if gap == 2 {
+        (
+            _mm256_permute2x128_si256(a, b, 0x20),
+            _mm256_permute2x128_si256(a, b, 0x31),
+        )
+    } else {
+        let x = _mm256_unpacklo_epi64(a, b); // a0 b0 a2 b2
+        let y = _mm256_unpackhi_epi64(a, b); // a1 b1 a3 b3
+        (
+            _mm256_permute4x64_epi64(x, 0xD8),
+            _mm256_permute4x64_epi64(y, 0xD8),
+        )
+    }
+}
+
+/// Inverse of [`split`].
+#[inline]
+#[target_feature(enable = "avx2")]
+fn join(x: V, y: V, gap: usize) -> (V, V) {
+    if gap == 2 {
+        (
+            _mm256_permute2x128_si256(x, y, 0x20),
+            _mm256_permute2x128_si256(x, y, 0x31),
+        )
+    } else {
+        let x = _mm256_permute4x64_epi64(x, 0xD8); // x0 x2 x1 x3
+        let y = _mm256_permute4x64_epi64(y, 0xD8);
+        (_mm256_unpacklo_epi64(x, y), _mm256_unpackhi_epi64(x, y))
+    }
+}
+
+super::simd::simd_ntt_kernels!("avx2");

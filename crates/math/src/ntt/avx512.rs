@@ -1,0 +1,119 @@
+//! AVX-512 NTT kernels: 8 lanes of u64, `vpmullq` for low products and
+//! unsigned min for conditional subtraction.
+
+use std::arch::x86_64::*;
+
+type V = __m512i;
+const LANES: usize = 8;
+
+#[inline]
+#[target_feature(enable = "avx512f,avx512dq")]
+fn load(s: &[u64]) -> V {
+    assert!(s.len() >= LANES);
+    // SAFETY: the slice holds at least LANES values; unaligned load.
+    unsafe { _mm512_loadu_si512(s.as_ptr().cast()) }
+}
+
+#[inline]
+#[target_feature(enable = "avx512f,avx512dq")]
+fn store(s: &mut [u64], v: V) {
+    assert!(s.len() >= LANES);
+    // SAFETY: the slice holds at least LANES values; unaligned store.
+    unsafe { _mm512_storeu_si512(s.as_mut_ptr().cast(), v) }
+}
+
+#[inline]
+#[target_feature(enable = "avx512f,avx512dq")]
+fn splat(x: u64) -> V {
+    _mm512_set1_epi64(x as i64)
+}
+
+#[inline]
+#[target_feature(enable = "avx512f,avx512dq")]
+fn add(a: V, b: V) -> V {
+    _mm512_add_epi64(a, b)
+}
+
+#[inline]
+#[target_feature(enable = "avx512f,avx512dq")]
+fn sub(a: V, b: V) -> V {
+    _mm512_sub_epi64(a, b)
+}
+
+/// x ≥ b ? x − b : x: when x < b the difference wraps above x.
+#[inline]
+#[target_feature(enable = "avx512f,avx512dq")]
+fn csub(x: V, b: V) -> V {
+    _mm512_min_epu64(x, _mm512_sub_epi64(x, b))
+}
+
+/// High 64 bits of a·b.
+#[inline]
+#[target_feature(enable = "avx512f,avx512dq")]
+fn mul_hi(a: V, b: V) -> V {
+    let mask = _mm512_set1_epi64(0xffff_ffff);
+    let (ah, bh) = (_mm512_srli_epi64(a, 32), _mm512_srli_epi64(b, 32));
+    let ll = _mm512_mul_epu32(a, b);
+    let lh = _mm512_mul_epu32(a, bh);
+    let hl = _mm512_mul_epu32(ah, b);
+    let hh = _mm512_mul_epu32(ah, bh);
+    let mid = _mm512_add_epi64(
+        _mm512_add_epi64(_mm512_srli_epi64(ll, 32), _mm512_and_si512(lh, mask)),
+        _mm512_and_si512(hl, mask),
+    );
+    _mm512_add_epi64(
+        _mm512_add_epi64(hh, _mm512_srli_epi64(mid, 32)),
+        _mm512_add_epi64(_mm512_srli_epi64(lh, 32), _mm512_srli_epi64(hl, 32)),
+    )
+}
+
+/// x·w mod q in [0, 2q) (Shoup), as `Modulus::mul_shoup_lazy`.
+#[inline]
+#[target_feature(enable = "avx512f,avx512dq")]
+fn mul_shoup_lazy(x: V, w: V, ws: V, q: V) -> V {
+    let hi = mul_hi(x, ws);
+    _mm512_sub_epi64(_mm512_mullo_epi64(x, w), _mm512_mullo_epi64(hi, q))
+}
+
+/// Lane indices into a‖b of the X operands (first 8) and Y operands (last 8)
+/// for gaps 1, 2, 4; joining uses the inverse permutation.
+const SPLIT: [[i64; 16]; 3] = [
+    [0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15],
+    [0, 1, 4, 5, 8, 9, 12, 13, 2, 3, 6, 7, 10, 11, 14, 15],
+    [0, 1, 2, 3, 8, 9, 10, 11, 4, 5, 6, 7, 12, 13, 14, 15],
+];
+const JOIN: [[i64; 16]; 3] = [
+    [0, 8, 1, 9, 2, 10, 3, 11, 4, 12, 5, 13, 6, 14, 7, 15],
+    [0, 1, 8, 9, 2, 3, 10, 11, 4, 5, 12, 13, 6, 7, 14, 15],
+    [0, 1, 2, 3, 8, 9, 10, 11, 4, 5, 6, 7, 12, 13, 14, 15],
+];
+
+#[inline]
+#[target_feature(enable = "avx512f,avx512dq")]
+fn permute_pair(a: V, b: V, idx: &[i64; 16]) -> (V, V) {
+    // SAFETY: idx holds 16 values; unaligned loads.
+    let (i0, i1) = unsafe {
+        (
+            _mm512_loadu_si512(idx.as_ptr().cast()),
+            _mm512_loadu_si512(idx[8..].as_ptr().cast()),
+        )
+    };
+    (
+        _mm512_permutex2var_epi64(a, i0, b),
+        _mm512_permutex2var_epi64(a, i1, b),
+    )
+}
+
+#[inline]
+#[target_feature(enable = "avx512f,avx512dq")]
+fn split(a: V, b: V, gap: usize) -> (V, V) {
+    permute_pair(a, b, &SPLIT[gap.trailing_zeros() as usize])
+}
+
+#[inline]
+#[target_feature(enable = "avx512f,avx512dq")]
+fn join(x: V, y: V, gap: usize) -> (V, V) {
+    permute_pair(x, y, &JOIN[gap.trailing_zeros() as usize])
+}
+
+super::simd::simd_ntt_kernels!("avx512f,avx512dq");

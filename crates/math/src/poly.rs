@@ -1,0 +1,614 @@
+//! RNS polynomials: a polynomial of Z_Q[X]/(X^n + 1), Q = q_0·…·q_{L-1},
+//! stored as L limbs of n residues, each tagged with its domain and basis.
+
+use std::sync::Arc;
+
+use num_bigint::{BigInt, BigUint};
+use rayon::prelude::*;
+use zeroize::Zeroize;
+
+use crate::backend::default_backend;
+use crate::error::{MathError, Result};
+use crate::modular::Modulus;
+use crate::ntt::{NttTable, bit_reverse};
+
+/// Whether a polynomial holds coefficients or NTT evaluations.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Domain {
+    /// Coefficients of X^0 … X^(n-1).
+    Coefficient,
+    /// Evaluations at the odd powers of ψ, in bit-reversed order.
+    Ntt,
+}
+
+/// Below this many coefficients in total, limb loops stay on one thread.
+const PARALLEL_MIN_COEFFS: usize = 1 << 15;
+
+/// An ordered set of distinct NTT-friendly primes for one ring degree, with
+/// their NTT tables. Bases are shared behind `Arc`; sub-bases share tables.
+///
+/// ```
+/// use hecloud_math::{RnsBasis, prime::ntt_primes};
+/// let qs = ntt_primes(50, 1024, 3, &[]).unwrap();
+/// let basis = RnsBasis::new(1024, &qs).unwrap();
+/// assert_eq!(basis.len(), 3);
+/// assert_eq!(basis.prefix(2).unwrap().moduli()[1].value(), qs[1]);
+/// ```
+#[derive(Debug)]
+pub struct RnsBasis {
+    n: usize,
+    moduli: Vec<Modulus>,
+    tables: Vec<Arc<NttTable>>,
+}
+
+impl PartialEq for RnsBasis {
+    fn eq(&self, other: &Self) -> bool {
+        self.n == other.n && self.moduli == other.moduli
+    }
+}
+impl Eq for RnsBasis {}
+
+impl RnsBasis {
+    /// A basis of the given primes for degree `n`.
+    pub fn new(n: usize, primes: &[u64]) -> Result<Arc<Self>> {
+        if primes.is_empty() {
+            return Err(MathError::TooFewModuli { have: 0, need: 1 });
+        }
+        for (i, q) in primes.iter().enumerate() {
+            if primes[..i].contains(q) {
+                return Err(MathError::DuplicateModulus(*q));
+            }
+        }
+        let tables = primes
+            .par_iter()
+            .map(|&q| NttTable::new(q, n).map(Arc::new))
+            .collect::<Result<Vec<_>>>()?;
+        let moduli = tables.iter().map(|t| *t.modulus()).collect();
+        Ok(Arc::new(Self { n, moduli, tables }))
+    }
+
+    /// Ring degree n.
+    pub fn degree(&self) -> usize {
+        self.n
+    }
+
+    /// Number of primes.
+    pub fn len(&self) -> usize {
+        self.moduli.len()
+    }
+
+    /// Never true: a basis has at least one prime.
+    pub fn is_empty(&self) -> bool {
+        self.moduli.is_empty()
+    }
+
+    /// The primes.
+    pub fn moduli(&self) -> &[Modulus] {
+        &self.moduli
+    }
+
+    /// NTT tables, one per prime.
+    pub fn tables(&self) -> &[Arc<NttTable>] {
+        &self.tables
+    }
+
+    /// The product Q of the primes.
+    pub fn product(&self) -> BigUint {
+        self.moduli
+            .iter()
+            .map(|m| BigUint::from(m.value()))
+            .product()
+    }
+
+    /// log2 Q.
+    pub fn log_q(&self) -> f64 {
+        self.moduli.iter().map(|m| (m.value() as f64).log2()).sum()
+    }
+
+    /// The first `len` primes as a basis (sharing the NTT tables).
+    pub fn prefix(&self, len: usize) -> Result<Arc<Self>> {
+        if len == 0 || len > self.len() {
+            return Err(MathError::TooFewModuli {
+                have: self.len(),
+                need: len.max(1),
+            });
+        }
+        Ok(Arc::new(Self {
+            n: self.n,
+            moduli: self.moduli[..len].to_vec(),
+            tables: self.tables[..len].to_vec(),
+        }))
+    }
+
+    /// This basis followed by `other` (e.g. Q ∪ P for key switching).
+    pub fn concat(&self, other: &RnsBasis) -> Result<Arc<Self>> {
+        if self.n != other.n {
+            return Err(MathError::BasisMismatch);
+        }
+        if let Some(q) = other.moduli.iter().find(|q| self.moduli.contains(q)) {
+            return Err(MathError::DuplicateModulus(q.value()));
+        }
+        Ok(Arc::new(Self {
+            n: self.n,
+            moduli: self.moduli.iter().chain(&other.moduli).copied().collect(),
+            tables: self.tables.iter().chain(&other.tables).cloned().collect(),
+        }))
+    }
+}
+
+/// A polynomial over an RNS basis, limb-major (limb i is `data[i·n..(i+1)·n]`).
+///
+/// ```
+/// use hecloud_math::{Domain, RnsBasis, RnsPoly, prime::ntt_primes};
+/// let n = 1024;
+/// let basis = RnsBasis::new(n, &ntt_primes(50, n, 2, &[]).unwrap()).unwrap();
+/// let mut x = RnsPoly::from_signed(&basis, &{ let mut c = vec![0i64; n]; c[1] = 1; c }).unwrap();
+/// x.to_ntt();
+/// let x2 = x.mul(&x).unwrap();            // X · X = X^2
+/// let mut x2 = x2;
+/// x2.to_coefficient();
+/// assert_eq!(x2.domain(), Domain::Coefficient);
+/// assert_eq!(x2.limb(0)[2], 1);
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RnsPoly {
+    basis: Arc<RnsBasis>,
+    domain: Domain,
+    data: Vec<u64>,
+}
+
+impl Zeroize for RnsPoly {
+    fn zeroize(&mut self) {
+        self.data.zeroize();
+    }
+}
+
+/// `(a·b)_k` of the negacyclic product, computed directly in O(n): the
+/// independent reference the demo and tests check NTT products against.
+pub fn negacyclic_coefficient(m: &Modulus, a: &[u64], b: &[u64], k: usize) -> u64 {
+    let n = a.len();
+    let mut acc = 0u64;
+    for i in 0..n {
+        let p = m.mul(a[i], b[if i <= k { k - i } else { n + k - i }]);
+        acc = if i <= k { m.add(acc, p) } else { m.sub(acc, p) };
+    }
+    acc
+}
+
+impl RnsPoly {
+    /// The zero polynomial.
+    pub fn zero(basis: &Arc<RnsBasis>, domain: Domain) -> Self {
+        Self {
+            basis: basis.clone(),
+            domain,
+            data: vec![0; basis.len() * basis.degree()],
+        }
+    }
+
+    /// A polynomial from limb-major residues (each < its prime).
+    pub fn from_limbs(basis: &Arc<RnsBasis>, domain: Domain, data: Vec<u64>) -> Result<Self> {
+        let expected = basis.len() * basis.degree();
+        if data.len() != expected {
+            return Err(MathError::LengthMismatch {
+                expected,
+                found: data.len(),
+            });
+        }
+        for (limb, m) in data.chunks_exact(basis.degree()).zip(basis.moduli()) {
+            if let Some(&bad) = limb.iter().find(|&&x| x >= m.value()) {
+                return Err(MathError::ModulusOutOfRange(bad));
+            }
+        }
+        Ok(Self {
+            basis: basis.clone(),
+            domain,
+            data,
+        })
+    }
+
+    /// A coefficient-domain polynomial with small signed coefficients.
+    /// Branch-free in the coefficient values (they may be secret).
+    pub fn from_signed(basis: &Arc<RnsBasis>, coeffs: &[i64]) -> Result<Self> {
+        let n = basis.degree();
+        if coeffs.len() != n {
+            return Err(MathError::LengthMismatch {
+                expected: n,
+                found: coeffs.len(),
+            });
+        }
+        let mut p = Self::zero(basis, Domain::Coefficient);
+        for (limb, m) in p.data.chunks_exact_mut(n).zip(basis.moduli()) {
+            let q = m.value();
+            for (x, &c) in limb.iter_mut().zip(coeffs) {
+                // c mod q for |c| < q: add q where c is negative (mask, no branch).
+                let r = (c as u64).wrapping_add(q & ((c >> 63) as u64));
+                *x = m.reduce(r);
+            }
+        }
+        Ok(p)
+    }
+
+    /// The basis.
+    pub fn basis(&self) -> &Arc<RnsBasis> {
+        &self.basis
+    }
+
+    /// The domain.
+    pub fn domain(&self) -> Domain {
+        self.domain
+    }
+
+    /// Ring degree.
+    pub fn degree(&self) -> usize {
+        self.basis.degree()
+    }
+
+    /// Number of limbs.
+    pub fn limbs(&self) -> usize {
+        self.basis.len()
+    }
+
+    /// Limb `i` (panics if `i` is out of range, like slice indexing).
+    pub fn limb(&self, i: usize) -> &[u64] {
+        let n = self.degree();
+        &self.data[i * n..(i + 1) * n]
+    }
+
+    /// Mutable limb `i`.
+    pub fn limb_mut(&mut self, i: usize) -> &mut [u64] {
+        let n = self.degree();
+        &mut self.data[i * n..(i + 1) * n]
+    }
+
+    /// All residues, limb-major.
+    pub fn data(&self) -> &[u64] {
+        &self.data
+    }
+
+    /// Relabels the domain without transforming: for data produced directly
+    /// in a domain (e.g. uniform samples, which are uniform in both).
+    pub fn set_domain_unchecked(&mut self, domain: Domain) {
+        self.domain = domain;
+    }
+
+    /// Runs `f(limb_index, limb, modulus, table)` on every limb, on several
+    /// threads when the polynomial is large enough to pay for it.
+    fn par_limbs<F>(&mut self, f: F)
+    where
+        F: Fn(usize, &mut [u64], &Modulus, &NttTable) + Sync + Send,
+    {
+        let n = self.degree();
+        let basis = self.basis.clone();
+        let work = |(i, limb): (usize, &mut [u64])| f(i, limb, &basis.moduli[i], &basis.tables[i]);
+        if self.data.len() >= PARALLEL_MIN_COEFFS && basis.len() > 1 {
+            self.data.par_chunks_exact_mut(n).enumerate().for_each(work);
+        } else {
+            self.data.chunks_exact_mut(n).enumerate().for_each(work);
+        }
+    }
+
+    /// Transforms to the NTT domain (no-op if already there).
+    pub fn to_ntt(&mut self) {
+        if self.domain == Domain::Ntt {
+            return;
+        }
+        let be = default_backend();
+        self.par_limbs(|_, limb, _, t| be.ntt_forward(t, limb));
+        self.domain = Domain::Ntt;
+    }
+
+    /// Transforms to the coefficient domain (no-op if already there).
+    pub fn to_coefficient(&mut self) {
+        if self.domain == Domain::Coefficient {
+            return;
+        }
+        let be = default_backend();
+        self.par_limbs(|_, limb, _, t| be.ntt_inverse(t, limb));
+        self.domain = Domain::Coefficient;
+    }
+
+    /// Same basis (by identity or by value) as `other`.
+    pub fn same_basis(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.basis, &other.basis) || *self.basis == *other.basis
+    }
+
+    fn check_same(&self, other: &Self) -> Result<()> {
+        if !self.same_basis(other) {
+            return Err(MathError::BasisMismatch);
+        }
+        if self.domain != other.domain {
+            return Err(MathError::DomainMismatch {
+                expected: self.domain,
+                found: other.domain,
+            });
+        }
+        Ok(())
+    }
+
+    fn require_domain(&self, expected: Domain) -> Result<()> {
+        if self.domain != expected {
+            return Err(MathError::DomainMismatch {
+                expected,
+                found: self.domain,
+            });
+        }
+        Ok(())
+    }
+
+    /// `self[i] = f(q, self[i], other[i])` residue by residue.
+    fn zip_assign(
+        &mut self,
+        other: &Self,
+        f: impl Fn(&Modulus, u64, u64) -> u64 + Sync,
+    ) -> Result<()> {
+        self.check_same(other)?;
+        self.par_limbs(|i, limb, m, _| {
+            for (x, y) in limb.iter_mut().zip(other.limb(i)) {
+                *x = f(m, *x, *y);
+            }
+        });
+        Ok(())
+    }
+
+    /// `self += other`.
+    pub fn add_assign(&mut self, other: &Self) -> Result<()> {
+        self.zip_assign(other, |m, x, y| m.add(x, y))
+    }
+
+    /// `self -= other`.
+    pub fn sub_assign(&mut self, other: &Self) -> Result<()> {
+        self.zip_assign(other, |m, x, y| m.sub(x, y))
+    }
+
+    /// `self + other`.
+    pub fn add(&self, other: &Self) -> Result<Self> {
+        let mut out = self.clone();
+        out.add_assign(other)?;
+        Ok(out)
+    }
+
+    /// `self - other`.
+    pub fn sub(&self, other: &Self) -> Result<Self> {
+        let mut out = self.clone();
+        out.sub_assign(other)?;
+        Ok(out)
+    }
+
+    /// `-self`, in place.
+    pub fn neg_assign(&mut self) {
+        self.par_limbs(|_, limb, m, _| limb.iter_mut().for_each(|x| *x = m.neg(*x)));
+    }
+
+    /// `self · other` (both in the NTT domain: pointwise product).
+    pub fn mul(&self, other: &Self) -> Result<Self> {
+        let mut out = self.clone();
+        out.mul_assign(other)?;
+        Ok(out)
+    }
+
+    /// `self ·= other` (both in the NTT domain).
+    pub fn mul_assign(&mut self, other: &Self) -> Result<()> {
+        self.check_same(other)?;
+        self.require_domain(Domain::Ntt)?;
+        let be = default_backend();
+        self.par_limbs(|i, limb, m, _| be.mul_pointwise(m, limb, other.limb(i)));
+        Ok(())
+    }
+
+    /// `self += a · b` (all in the NTT domain).
+    pub fn mul_add_assign(&mut self, a: &Self, b: &Self) -> Result<()> {
+        self.check_same(a)?;
+        self.check_same(b)?;
+        self.require_domain(Domain::Ntt)?;
+        let be = default_backend();
+        self.par_limbs(|i, limb, m, _| be.mul_add_pointwise(m, a.limb(i), b.limb(i), limb));
+        Ok(())
+    }
+
+    /// Multiplies by an integer constant (any domain), reduced per prime.
+    pub fn mul_scalar_assign(&mut self, c: u64) {
+        let be = default_backend();
+        self.par_limbs(|_, limb, m, _| be.mul_scalar(m, limb, m.reduce(c)));
+    }
+
+    /// Multiplies limb i by `cs[i]` (an RNS constant, e.g. a big integer
+    /// given by its residues).
+    pub fn mul_rns_scalar_assign(&mut self, cs: &[u64]) -> Result<()> {
+        if cs.len() != self.limbs() {
+            return Err(MathError::LengthMismatch {
+                expected: self.limbs(),
+                found: cs.len(),
+            });
+        }
+        let be = default_backend();
+        self.par_limbs(|i, limb, m, _| be.mul_scalar(m, limb, m.reduce(cs[i])));
+        Ok(())
+    }
+
+    /// The automorphism X → X^k (k odd, taken mod 2n), in either domain.
+    pub fn automorphism(&self, k: usize) -> Result<Self> {
+        let n = self.degree();
+        let two_n = 2 * n;
+        let k = k % two_n;
+        if k % 2 == 0 {
+            return Err(MathError::InvalidGaloisElement { k, two_n });
+        }
+        let mut out = Self::zero(&self.basis, self.domain);
+        match self.domain {
+            Domain::Coefficient => {
+                out.par_limbs(|l, limb, m, _| {
+                    let src = self.limb(l);
+                    for (i, &c) in src.iter().enumerate() {
+                        let e = i * k % two_n;
+                        if e < n {
+                            limb[e] = c;
+                        } else {
+                            limb[e - n] = m.neg(c);
+                        }
+                    }
+                });
+            }
+            Domain::Ntt => {
+                let perm = ntt_automorphism_permutation(n, k);
+                out.par_limbs(|l, limb, _, _| {
+                    let src = self.limb(l);
+                    for (o, &p) in limb.iter_mut().zip(&perm) {
+                        *o = src[p];
+                    }
+                });
+            }
+        }
+        Ok(out)
+    }
+
+    /// Drops the last limb (a modulus switch without rounding, used for
+    /// level matching of values already scaled down).
+    pub fn drop_last_limb(&mut self) -> Result<()> {
+        let l = self.limbs();
+        if l < 2 {
+            return Err(MathError::TooFewModuli { have: l, need: 2 });
+        }
+        self.basis = self.basis.prefix(l - 1)?;
+        self.data.truncate((l - 1) * self.degree());
+        Ok(())
+    }
+
+    /// Divides by the last prime q_L with rounding and drops it:
+    /// x ↦ ⌊x / q_L⌉ over the remaining basis. Works in either domain (in the
+    /// NTT domain the last limb is brought back to coefficients once).
+    pub fn rescale(&mut self) -> Result<()> {
+        let l = self.limbs();
+        if l < 2 {
+            return Err(MathError::TooFewModuli { have: l, need: 2 });
+        }
+        let n = self.degree();
+        let last_m = self.basis.moduli[l - 1];
+        let ql = last_m.value();
+        let half = ql / 2;
+        let mut last = self.limb(l - 1).to_vec();
+        if self.domain == Domain::Ntt {
+            default_backend().ntt_inverse(&self.basis.tables[l - 1], &mut last);
+        }
+        // Adding q_L/2 before the floor division turns it into rounding.
+        for x in last.iter_mut() {
+            *x = last_m.add(*x, half);
+        }
+        let domain = self.domain;
+        let be = default_backend();
+        self.data.truncate((l - 1) * n);
+        self.basis = self.basis.prefix(l - 1)?;
+        self.par_limbs(|_, limb, m, t| {
+            let half_i = m.reduce(half);
+            let ql_inv = m.inv(m.reduce(ql)).expect("distinct primes are coprime");
+            let ql_inv_s = m.shoup(ql_inv);
+            let mut r: Vec<u64> = last.iter().map(|&x| m.reduce(x)).collect();
+            if domain == Domain::Ntt {
+                be.ntt_forward(t, &mut r);
+            }
+            for (x, &ri) in limb.iter_mut().zip(&r) {
+                // (x + q_L/2 − ((x_L + q_L/2) mod q_L)) / q_L  (mod q_i)
+                let v = m.sub(m.add(*x, half_i), ri);
+                *x = m.mul_shoup(v, ql_inv, ql_inv_s);
+            }
+        });
+        Ok(())
+    }
+
+    /// The coefficients as integers in [0, Q) by CRT (coefficient domain).
+    pub fn to_biguint(&self) -> Result<Vec<BigUint>> {
+        self.require_domain(Domain::Coefficient)?;
+        let crt = Crt::new(&self.basis);
+        Ok((0..self.degree())
+            .map(|j| crt.reconstruct(self, j))
+            .collect())
+    }
+
+    /// The coefficients as integers in (−Q/2, Q/2] by CRT (coefficient domain).
+    pub fn to_bigint_centered(&self) -> Result<Vec<BigInt>> {
+        let q = BigInt::from(self.basis.product());
+        let half = &q >> 1;
+        Ok(self
+            .to_biguint()?
+            .into_iter()
+            .map(|x| {
+                let x = BigInt::from(x);
+                if x > half { x - &q } else { x }
+            })
+            .collect())
+    }
+
+    /// A coefficient-domain polynomial from integers (reduced mod each prime).
+    pub fn from_bigints(basis: &Arc<RnsBasis>, coeffs: &[BigInt]) -> Result<Self> {
+        let n = basis.degree();
+        if coeffs.len() != n {
+            return Err(MathError::LengthMismatch {
+                expected: n,
+                found: coeffs.len(),
+            });
+        }
+        let mut p = Self::zero(basis, Domain::Coefficient);
+        for (limb, m) in p.data.chunks_exact_mut(n).zip(basis.moduli()) {
+            let q = BigInt::from(m.value());
+            for (x, c) in limb.iter_mut().zip(coeffs) {
+                let r = ((c % &q) + &q) % &q;
+                *x = u64::try_from(r).expect("residue below q");
+            }
+        }
+        Ok(p)
+    }
+}
+
+/// Permutation of NTT slots realising X → X^k: `out[p] = in[perm[p]]`.
+fn ntt_automorphism_permutation(n: usize, k: usize) -> Vec<usize> {
+    let log_n = n.trailing_zeros();
+    let two_n = 2 * n;
+    (0..n)
+        .map(|p| {
+            let e = 2 * bit_reverse(p, log_n) + 1;
+            let ek = e * k % two_n;
+            bit_reverse((ek - 1) / 2, log_n)
+        })
+        .collect()
+}
+
+/// CRT reconstruction constants of a basis.
+#[derive(Debug)]
+struct Crt {
+    q: BigUint,
+    /// (Q/q_i)^{-1} mod q_i.
+    qhat_inv: Vec<u64>,
+    /// Q/q_i.
+    qhat: Vec<BigUint>,
+    moduli: Vec<Modulus>,
+}
+
+impl Crt {
+    fn new(basis: &RnsBasis) -> Self {
+        let q = basis.product();
+        let moduli = basis.moduli().to_vec();
+        let qhat: Vec<BigUint> = moduli.iter().map(|m| &q / m.value()).collect();
+        let qhat_inv = moduli
+            .iter()
+            .zip(&qhat)
+            .map(|(m, h)| {
+                let r = u64::try_from(h % m.value()).expect("residue below q");
+                m.inv(r).expect("distinct primes are coprime")
+            })
+            .collect();
+        Self {
+            q,
+            qhat_inv,
+            qhat,
+            moduli,
+        }
+    }
+
+    fn reconstruct(&self, p: &RnsPoly, j: usize) -> BigUint {
+        let mut acc = BigUint::default();
+        for (i, m) in self.moduli.iter().enumerate() {
+            let y = m.mul(p.limb(i)[j], self.qhat_inv[i]);
+            acc += &self.qhat[i] * y;
+        }
+        acc % &self.q
+    }
+}
