@@ -1,4 +1,208 @@
-//! `hecloud bench ntt` (work in progress).
+//! `hecloud bench ntt`: the RNS/NTT engine against tfhe-ntt and Lattigo.
+//!
+//! One limb: forward and inverse NTT at n = 2^12..2^17 for 50- and 60-bit
+//! primes, ours (default backend, and the scalar reference for context) vs
+//! tfhe-ntt's `prime64::Plan` vs Lattigo's ring NTT, all on one thread and on
+//! the same primes. Then a 28-limb polynomial at n = 2^16 (NTT on 1 and 2
+//! threads, pointwise product, base conversion to 4 primes). tfhe-ntt's
+//! inverse leaves out the division by n (its users fold it elsewhere); ours
+//! includes it, so that comparison is conservative for us.
+
+use std::time::Duration;
+
+use hecloud_math::backend::{Backend, Scalar, default_backend};
+use hecloud_math::prime::ntt_primes;
+use hecloud_math::{BaseConverter, Domain, NttTable, RnsBasis, Sampler};
+
 use crate::BenchOptions;
+use crate::peers::lattigo;
+use crate::report::{ResultLine, Table};
+use crate::timing::median_time;
+
+fn us(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e6
+}
+
+fn fmt(x: f64) -> String {
+    if x.is_finite() {
+        format!("{x:.1}")
+    } else {
+        "NA".into()
+    }
+}
+
 /// Runs the experiment.
-pub fn run(_o: &BenchOptions) -> anyhow::Result<()> { anyhow::bail!("not yet") }
+pub fn run(opts: &BenchOptions) -> anyhow::Result<()> {
+    let (samples, batch) = if opts.quick {
+        (5, Duration::from_millis(10))
+    } else {
+        (9, Duration::from_millis(40))
+    };
+    let time = |op: &mut dyn FnMut()| us(median_time(samples, batch, op));
+    let log_ns: Vec<u32> = if opts.quick {
+        vec![12, 14, 16]
+    } else {
+        (12..=17).collect()
+    };
+    let backend = default_backend();
+    println!(
+        "backend: {} (threads for single-limb figures: 1)",
+        backend.name()
+    );
+
+    let mut cases = Vec::new();
+    for &log_n in &log_ns {
+        for bits in [50u32, 60] {
+            let q = ntt_primes(bits, 1 << log_n, 1, &[])?[0];
+            cases.push((log_n, bits, q));
+        }
+    }
+    let limbs28 = ntt_primes(60, 1 << 16, 1, &[])?
+        .into_iter()
+        .chain(ntt_primes(50, 1 << 16, 27, &[])?)
+        .collect::<Vec<_>>();
+    let mut specs: Vec<(u32, Vec<u64>)> = cases.iter().map(|&(l, _, q)| (l, vec![q])).collect();
+    specs.push((16, limbs28.clone()));
+    let lattigo_times = match lattigo::ring_times(&specs, opts.quick) {
+        Ok(t) => Some(t),
+        Err(e) => {
+            eprintln!("warning: Lattigo peer unavailable, its columns are NA: {e}");
+            None
+        }
+    };
+    let lat = |i: usize, f: fn(&lattigo::RingTimes) -> f64| {
+        lattigo_times.as_ref().map_or(f64::NAN, |t| f(&t[i]) / 1e3)
+    };
+
+    let mut table = Table::new(
+        "ntt",
+        &[
+            "n",
+            "q_bits",
+            "op",
+            "ours_us",
+            "scalar_us",
+            "tfhe_ntt_us",
+            "lattigo_us",
+            "ours/tfhe_ntt",
+            "ours/lattigo",
+        ],
+    );
+    let mut headline = None;
+    let mut rng = Sampler::from_os();
+    for (i, &(log_n, bits, q)) in cases.iter().enumerate() {
+        let n = 1usize << log_n;
+        let t = NttTable::new(q, n)?;
+        let plan = tfhe_ntt::prime64::Plan::try_new(n, q)
+            .ok_or_else(|| anyhow::anyhow!("tfhe-ntt rejects q={q}, n={n}"))?;
+        let mut a: Vec<u64> = (0..n).map(|_| rng.uniform_mod(q)).collect();
+        let ours_f = time(&mut || backend.ntt_forward(&t, &mut a));
+        let ours_i = time(&mut || backend.ntt_inverse(&t, &mut a));
+        let scal_f = time(&mut || Scalar.ntt_forward(&t, &mut a));
+        let scal_i = time(&mut || Scalar.ntt_inverse(&t, &mut a));
+        let tf_f = time(&mut || plan.fwd(&mut a));
+        let tf_i = time(&mut || plan.inv(&mut a));
+        let (lat_f, lat_i) = (lat(i, |r| r.fwd_ns), lat(i, |r| r.inv_ns));
+        for (op, o, s, tf, la) in [
+            ("fwd", ours_f, scal_f, tf_f, lat_f),
+            ("inv", ours_i, scal_i, tf_i, lat_i),
+        ] {
+            table.push(vec![
+                n.to_string(),
+                bits.to_string(),
+                op.into(),
+                fmt(o),
+                fmt(s),
+                fmt(tf),
+                fmt(la),
+                format!("{:.2}", o / tf),
+                format!("{:.2}", o / la),
+            ]);
+        }
+        if log_n == 16 && bits == 60 {
+            headline = Some((q, ours_f, ours_i, tf_f, tf_i, lat_f, lat_i));
+        }
+    }
+    print!("{}", table.render());
+
+    // 28 limbs at n = 2^16.
+    let n = 1 << 16;
+    let basis = RnsBasis::new(n, &limbs28)?;
+    let mut x = rng.uniform_poly(&basis, Domain::Coefficient);
+    let y = rng.uniform_poly(&basis, Domain::Ntt);
+    let mut poly_table = Table::new(
+        "ntt_rns",
+        &[
+            "op (n=2^16, 28 limbs)",
+            "threads",
+            "ours_us",
+            "lattigo_us (1 thread)",
+        ],
+    );
+    let lat28 = specs.len() - 1;
+    for threads in [1usize, 2] {
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(threads)
+            .build()?;
+        let fwd = pool.install(|| {
+            time(&mut || {
+                x.set_domain_unchecked(Domain::Coefficient);
+                x.to_ntt();
+            })
+        });
+        let mul = pool.install(|| {
+            x.set_domain_unchecked(Domain::Ntt);
+            time(&mut || x.mul_assign(&y).expect("same basis"))
+        });
+        poly_table.push(vec![
+            "forward NTT".into(),
+            threads.to_string(),
+            fmt(fwd),
+            fmt(lat(lat28, |r| r.fwd_ns)),
+        ]);
+        poly_table.push(vec![
+            "pointwise product".into(),
+            threads.to_string(),
+            fmt(mul),
+            fmt(lat(lat28, |r| r.mul_ns)),
+        ]);
+    }
+    let p_basis = RnsBasis::new(n, &ntt_primes(61, n, 4, &limbs28)?)?;
+    let conv = BaseConverter::new(&basis, &p_basis)?;
+    x.set_domain_unchecked(Domain::Coefficient);
+    for threads in [1usize, 2] {
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(threads)
+            .build()?;
+        let bc = pool.install(|| time(&mut || drop(conv.convert(&x).expect("coefficient domain"))));
+        poly_table.push(vec![
+            "base conversion 28 -> 4".into(),
+            threads.to_string(),
+            fmt(bc),
+            "NA".into(),
+        ]);
+    }
+    print!("\n{}", poly_table.render());
+    let csv = table.write_csv(&opts.out_dir)?;
+    let csv2 = poly_table.write_csv(&opts.out_dir)?;
+    println!("\nwrote {} and {}", csv.display(), csv2.display());
+
+    let (q, of, oi, tf, ti, lf, li) = headline.expect("n = 2^16 is always measured");
+    let mut r = ResultLine::new("ntt");
+    r.push("n", 65536);
+    r.push("q_bits", 60);
+    r.push("q", q);
+    r.push("backend", backend.name());
+    r.push_f64("ours_us", of, 1);
+    r.push_f64("ours_inv_us", oi, 1);
+    r.push_f64("tfhe_ntt_us", tf, 1);
+    r.push_f64("tfhe_ntt_inv_us", ti, 1);
+    r.push_f64("lattigo_us", lf, 1);
+    r.push_f64("lattigo_inv_us", li, 1);
+    r.push_f64("ratio_tfhe_ntt", of / tf, 3);
+    r.push_f64("ratio_tfhe_ntt_inv", oi / ti, 3);
+    r.push_f64("ratio_lattigo", of / lf, 3);
+    r.push_f64("ratio_lattigo_inv", oi / li, 3);
+    println!("{r}");
+    Ok(())
+}

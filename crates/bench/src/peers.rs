@@ -1,1 +1,109 @@
-//! Peer libraries run side by side with ours.
+//! Peer libraries run side by side with ours. Rust peers are crates.io
+//! dependencies; others are small programs under `bench/peers/<name>/` that
+//! the bench builds itself, fetching the peer from its package registry.
+
+use std::path::PathBuf;
+use std::process::Command;
+
+/// `bench/peers/<name>` of this checkout (or of `$HECLOUD_PEERS_DIR`).
+pub fn peer_dir(name: &str) -> PathBuf {
+    let root = std::env::var_os("HECLOUD_PEERS_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../bench/peers"));
+    root.join(name)
+}
+
+/// Pulls `"key": number` out of a flat JSON object line.
+pub fn json_number(line: &str, key: &str) -> Option<f64> {
+    let pat = format!("\"{key}\":");
+    let rest = line[line.find(&pat)? + pat.len()..].trim_start();
+    let end = rest.find([',', '}']).unwrap_or(rest.len());
+    rest[..end].trim().parse().ok()
+}
+
+pub mod lattigo {
+    //! Lattigo v6.2.0 (Go), through `bench/peers/lattigo`.
+
+    use super::*;
+
+    /// Median times of one Lattigo ring operation over all limbs, in ns.
+    #[derive(Debug, Clone, Copy)]
+    pub struct RingTimes {
+        /// Forward NTT.
+        pub fwd_ns: f64,
+        /// Inverse NTT.
+        pub inv_ns: f64,
+        /// Pointwise (Montgomery) product.
+        pub mul_ns: f64,
+    }
+
+    /// Builds the peer program (the Go toolchain fetches Lattigo from the Go
+    /// module proxy on first use) and returns its path.
+    pub fn build() -> anyhow::Result<PathBuf> {
+        let dir = peer_dir("lattigo");
+        let bin = dir.join("build/lattigo-peer");
+        let status = Command::new("go")
+            .args(["build", "-o", "build/lattigo-peer", "."])
+            .current_dir(&dir)
+            .status()
+            .map_err(|e| anyhow::anyhow!("cannot run `go` (is Go installed?): {e}"))?;
+        anyhow::ensure!(
+            status.success(),
+            "building the Lattigo peer failed in {}",
+            dir.display()
+        );
+        Ok(bin)
+    }
+
+    /// Times Lattigo's ring NTT for each (log n, primes) on one goroutine.
+    pub fn ring_times(specs: &[(u32, Vec<u64>)], quick: bool) -> anyhow::Result<Vec<RingTimes>> {
+        let bin = build()?;
+        let args: Vec<String> = specs
+            .iter()
+            .map(|(logn, qs)| {
+                let qs: Vec<String> = qs.iter().map(u64::to_string).collect();
+                format!("{logn}:{}", qs.join(","))
+            })
+            .collect();
+        let (batch, samples) = if quick { ("10", "5") } else { ("40", "9") };
+        let out = Command::new(bin)
+            .args(["-min-batch-ms", batch, "-samples", samples])
+            .args(&args)
+            .env("GOMAXPROCS", "1")
+            .output()?;
+        anyhow::ensure!(
+            out.status.success(),
+            "Lattigo peer failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let text = String::from_utf8(out.stdout)?;
+        let times: Vec<RingTimes> = text
+            .lines()
+            .map(|l| {
+                let get = |k| json_number(l, k).ok_or_else(|| anyhow::anyhow!("no {k} in {l}"));
+                Ok(RingTimes {
+                    fwd_ns: get("fwd_ns")?,
+                    inv_ns: get("inv_ns")?,
+                    mul_ns: get("mul_ns")?,
+                })
+            })
+            .collect::<anyhow::Result<_>>()?;
+        anyhow::ensure!(
+            times.len() == specs.len(),
+            "Lattigo peer printed {} results",
+            times.len()
+        );
+        Ok(times)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn reads_numbers_from_json_lines() {
+        let l = r#"{"logn":16,"limbs":1,"fwd_ns":1186916.9,"inv_ns":1156393.15}"#;
+        assert_eq!(super::json_number(l, "logn"), Some(16.0));
+        assert_eq!(super::json_number(l, "inv_ns"), Some(1156393.15));
+        assert_eq!(super::json_number(l, "missing"), None);
+    }
+}

@@ -109,7 +109,10 @@ impl ResultLine {
     /// assert_eq!(r.to_string(), "RESULT ntt n=65536 ours_us=512.3");
     /// ```
     pub fn new(experiment: &str) -> Self {
-        Self { experiment: experiment.to_owned(), pairs: Vec::new() }
+        Self {
+            experiment: experiment.to_owned(),
+            pairs: Vec::new(),
+        }
     }
 
     /// Adds `key=value`.

@@ -54,8 +54,8 @@ fn csub(x: V, b: V) -> V {
 #[target_feature(enable = "avx2")]
 fn mul_lo(a: V, b: V) -> V {
     let ll = _mm256_mul_epu32(a, b);
-    let lh = _mm256_mul_epu32(a, _mm256_srli_epi64(b, 32));
-    let hl = _mm256_mul_epu32(_mm256_srli_epi64(a, 32), b);
+    let lh = _mm256_mul_epu32(a, _mm256_shuffle_epi32::<0xB1>(b));
+    let hl = _mm256_mul_epu32(_mm256_shuffle_epi32::<0xB1>(a), b);
     _mm256_add_epi64(ll, _mm256_slli_epi64(_mm256_add_epi64(lh, hl), 32))
 }
 
@@ -64,18 +64,22 @@ fn mul_lo(a: V, b: V) -> V {
 #[target_feature(enable = "avx2")]
 fn mul_hi(a: V, b: V) -> V {
     let mask = _mm256_set1_epi64x(0xffff_ffff);
-    let (ah, bh) = (_mm256_srli_epi64(a, 32), _mm256_srli_epi64(b, 32));
+    // The high halves are fetched by swapping 32-bit lanes, not by shifting:
+    // with shifts LLVM recognises a 64-bit multiply and scalarises it.
+    let (ah, bh) = (
+        _mm256_shuffle_epi32::<0xB1>(a),
+        _mm256_shuffle_epi32::<0xB1>(b),
+    );
     let ll = _mm256_mul_epu32(a, b);
     let lh = _mm256_mul_epu32(a, bh);
     let hl = _mm256_mul_epu32(ah, b);
     let hh = _mm256_mul_epu32(ah, bh);
-    let mid = _mm256_add_epi64(
-        _mm256_add_epi64(_mm256_srli_epi64(ll, 32), _mm256_and_si256(lh, mask)),
-        _mm256_and_si256(hl, mask),
-    );
+    // Carry chain: lh + (ll >> 32) cannot overflow, nor can hl + its low half.
+    let t = _mm256_add_epi64(lh, _mm256_srli_epi64(ll, 32));
+    let t2 = _mm256_add_epi64(hl, _mm256_and_si256(t, mask));
     _mm256_add_epi64(
-        _mm256_add_epi64(hh, _mm256_srli_epi64(mid, 32)),
-        _mm256_add_epi64(_mm256_srli_epi64(lh, 32), _mm256_srli_epi64(hl, 32)),
+        _mm256_add_epi64(hh, _mm256_srli_epi64(t, 32)),
+        _mm256_srli_epi64(t2, 32),
     )
 }
 

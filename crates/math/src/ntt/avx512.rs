@@ -52,18 +52,22 @@ fn csub(x: V, b: V) -> V {
 #[target_feature(enable = "avx512f,avx512dq")]
 fn mul_hi(a: V, b: V) -> V {
     let mask = _mm512_set1_epi64(0xffff_ffff);
-    let (ah, bh) = (_mm512_srli_epi64(a, 32), _mm512_srli_epi64(b, 32));
+    // The high halves are fetched by swapping 32-bit lanes, not by shifting:
+    // with shifts LLVM recognises a 64-bit high multiply and scalarises it.
+    let (ah, bh) = (
+        _mm512_shuffle_epi32::<{ _MM_PERM_CDAB }>(a),
+        _mm512_shuffle_epi32::<{ _MM_PERM_CDAB }>(b),
+    );
     let ll = _mm512_mul_epu32(a, b);
     let lh = _mm512_mul_epu32(a, bh);
     let hl = _mm512_mul_epu32(ah, b);
     let hh = _mm512_mul_epu32(ah, bh);
-    let mid = _mm512_add_epi64(
-        _mm512_add_epi64(_mm512_srli_epi64(ll, 32), _mm512_and_si512(lh, mask)),
-        _mm512_and_si512(hl, mask),
-    );
+    // Carry chain: lh + (ll >> 32) cannot overflow, nor can hl + its low half.
+    let t = _mm512_add_epi64(lh, _mm512_srli_epi64(ll, 32));
+    let t2 = _mm512_add_epi64(hl, _mm512_and_si512(t, mask));
     _mm512_add_epi64(
-        _mm512_add_epi64(hh, _mm512_srli_epi64(mid, 32)),
-        _mm512_add_epi64(_mm512_srli_epi64(lh, 32), _mm512_srli_epi64(hl, 32)),
+        _mm512_add_epi64(hh, _mm512_srli_epi64(t, 32)),
+        _mm512_srli_epi64(t2, 32),
     )
 }
 

@@ -10,50 +10,114 @@ macro_rules! simd_ntt_kernels {
     ($feat:literal) => {
         use crate::ntt::NttTable;
 
+        /// Coefficients per cache block: the stages whose butterfly groups fit
+        /// in a block run depth-first on it while it sits in L1.
+        const BLOCK: usize = 1 << 11;
+
+        /// Forward butterflies on consecutive groups of `2·gap` values of `a`
+        /// (gap ≥ LANES); group j uses twiddle `tw_base + j`.
+        #[target_feature(enable = $feat)]
+        fn fwd_stage(t: &NttTable, a: &mut [u64], tw_base: usize, gap: usize) {
+            let tw = t.fwd_twiddles();
+            let q = t.modulus().value();
+            let (vq, v2q) = (splat(q), splat(2 * q));
+            for (j, grp) in a.chunks_exact_mut(2 * gap).enumerate() {
+                let (w, ws) = (splat(tw.w[tw_base + j]), splat(tw.ws[tw_base + j]));
+                let (lo, hi) = grp.split_at_mut(gap);
+                for (x, y) in lo.chunks_exact_mut(LANES).zip(hi.chunks_exact_mut(LANES)) {
+                    let u = csub(load(x), v2q);
+                    let v = mul_shoup_lazy(load(y), w, ws, vq);
+                    store(x, add(u, v));
+                    store(y, sub(add(u, v2q), v));
+                }
+            }
+        }
+
+        /// Forward stage with gap < LANES on `a`, whose first butterfly is
+        /// butterfly `first` of the stage; the last stage reduces to [0, q).
+        #[target_feature(enable = $feat)]
+        fn fwd_small_stage(t: &NttTable, a: &mut [u64], first: usize, gap: usize) {
+            let q = t.modulus().value();
+            let (vq, v2q) = (splat(q), splat(2 * q));
+            let (gw, gws) = t.gap_twiddles(gap, false);
+            let (gw, gws) = (&gw[first..], &gws[first..]);
+            for (b, blk) in a.chunks_exact_mut(2 * LANES).enumerate() {
+                let (lo, hi) = blk.split_at_mut(LANES);
+                let (x, y) = split(load(lo), load(hi), gap);
+                let (w, ws) = (load(&gw[b * LANES..]), load(&gws[b * LANES..]));
+                let u = csub(x, v2q);
+                let v = mul_shoup_lazy(y, w, ws, vq);
+                let (mut x, mut y) = (add(u, v), sub(add(u, v2q), v));
+                if gap == 1 {
+                    x = csub(csub(x, v2q), vq);
+                    y = csub(csub(y, v2q), vq);
+                }
+                let (o0, o1) = join(x, y, gap);
+                store(lo, o0);
+                store(hi, o1);
+            }
+        }
+
         /// Forward NTT; same contract as [`NttTable::forward_scalar`].
         #[target_feature(enable = $feat)]
         pub(crate) fn forward(t: &NttTable, a: &mut [u64]) {
             let n = t.degree();
             assert_eq!(a.len(), n, "NTT input length");
-            let q = t.modulus().value();
-            let (vq, v2q) = (splat(q), splat(2 * q));
-            let tw = t.fwd_twiddles();
             let (mut gap, mut groups) = (n / 2, 1);
-            while gap >= LANES {
-                for i in 0..groups {
-                    let (w, ws) = (splat(tw.w[groups + i]), splat(tw.ws[groups + i]));
-                    let base = 2 * i * gap;
-                    let (lo, hi) = a[base..base + 2 * gap].split_at_mut(gap);
-                    for (x, y) in lo.chunks_exact_mut(LANES).zip(hi.chunks_exact_mut(LANES)) {
-                        let u = csub(load(x), v2q);
-                        let v = mul_shoup_lazy(load(y), w, ws, vq);
-                        store(x, add(u, v));
-                        store(y, sub(add(u, v2q), v));
-                    }
-                }
+            while 2 * gap > BLOCK {
+                fwd_stage(t, a, groups, gap);
                 groups *= 2;
                 gap /= 2;
             }
-            while gap >= 1 {
-                let (gw, gws) = t.gap_twiddles(gap, false);
-                let last = gap == 1;
-                for (b, blk) in a.chunks_exact_mut(2 * LANES).enumerate() {
-                    let (lo, hi) = blk.split_at_mut(LANES);
-                    let (x, y) = split(load(lo), load(hi), gap);
-                    let w = load(&gw[b * LANES..]);
-                    let ws = load(&gws[b * LANES..]);
-                    let u = csub(x, v2q);
-                    let v = mul_shoup_lazy(y, w, ws, vq);
-                    let (mut x, mut y) = (add(u, v), sub(add(u, v2q), v));
-                    if last {
-                        x = csub(csub(x, v2q), vq);
-                        y = csub(csub(y, v2q), vq);
-                    }
-                    let (o0, o1) = join(x, y, gap);
-                    store(lo, o0);
-                    store(hi, o1);
+            let block = n.min(BLOCK);
+            for (b, blk) in a.chunks_exact_mut(block).enumerate() {
+                let (mut gap, mut groups) = (gap, groups);
+                while gap >= LANES {
+                    fwd_stage(t, blk, groups + b * block / (2 * gap), gap);
+                    groups *= 2;
+                    gap /= 2;
                 }
-                gap /= 2;
+                while gap >= 1 {
+                    fwd_small_stage(t, blk, b * block / 2, gap);
+                    gap /= 2;
+                }
+            }
+        }
+
+        /// Inverse butterflies on consecutive groups of `2·gap` values
+        /// (gap ≥ LANES); group j uses twiddle `tw_base + j`.
+        #[target_feature(enable = $feat)]
+        fn inv_stage(t: &NttTable, a: &mut [u64], tw_base: usize, gap: usize) {
+            let tw = t.inv_twiddles();
+            let q = t.modulus().value();
+            let (vq, v2q) = (splat(q), splat(2 * q));
+            for (j, grp) in a.chunks_exact_mut(2 * gap).enumerate() {
+                let (w, ws) = (splat(tw.w[tw_base + j]), splat(tw.ws[tw_base + j]));
+                let (lo, hi) = grp.split_at_mut(gap);
+                for (x, y) in lo.chunks_exact_mut(LANES).zip(hi.chunks_exact_mut(LANES)) {
+                    let (u, v) = (load(x), load(y));
+                    store(x, csub(add(u, v), v2q));
+                    store(y, mul_shoup_lazy(sub(add(u, v2q), v), w, ws, vq));
+                }
+            }
+        }
+
+        /// Inverse stage with gap < LANES (see [`fwd_small_stage`]).
+        #[target_feature(enable = $feat)]
+        fn inv_small_stage(t: &NttTable, a: &mut [u64], first: usize, gap: usize) {
+            let q = t.modulus().value();
+            let (vq, v2q) = (splat(q), splat(2 * q));
+            let (gw, gws) = t.gap_twiddles(gap, true);
+            let (gw, gws) = (&gw[first..], &gws[first..]);
+            for (b, blk) in a.chunks_exact_mut(2 * LANES).enumerate() {
+                let (lo, hi) = blk.split_at_mut(LANES);
+                let (u, v) = split(load(lo), load(hi), gap);
+                let (w, ws) = (load(&gw[b * LANES..]), load(&gws[b * LANES..]));
+                let x = csub(add(u, v), v2q);
+                let y = mul_shoup_lazy(sub(add(u, v2q), v), w, ws, vq);
+                let (o0, o1) = join(x, y, gap);
+                store(lo, o0);
+                store(hi, o1);
             }
         }
 
@@ -62,40 +126,27 @@ macro_rules! simd_ntt_kernels {
         pub(crate) fn inverse(t: &NttTable, a: &mut [u64]) {
             let n = t.degree();
             assert_eq!(a.len(), n, "NTT input length");
+            let block = n.min(BLOCK);
+            // Depth-first inside each block, stopping before the last stage.
+            let mut gap = 1;
+            for (b, blk) in a.chunks_exact_mut(block).enumerate() {
+                gap = 1;
+                while gap < LANES {
+                    inv_small_stage(t, blk, b * block / 2, gap);
+                    gap *= 2;
+                }
+                while 2 * gap <= block && gap < n / 2 {
+                    inv_stage(t, blk, n / (2 * gap) + b * block / (2 * gap), gap);
+                    gap *= 2;
+                }
+            }
+            while gap < n / 2 {
+                inv_stage(t, a, n / (2 * gap), gap);
+                gap *= 2;
+            }
+            let tw = t.inv_twiddles();
             let q = t.modulus().value();
             let (vq, v2q) = (splat(q), splat(2 * q));
-            let tw = t.inv_twiddles();
-            let mut gap = 1;
-            while gap < LANES {
-                let (gw, gws) = t.gap_twiddles(gap, true);
-                for (b, blk) in a.chunks_exact_mut(2 * LANES).enumerate() {
-                    let (lo, hi) = blk.split_at_mut(LANES);
-                    let (u, v) = split(load(lo), load(hi), gap);
-                    let w = load(&gw[b * LANES..]);
-                    let ws = load(&gws[b * LANES..]);
-                    let x = csub(add(u, v), v2q);
-                    let y = mul_shoup_lazy(sub(add(u, v2q), v), w, ws, vq);
-                    let (o0, o1) = join(x, y, gap);
-                    store(lo, o0);
-                    store(hi, o1);
-                }
-                gap *= 2;
-            }
-            let mut groups = n / (2 * gap);
-            while groups > 1 {
-                for i in 0..groups {
-                    let (w, ws) = (splat(tw.w[groups + i]), splat(tw.ws[groups + i]));
-                    let base = 2 * i * gap;
-                    let (lo, hi) = a[base..base + 2 * gap].split_at_mut(gap);
-                    for (x, y) in lo.chunks_exact_mut(LANES).zip(hi.chunks_exact_mut(LANES)) {
-                        let (u, v) = (load(x), load(y));
-                        store(x, csub(add(u, v), v2q));
-                        store(y, mul_shoup_lazy(sub(add(u, v2q), v), w, ws, vq));
-                    }
-                }
-                groups /= 2;
-                gap *= 2;
-            }
             let (ni, nis) = t.n_inv();
             let (ni, nis) = (splat(ni), splat(nis));
             let (w, ws) = (splat(tw.w[1]), splat(tw.ws[1]));
