@@ -38,7 +38,7 @@ pub const MAX_LOG_N: u32 = 17;
 /// table.inverse(&mut a);
 /// assert_eq!(a, orig);
 /// ```
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct NttTable {
     n: usize,
     modulus: Modulus,
@@ -54,6 +54,16 @@ pub struct NttTable {
     /// butterfly of the stage.
     fwd_gap: [Twiddles; 2],
     inv_gap: [Twiddles; 2],
+}
+
+impl std::fmt::Debug for NttTable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("NttTable")
+            .field("n", &self.n)
+            .field("q", &self.modulus.value())
+            .field("psi", &self.psi)
+            .finish_non_exhaustive()
+    }
 }
 
 /// Twiddle values with their Shoup companions.

@@ -150,11 +150,30 @@ impl RnsBasis {
 /// assert_eq!(x2.domain(), Domain::Coefficient);
 /// assert_eq!(x2.limb(0)[2], 1);
 /// ```
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Clone, PartialEq, Eq)]
 pub struct RnsPoly {
     basis: Arc<RnsBasis>,
     domain: Domain,
     data: Vec<u64>,
+}
+
+impl std::fmt::Debug for RnsPoly {
+    // Only the shape: the residues may be secret and are large.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RnsPoly")
+            .field("degree", &self.degree())
+            .field(
+                "moduli",
+                &self
+                    .basis
+                    .moduli
+                    .iter()
+                    .map(Modulus::value)
+                    .collect::<Vec<_>>(),
+            )
+            .field("domain", &self.domain)
+            .finish_non_exhaustive()
+    }
 }
 
 impl Zeroize for RnsPoly {
@@ -501,14 +520,15 @@ impl RnsPoly {
             let half_i = m.reduce(half);
             let ql_inv = m.inv(m.reduce(ql)).expect("distinct primes are coprime");
             let ql_inv_s = m.shoup(ql_inv);
-            let mut r: Vec<u64> = last.iter().map(|&x| m.reduce(x)).collect();
+            // r = ((x_L + q_L/2) mod q_L) − q_L/2, so that x − r ≡ x − x_L
+            // (mod q_L) and (x − r)/q_L = ⌊(x + q_L/2)/q_L⌋; r is brought to
+            // the polynomial's domain before the subtraction.
+            let mut r: Vec<u64> = last.iter().map(|&x| m.sub(m.reduce(x), half_i)).collect();
             if domain == Domain::Ntt {
                 be.ntt_forward(t, &mut r);
             }
             for (x, &ri) in limb.iter_mut().zip(&r) {
-                // (x + q_L/2 − ((x_L + q_L/2) mod q_L)) / q_L  (mod q_i)
-                let v = m.sub(m.add(*x, half_i), ri);
-                *x = m.mul_shoup(v, ql_inv, ql_inv_s);
+                *x = m.mul_shoup(m.sub(*x, ri), ql_inv, ql_inv_s);
             }
         });
         Ok(())

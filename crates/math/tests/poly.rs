@@ -1,0 +1,210 @@
+//! RNS polynomial operations against big-integer references.
+
+use std::sync::Arc;
+
+use hecloud_math::prime::ntt_primes;
+use hecloud_math::{BaseConverter, Domain, MathError, RnsBasis, RnsPoly, Sampler};
+use num_bigint::{BigInt, BigUint};
+use num_traits::{One, Zero};
+
+fn basis(n: usize, bits: u32, count: usize) -> Arc<RnsBasis> {
+    RnsBasis::new(n, &ntt_primes(bits, n, count, &[]).unwrap()).unwrap()
+}
+
+/// Negacyclic schoolbook product of big integers modulo Q.
+fn bigint_schoolbook(a: &[BigUint], b: &[BigUint], q: &BigUint) -> Vec<BigUint> {
+    let n = a.len();
+    let mut pos = vec![BigUint::zero(); n];
+    let mut neg = vec![BigUint::zero(); n];
+    for i in 0..n {
+        for j in 0..n {
+            let p = &a[i] * &b[j];
+            if i + j < n {
+                pos[i + j] += p;
+            } else {
+                neg[i + j - n] += p;
+            }
+        }
+    }
+    pos.into_iter()
+        .zip(neg)
+        .map(|(p, m)| ((p % q) + q - (m % q)) % q)
+        .collect()
+}
+
+#[test]
+fn rns_product_through_crt_equals_bigint_schoolbook() {
+    let mut s = Sampler::from_os();
+    for (n, bits, limbs) in [(16, 60, 1), (64, 50, 4), (256, 61, 3), (1024, 30, 2)] {
+        let b = basis(n, bits, limbs);
+        let mut x = s.uniform_poly(&b, Domain::Coefficient);
+        let mut y = s.uniform_poly(&b, Domain::Coefficient);
+        let want = bigint_schoolbook(
+            &x.to_biguint().unwrap(),
+            &y.to_biguint().unwrap(),
+            &b.product(),
+        );
+        x.to_ntt();
+        y.to_ntt();
+        let mut z = x.mul(&y).unwrap();
+        z.to_coefficient();
+        assert_eq!(z.to_biguint().unwrap(), want, "n={n} limbs={limbs}");
+    }
+}
+
+#[test]
+fn signed_and_bigint_round_trips() {
+    let b = basis(64, 50, 3);
+    let mut s = Sampler::from_os();
+    let e = s.gaussian(64);
+    let p = RnsPoly::from_signed(&b, &e).unwrap();
+    let back = p.to_bigint_centered().unwrap();
+    assert_eq!(back, e.iter().map(|&v| BigInt::from(v)).collect::<Vec<_>>());
+    let big: Vec<BigInt> = (0..64)
+        .map(|i| (BigInt::one() << (100 + i)) - BigInt::from(i * 7919))
+        .collect();
+    let p = RnsPoly::from_bigints(&b, &big).unwrap();
+    let q = BigInt::from(b.product());
+    let want: Vec<BigUint> = big
+        .iter()
+        .map(|v| ((v % &q + &q) % &q).to_biguint().unwrap())
+        .collect();
+    assert_eq!(p.to_biguint().unwrap(), want);
+}
+
+#[test]
+fn automorphism_commutes_with_ntt() {
+    let mut s = Sampler::from_os();
+    for n in [16usize, 1024, 1 << 12] {
+        let b = basis(n, 60, 2);
+        let a = s.uniform_poly(&b, Domain::Coefficient);
+        for k in [1, 3, 5, 2 * n - 1, 5usize.pow(7) % (2 * n), 2 * n + 3] {
+            let mut coeff_then_ntt = a.automorphism(k).unwrap();
+            coeff_then_ntt.to_ntt();
+            let mut a_ntt = a.clone();
+            a_ntt.to_ntt();
+            let ntt_then = a_ntt.automorphism(k).unwrap();
+            assert_eq!(coeff_then_ntt, ntt_then, "n={n} k={k}");
+        }
+        // σ_k then σ_{k^-1 mod 2n} is the identity; σ_{-1} maps X to -X^(n-1).
+        let k = 5usize;
+        let k_inv = (1..2 * n)
+            .step_by(2)
+            .find(|i| i * k % (2 * n) == 1)
+            .unwrap();
+        assert_eq!(a.automorphism(k).unwrap().automorphism(k_inv).unwrap(), a);
+        let mut x = vec![0i64; n];
+        x[1] = 1;
+        let mut want = vec![0i64; n];
+        want[n - 1] = -1;
+        let xp = RnsPoly::from_signed(&b, &x).unwrap();
+        assert_eq!(
+            xp.automorphism(2 * n - 1).unwrap(),
+            RnsPoly::from_signed(&b, &want).unwrap()
+        );
+    }
+}
+
+#[test]
+fn rescale_rounds_like_bigint_division_in_both_domains() {
+    let mut s = Sampler::from_os();
+    let b = basis(256, 50, 4);
+    let x = s.uniform_poly(&b, Domain::Coefficient);
+    let ql = BigUint::from(b.moduli()[3].value());
+    let q_rest = b.prefix(3).unwrap().product();
+    let want: Vec<BigUint> = x
+        .to_biguint()
+        .unwrap()
+        .into_iter()
+        .map(|v| ((v + (&ql >> 1)) / &ql) % &q_rest)
+        .collect();
+    let mut c = x.clone();
+    c.rescale().unwrap();
+    assert_eq!(c.limbs(), 3);
+    assert_eq!(c.to_biguint().unwrap(), want);
+    let mut nt = x.clone();
+    nt.to_ntt();
+    nt.rescale().unwrap();
+    nt.to_coefficient();
+    assert_eq!(nt, c);
+    let mut one = RnsPoly::zero(&b.prefix(1).unwrap(), Domain::Coefficient);
+    assert_eq!(
+        one.rescale(),
+        Err(MathError::TooFewModuli { have: 1, need: 2 })
+    );
+    assert_eq!(
+        one.drop_last_limb(),
+        Err(MathError::TooFewModuli { have: 1, need: 2 })
+    );
+}
+
+#[test]
+fn mismatched_operands_are_typed_errors() {
+    let a = RnsPoly::zero(&basis(64, 50, 2), Domain::Ntt);
+    let other_primes = RnsPoly::zero(&basis(64, 40, 2), Domain::Ntt);
+    let other_degree = RnsPoly::zero(&basis(128, 50, 2), Domain::Ntt);
+    let coeff = RnsPoly::zero(a.basis(), Domain::Coefficient);
+    assert_eq!(a.add(&other_primes), Err(MathError::BasisMismatch));
+    assert_eq!(a.mul(&other_degree), Err(MathError::BasisMismatch));
+    assert!(matches!(
+        a.sub(&coeff),
+        Err(MathError::DomainMismatch { .. })
+    ));
+    assert!(matches!(
+        coeff.mul(&coeff),
+        Err(MathError::DomainMismatch { .. })
+    ));
+    assert!(matches!(
+        a.automorphism(4),
+        Err(MathError::InvalidGaloisElement { .. })
+    ));
+    assert!(matches!(
+        RnsPoly::from_signed(a.basis(), &[0; 3]),
+        Err(MathError::LengthMismatch {
+            expected: 64,
+            found: 3
+        })
+    ));
+    let q0 = a.basis().moduli()[0].value();
+    assert!(RnsPoly::from_limbs(a.basis(), Domain::Ntt, vec![q0; 128]).is_err());
+    assert!(matches!(
+        RnsBasis::new(64, &[]),
+        Err(MathError::TooFewModuli { .. })
+    ));
+    let q = ntt_primes(50, 64, 1, &[]).unwrap()[0];
+    assert_eq!(
+        RnsBasis::new(64, &[q, q]).unwrap_err(),
+        MathError::DuplicateModulus(q)
+    );
+    assert_eq!(
+        basis(64, 50, 2).concat(&basis(64, 50, 1)).unwrap_err(),
+        MathError::DuplicateModulus(q)
+    );
+    let p = basis(64, 61, 2);
+    let conv = BaseConverter::new(a.basis(), &p).unwrap();
+    assert!(conv.convert(&a).is_err()); // NTT domain
+}
+
+#[test]
+fn arithmetic_matches_bigint_reference() {
+    let mut s = Sampler::from_os();
+    let b = basis(64, 61, 3);
+    let q = b.product();
+    let x = s.uniform_poly(&b, Domain::Coefficient);
+    let y = s.uniform_poly(&b, Domain::Coefficient);
+    let (xb, yb) = (x.to_biguint().unwrap(), y.to_biguint().unwrap());
+    let sum = x.add(&y).unwrap().to_biguint().unwrap();
+    let diff = x.sub(&y).unwrap().to_biguint().unwrap();
+    let mut neg = x.clone();
+    neg.neg_assign();
+    let mut scaled = x.clone();
+    scaled.mul_scalar_assign(u64::MAX);
+    let negb = neg.to_biguint().unwrap();
+    let scaledb = scaled.to_biguint().unwrap();
+    for j in 0..64 {
+        assert_eq!(sum[j], (&xb[j] + &yb[j]) % &q);
+        assert_eq!(diff[j], (&xb[j] + &q - &yb[j]) % &q);
+        assert_eq!(negb[j], (&q - &xb[j]) % &q);
+        assert_eq!(scaledb[j], (&xb[j] * BigUint::from(u64::MAX)) % &q);
+    }
+}
