@@ -1,0 +1,741 @@
+//! Integer circuits over any [`BitEngine`]: carry-save reduction, adders,
+//! multi-operand sums, subtraction, comparison, equality, min/max.
+//!
+//! Every circuit is built from layers of independent lookups; the bootstraps
+//! and layers it costs are reported by [`with_cost`].
+//!
+//! # Encodings used to fuse gates into single lookups
+//!
+//! * A **carry status** (trit) of a bit position or a group of positions:
+//!   0 = kill, 1 = propagate, 2 = generate. For one position it is `a + b`,
+//!   a free linear combination. Two statuses combine in one lookup on
+//!   `3·hi + lo` (result: `hi` unless `hi` propagates, then `lo`), which is
+//!   the Kogge–Stone prefix operator `(g, p) ∘ (g', p')` in one bootstrap
+//!   instead of two gates.
+//! * A **comparison status**: `τ = sign(x − y) + 1`. For one position it is
+//!   `x − y + 1`, free. Three statuses (most significant first) combine in one
+//!   lookup on `4τ₂ + 2τ₁ + τ₀` — its sign is the sign of the first non-zero
+//!   status — and two raw positions on `2τ₁ + τ₀`.
+//! * Counters: the sum of up to 15 bits is one linear combination; each output
+//!   bit is one table, grouped into many-LUT bootstraps by the engine.
+
+use crate::engine::{
+    BitEngine, Expr, Lut, LutOp, NOISE_BUDGET, Stats, WireOf, bit_len, counter_op, mux_expr,
+    mux_lut, one,
+};
+use crate::error::{CircuitError, Result};
+use crate::uint::{EncryptedUint, UintOf, check_width};
+
+/// Runs `f` and returns its result with the bootstraps and layers it cost on `e`.
+///
+/// ```
+/// use hecloud_circuits::{circuits, with_cost, ClearEngine, EncryptedUint};
+/// let e = ClearEngine::new();
+/// let x = EncryptedUint::encrypt_u128(&e, 5, 8)?;
+/// let y = EncryptedUint::encrypt_u128(&e, 9, 8)?;
+/// let (lt, cost) = with_cost(&e, || circuits::lt(&e, &x, &y));
+/// assert!(e.decrypt_bit(&lt?)?);
+/// assert!(cost.bootstraps > 0 && cost.depth > 0);
+/// # use hecloud_circuits::BitEngine;
+/// # Ok::<(), hecloud_circuits::CircuitError>(())
+/// ```
+pub fn with_cost<E: BitEngine, T>(e: &E, f: impl FnOnce() -> T) -> (T, Stats) {
+    let before = e.stats();
+    let out = f();
+    (out, e.stats() - before)
+}
+
+/// Final adder of a sum: how two rows are added.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum AdderKind {
+    /// Kogge–Stone parallel prefix on carry statuses: depth ⌈log2(w+1)⌉ + 1,
+    /// about `w·log2 w` bootstraps.
+    KoggeStone,
+    /// Ripple carry over 2-bit digits, each digit one many-LUT lookup on
+    /// `a + b + carry` (2 bootstraps per digit): `w` bootstraps, depth `w/2`,
+    /// two bootstraps per layer.
+    Ripple,
+    /// The one with the smaller estimated time on the engine's thread count.
+    #[default]
+    Auto,
+}
+
+/// Width of a multi-operand sum.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum SumMode {
+    /// Wraps modulo 2^width.
+    #[default]
+    Modular,
+    /// Grows by ⌈log2 n⌉ bits so that nothing is lost.
+    Full,
+}
+
+fn same_width<C>(x: &EncryptedUint<C>, y: &EncryptedUint<C>) -> Result<usize>
+where
+    C: Clone,
+{
+    if x.width() == y.width() {
+        Ok(x.width())
+    } else {
+        Err(CircuitError::WidthMismatch {
+            left: x.width(),
+            right: y.width(),
+        })
+    }
+}
+
+/// Full adder of three bits: `(sum, carry)` from one bootstrap.
+///
+/// ```
+/// use hecloud_circuits::{circuits, BitEngine, ClearEngine};
+/// let e = ClearEngine::new();
+/// let b: Vec<_> = [true, true, false].iter().map(|&v| e.encrypt_bit(v).unwrap()).collect();
+/// let (s, c) = circuits::full_adder(&e, &b[0], &b[1], &b[2])?;
+/// assert_eq!((e.decrypt_bit(&s)?, e.decrypt_bit(&c)?), (false, true));
+/// # Ok::<(), hecloud_circuits::CircuitError>(())
+/// ```
+pub fn full_adder<E: BitEngine>(
+    e: &E,
+    a: &WireOf<E>,
+    b: &WireOf<E>,
+    c: &WireOf<E>,
+) -> Result<(WireOf<E>, WireOf<E>)> {
+    e.full_adder(a, b, c)
+}
+
+/// Reduces columns of bits (column `c` has weight 2^c) to at most two bits per
+/// column with parallel counters, one layer per stage (a Wallace tree of
+/// (3,2), (7,3) and (15,4) counters). Output bits at columns ≥ `columns.len()`
+/// are dropped (the sum is taken modulo 2^len).
+pub fn compress_columns<E: BitEngine>(
+    e: &E,
+    mut columns: Vec<Vec<WireOf<E>>>,
+) -> Result<Vec<Vec<WireOf<E>>>> {
+    let width = columns.len();
+    while columns.iter().any(|c| c.len() > 2) {
+        // Plan this stage's counters: (column, first index, count).
+        let mut groups: Vec<(usize, usize, usize)> = Vec::new();
+        for (c, col) in columns.iter().enumerate() {
+            let (mut start, mut rem) = (0, col.len());
+            while rem >= 3 {
+                let top = width - c; // outputs that still fit
+                let k = if top <= 1 {
+                    rem.min(15)
+                } else if rem >= 15 {
+                    15
+                } else if rem >= 11 || (4..=7).contains(&rem) {
+                    rem
+                } else if rem >= 8 {
+                    7
+                } else {
+                    3
+                };
+                groups.push((c, start, k));
+                start += k;
+                rem -= k;
+            }
+        }
+        let ops = groups
+            .iter()
+            .map(|&(c, s, k)| {
+                let bits: Vec<&WireOf<E>> = columns[c][s..s + k].iter().collect();
+                let mut op = counter_op(&bits)?;
+                op.luts.truncate(width - c);
+                Ok(op)
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let outs = e.eval_layer(&ops)?;
+        let mut next: Vec<Vec<WireOf<E>>> = vec![Vec::new(); width];
+        let mut used: Vec<Vec<bool>> = columns.iter().map(|c| vec![false; c.len()]).collect();
+        for (&(c, s, k), out) in groups.iter().zip(outs) {
+            used[c][s..s + k].iter_mut().for_each(|u| *u = true);
+            for (i, w) in out.into_iter().enumerate() {
+                next[c + i].push(w);
+            }
+        }
+        for (c, col) in columns.into_iter().enumerate() {
+            next[c].extend(
+                col.into_iter()
+                    .zip(&used[c])
+                    .filter(|(_, u)| !**u)
+                    .map(|(w, _)| w),
+            );
+        }
+        columns = next;
+    }
+    Ok(columns)
+}
+
+/// Which nodes of a Kogge–Stone prefix over `n` positions are needed so that
+/// the prefixes at positions `required` are complete: `levels[l][p]` is true
+/// when position `p` is combined at level `l` (distance 2^l).
+fn kogge_stone_schedule(n: usize, required: &[usize]) -> Vec<Vec<bool>> {
+    let mut dists = Vec::new();
+    let mut d = 1;
+    while d < n {
+        dists.push(d);
+        d *= 2;
+    }
+    let mut need = vec![false; n];
+    for &p in required {
+        need[p] = true;
+    }
+    let mut levels = vec![vec![false; n]; dists.len()];
+    for (l, &d) in dists.iter().enumerate().rev() {
+        let mut prev = vec![false; n];
+        for p in 0..n {
+            if need[p] {
+                prev[p] = true;
+                if p >= d {
+                    levels[l][p] = true;
+                    prev[p - d] = true;
+                }
+            }
+        }
+        need = prev;
+    }
+    levels
+}
+
+/// Estimated time (in bootstrap slots on `threads` threads) of each adder kind.
+fn adder_estimate(width: usize, need_carry: bool, threads: usize) -> (usize, usize) {
+    let t = threads.max(1);
+    let digits = width.div_ceil(2);
+    let ripple = digits * 2usize.div_ceil(t);
+    let required: Vec<usize> = if need_carry {
+        (0..=width).collect()
+    } else {
+        (0..width).collect()
+    };
+    let ks: usize = kogge_stone_schedule(width + 1, &required)
+        .iter()
+        .map(|l| l.iter().filter(|&&b| b).count().div_ceil(t))
+        .sum::<usize>()
+        + width.div_ceil(t);
+    (ks, ripple)
+}
+
+/// Adds two rows of bits (`None` = 0) of `width` columns plus a constant carry-in;
+/// returns the `width` sum bits and, if asked, the carry out.
+#[allow(clippy::type_complexity)]
+fn add_rows<E: BitEngine>(
+    e: &E,
+    a: &[Option<&WireOf<E>>],
+    b: &[Option<&WireOf<E>>],
+    cin: bool,
+    need_carry: bool,
+    kind: AdderKind,
+) -> Result<(Vec<WireOf<E>>, Option<WireOf<E>>)> {
+    let width = a.len();
+    let kind = match kind {
+        AdderKind::Auto => {
+            let (ks, ripple) = adder_estimate(width, need_carry, e.threads());
+            if ks < ripple {
+                AdderKind::KoggeStone
+            } else {
+                AdderKind::Ripple
+            }
+        }
+        k => k,
+    };
+    let pair = |i: usize| -> Expr<'_, E::Ct> {
+        let mut x = Expr::new();
+        if let Some(w) = a[i] {
+            x = x.term(w, 1);
+        }
+        if let Some(w) = b[i] {
+            x = x.term(w, 1);
+        }
+        x
+    };
+    match kind {
+        AdderKind::Ripple | AdderKind::Auto => {
+            let mut sum = Vec::with_capacity(width);
+            let mut carry: Option<WireOf<E>> = None;
+            for lo in (0..width).step_by(2) {
+                let cols = (width - lo).min(2);
+                let mut x = Expr::new().plus(i64::from(cin && lo == 0));
+                for k in 0..cols {
+                    x = x.add_scaled(&pair(lo + k), 1 << k);
+                }
+                if let Some(c) = &carry {
+                    x = x.term(c, 1);
+                }
+                let last = lo + cols >= width;
+                let want_carry = !last || need_carry;
+                let mut luts = Vec::new();
+                if want_carry {
+                    luts.push(Lut::new(move |v| v >> cols));
+                }
+                luts.extend((0..cols).map(|k| Lut::new(move |v| (v >> k) & 1)));
+                let mut out = e.lookup(LutOp::new(x, luts))?.into_iter();
+                let new_carry = if want_carry { out.next() } else { None };
+                sum.extend(out);
+                carry = new_carry;
+            }
+            Ok((sum, carry))
+        }
+        AdderKind::KoggeStone => {
+            // Position 0 holds the carry-in (kill or generate); position i+1 bit i.
+            let n = width + 1;
+            let mut t: Vec<WireOf<E>> = Vec::with_capacity(n);
+            t.push(e.constant(if cin { 2 } else { 0 }));
+            for i in 0..width {
+                t.push(e.linear(&pair(i))?);
+            }
+            let required: Vec<usize> = if need_carry {
+                (0..n).collect()
+            } else {
+                (0..width).collect()
+            };
+            let schedule = kogge_stone_schedule(n, &required);
+            let combine = Lut::new(|x| if x / 3 == 1 { x % 3 } else { x / 3 });
+            let combine_bit =
+                Lut::new(|x| u64::from((if x / 3 == 1 { x % 3 } else { x / 3 }) == 2));
+            let mut d = 1;
+            let last = schedule.len();
+            for (l, level) in schedule.iter().enumerate() {
+                let nodes: Vec<usize> = (0..n).filter(|&p| level[p]).collect();
+                let ops: Vec<LutOp<'_, E::Ct>> = nodes
+                    .iter()
+                    .map(|&p| {
+                        let lut = if l + 1 == last && p == width && need_carry {
+                            combine_bit
+                        } else {
+                            combine
+                        };
+                        LutOp::new(Expr::new().term(&t[p], 3).term(&t[p - d], 1), vec![lut])
+                    })
+                    .collect();
+                let outs = e.eval_layer(&ops)?;
+                for (&p, out) in nodes.iter().zip(outs) {
+                    t[p] = one(out)?;
+                }
+                d *= 2;
+            }
+            // Sum bits: parity of a + b + carry, the carry being status 2 of prefix i.
+            let sum_lut = Lut::new(|x| if x >= 6 { (x - 6 + 1) & 1 } else { x & 1 });
+            let ops: Vec<LutOp<'_, E::Ct>> = (0..width)
+                .map(|i| LutOp::new(pair(i).term(&t[i], 3), vec![sum_lut]))
+                .collect();
+            let sum = e
+                .eval_layer(&ops)?
+                .into_iter()
+                .map(one)
+                .collect::<Result<Vec<_>>>()?;
+            let carry = if need_carry {
+                Some(t[width].clone())
+            } else {
+                None
+            };
+            Ok((sum, carry))
+        }
+    }
+}
+
+/// `x + y mod 2^w` with the given final adder.
+///
+/// ```
+/// use hecloud_circuits::{circuits::{self, AdderKind}, ClearEngine, EncryptedUint};
+/// let e = ClearEngine::new();
+/// let x = EncryptedUint::encrypt_u128(&e, 200, 8)?;
+/// let y = EncryptedUint::encrypt_u128(&e, 100, 8)?;
+/// let s = circuits::add(&e, &x, &y, AdderKind::KoggeStone)?;
+/// assert_eq!(s.decrypt_u128(&e)?, (300 % 256));
+/// # Ok::<(), hecloud_circuits::CircuitError>(())
+/// ```
+pub fn add<E: BitEngine>(
+    e: &E,
+    x: &UintOf<E>,
+    y: &UintOf<E>,
+    kind: AdderKind,
+) -> Result<UintOf<E>> {
+    same_width(x, y)?;
+    let a: Vec<_> = x.bits().iter().map(Some).collect();
+    let b: Vec<_> = y.bits().iter().map(Some).collect();
+    EncryptedUint::from_bits(add_rows(e, &a, &b, false, false, kind)?.0)
+}
+
+/// `x + y` with the carry out: `(sum mod 2^w, carry)`.
+pub fn add_with_carry<E: BitEngine>(
+    e: &E,
+    x: &UintOf<E>,
+    y: &UintOf<E>,
+    kind: AdderKind,
+) -> Result<(UintOf<E>, WireOf<E>)> {
+    same_width(x, y)?;
+    let a: Vec<_> = x.bits().iter().map(Some).collect();
+    let b: Vec<_> = y.bits().iter().map(Some).collect();
+    let (s, c) = add_rows(e, &a, &b, false, true, kind)?;
+    let c = c.ok_or(CircuitError::BadLutCount { got: 0, max: 1 })?;
+    Ok((EncryptedUint::from_bits(s)?, c))
+}
+
+/// `x − y mod 2^w` (as `x + ¬y + 1`).
+///
+/// ```
+/// use hecloud_circuits::{circuits::{self, AdderKind}, ClearEngine, EncryptedUint};
+/// let e = ClearEngine::new();
+/// let x = EncryptedUint::encrypt_u128(&e, 3, 8)?;
+/// let y = EncryptedUint::encrypt_u128(&e, 5, 8)?;
+/// assert_eq!(circuits::sub(&e, &x, &y, AdderKind::Auto)?.decrypt_u128(&e)?, 254);
+/// # Ok::<(), hecloud_circuits::CircuitError>(())
+/// ```
+pub fn sub<E: BitEngine>(
+    e: &E,
+    x: &UintOf<E>,
+    y: &UintOf<E>,
+    kind: AdderKind,
+) -> Result<UintOf<E>> {
+    same_width(x, y)?;
+    let ny: Vec<WireOf<E>> = y.bits().iter().map(|b| e.not(b)).collect::<Result<_>>()?;
+    let a: Vec<_> = x.bits().iter().map(Some).collect();
+    let b: Vec<_> = ny.iter().map(Some).collect();
+    EncryptedUint::from_bits(add_rows(e, &a, &b, true, false, kind)?.0)
+}
+
+/// Sum of `xs` (all of one width): a carry-save counter tree down to two rows
+/// (each stage one layer), then the final adder. [`SumMode::Modular`] wraps at
+/// the width; [`SumMode::Full`] returns `width + ⌈log2 n⌉` bits.
+///
+/// ```
+/// use hecloud_circuits::{circuits::{self, AdderKind, SumMode}, ClearEngine, EncryptedUint};
+/// let e = ClearEngine::new();
+/// let xs: Vec<_> = [250u128, 7, 100].iter()
+///     .map(|&v| EncryptedUint::encrypt_u128(&e, v, 8)).collect::<Result<_, _>>()?;
+/// let full = circuits::sum(&e, &xs, SumMode::Full, AdderKind::Auto)?;
+/// assert_eq!((full.width(), full.decrypt_u128(&e)?), (10, 357));
+/// let wrapped = circuits::sum(&e, &xs, SumMode::Modular, AdderKind::Auto)?;
+/// assert_eq!(wrapped.decrypt_u128(&e)?, 357 % 256);
+/// # Ok::<(), hecloud_circuits::CircuitError>(())
+/// ```
+pub fn sum<E: BitEngine>(
+    e: &E,
+    xs: &[UintOf<E>],
+    mode: SumMode,
+    kind: AdderKind,
+) -> Result<UintOf<E>> {
+    let first = xs.first().ok_or(CircuitError::EmptyOperands)?;
+    let w = first.width();
+    for x in xs {
+        same_width(first, x)?;
+    }
+    let n = xs.len();
+    let out_w = match mode {
+        SumMode::Modular => w,
+        SumMode::Full => w + bit_len((n - 1) as u64),
+    };
+    check_width(out_w)?;
+    if n == 1 {
+        let mut bits = first.bits().to_vec();
+        bits.resize_with(out_w, || e.constant(0));
+        return EncryptedUint::from_bits(bits);
+    }
+    let mut columns: Vec<Vec<WireOf<E>>> = vec![Vec::with_capacity(n); out_w];
+    for x in xs {
+        for (c, b) in x.bits().iter().enumerate() {
+            columns[c].push(b.clone());
+        }
+    }
+    let columns = compress_columns(e, columns)?;
+    let a: Vec<_> = columns.iter().map(|c| c.first()).collect();
+    let b: Vec<_> = columns.iter().map(|c| c.get(1)).collect();
+    EncryptedUint::from_bits(add_rows(e, &a, &b, false, false, kind)?.0)
+}
+
+/// `x < y` by the published method: the carry out of `¬x + y` through a
+/// Kogge–Stone adder (only the prefix nodes the carry needs are evaluated).
+///
+/// ```
+/// use hecloud_circuits::{circuits, BitEngine, ClearEngine, EncryptedUint};
+/// let e = ClearEngine::new();
+/// let x = EncryptedUint::encrypt_u128(&e, 7, 4)?;
+/// let y = EncryptedUint::encrypt_u128(&e, 9, 4)?;
+/// assert!(e.decrypt_bit(&circuits::lt_published(&e, &x, &y)?)?);
+/// # Ok::<(), hecloud_circuits::CircuitError>(())
+/// ```
+pub fn lt_published<E: BitEngine>(e: &E, x: &UintOf<E>, y: &UintOf<E>) -> Result<WireOf<E>> {
+    let width = same_width(x, y)?;
+    let nx: Vec<WireOf<E>> = x.bits().iter().map(|b| e.not(b)).collect::<Result<_>>()?;
+    // Statuses ¬x_i + y_i; position 0 is the (zero) carry-in.
+    let n = width + 1;
+    let mut t: Vec<WireOf<E>> = Vec::with_capacity(n);
+    t.push(e.constant(0));
+    for (a, b) in nx.iter().zip(y.bits()) {
+        t.push(e.linear(&Expr::new().term(a, 1).term(b, 1))?);
+    }
+    let schedule = kogge_stone_schedule(n, &[width]);
+    let combine = Lut::new(|x| if x / 3 == 1 { x % 3 } else { x / 3 });
+    let combine_bit = Lut::new(|x| u64::from((if x / 3 == 1 { x % 3 } else { x / 3 }) == 2));
+    let mut d = 1;
+    let last = schedule.len();
+    for (l, level) in schedule.iter().enumerate() {
+        let nodes: Vec<usize> = (0..n).filter(|&p| level[p]).collect();
+        let lut = if l + 1 == last { combine_bit } else { combine };
+        let ops: Vec<_> = nodes
+            .iter()
+            .map(|&p| LutOp::new(Expr::new().term(&t[p], 3).term(&t[p - d], 1), vec![lut]))
+            .collect();
+        for (&p, out) in nodes.iter().zip(e.eval_layer(&ops)?) {
+            t[p] = one(out)?;
+        }
+        d *= 2;
+    }
+    Ok(t[width].clone())
+}
+
+/// Which relation a comparator outputs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Relation {
+    /// `x < y`
+    Lt,
+    /// `x ≤ y`
+    Le,
+    /// `x > y`
+    Gt,
+    /// `x ≥ y`
+    Ge,
+}
+
+impl Relation {
+    fn holds(self, sign: i64) -> bool {
+        match self {
+            Relation::Lt => sign < 0,
+            Relation::Le => sign <= 0,
+            Relation::Gt => sign > 0,
+            Relation::Ge => sign >= 0,
+        }
+    }
+}
+
+/// Log-depth comparator: a tree of comparison statuses, two raw bit positions
+/// or three statuses per lookup, about `0.75·w` bootstraps and
+/// `1 + ⌈log3(w/2)⌉` layers.
+///
+/// ```
+/// use hecloud_circuits::{circuits::{self, Relation}, BitEngine, ClearEngine, EncryptedUint};
+/// let e = ClearEngine::new();
+/// let x = EncryptedUint::encrypt_u128(&e, 1 << 40, 64)?;
+/// let y = EncryptedUint::encrypt_u128(&e, 12345, 64)?;
+/// assert!(e.decrypt_bit(&circuits::compare(&e, &x, &y, Relation::Gt)?)?);
+/// # Ok::<(), hecloud_circuits::CircuitError>(())
+/// ```
+pub fn compare<E: BitEngine>(
+    e: &E,
+    x: &UintOf<E>,
+    y: &UintOf<E>,
+    rel: Relation,
+) -> Result<WireOf<E>> {
+    same_width(x, y)?;
+    // Statuses, most significant first: τ = x_i − y_i + 1 (free).
+    let mut items: Vec<WireOf<E>> = x
+        .bits()
+        .iter()
+        .zip(y.bits())
+        .rev()
+        .map(|(a, b)| e.linear(&Expr::new().term(a, 1).term(b, -1).plus(1)))
+        .collect::<Result<_>>()?;
+    loop {
+        // Greedy groups from the top: 3 if the noise allows, else 2, else 1.
+        let mut groups: Vec<(usize, usize)> = Vec::new();
+        let mut i = 0;
+        while i < items.len() {
+            let rest = items.len() - i;
+            let noise = |k: usize| -> u64 {
+                (0..k)
+                    .map(|j| (1u64 << (2 * (k - 1 - j))) * items[i + j].noise())
+                    .sum()
+            };
+            let k = if rest >= 3 && noise(3) <= NOISE_BUDGET {
+                3
+            } else if rest >= 2 && noise(2) <= NOISE_BUDGET {
+                2
+            } else {
+                1
+            };
+            groups.push((i, k));
+            i += k;
+        }
+        let is_final = groups.len() == 1;
+        let ops: Vec<LutOp<'_, E::Ct>> = groups
+            .iter()
+            .filter(|&&(_, k)| k > 1 || is_final)
+            .map(|&(s, k)| {
+                let mut x = Expr::new();
+                for j in 0..k {
+                    x = x.term(&items[s + j], 1 << (k - 1 - j));
+                }
+                let mid = (1i64 << k) - 1; // value of "all equal"
+                let lut = if is_final {
+                    Lut::new(move |v| u64::from(rel.holds((v as i64 - mid).signum())))
+                } else {
+                    Lut::new(move |v| ((v as i64 - mid).signum() + 1) as u64)
+                };
+                LutOp::new(x, vec![lut])
+            })
+            .collect();
+        let mut outs = e.eval_layer(&ops)?.into_iter();
+        let mut next = Vec::with_capacity(groups.len());
+        for &(s, k) in &groups {
+            if k > 1 || is_final {
+                next.push(one(outs.next().unwrap_or_default())?);
+            } else {
+                next.push(items[s].clone());
+            }
+        }
+        if is_final {
+            return one(next);
+        }
+        items = next;
+    }
+}
+
+/// `x < y` (log-depth comparator).
+pub fn lt<E: BitEngine>(e: &E, x: &UintOf<E>, y: &UintOf<E>) -> Result<WireOf<E>> {
+    compare(e, x, y, Relation::Lt)
+}
+
+/// `x > y` (log-depth comparator).
+pub fn gt<E: BitEngine>(e: &E, x: &UintOf<E>, y: &UintOf<E>) -> Result<WireOf<E>> {
+    compare(e, x, y, Relation::Gt)
+}
+
+/// `x == y` (`want_equal = true`) or `x != y`: pairs of positions then
+/// OR-trees of up to 15 "differs" bits per lookup.
+///
+/// ```
+/// use hecloud_circuits::{circuits, BitEngine, ClearEngine, EncryptedUint};
+/// let e = ClearEngine::new();
+/// let x = EncryptedUint::encrypt_u128(&e, 77, 7)?;
+/// assert!(e.decrypt_bit(&circuits::eq(&e, &x, &x.clone(), true)?)?);
+/// # Ok::<(), hecloud_circuits::CircuitError>(())
+/// ```
+pub fn eq<E: BitEngine>(
+    e: &E,
+    x: &UintOf<E>,
+    y: &UintOf<E>,
+    want_equal: bool,
+) -> Result<WireOf<E>> {
+    let width = same_width(x, y)?;
+    let d: Vec<WireOf<E>> = x
+        .bits()
+        .iter()
+        .zip(y.bits())
+        .map(|(a, b)| e.linear(&Expr::new().term(a, 1).term(b, -1).plus(1)))
+        .collect::<Result<_>>()?;
+    let fin = move |differs: bool| u64::from(differs != want_equal);
+    if width == 2 {
+        let x = Expr::new().term(&d[1], 2).term(&d[0], 1);
+        return one(e.lookup(LutOp::new(x, vec![Lut::new(move |v| fin(v != 3))]))?);
+    }
+    // Level 1: "differs" bits of pairs (2·d₁ + d₀ = 3 iff both equal) and of a leftover.
+    let ops: Vec<LutOp<'_, E::Ct>> = d
+        .chunks(2)
+        .map(|c| match c {
+            [lo, hi] => LutOp::new(
+                Expr::new().term(hi, 2).term(lo, 1),
+                vec![Lut::new(|v| u64::from(v != 3))],
+            ),
+            _ => LutOp::new(
+                Expr::new().term(&c[0], 1),
+                vec![Lut::new(|v| u64::from(v != 1))],
+            ),
+        })
+        .collect();
+    let mut bits: Vec<WireOf<E>> = e
+        .eval_layer(&ops)?
+        .into_iter()
+        .map(one)
+        .collect::<Result<_>>()?;
+    loop {
+        let is_final = bits.len() <= 15;
+        let ops: Vec<LutOp<'_, E::Ct>> = bits
+            .chunks(15)
+            .map(|c| {
+                let x = c.iter().fold(Expr::new(), |x, b| x.term(b, 1));
+                let lut = if is_final {
+                    Lut::new(move |v| fin(v != 0))
+                } else {
+                    Lut::new(|v| u64::from(v != 0))
+                };
+                LutOp::new(x, vec![lut])
+            })
+            .collect();
+        bits = e
+            .eval_layer(&ops)?
+            .into_iter()
+            .map(one)
+            .collect::<Result<_>>()?;
+        if is_final {
+            return one(bits);
+        }
+    }
+}
+
+/// Bitwise `s ? a : b` on whole integers (one bootstrap per bit).
+pub fn mux<E: BitEngine>(e: &E, s: &WireOf<E>, a: &UintOf<E>, b: &UintOf<E>) -> Result<UintOf<E>> {
+    same_width(a, b)?;
+    let ops: Vec<_> = a
+        .bits()
+        .iter()
+        .zip(b.bits())
+        .map(|(x, y)| LutOp::new(mux_expr(s, x, y), vec![mux_lut()]))
+        .collect();
+    EncryptedUint::from_bits(
+        e.eval_layer(&ops)?
+            .into_iter()
+            .map(one)
+            .collect::<Result<_>>()?,
+    )
+}
+
+/// `(min(x, y), max(x, y))`: the log-depth comparator, then one many-LUT
+/// bootstrap per bit giving both the min and the max bit.
+///
+/// ```
+/// use hecloud_circuits::{circuits, ClearEngine, EncryptedUint};
+/// let e = ClearEngine::new();
+/// let x = EncryptedUint::encrypt_u128(&e, 9, 5)?;
+/// let y = EncryptedUint::encrypt_u128(&e, 30, 5)?;
+/// let (lo, hi) = circuits::min_max(&e, &x, &y)?;
+/// assert_eq!((lo.decrypt_u128(&e)?, hi.decrypt_u128(&e)?), (9, 30));
+/// # Ok::<(), hecloud_circuits::CircuitError>(())
+/// ```
+pub fn min_max<E: BitEngine>(
+    e: &E,
+    x: &UintOf<E>,
+    y: &UintOf<E>,
+) -> Result<(UintOf<E>, UintOf<E>)> {
+    let s = lt(e, x, y)?;
+    // On 4s + 2x + y: min = s ? x : y, max = s ? y : x.
+    let min_lut = mux_lut();
+    let max_lut = Lut::new(|v| if v >= 4 { v & 1 } else { (v >> 1) & 1 });
+    let ops: Vec<_> = x
+        .bits()
+        .iter()
+        .zip(y.bits())
+        .map(|(a, b)| LutOp::new(mux_expr(&s, a, b), vec![min_lut, max_lut]))
+        .collect();
+    let (mut lo, mut hi) = (Vec::new(), Vec::new());
+    for out in e.eval_layer(&ops)? {
+        let mut it = out.into_iter();
+        match (it.next(), it.next()) {
+            (Some(a), Some(b)) => {
+                lo.push(a);
+                hi.push(b);
+            }
+            _ => return Err(CircuitError::BadLutCount { got: 0, max: 2 }),
+        }
+    }
+    Ok((EncryptedUint::from_bits(lo)?, EncryptedUint::from_bits(hi)?))
+}
+
+/// `min(x, y)`.
+pub fn min<E: BitEngine>(e: &E, x: &UintOf<E>, y: &UintOf<E>) -> Result<UintOf<E>> {
+    Ok(min_max(e, x, y)?.0)
+}
+
+/// `max(x, y)`.
+pub fn max<E: BitEngine>(e: &E, x: &UintOf<E>, y: &UintOf<E>) -> Result<UintOf<E>> {
+    Ok(min_max(e, x, y)?.1)
+}

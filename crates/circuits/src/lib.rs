@@ -1,0 +1,43 @@
+//! Encrypted integer circuits for hecloud.
+//!
+//! Integers of any width from 2 to 1024 bits are held one bit per wire
+//! ([`EncryptedUint`]); circuits ([`circuits`]) — carry-save counter trees,
+//! Kogge–Stone and ripple adders, multi-operand sums, subtraction, comparison
+//! (the published carry-of-`¬X + Y` method and a faster log-depth tree),
+//! equality, min/max — are generic over a [`BitEngine`]:
+//!
+//! * [`ClearEngine`]: plaintext values, the test oracle; it enforces the same
+//!   plaintext-space and noise rules as the TFHE engine and counts the same
+//!   bootstraps and layers;
+//! * [`TfheEngine`]: TFHE-rs shortint ciphertexts (see [`tfhe_engine`] for the
+//!   parameter choice: 128-bit security, p_fail ≤ 2^-128).
+//!
+//! ```
+//! use hecloud_circuits::{circuits::{self, AdderKind, SumMode}, with_cost, BitEngine, ClearEngine, EncryptedUint};
+//! let e = ClearEngine::new();
+//! let xs: Vec<_> = [1u128, 2, 3].iter()
+//!     .map(|&v| EncryptedUint::encrypt_u128(&e, v, 32)).collect::<Result<_, _>>()?;
+//! let (s, cost) = with_cost(&e, || circuits::sum(&e, &xs, SumMode::Modular, AdderKind::Auto));
+//! assert_eq!(s?.decrypt_u128(&e)?, 6);
+//! assert!(cost.bootstraps > 0);
+//! # Ok::<(), hecloud_circuits::CircuitError>(())
+//! ```
+#![deny(missing_docs)]
+
+pub mod circuits;
+pub mod clear;
+pub mod demo;
+pub mod engine;
+pub mod error;
+pub mod tfhe_engine;
+pub mod uint;
+
+pub use circuits::with_cost;
+pub use clear::ClearEngine;
+pub use engine::{
+    BitEngine, Expr, Lut, LutOp, MAX_LUTS_PER_OP, NOISE_BUDGET, PLAINTEXT_SPACE, Plan, Stats, Wire,
+    WireOf, plan,
+};
+pub use error::{CircuitError, Result};
+pub use tfhe_engine::{TFHE_PARAMS, TfheEngine};
+pub use uint::{EncryptedUint, MAX_WIDTH, MIN_WIDTH, UintOf};

@@ -1,0 +1,160 @@
+//! A few small circuits on the TFHE engine, checked against plaintext
+//! arithmetic and against the clear engine's bootstrap counts. Keys are
+//! generated once for this test binary. Wide widths on TFHE run in the bench
+//! (`hecloud bench tfhe`) and in the ignored test below.
+
+use hecloud_circuits::circuits::{self, AdderKind, Relation, SumMode};
+use hecloud_circuits::{BitEngine, ClearEngine, EncryptedUint, TfheEngine, with_cost};
+use rand_chacha::ChaCha20Rng;
+use rand_core::{RngCore, SeedableRng};
+use std::sync::OnceLock;
+
+/// Keys generated once; each test gets its own counters.
+fn engine() -> TfheEngine {
+    static E: OnceLock<TfheEngine> = OnceLock::new();
+    E.get_or_init(TfheEngine::generate).fork()
+}
+
+fn rng() -> ChaCha20Rng {
+    ChaCha20Rng::from_os_rng()
+}
+
+#[test]
+fn fused_counters_and_gates_decrypt_correctly() {
+    let e = &engine();
+    let mut rng = rng();
+    // (3,2), (7,3) and (15,4) counters: 1, 2 and 4 bootstraps.
+    for (k, boots) in [(3usize, 1u64), (7, 2), (15, 4)] {
+        let p = rng.next_u32() & ((1 << k) - 1);
+        let bits: Vec<_> = (0..k)
+            .map(|i| e.encrypt_bit((p >> i) & 1 == 1).unwrap())
+            .collect();
+        let refs: Vec<_> = bits.iter().collect();
+        let (out, cost) = with_cost(e, || e.counter(&refs).unwrap());
+        let got: u32 = out
+            .iter()
+            .enumerate()
+            .map(|(i, b)| u32::from(e.decrypt_bit(b).unwrap()) << i)
+            .sum();
+        assert_eq!(got, p.count_ones(), "k={k}");
+        assert_eq!(cost.bootstraps, boots, "k={k}");
+    }
+    let (a, b, s) = (
+        rng.next_u32() & 1 == 1,
+        rng.next_u32() & 1 == 1,
+        rng.next_u32() & 1 == 1,
+    );
+    let (wa, wb, ws) = (
+        e.encrypt_bit(a).unwrap(),
+        e.encrypt_bit(b).unwrap(),
+        e.encrypt_bit(s).unwrap(),
+    );
+    assert_eq!(e.decrypt_bit(&e.xor(&wa, &wb).unwrap()).unwrap(), a ^ b);
+    assert_eq!(e.decrypt_bit(&e.and(&wa, &wb).unwrap()).unwrap(), a & b);
+    assert_eq!(e.decrypt_bit(&e.or(&wa, &wb).unwrap()).unwrap(), a | b);
+    assert_eq!(e.decrypt_bit(&e.not(&wa).unwrap()).unwrap(), !a);
+    assert_eq!(
+        e.decrypt_bit(&e.mux(&ws, &wa, &wb).unwrap()).unwrap(),
+        if s { a } else { b }
+    );
+}
+
+#[test]
+fn sum_of_three_8_bit_numbers() {
+    let e = &engine();
+    let mut rng = rng();
+    let mut vals: Vec<u128> = (0..3).map(|_| u128::from(rng.next_u32() & 0xff)).collect();
+    vals[2] = 0xff; // keep an all-ones operand: the sum always carries
+    let xs: Vec<_> = vals
+        .iter()
+        .map(|&v| EncryptedUint::encrypt_u128(e, v, 8).unwrap())
+        .collect();
+    let total: u128 = vals.iter().sum();
+    for (mode, kind, expect) in [
+        (SumMode::Full, AdderKind::Ripple, total),
+        (SumMode::Modular, AdderKind::KoggeStone, total % 256),
+    ] {
+        let (s, cost) = with_cost(e, || circuits::sum(e, &xs, mode, kind).unwrap());
+        assert_eq!(s.decrypt_u128(e).unwrap(), expect, "{mode:?} {kind:?}");
+        // The clear engine runs the same circuit with the same bootstraps and depth.
+        let c = ClearEngine::new();
+        let cx: Vec<_> = vals
+            .iter()
+            .map(|&v| EncryptedUint::encrypt_u128(&c, v, 8).unwrap())
+            .collect();
+        let (_, clear_cost) = with_cost(&c, || circuits::sum(&c, &cx, mode, kind).unwrap());
+        assert_eq!(cost, clear_cost);
+    }
+}
+
+#[test]
+fn comparisons_and_min_max_at_8_bits() {
+    let e = &engine();
+    let mut rng = rng();
+    let r = u128::from(rng.next_u32() & 0xff);
+    for (x, y) in [
+        (r, u128::from(rng.next_u32() & 0xff)),
+        (r, r),
+        (0, 255),
+        (255, 254),
+    ] {
+        let (cx, cy) = (
+            EncryptedUint::encrypt_u128(e, x, 8).unwrap(),
+            EncryptedUint::encrypt_u128(e, y, 8).unwrap(),
+        );
+        assert_eq!(
+            e.decrypt_bit(&circuits::compare(e, &cx, &cy, Relation::Lt).unwrap())
+                .unwrap(),
+            x < y,
+            "{x} {y}"
+        );
+        assert_eq!(
+            e.decrypt_bit(&circuits::lt_published(e, &cx, &cy).unwrap())
+                .unwrap(),
+            x < y,
+            "{x} {y}"
+        );
+        assert_eq!(
+            e.decrypt_bit(&circuits::eq(e, &cx, &cy, true).unwrap())
+                .unwrap(),
+            x == y,
+            "{x} {y}"
+        );
+        if x == r {
+            let (lo, hi) = circuits::min_max(e, &cx, &cy).unwrap();
+            assert_eq!(
+                (lo.decrypt_u128(e).unwrap(), hi.decrypt_u128(e).unwrap()),
+                (x.min(y), x.max(y))
+            );
+            let d = circuits::sub(e, &cx, &cy, AdderKind::Auto).unwrap();
+            assert_eq!(d.decrypt_u128(e).unwrap(), (x + 256 - y) % 256);
+        }
+    }
+}
+
+/// Heavy: a 64-bit sum of 16 and a 1024-bit comparison on TFHE (minutes on 2 cores).
+#[test]
+#[ignore = "minutes on 2 cores; run with --ignored (the bench covers these widths)"]
+fn wide_circuits_on_tfhe() {
+    let e = &engine();
+    let mut rng = rng();
+    let vals: Vec<u128> = (0..16).map(|_| u128::from(rng.next_u64())).collect();
+    let xs: Vec<_> = vals
+        .iter()
+        .map(|&v| EncryptedUint::encrypt_u128(e, v, 64).unwrap())
+        .collect();
+    let s = circuits::sum(e, &xs, SumMode::Full, AdderKind::Auto).unwrap();
+    assert_eq!(s.decrypt_u128(e).unwrap(), vals.iter().sum::<u128>());
+    let mut bits = |_: usize| -> Vec<bool> { (0..1024).map(|_| rng.next_u32() & 1 == 1).collect() };
+    let (a, mut b) = (bits(0), bits(1));
+    b[..1000].copy_from_slice(&a[..1000]);
+    let (ca, cb) = (
+        EncryptedUint::encrypt_bools(e, &a).unwrap(),
+        EncryptedUint::encrypt_bools(e, &b).unwrap(),
+    );
+    let expect = a.iter().rev().cmp(b.iter().rev()) == std::cmp::Ordering::Less;
+    assert_eq!(
+        e.decrypt_bit(&circuits::lt(e, &ca, &cb).unwrap()).unwrap(),
+        expect
+    );
+}
