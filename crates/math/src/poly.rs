@@ -120,6 +120,42 @@ impl RnsBasis {
         }))
     }
 
+    /// The primes at `indices` (in that order) as a basis sharing the NTT
+    /// tables: sub-bases such as (Q_l without one digit) ∪ P for key switching.
+    ///
+    /// ```
+    /// use hecloud_math::{RnsBasis, prime::ntt_primes};
+    /// let qs = ntt_primes(50, 64, 4, &[]).unwrap();
+    /// let basis = RnsBasis::new(64, &qs).unwrap();
+    /// let sub = basis.select(&[3, 1]).unwrap();
+    /// assert_eq!(sub.moduli()[0].value(), qs[3]);
+    /// assert!(basis.select(&[4]).is_err());
+    /// assert!(basis.select(&[1, 1]).is_err());
+    /// ```
+    pub fn select(&self, indices: &[usize]) -> Result<Arc<Self>> {
+        if indices.is_empty() {
+            return Err(MathError::TooFewModuli { have: 0, need: 1 });
+        }
+        let mut moduli = Vec::with_capacity(indices.len());
+        let mut tables = Vec::with_capacity(indices.len());
+        for (k, &i) in indices.iter().enumerate() {
+            let m = *self.moduli.get(i).ok_or(MathError::TooFewModuli {
+                have: self.len(),
+                need: i + 1,
+            })?;
+            if indices[..k].contains(&i) {
+                return Err(MathError::DuplicateModulus(m.value()));
+            }
+            moduli.push(m);
+            tables.push(self.tables[i].clone());
+        }
+        Ok(Arc::new(Self {
+            n: self.n,
+            moduli,
+            tables,
+        }))
+    }
+
     /// This basis followed by `other` (e.g. Q ∪ P for key switching).
     pub fn concat(&self, other: &RnsBasis) -> Result<Arc<Self>> {
         if self.n != other.n {
@@ -282,6 +318,12 @@ impl RnsPoly {
     /// All residues, limb-major.
     pub fn data(&self) -> &[u64] {
         &self.data
+    }
+
+    /// All residues, limb-major, mutable. The caller keeps every residue
+    /// below its prime (hot loops of the schemes write results here directly).
+    pub fn data_mut(&mut self) -> &mut [u64] {
+        &mut self.data
     }
 
     /// Relabels the domain without transforming: for data produced directly
@@ -449,7 +491,7 @@ impl RnsPoly {
         let n = self.degree();
         let two_n = 2 * n;
         let k = k % two_n;
-        if k % 2 == 0 {
+        if k.is_multiple_of(2) {
             return Err(MathError::InvalidGaloisElement { k, two_n });
         }
         let mut out = Self::zero(&self.basis, self.domain);
@@ -576,6 +618,27 @@ impl RnsPoly {
         }
         Ok(p)
     }
+}
+
+/// The permutation of NTT slots realising X → X^k (k odd, taken mod 2n):
+/// `out[p] = in[perm[p]]`, for schemes that apply one automorphism to many
+/// polynomials (hoisted rotations).
+///
+/// ```
+/// use hecloud_math::poly::automorphism_permutation;
+/// let perm = automorphism_permutation(16, 5).unwrap();
+/// assert_eq!(perm.len(), 16);
+/// assert!(automorphism_permutation(16, 4).is_err());
+/// ```
+pub fn automorphism_permutation(n: usize, k: usize) -> Result<Vec<usize>> {
+    if !n.is_power_of_two() || n < 2 {
+        return Err(MathError::InvalidDegree(n));
+    }
+    let k = k % (2 * n);
+    if k % 2 == 0 {
+        return Err(MathError::InvalidGaloisElement { k, two_n: 2 * n });
+    }
+    Ok(ntt_automorphism_permutation(n, k))
 }
 
 /// Permutation of NTT slots realising X → X^k: `out[p] = in[perm[p]]`.

@@ -17,7 +17,7 @@ pub fn is_prime(n: u64) -> bool {
         return false;
     }
     for p in BASES {
-        if n % p == 0 {
+        if n.is_multiple_of(p) {
             return n == p;
         }
     }
@@ -104,7 +104,7 @@ pub fn ntt_primes(bits: u32, n: usize, count: usize, exclude: &[u64]) -> Result<
 /// ```
 pub fn primitive_root_2n(q: u64, n: usize) -> Result<u64> {
     let two_n = 2 * n as u64;
-    if !is_prime(q) || (q - 1) % two_n != 0 || !n.is_power_of_two() {
+    if !is_prime(q) || !(q - 1).is_multiple_of(two_n) || !n.is_power_of_two() {
         return Err(MathError::NotNttFriendly { q, n });
     }
     let m = Modulus::new(q)?;
@@ -134,7 +134,7 @@ mod tests {
     use super::*;
 
     fn trial_division(n: u64) -> bool {
-        n >= 2 && (2..).take_while(|d| d * d <= n).all(|d| n % d != 0)
+        n >= 2 && (2..).take_while(|d| d * d <= n).all(|d| !n.is_multiple_of(d))
     }
 
     #[test]
