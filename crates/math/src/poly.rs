@@ -635,7 +635,7 @@ pub fn automorphism_permutation(n: usize, k: usize) -> Result<Vec<usize>> {
         return Err(MathError::InvalidDegree(n));
     }
     let k = k % (2 * n);
-    if k % 2 == 0 {
+    if k.is_multiple_of(2) {
         return Err(MathError::InvalidGaloisElement { k, two_n: 2 * n });
     }
     Ok(ntt_automorphism_permutation(n, k))
