@@ -264,6 +264,7 @@ mod tests {
     use rand_core::{RngCore, SeedableRng};
 
     /// Negacyclic schoolbook product, O(n²), in u128.
+    #[allow(clippy::needless_range_loop)] // index form mirrors the definition
     pub(crate) fn schoolbook(a: &[u64], b: &[u64], q: u64) -> Vec<u64> {
         let n = a.len();
         let mut c = vec![0u128; n];
