@@ -49,7 +49,12 @@ enum Command {
 fn main() -> anyhow::Result<()> {
     match Cli::parse().command {
         Command::Demo => demo::run(),
-        Command::Bench { experiment, quick, out, list } => {
+        Command::Bench {
+            experiment,
+            quick,
+            out,
+            list,
+        } => {
             if list {
                 for e in hecloud_bench::EXPERIMENTS {
                     println!("{:<10} {}", e.name, e.about);
@@ -61,7 +66,10 @@ fn main() -> anyhow::Result<()> {
                 let known: Vec<_> = hecloud_bench::EXPERIMENTS.iter().map(|e| e.name).collect();
                 anyhow::bail!("unknown experiment `{name}`; known: {}", known.join(", "));
             };
-            (exp.run)(&hecloud_bench::BenchOptions { quick, out_dir: out })
+            (exp.run)(&hecloud_bench::BenchOptions {
+                quick,
+                out_dir: out,
+            })
         }
     }
 }

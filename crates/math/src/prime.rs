@@ -134,7 +134,10 @@ mod tests {
     use super::*;
 
     fn trial_division(n: u64) -> bool {
-        n >= 2 && (2..).take_while(|d| d * d <= n).all(|d| !n.is_multiple_of(d))
+        n >= 2
+            && (2..)
+                .take_while(|d| d * d <= n)
+                .all(|d| !n.is_multiple_of(d))
     }
 
     #[test]
