@@ -1,0 +1,213 @@
+//! Plaintexts and ciphertexts: RNS polynomials over Q_l in the NTT domain,
+//! with their level and scale (CKKS) or plaintext-modulus metadata.
+
+use std::sync::Arc;
+
+use hecloud_math::{Domain, RnsPoly, sampling::expand_seed_uniform};
+
+use crate::error::{Result, RlweError};
+use crate::params::Parameters;
+
+/// A plaintext polynomial over Q_l (NTT domain) with its scale.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Plaintext {
+    params: Arc<Parameters>,
+    poly: RnsPoly,
+    level: usize,
+    scale: f64,
+}
+
+fn check_poly(params: &Parameters, poly: &RnsPoly, level: usize) -> Result<()> {
+    let basis = params.q_at(level)?;
+    if **poly.basis() != **basis {
+        return Err(RlweError::ParameterMismatch);
+    }
+    if poly.domain() != Domain::Ntt {
+        return Err(hecloud_math::MathError::DomainMismatch {
+            expected: Domain::Ntt,
+            found: poly.domain(),
+        }
+        .into());
+    }
+    Ok(())
+}
+
+impl Plaintext {
+    /// A plaintext from an NTT-domain polynomial over Q_level.
+    pub fn new(params: &Arc<Parameters>, poly: RnsPoly, level: usize, scale: f64) -> Result<Self> {
+        check_poly(params, &poly, level)?;
+        Ok(Self {
+            params: params.clone(),
+            poly,
+            level,
+            scale,
+        })
+    }
+
+    /// The parameters.
+    pub fn params(&self) -> &Arc<Parameters> {
+        &self.params
+    }
+
+    /// The polynomial (NTT domain over Q_l).
+    pub fn poly(&self) -> &RnsPoly {
+        &self.poly
+    }
+
+    /// Takes the polynomial out.
+    pub fn into_poly(self) -> RnsPoly {
+        self.poly
+    }
+
+    /// Level l (the polynomial has l + 1 limbs).
+    pub fn level(&self) -> usize {
+        self.level
+    }
+
+    /// Scale (CKKS) — 1.0 where unused.
+    pub fn scale(&self) -> f64 {
+        self.scale
+    }
+}
+
+/// An RLWE ciphertext (c_0, c_1, …) decrypting to Σ c_i·s^i, every component
+/// over Q_l in the NTT domain. A ciphertext fresh from secret-key encryption
+/// remembers the seed of c_1 so it serializes at about half size.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Ciphertext {
+    params: Arc<Parameters>,
+    polys: Vec<RnsPoly>,
+    level: usize,
+    scale: f64,
+    seed: Option<[u8; 32]>,
+}
+
+impl Ciphertext {
+    /// A ciphertext from its components (NTT domain over Q_level, at least two).
+    pub fn new(
+        params: &Arc<Parameters>,
+        polys: Vec<RnsPoly>,
+        level: usize,
+        scale: f64,
+    ) -> Result<Self> {
+        if polys.len() < 2 {
+            return Err(RlweError::CiphertextDegree {
+                expected: 1,
+                found: polys.len().saturating_sub(1),
+            });
+        }
+        for p in &polys {
+            check_poly(params, p, level)?;
+        }
+        Ok(Self {
+            params: params.clone(),
+            polys,
+            level,
+            scale,
+            seed: None,
+        })
+    }
+
+    /// A degree-1 ciphertext whose c_1 is expanded from `seed`.
+    pub(crate) fn from_seed(
+        params: &Arc<Parameters>,
+        c0: RnsPoly,
+        seed: [u8; 32],
+        level: usize,
+        scale: f64,
+    ) -> Result<Self> {
+        let c1 = expand_seed_uniform(&seed, params.q_at(level)?);
+        let mut ct = Self::new(params, vec![c0, c1], level, scale)?;
+        ct.seed = Some(seed);
+        Ok(ct)
+    }
+
+    /// The parameters.
+    pub fn params(&self) -> &Arc<Parameters> {
+        &self.params
+    }
+
+    /// Level l (each component has l + 1 limbs).
+    pub fn level(&self) -> usize {
+        self.level
+    }
+
+    /// Scale (CKKS) — 1.0 where unused.
+    pub fn scale(&self) -> f64 {
+        self.scale
+    }
+
+    /// Sets the scale metadata (no arithmetic).
+    pub fn set_scale(&mut self, scale: f64) {
+        self.scale = scale;
+    }
+
+    /// Degree: number of components − 1.
+    pub fn degree(&self) -> usize {
+        self.polys.len() - 1
+    }
+
+    /// The components.
+    pub fn polys(&self) -> &[RnsPoly] {
+        &self.polys
+    }
+
+    /// The components, mutable (forgets the seed: the result is no longer
+    /// the fresh encryption).
+    pub fn polys_mut(&mut self) -> &mut Vec<RnsPoly> {
+        self.seed = None;
+        &mut self.polys
+    }
+
+    /// Replaces the components and level (checked against the parameters).
+    pub fn set_polys(&mut self, polys: Vec<RnsPoly>, level: usize) -> Result<()> {
+        if polys.len() < 2 {
+            return Err(RlweError::CiphertextDegree {
+                expected: 1,
+                found: polys.len().saturating_sub(1),
+            });
+        }
+        for p in &polys {
+            check_poly(&self.params, p, level)?;
+        }
+        self.polys = polys;
+        self.level = level;
+        self.seed = None;
+        Ok(())
+    }
+
+    /// The seed of c_1 if this is a fresh secret-key encryption.
+    pub fn seed(&self) -> Option<&[u8; 32]> {
+        self.seed.as_ref()
+    }
+
+    /// Whether the ciphertext serializes in seeded (half-size) form.
+    pub fn is_seeded(&self) -> bool {
+        self.seed.is_some()
+    }
+
+    /// Forgets the seed (the serialized form then holds c_1 in full).
+    pub fn unseed(&mut self) {
+        self.seed = None;
+    }
+
+    /// Drops limbs down to `level` (no rounding: a pure modulus drop).
+    pub fn drop_to_level(&mut self, level: usize) -> Result<()> {
+        if level > self.level {
+            return Err(RlweError::LevelOutOfRange {
+                level,
+                max: self.level,
+            });
+        }
+        let seed = self.seed;
+        for p in &mut self.polys {
+            for _ in level..self.level {
+                p.drop_last_limb()?;
+            }
+        }
+        self.level = level;
+        // Seeded c_1 is a limb-by-limb expansion, so a prefix stays seeded.
+        self.seed = seed;
+        Ok(())
+    }
+}

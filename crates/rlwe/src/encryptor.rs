@@ -1,0 +1,115 @@
+//! Encryption (public key, secret key, seeded secret key) and decryption.
+
+use std::sync::Arc;
+
+use hecloud_math::{RnsPoly, Sampler};
+
+use crate::ciphertext::{Ciphertext, Plaintext};
+use crate::error::{Result, RlweError};
+use crate::keys::{PublicKey, SecretKey, gaussian_ntt};
+use crate::params::Parameters;
+
+/// Encrypts plaintexts, drawing randomness from the OS CSPRNG.
+#[derive(Debug)]
+pub struct Encryptor {
+    params: Arc<Parameters>,
+    sampler: Sampler,
+}
+
+fn same(a: &Parameters, b: &Parameters) -> Result<()> {
+    if a.hash() != b.hash() {
+        return Err(RlweError::ParameterMismatch);
+    }
+    Ok(())
+}
+
+impl Encryptor {
+    /// An encryptor for `params`.
+    pub fn new(params: &Arc<Parameters>) -> Self {
+        Self {
+            params: params.clone(),
+            sampler: Sampler::from_os(),
+        }
+    }
+
+    /// A deterministic encryptor (tests only: never reuse a seed for real data).
+    pub fn from_seed(params: &Arc<Parameters>, seed: [u8; 32]) -> Self {
+        Self {
+            params: params.clone(),
+            sampler: Sampler::from_seed(seed),
+        }
+    }
+
+    /// Public-key encryption at the plaintext's level:
+    /// `(b·u + e_0 + m, a·u + e_1)` with ternary u.
+    pub fn encrypt_pk(&mut self, pk: &PublicKey, pt: &Plaintext) -> Result<Ciphertext> {
+        same(&self.params, &pk.params)?;
+        same(&self.params, pt.params())?;
+        let level = pt.level();
+        let basis = self.params.q_at(level)?.clone();
+        let n = self.params.n();
+        let mut u_coeffs = self.sampler.ternary(n);
+        let mut u = RnsPoly::from_signed(&basis, &u_coeffs)?;
+        zeroize::Zeroize::zeroize(&mut u_coeffs);
+        u.to_ntt();
+        let take = |p: &RnsPoly| {
+            RnsPoly::from_limbs(&basis, p.domain(), p.data()[..(level + 1) * n].to_vec())
+        };
+        let (b, a) = (take(&pk.b)?, take(&pk.a)?);
+        let mut c0 = gaussian_ntt(&mut self.sampler, &basis)?;
+        c0.mul_add_assign(&b, &u)?;
+        c0.add_assign(pt.poly())?;
+        let mut c1 = gaussian_ntt(&mut self.sampler, &basis)?;
+        c1.mul_add_assign(&a, &u)?;
+        zeroize::Zeroize::zeroize(&mut u);
+        Ciphertext::new(&self.params, vec![c0, c1], level, pt.scale())
+    }
+
+    /// Seeded secret-key encryption: `(−a·s + e + m, a)` with `a` expanded
+    /// from a fresh 32-byte seed, which is all the serialized form keeps of it.
+    pub fn encrypt_sk(&mut self, sk: &SecretKey, pt: &Plaintext) -> Result<Ciphertext> {
+        same(&self.params, sk.params())?;
+        same(&self.params, pt.params())?;
+        let level = pt.level();
+        let basis = self.params.q_at(level)?.clone();
+        let seed = self.sampler.seed();
+        let a = hecloud_math::sampling::expand_seed_uniform(&seed, &basis);
+        let mut c0 = gaussian_ntt(&mut self.sampler, &basis)?;
+        let mut s = sk.s_q(level)?;
+        s.mul_assign(&a)?;
+        c0.sub_assign(&s)?;
+        zeroize::Zeroize::zeroize(&mut s);
+        c0.add_assign(pt.poly())?;
+        Ciphertext::from_seed(&self.params, c0, seed, level, pt.scale())
+    }
+}
+
+/// Decrypts with the secret key.
+#[derive(Debug)]
+pub struct Decryptor<'a> {
+    sk: &'a SecretKey,
+}
+
+impl<'a> Decryptor<'a> {
+    /// A decryptor holding a borrow of `sk`.
+    pub fn new(sk: &'a SecretKey) -> Self {
+        Self { sk }
+    }
+
+    /// `Σ c_i·s^i` over Q_l (any degree).
+    pub fn decrypt(&self, ct: &Ciphertext) -> Result<Plaintext> {
+        same(self.sk.params(), ct.params())?;
+        let level = ct.level();
+        let s = self.sk.s_q(level)?;
+        let polys = ct.polys();
+        // Horner: (((c_d)·s + c_{d-1})·s + …) + c_0.
+        let mut acc = polys[polys.len() - 1].clone();
+        for c in polys[..polys.len() - 1].iter().rev() {
+            acc.mul_assign(&s)?;
+            acc.add_assign(c)?;
+        }
+        let mut s = s;
+        zeroize::Zeroize::zeroize(&mut s);
+        Plaintext::new(ct.params(), acc, level, ct.scale())
+    }
+}

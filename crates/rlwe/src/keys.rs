@@ -1,0 +1,414 @@
+//! Keys and key generation: secret, public, relinearization and Galois keys.
+//!
+//! Switching keys are gadget encryptions for hybrid key switching: for digit
+//! j (primes Q_j of Q), `b_j = −a_j·s + e_j + P·g_j·s'` over Q·P with
+//! `g_j ≡ 1 mod Q_j`, `g_j ≡ 0 mod the other primes`. Every `a_j` is expanded
+//! from a 32-byte seed kept beside it, so keys serialize at about half size.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use hecloud_math::{
+    Domain, RnsBasis, RnsPoly, Sampler, poly::automorphism_permutation,
+    sampling::expand_seed_uniform,
+};
+use zeroize::{Zeroize, ZeroizeOnDrop};
+
+use crate::error::{Result, RlweError};
+use crate::params::{Parameters, SecretDistribution};
+
+/// The secret key s (ternary), zeroized on drop and redacted in `Debug`.
+pub struct SecretKey {
+    params: Arc<Parameters>,
+    /// s over Q·P, NTT domain.
+    pub(crate) s: RnsPoly,
+    /// Signed coefficients of s (for export).
+    pub(crate) coeffs: Vec<i8>,
+}
+
+impl std::fmt::Debug for SecretKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("SecretKey(<redacted>)")
+    }
+}
+
+impl Drop for SecretKey {
+    fn drop(&mut self) {
+        self.s.zeroize();
+        self.coeffs.zeroize();
+    }
+}
+
+impl ZeroizeOnDrop for SecretKey {}
+
+impl SecretKey {
+    /// The parameters.
+    pub fn params(&self) -> &Arc<Parameters> {
+        &self.params
+    }
+
+    /// A secret key from its signed coefficients (each in {-1, 0, 1}); the
+    /// counterpart of the explicit export.
+    pub fn from_coefficients(params: &Arc<Parameters>, coeffs: &[i8]) -> Result<Self> {
+        if coeffs.len() != params.n() {
+            return Err(hecloud_math::MathError::LengthMismatch {
+                expected: params.n(),
+                found: coeffs.len(),
+            }
+            .into());
+        }
+        if coeffs.iter().any(|c| !(-1..=1).contains(c)) {
+            return Err(RlweError::InvalidParameters(
+                "secret coefficients must be ternary".into(),
+            ));
+        }
+        let mut wide: Vec<i64> = coeffs.iter().map(|&c| c as i64).collect();
+        let mut s = RnsPoly::from_signed(params.qp_basis(), &wide)?;
+        wide.zeroize();
+        s.to_ntt();
+        Ok(Self {
+            params: params.clone(),
+            s,
+            coeffs: coeffs.to_vec(),
+        })
+    }
+
+    /// The signed coefficients of s. An explicit export: the caller owns the
+    /// secret from here on and should zeroize it.
+    pub fn export_coefficients(&self) -> zeroize::Zeroizing<Vec<i8>> {
+        zeroize::Zeroizing::new(self.coeffs.clone())
+    }
+
+    /// s restricted to the first `limbs` primes of Q (NTT domain).
+    pub(crate) fn s_q(&self, level: usize) -> Result<RnsPoly> {
+        let basis = self.params.q_at(level)?;
+        let n = self.params.n();
+        RnsPoly::from_limbs(
+            basis,
+            Domain::Ntt,
+            self.s.data()[..(level + 1) * n].to_vec(),
+        )
+        .map_err(Into::into)
+    }
+}
+
+/// The public key (b, a) = (−a·s + e, a) over Q (NTT domain).
+#[derive(Debug, Clone, PartialEq)]
+pub struct PublicKey {
+    pub(crate) params: Arc<Parameters>,
+    pub(crate) b: RnsPoly,
+    pub(crate) a: RnsPoly,
+    pub(crate) seed: [u8; 32],
+}
+
+impl PublicKey {
+    /// The parameters.
+    pub fn params(&self) -> &Arc<Parameters> {
+        &self.params
+    }
+}
+
+/// A key-switching key from s' to s, one (b_j, a_j) pair per digit over Q·P.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SwitchingKey {
+    pub(crate) params: Arc<Parameters>,
+    pub(crate) b: Vec<RnsPoly>,
+    pub(crate) a: Vec<RnsPoly>,
+    pub(crate) seeds: Vec<[u8; 32]>,
+}
+
+impl SwitchingKey {
+    /// The parameters.
+    pub fn params(&self) -> &Arc<Parameters> {
+        &self.params
+    }
+
+    /// Number of digits.
+    pub fn digits(&self) -> usize {
+        self.b.len()
+    }
+}
+
+/// Relinearization key: switches s² to s.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RelinearizationKey(pub SwitchingKey);
+
+/// A Galois key for X → X^g: switches s(X^g) to s.
+#[derive(Debug, Clone, PartialEq)]
+pub struct GaloisKey {
+    pub(crate) galois_element: usize,
+    pub(crate) key: SwitchingKey,
+    /// NTT-slot permutation of the automorphism.
+    pub(crate) perm: Arc<Vec<usize>>,
+}
+
+impl GaloisKey {
+    /// The Galois element g.
+    pub fn galois_element(&self) -> usize {
+        self.galois_element
+    }
+
+    /// The switching key.
+    pub fn switching_key(&self) -> &SwitchingKey {
+        &self.key
+    }
+
+    /// Builds the key from its parts (used by deserialization).
+    pub(crate) fn from_parts(galois_element: usize, key: SwitchingKey) -> Result<Self> {
+        let n = key.params.n();
+        let perm = Arc::new(automorphism_permutation(n, galois_element)?);
+        Ok(Self {
+            galois_element: galois_element % (2 * n),
+            key,
+            perm,
+        })
+    }
+}
+
+/// A set of Galois keys indexed by Galois element.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct GaloisKeys {
+    keys: BTreeMap<usize, GaloisKey>,
+}
+
+impl GaloisKeys {
+    /// An empty set.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Adds (or replaces) a key.
+    pub fn insert(&mut self, key: GaloisKey) {
+        self.keys.insert(key.galois_element, key);
+    }
+
+    /// The key for Galois element `g`.
+    pub fn get(&self, g: usize) -> Result<&GaloisKey> {
+        self.keys.get(&g).ok_or(RlweError::MissingGaloisKey(g))
+    }
+
+    /// The Galois elements present.
+    pub fn elements(&self) -> impl Iterator<Item = usize> + '_ {
+        self.keys.keys().copied()
+    }
+
+    /// Number of keys.
+    pub fn len(&self) -> usize {
+        self.keys.len()
+    }
+
+    /// Whether the set is empty.
+    pub fn is_empty(&self) -> bool {
+        self.keys.is_empty()
+    }
+}
+
+/// The Galois element 5^k mod 2N rotating the N/2 slot rows by `k` (negative
+/// k rotates the other way).
+///
+/// ```
+/// use hecloud_rlwe::keys::galois_element_for_rotation;
+/// assert_eq!(galois_element_for_rotation(1, 1024), 5);
+/// assert_eq!(galois_element_for_rotation(0, 1024), 1);
+/// let g = galois_element_for_rotation(-1, 1024);
+/// assert_eq!(g * 5 % 2048, 1);
+/// ```
+pub fn galois_element_for_rotation(k: i64, n: usize) -> usize {
+    let two_n = 2 * n as u64;
+    let order = (n / 2) as i64; // order of 5 modulo 2N
+    let e = k.rem_euclid(order) as u64;
+    let mut r = 1u64;
+    let mut b = 5u64;
+    let mut e = e;
+    while e > 0 {
+        if e & 1 == 1 {
+            r = r * b % two_n;
+        }
+        b = b * b % two_n;
+        e >>= 1;
+    }
+    r as usize
+}
+
+/// The Galois element 2N − 1 (X → X^-1), complex conjugation of CKKS slots.
+pub fn galois_element_conjugate(n: usize) -> usize {
+    2 * n - 1
+}
+
+/// Generates keys with a CSPRNG seeded by the OS (or a fixed seed for tests).
+#[derive(Debug)]
+pub struct KeyGenerator {
+    params: Arc<Parameters>,
+    sampler: Sampler,
+}
+
+/// An error polynomial over `basis` in the NTT domain.
+pub(crate) fn gaussian_ntt(sampler: &mut Sampler, basis: &Arc<RnsBasis>) -> Result<RnsPoly> {
+    let e = sampler.gaussian(basis.degree());
+    let mut p = RnsPoly::from_signed(basis, &e)?;
+    p.to_ntt();
+    Ok(p)
+}
+
+impl KeyGenerator {
+    /// A key generator drawing from the OS CSPRNG.
+    pub fn new(params: &Arc<Parameters>) -> Self {
+        Self {
+            params: params.clone(),
+            sampler: Sampler::from_os(),
+        }
+    }
+
+    /// A deterministic key generator (tests, reproducible examples only).
+    pub fn from_seed(params: &Arc<Parameters>, seed: [u8; 32]) -> Self {
+        Self {
+            params: params.clone(),
+            sampler: Sampler::from_seed(seed),
+        }
+    }
+
+    /// A fresh secret key from the parameters' distribution.
+    ///
+    /// ```
+    /// # use hecloud_rlwe::{*, params::SIGMA};
+    /// # let params = Parameters::new_insecure_for_tests(ParametersLiteral { log_n: 10,
+    /// #     log_q: vec![50, 40], log_p: vec![50], secret: SecretDistribution::Ternary,
+    /// #     sigma: SIGMA, dnum: None }).unwrap();
+    /// let mut kg = KeyGenerator::new(&params);
+    /// let sk = kg.gen_secret_key().unwrap();
+    /// assert_eq!(format!("{sk:?}"), "SecretKey(<redacted>)");
+    /// ```
+    pub fn gen_secret_key(&mut self) -> Result<SecretKey> {
+        let n = self.params.n();
+        let mut c = match self.params.literal().secret {
+            SecretDistribution::Ternary => self.sampler.ternary(n),
+            SecretDistribution::TernaryHamming(h) => self.sampler.ternary_hamming(n, h)?,
+        };
+        let small: Vec<i8> = c.iter().map(|&x| x as i8).collect();
+        c.zeroize();
+        let sk = SecretKey::from_coefficients(&self.params, &small);
+        let mut small = small;
+        small.zeroize();
+        sk
+    }
+
+    /// The public key of `sk`.
+    pub fn gen_public_key(&mut self, sk: &SecretKey) -> Result<PublicKey> {
+        self.check(sk)?;
+        let level = self.params.max_level();
+        let basis = self.params.q_at(level)?.clone();
+        let seed = self.sampler.seed();
+        let a = expand_seed_uniform(&seed, &basis);
+        let mut b = gaussian_ntt(&mut self.sampler, &basis)?;
+        let s = sk.s_q(level)?;
+        let as_ = a.mul(&s)?;
+        b.sub_assign(&as_)?;
+        Ok(PublicKey {
+            params: self.params.clone(),
+            b,
+            a,
+            seed,
+        })
+    }
+
+    fn check(&self, sk: &SecretKey) -> Result<()> {
+        if sk.params.hash() != self.params.hash() {
+            return Err(RlweError::ParameterMismatch);
+        }
+        Ok(())
+    }
+
+    /// A switching key from `s_from` (NTT over Q·P) to `sk`.
+    pub(crate) fn gen_switching_key(
+        &mut self,
+        s_from: &RnsPoly,
+        sk: &SecretKey,
+    ) -> Result<SwitchingKey> {
+        self.check(sk)?;
+        let params = self.params.clone();
+        let qp = params.qp_basis().clone();
+        let n = params.n();
+        let top = params.level(params.max_level())?;
+        let p_mod_q: Vec<u64> = params
+            .q_basis()
+            .moduli()
+            .iter()
+            .map(|qi| {
+                params
+                    .p_basis()
+                    .moduli()
+                    .iter()
+                    .fold(1u64, |acc, p| qi.mul(acc, qi.reduce(p.value())))
+            })
+            .collect();
+        let (mut bs, mut as_, mut seeds) = (vec![], vec![], vec![]);
+        for d in &top.digits {
+            let seed = self.sampler.seed();
+            let a = expand_seed_uniform(&seed, &qp);
+            let mut b = gaussian_ntt(&mut self.sampler, &qp)?;
+            b.sub_assign(&a.mul(&sk.s)?)?;
+            for (i, &pq) in p_mod_q.iter().enumerate().take(d.end).skip(d.start) {
+                let m = qp.moduli()[i];
+                let (c, cs) = (pq, m.shoup(pq));
+                let src = &s_from.data()[i * n..(i + 1) * n];
+                let dst = &mut b.data_mut()[i * n..(i + 1) * n];
+                for (o, &x) in dst.iter_mut().zip(src) {
+                    *o = m.add(*o, m.mul_shoup(x, c, cs));
+                }
+            }
+            bs.push(b);
+            as_.push(a);
+            seeds.push(seed);
+        }
+        Ok(SwitchingKey {
+            params,
+            b: bs,
+            a: as_,
+            seeds,
+        })
+    }
+
+    /// The relinearization key of `sk` (switches s² to s).
+    pub fn gen_relinearization_key(&mut self, sk: &SecretKey) -> Result<RelinearizationKey> {
+        let mut s2 = sk.s.mul(&sk.s)?;
+        let k = self.gen_switching_key(&s2, sk);
+        s2.zeroize();
+        Ok(RelinearizationKey(k?))
+    }
+
+    /// The Galois key of `sk` for X → X^g (g odd).
+    pub fn gen_galois_key(&mut self, sk: &SecretKey, g: usize) -> Result<GaloisKey> {
+        let n = self.params.n();
+        let g = g % (2 * n);
+        let mut sg = sk.s.automorphism(g)?;
+        let k = self.gen_switching_key(&sg, sk);
+        sg.zeroize();
+        GaloisKey::from_parts(g, k?)
+    }
+
+    /// Galois keys for rotations by each `k` of `rotations` (slot rotations
+    /// of N/2-slot rows), plus conjugation if `conjugate`.
+    pub fn gen_galois_keys(
+        &mut self,
+        sk: &SecretKey,
+        rotations: &[i64],
+        conjugate: bool,
+    ) -> Result<GaloisKeys> {
+        let n = self.params.n();
+        let mut out = GaloisKeys::new();
+        let mut elements: Vec<usize> = rotations
+            .iter()
+            .map(|&k| galois_element_for_rotation(k, n))
+            .filter(|&g| g != 1)
+            .collect();
+        if conjugate {
+            elements.push(galois_element_conjugate(n));
+        }
+        elements.sort_unstable();
+        elements.dedup();
+        for g in elements {
+            out.insert(self.gen_galois_key(sk, g)?);
+        }
+        Ok(out)
+    }
+}

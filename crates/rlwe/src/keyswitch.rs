@@ -1,0 +1,538 @@
+//! Hybrid key switching (GHS with dnum digits, as in Han–Ki 2019 and
+//! Lattigo): decompose d ∈ R_{Q_l} into digits [d]_{Q_j}, extend each to
+//! Q_l ∪ P by fast base conversion (ModUp), take the inner product with the
+//! switching key over Q_l ∪ P, and divide by P (ModDown).
+//!
+//! The inner loop runs target limb by target limb: for each limb t of
+//! Q_l ∪ P it converts every digit to t, transforms it and accumulates both
+//! key products in 128-bit lazy sums, reducing once at the end; scratch is
+//! one limb and two accumulators per thread, nothing is allocated per limb.
+//!
+//! Hoisting: [`decompose`] keeps every ModUp'ed digit, so several
+//! automorphisms of the same ciphertext pay the decomposition once
+//! ([`key_switch_hoisted`]); the automorphism acts on the digits as an NTT
+//! slot permutation (it commutes with the decomposition up to multiples of
+//! Q_j, which the gadget absorbs).
+
+use std::sync::Arc;
+
+use hecloud_math::{Domain, Modulus, RnsBasis, RnsPoly, backend::default_backend};
+use rayon::prelude::*;
+
+use crate::error::{Result, RlweError};
+use crate::keys::SwitchingKey;
+use crate::params::{DigitTables, LevelTables, ModDownTables, Parameters};
+
+/// Below this many coefficients per limb, limb loops stay on one thread.
+const PARALLEL_MIN_N: usize = 1 << 11;
+
+/// The two components of a key-switching result over Q_l ∪ P (NTT domain),
+/// before the division by P.
+#[derive(Debug, Clone)]
+pub struct ExtPair {
+    /// Component multiplying 1.
+    pub c0: RnsPoly,
+    /// Component multiplying s.
+    pub c1: RnsPoly,
+    /// Level l of the Q part.
+    pub level: usize,
+}
+
+/// A polynomial decomposed once for several key switches (hoisting).
+#[derive(Debug, Clone)]
+pub struct Decomposed {
+    level: usize,
+    /// Digit j extended to Q_l ∪ P, NTT domain.
+    digits: Vec<RnsPoly>,
+}
+
+impl Decomposed {
+    /// Level of the decomposed polynomial.
+    pub fn level(&self) -> usize {
+        self.level
+    }
+}
+
+fn check_input(params: &Parameters, d: &RnsPoly) -> Result<usize> {
+    if d.limbs() == 0 || d.limbs() > params.max_level() + 1 {
+        return Err(RlweError::ParameterMismatch);
+    }
+    let level = d.limbs() - 1;
+    if **d.basis() != **params.q_at(level)? {
+        return Err(RlweError::ParameterMismatch);
+    }
+    if d.domain() != Domain::Ntt {
+        return Err(hecloud_math::MathError::DomainMismatch {
+            expected: Domain::Ntt,
+            found: d.domain(),
+        }
+        .into());
+    }
+    Ok(level)
+}
+
+fn check_key(params: &Parameters, key: &SwitchingKey) -> Result<()> {
+    if key.params.hash() != params.hash() {
+        return Err(RlweError::ParameterMismatch);
+    }
+    Ok(())
+}
+
+/// Index of limb t (in the Q_l ∪ P index space) inside the key's Q·P basis.
+#[inline]
+fn key_index(params: &Parameters, level: usize, t: usize) -> usize {
+    if t <= level {
+        t
+    } else {
+        params.max_level() + 1 + (t - level - 1)
+    }
+}
+
+/// y_i = [d_i · (Q_j/q_i)^-1]_{q_i} for every prime i of Q_l (coefficient
+/// domain), the first step of ModUp.
+fn modup_prepare(lt: &LevelTables, d: &RnsPoly) -> Vec<u64> {
+    let n = d.degree();
+    let mut y = d.data().to_vec();
+    let be = default_backend();
+    let work = |(i, limb): (usize, &mut [u64])| {
+        let table = &lt.q.tables()[i];
+        be.ntt_inverse(table, limb);
+        let dg = digit_of(&lt.digits, i);
+        let (c, cs) = dg.qhat_inv[i - dg.start];
+        let m = table.modulus();
+        for x in limb.iter_mut() {
+            *x = m.mul_shoup(*x, c, cs);
+        }
+    };
+    if n >= PARALLEL_MIN_N {
+        y.par_chunks_exact_mut(n).enumerate().for_each(work);
+    } else {
+        y.chunks_exact_mut(n).enumerate().for_each(work);
+    }
+    y
+}
+
+fn digit_of(digits: &[DigitTables], i: usize) -> &DigitTables {
+    digits
+        .iter()
+        .find(|d| (d.start..d.end).contains(&i))
+        .unwrap_or(&digits[0])
+}
+
+/// out = Σ_i y_i · w_i mod m over the digit's limbs (128-bit lazy sums).
+#[inline]
+fn convert_limb(m: &Modulus, y: &[u64], n: usize, w: &[u64], out: &mut [u64]) {
+    match w.len() {
+        1 => {
+            let (c, cs) = (w[0], m.shoup(w[0]));
+            for (o, &a) in out.iter_mut().zip(&y[..n]) {
+                *o = m.mul_shoup(a, c, cs);
+            }
+        }
+        _ => {
+            // Blocks of 64 coefficients keep the partial sums in registers/L1.
+            const B: usize = 64;
+            let mut acc = [0u128; B];
+            for c0 in (0..n).step_by(B) {
+                let len = B.min(n - c0);
+                acc[..len].fill(0);
+                for (k, &wk) in w.iter().enumerate() {
+                    let src = &y[k * n + c0..k * n + c0 + len];
+                    for (a, &v) in acc[..len].iter_mut().zip(src) {
+                        *a += v as u128 * wk as u128;
+                    }
+                }
+                for (o, &a) in out[c0..c0 + len].iter_mut().zip(&acc[..len]) {
+                    *o = m.reduce_u128(a);
+                }
+            }
+        }
+    }
+}
+
+/// The ModUp'ed, NTT-transformed digit j at target limb t into `scratch`,
+/// or the input limb itself when t belongs to the digit.
+#[inline]
+#[allow(clippy::too_many_arguments)]
+fn digit_at<'a>(
+    lt: &LevelTables,
+    j: usize,
+    t: usize,
+    d: &'a RnsPoly,
+    y: &[u64],
+    scratch: &'a mut [u64],
+) -> &'a [u64] {
+    let dg = &lt.digits[j];
+    if (dg.start..dg.end).contains(&t) {
+        return d.limb(t);
+    }
+    let n = d.degree();
+    let table = &lt.qp.tables()[t];
+    convert_limb(
+        table.modulus(),
+        &y[dg.start * n..dg.end * n],
+        n,
+        &dg.qhat_mod_t[t],
+        scratch,
+    );
+    default_backend().ntt_forward(table, scratch);
+    scratch
+}
+
+/// Per-thread scratch of the inner product.
+struct Scratch {
+    limb: Vec<u64>,
+    acc0: Vec<u128>,
+    acc1: Vec<u128>,
+}
+
+impl Scratch {
+    fn new(n: usize) -> Self {
+        Self {
+            limb: vec![0; n],
+            acc0: vec![0; n],
+            acc1: vec![0; n],
+        }
+    }
+}
+
+/// acc += src · k (optionally reading src through a permutation).
+#[inline]
+fn mul_acc(acc0: &mut [u128], acc1: &mut [u128], src: &[u64], kb: &[u64], ka: &[u64]) {
+    for ((((a0, a1), &s), &b), &a) in acc0
+        .iter_mut()
+        .zip(acc1.iter_mut())
+        .zip(src)
+        .zip(kb)
+        .zip(ka)
+    {
+        *a0 += s as u128 * b as u128;
+        *a1 += s as u128 * a as u128;
+    }
+}
+
+#[inline]
+fn mul_acc_perm(
+    acc0: &mut [u128],
+    acc1: &mut [u128],
+    src: &[u64],
+    perm: &[usize],
+    kb: &[u64],
+    ka: &[u64],
+) {
+    for ((((a0, a1), &p), &b), &a) in acc0
+        .iter_mut()
+        .zip(acc1.iter_mut())
+        .zip(perm)
+        .zip(kb)
+        .zip(ka)
+    {
+        let s = src[p];
+        *a0 += s as u128 * b as u128;
+        *a1 += s as u128 * a as u128;
+    }
+}
+
+fn reduce_acc(m: &Modulus, acc: &mut [u128]) {
+    for a in acc.iter_mut() {
+        *a = m.reduce_u128(*a) as u128;
+    }
+}
+
+fn finish(m: &Modulus, acc: &[u128], out: &mut [u64]) {
+    for (o, &a) in out.iter_mut().zip(acc) {
+        *o = m.reduce_u128(a);
+    }
+}
+
+/// Runs `f(t, out0_t, out1_t, scratch)` for every target limb of Q_l ∪ P.
+fn for_each_target<F>(n: usize, out0: &mut RnsPoly, out1: &mut RnsPoly, f: F)
+where
+    F: Fn(usize, &mut [u64], &mut [u64], &mut Scratch) + Sync + Send,
+{
+    let o0 = out0.data_mut();
+    let o1 = out1.data_mut();
+    if n >= PARALLEL_MIN_N {
+        o0.par_chunks_exact_mut(n)
+            .zip(o1.par_chunks_exact_mut(n))
+            .enumerate()
+            .for_each_init(|| Scratch::new(n), |s, (t, (a, b))| f(t, a, b, s));
+    } else {
+        let mut s = Scratch::new(n);
+        for (t, (a, b)) in o0
+            .chunks_exact_mut(n)
+            .zip(o1.chunks_exact_mut(n))
+            .enumerate()
+        {
+            f(t, a, b, &mut s);
+        }
+    }
+}
+
+/// Σ_j ModUp([d]_{Q_j}) · (b_j, a_j) over Q_l ∪ P (NTT domain), for `d` in
+/// the NTT domain over Q_l: the key-switching product before ModDown.
+pub fn key_switch_ext(params: &Parameters, d: &RnsPoly, key: &SwitchingKey) -> Result<ExtPair> {
+    check_key(params, key)?;
+    let level = check_input(params, d)?;
+    let lt = params.level(level)?;
+    let n = params.n();
+    let y = modup_prepare(lt, d);
+    let mut out0 = RnsPoly::zero(&lt.qp, Domain::Ntt);
+    let mut out1 = RnsPoly::zero(&lt.qp, Domain::Ntt);
+    for_each_target(n, &mut out0, &mut out1, |t, o0, o1, s| {
+        let m = lt.qp.moduli()[t];
+        let ki = key_index(params, level, t);
+        s.acc0.fill(0);
+        s.acc1.fill(0);
+        for j in 0..lt.digits.len() {
+            let src = digit_at(lt, j, t, d, &y, &mut s.limb);
+            mul_acc(
+                &mut s.acc0,
+                &mut s.acc1,
+                src,
+                key.b[j].limb(ki),
+                key.a[j].limb(ki),
+            );
+            if j % 16 == 15 {
+                reduce_acc(&m, &mut s.acc0);
+                reduce_acc(&m, &mut s.acc1);
+            }
+        }
+        finish(&m, &s.acc0, o0);
+        finish(&m, &s.acc1, o1);
+    });
+    Ok(ExtPair {
+        c0: out0,
+        c1: out1,
+        level,
+    })
+}
+
+/// Decomposes `d` (NTT over Q_l) once for several key switches.
+pub fn decompose(params: &Parameters, d: &RnsPoly) -> Result<Decomposed> {
+    let level = check_input(params, d)?;
+    let lt = params.level(level)?;
+    let n = params.n();
+    let y = modup_prepare(lt, d);
+    let digits = (0..lt.digits.len())
+        .map(|j| {
+            let mut out = RnsPoly::zero(&lt.qp, Domain::Ntt);
+            let work = |(t, o): (usize, &mut [u64])| {
+                let dg = &lt.digits[j];
+                if (dg.start..dg.end).contains(&t) {
+                    o.copy_from_slice(d.limb(t));
+                } else {
+                    let table = &lt.qp.tables()[t];
+                    convert_limb(
+                        table.modulus(),
+                        &y[dg.start * n..dg.end * n],
+                        n,
+                        &dg.qhat_mod_t[t],
+                        o,
+                    );
+                    default_backend().ntt_forward(table, o);
+                }
+            };
+            if n >= PARALLEL_MIN_N {
+                out.data_mut()
+                    .par_chunks_exact_mut(n)
+                    .enumerate()
+                    .for_each(work);
+            } else {
+                out.data_mut()
+                    .chunks_exact_mut(n)
+                    .enumerate()
+                    .for_each(work);
+            }
+            out
+        })
+        .collect();
+    Ok(Decomposed { level, digits })
+}
+
+/// The key-switching product of a decomposed polynomial, with the
+/// automorphism of NTT-slot permutation `perm` applied to it first (hoisted
+/// rotation), over Q_l ∪ P before ModDown.
+pub fn key_switch_hoisted_ext(
+    params: &Parameters,
+    dec: &Decomposed,
+    key: &SwitchingKey,
+    perm: Option<&[usize]>,
+) -> Result<ExtPair> {
+    check_key(params, key)?;
+    let level = dec.level;
+    let lt = params.level(level)?;
+    let n = params.n();
+    if let Some(p) = perm
+        && p.len() != n
+    {
+        return Err(RlweError::ParameterMismatch);
+    }
+    let mut out0 = RnsPoly::zero(&lt.qp, Domain::Ntt);
+    let mut out1 = RnsPoly::zero(&lt.qp, Domain::Ntt);
+    for_each_target(n, &mut out0, &mut out1, |t, o0, o1, s| {
+        let m = lt.qp.moduli()[t];
+        let ki = key_index(params, level, t);
+        s.acc0.fill(0);
+        s.acc1.fill(0);
+        for (j, dj) in dec.digits.iter().enumerate() {
+            let (kb, ka) = (key.b[j].limb(ki), key.a[j].limb(ki));
+            match perm {
+                Some(p) => mul_acc_perm(&mut s.acc0, &mut s.acc1, dj.limb(t), p, kb, ka),
+                None => mul_acc(&mut s.acc0, &mut s.acc1, dj.limb(t), kb, ka),
+            }
+            if j % 16 == 15 {
+                reduce_acc(&m, &mut s.acc0);
+                reduce_acc(&m, &mut s.acc1);
+            }
+        }
+        finish(&m, &s.acc0, o0);
+        finish(&m, &s.acc1, o1);
+    });
+    Ok(ExtPair {
+        c0: out0,
+        c1: out1,
+        level,
+    })
+}
+
+/// Divides x (NTT over Q_l ∪ P, limbs `removed` to be divided out) by the
+/// product R of the removed primes onto the first `keep` primes:
+/// ⌊x / R⌋ up to an additive error below the number of removed primes.
+fn divide_out(
+    x: &RnsPoly,
+    removed: &[usize],
+    keep: usize,
+    tables: &ModDownTables,
+    target: &Arc<RnsBasis>,
+) -> Result<RnsPoly> {
+    let n = x.degree();
+    let be = default_backend();
+    let basis = x.basis();
+    // y_m = [x_m · (R/r_m)^-1]_{r_m} in the coefficient domain.
+    let mut y = vec![0u64; removed.len() * n];
+    let work = |(k, out): (usize, &mut [u64])| {
+        let idx = removed[k];
+        out.copy_from_slice(x.limb(idx));
+        let table = &basis.tables()[idx];
+        be.ntt_inverse(table, out);
+        let (c, cs) = tables.phat_inv[k];
+        let m = table.modulus();
+        for v in out.iter_mut() {
+            *v = m.mul_shoup(*v, c, cs);
+        }
+    };
+    if n >= PARALLEL_MIN_N {
+        y.par_chunks_exact_mut(n).enumerate().for_each(work);
+    } else {
+        y.chunks_exact_mut(n).enumerate().for_each(work);
+    }
+    let mut out = RnsPoly::zero(target, Domain::Ntt);
+    let work = |(i, o): (usize, &mut [u64])| {
+        let table = &target.tables()[i];
+        let m = table.modulus();
+        convert_limb(m, &y, n, &tables.phat_mod_q[i], o);
+        be.ntt_forward(table, o);
+        let (c, cs) = tables.p_inv[i];
+        for (v, &xi) in o.iter_mut().zip(x.limb(i)) {
+            *v = m.mul_shoup(m.sub(xi, *v), c, cs);
+        }
+    };
+    debug_assert_eq!(target.len(), keep);
+    if n >= PARALLEL_MIN_N {
+        out.data_mut()
+            .par_chunks_exact_mut(n)
+            .enumerate()
+            .for_each(work);
+    } else {
+        out.data_mut()
+            .chunks_exact_mut(n)
+            .enumerate()
+            .for_each(work);
+    }
+    Ok(out)
+}
+
+fn check_ext(params: &Parameters, x: &RnsPoly, level: usize) -> Result<()> {
+    if **x.basis() != **params.qp_at(level)? || x.domain() != Domain::Ntt {
+        return Err(RlweError::ParameterMismatch);
+    }
+    Ok(())
+}
+
+/// ModDown: x over Q_l ∪ P (NTT) ↦ ≈ x / P over Q_l (NTT).
+pub fn mod_down(params: &Parameters, level: usize, x: &RnsPoly) -> Result<RnsPoly> {
+    check_ext(params, x, level)?;
+    let lt = params.level(level)?;
+    let k = params.p_basis().len();
+    let removed: Vec<usize> = (level + 1..level + 1 + k).collect();
+    divide_out(x, &removed, level + 1, params.mod_down(), &lt.q)
+}
+
+/// Fused ModDown and rescale: x over Q_l ∪ P (NTT) ↦ ≈ x / (q_l·P) over
+/// Q_{l−1} (NTT), saving the NTTs of a separate rescale.
+pub fn mod_down_rescale(params: &Parameters, level: usize, x: &RnsPoly) -> Result<RnsPoly> {
+    check_ext(params, x, level)?;
+    if level == 0 {
+        return Err(RlweError::LevelsExhausted { level, need: 1 });
+    }
+    let lt = params.level(level)?;
+    let tables = lt
+        .rescale_down
+        .as_ref()
+        .ok_or(RlweError::LevelsExhausted { level, need: 1 })?;
+    let k = params.p_basis().len();
+    let mut removed = vec![level];
+    removed.extend(level + 1..level + 1 + k);
+    divide_out(x, &removed, level, tables, params.q_at(level - 1)?)
+}
+
+/// Lifts x over Q_l (NTT) to P·x over Q_l ∪ P (zero on the P limbs), so it
+/// can be added to an [`ExtPair`] component before a fused ModDown.
+pub fn lift_times_p(params: &Parameters, x: &RnsPoly) -> Result<RnsPoly> {
+    let level = check_input(params, x)?;
+    let lt = params.level(level)?;
+    let n = params.n();
+    let mut out = RnsPoly::zero(&lt.qp, Domain::Ntt);
+    let pm = params.p_basis().moduli();
+    let be = default_backend();
+    for (i, o) in out.data_mut()[..(level + 1) * n]
+        .chunks_exact_mut(n)
+        .enumerate()
+    {
+        let m = lt.q.moduli()[i];
+        let p_mod = pm.iter().fold(1u64, |a, p| m.mul(a, m.reduce(p.value())));
+        o.copy_from_slice(x.limb(i));
+        be.mul_scalar(&m, o, p_mod);
+    }
+    Ok(out)
+}
+
+/// Key switching of d (NTT over Q_l) with `key`: (c_0, c_1) over Q_l with
+/// c_0 + c_1·s ≈ d·s' where `key` switches s' to s.
+pub fn key_switch(
+    params: &Parameters,
+    d: &RnsPoly,
+    key: &SwitchingKey,
+) -> Result<(RnsPoly, RnsPoly)> {
+    let ext = key_switch_ext(params, d, key)?;
+    Ok((
+        mod_down(params, ext.level, &ext.c0)?,
+        mod_down(params, ext.level, &ext.c1)?,
+    ))
+}
+
+/// Hoisted key switching: like [`key_switch`] of the automorphism (slot
+/// permutation `perm`) of the decomposed polynomial.
+pub fn key_switch_hoisted(
+    params: &Parameters,
+    dec: &Decomposed,
+    key: &SwitchingKey,
+    perm: Option<&[usize]>,
+) -> Result<(RnsPoly, RnsPoly)> {
+    let ext = key_switch_hoisted_ext(params, dec, key, perm)?;
+    Ok((
+        mod_down(params, ext.level, &ext.c0)?,
+        mod_down(params, ext.level, &ext.c1)?,
+    ))
+}

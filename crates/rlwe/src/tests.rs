@@ -1,0 +1,240 @@
+//! Encrypt → operate → decrypt tests against plaintext polynomial arithmetic.
+
+use std::sync::Arc;
+
+use hecloud_math::{Domain, RnsPoly, Sampler};
+
+use crate::keys::galois_element_for_rotation;
+use crate::keyswitch::{key_switch_ext, lift_times_p, mod_down, mod_down_rescale};
+use crate::params::tests::small;
+use crate::*;
+
+pub(crate) fn setup(
+    log_n: u32,
+    levels: usize,
+    dnum: Option<usize>,
+) -> (Arc<Parameters>, SecretKey) {
+    let params = Parameters::new_insecure_for_tests(small(log_n, levels, dnum)).unwrap();
+    let sk = KeyGenerator::new(&params).gen_secret_key().unwrap();
+    (params, sk)
+}
+
+/// A plaintext with small random signed coefficients.
+fn random_message(params: &Arc<Parameters>, level: usize, bound: i64) -> (Vec<i64>, Plaintext) {
+    let mut s = Sampler::from_os();
+    let m: Vec<i64> = (0..params.n())
+        .map(|_| (s.next_u64() % (2 * bound as u64 + 1)) as i64 - bound)
+        .collect();
+    let mut p = RnsPoly::from_signed(params.q_at(level).unwrap(), &m).unwrap();
+    p.to_ntt();
+    (m, Plaintext::new(params, p, level, 1.0).unwrap())
+}
+
+/// Centered coefficients of a decrypted plaintext (via its first two primes).
+fn decrypt_coeffs(sk: &SecretKey, ct: &Ciphertext) -> Vec<i128> {
+    let mut p = Decryptor::new(sk).decrypt(ct).unwrap().into_poly();
+    p.to_coefficient();
+    p.to_bigint_centered()
+        .unwrap()
+        .into_iter()
+        .map(|x| i128::try_from(x).unwrap())
+        .collect()
+}
+
+fn max_diff(a: &[i128], b: &[i64]) -> i128 {
+    a.iter()
+        .zip(b)
+        .map(|(x, &y)| (x - y as i128).abs())
+        .max()
+        .unwrap()
+}
+
+/// Negacyclic product by schoolbook (independent reference).
+fn negacyclic(a: &[i64], b: &[i64]) -> Vec<i64> {
+    let n = a.len();
+    let mut out = vec![0i64; n];
+    for i in 0..n {
+        for j in 0..n {
+            let p = a[i] * b[j];
+            if i + j < n {
+                out[i + j] += p;
+            } else {
+                out[i + j - n] -= p;
+            }
+        }
+    }
+    out
+}
+
+/// m(X^g) in the coefficient domain (independent reference).
+fn automorphism_plain(m: &[i64], g: usize) -> Vec<i64> {
+    let n = m.len();
+    let mut out = vec![0i64; n];
+    for (i, &c) in m.iter().enumerate() {
+        let e = i * g % (2 * n);
+        if e < n {
+            out[e] += c;
+        } else {
+            out[e - n] -= c;
+        }
+    }
+    out
+}
+
+#[test]
+fn pk_and_sk_encryption_decrypt_with_small_noise() {
+    let (params, sk) = setup(10, 3, None);
+    let pk = KeyGenerator::new(&params).gen_public_key(&sk).unwrap();
+    let mut enc = Encryptor::new(&params);
+    for level in [0, 2, 3] {
+        let (m, pt) = random_message(&params, level, 1 << 30);
+        let ct = enc.encrypt_pk(&pk, &pt).unwrap();
+        assert!(!ct.is_seeded());
+        // pk noise: e·u + e_0 + e_1·s, a few hundred at most for N = 1024.
+        assert!(max_diff(&decrypt_coeffs(&sk, &ct), &m) < 1 << 12);
+        let ct = enc.encrypt_sk(&sk, &pt).unwrap();
+        assert!(ct.is_seeded());
+        assert!(max_diff(&decrypt_coeffs(&sk, &ct), &m) < 20);
+    }
+}
+
+#[test]
+fn relinearization_matches_plain_products() {
+    for dnum in [Some(2), None, Some(4)] {
+        let (params, sk) = setup(10, 3, dnum);
+        let mut kg = KeyGenerator::new(&params);
+        let rlk = kg.gen_relinearization_key(&sk).unwrap();
+        let mut enc = Encryptor::new(&params);
+        for level in [params.max_level(), 1, 0] {
+            let (m1, p1) = random_message(&params, level, 1 << 10);
+            let (m2, p2) = random_message(&params, level, 1 << 10);
+            let a = enc.encrypt_sk(&sk, &p1).unwrap();
+            let b = enc.encrypt_sk(&sk, &p2).unwrap();
+            let (x, y) = (a.polys(), b.polys());
+            let d0 = x[0].mul(&y[0]).unwrap();
+            let mut d1 = x[0].mul(&y[1]).unwrap();
+            d1.mul_add_assign(&x[1], &y[0]).unwrap();
+            let d2 = x[1].mul(&y[1]).unwrap();
+            let ct3 = Ciphertext::new(&params, vec![d0, d1, d2], level, 1.0).unwrap();
+            let ct = ops::relinearize(&ct3, &rlk).unwrap();
+            let want = negacyclic(&m1, &m2);
+            let got = decrypt_coeffs(&sk, &ct);
+            // Product noise ≈ |m|·|e|·N ≈ 2^10·20·2^10 plus key-switching noise.
+            let err = max_diff(&got, &want);
+            assert!(err < 1 << 26, "dnum {dnum:?} level {level}: error {err}");
+            let err3 = max_diff(&decrypt_coeffs(&sk, &ct3), &want);
+            assert!(err3 < 1 << 26);
+        }
+    }
+}
+
+#[test]
+fn galois_automorphisms_match_plain_for_many_elements() {
+    let (params, sk) = setup(10, 2, Some(2));
+    let n = params.n();
+    let mut kg = KeyGenerator::new(&params);
+    let rotations: Vec<i64> = vec![1, 2, 3, 5, 7, 16, 100, 255, -1, -3, 300];
+    let gks = kg.gen_galois_keys(&sk, &rotations, true).unwrap();
+    let mut enc = Encryptor::new(&params);
+    let (m, pt) = random_message(&params, params.max_level(), 1 << 20);
+    let ct = enc.encrypt_sk(&sk, &pt).unwrap();
+    let elements: Vec<usize> = gks.elements().collect();
+    assert_eq!(elements.len(), rotations.len() + 1);
+    let refs: Vec<&GaloisKey> = elements.iter().map(|&g| gks.get(g).unwrap()).collect();
+    let hoisted = ops::apply_galois_hoisted(&ct, &refs).unwrap();
+    for (g, h) in elements.iter().zip(&hoisted) {
+        let want = automorphism_plain(&m, *g);
+        let single = ops::apply_galois(&ct, gks.get(*g).unwrap()).unwrap();
+        assert!(
+            max_diff(&decrypt_coeffs(&sk, &single), &want) < 1 << 16,
+            "g = {g}"
+        );
+        assert!(
+            max_diff(&decrypt_coeffs(&sk, h), &want) < 1 << 16,
+            "hoisted g = {g}"
+        );
+    }
+    assert_eq!(galois_element_for_rotation(1, n), 5);
+    // Missing key: a typed error.
+    assert_eq!(gks.get(9).unwrap_err(), RlweError::MissingGaloisKey(9));
+}
+
+#[test]
+fn fused_mod_down_rescale_matches_separate_steps() {
+    let (params, sk) = setup(10, 3, None);
+    let mut kg = KeyGenerator::new(&params);
+    let rlk = kg.gen_relinearization_key(&sk).unwrap();
+    let mut s = Sampler::from_os();
+    let level = params.max_level();
+    let d = s.uniform_poly(params.q_at(level).unwrap(), Domain::Ntt);
+    let ext = key_switch_ext(&params, &d, &rlk.0).unwrap();
+    let mut sep = mod_down(&params, level, &ext.c0).unwrap();
+    sep.rescale().unwrap();
+    let fused = mod_down_rescale(&params, level, &ext.c0).unwrap();
+    let (mut a, mut b) = (sep, fused);
+    a.to_coefficient();
+    b.to_coefficient();
+    let diff = a.sub(&b).unwrap();
+    let m = diff.basis().moduli()[0];
+    assert!(diff.limb(0).iter().all(|&x| m.center(x).abs() <= 4));
+    // P·x divided by P gives x back exactly.
+    let px = lift_times_p(&params, &d).unwrap();
+    assert_eq!(mod_down(&params, level, &px).unwrap(), d);
+    assert!(
+        mod_down_rescale(
+            &params,
+            0,
+            &lift_times_p(
+                &params,
+                &RnsPoly::zero(params.q_at(0).unwrap(), Domain::Ntt)
+            )
+            .unwrap()
+        )
+        .is_err()
+    );
+}
+
+#[test]
+fn mismatches_are_typed_errors() {
+    let (params, sk) = setup(10, 2, None);
+    let (other, sk2) = setup(11, 2, None);
+    let mut kg = KeyGenerator::new(&params);
+    let rlk = kg.gen_relinearization_key(&sk).unwrap();
+    let (_, pt) = random_message(&params, 1, 10);
+    let mut enc2 = Encryptor::new(&other);
+    assert_eq!(
+        enc2.encrypt_sk(&sk2, &pt).unwrap_err(),
+        RlweError::ParameterMismatch
+    );
+    let ct = Encryptor::new(&params).encrypt_sk(&sk, &pt).unwrap();
+    assert_eq!(
+        Decryptor::new(&sk2).decrypt(&ct).unwrap_err(),
+        RlweError::ParameterMismatch
+    );
+    assert!(matches!(
+        ops::relinearize(&ct, &rlk),
+        Err(RlweError::CiphertextDegree {
+            expected: 2,
+            found: 1
+        })
+    ));
+    let mut kg2 = KeyGenerator::new(&other);
+    assert_eq!(
+        kg2.gen_relinearization_key(&sk).unwrap_err(),
+        RlweError::ParameterMismatch
+    );
+    assert!(params.q_at(9).is_err());
+    assert!(Ciphertext::new(&params, vec![ct.polys()[0].clone()], 2, 1.0).is_err());
+    assert!(Ciphertext::new(&params, ct.polys().to_vec(), 2, 1.0).is_err());
+}
+
+#[test]
+fn secret_key_roundtrip_and_redaction() {
+    let (params, sk) = setup(10, 1, None);
+    let c = sk.export_coefficients();
+    let sk2 = SecretKey::from_coefficients(&params, &c).unwrap();
+    assert_eq!(sk2.s, sk.s);
+    assert!(SecretKey::from_coefficients(&params, &[2i8; 1024]).is_err());
+    assert!(SecretKey::from_coefficients(&params, &[0i8; 5]).is_err());
+    assert!(!format!("{sk:?}").contains('1'));
+}
