@@ -1,4 +1,37 @@
 //! # hecloud-ckks
 //!
-//! RNS-CKKS over the RLWE core (work in progress).
+//! RNS-CKKS (approximate arithmetic on encrypted complex vectors) over the
+//! RLWE core: an encoder through the canonical embedding (special FFT, full
+//! or sparse slots), an evaluator (additions, products, relinearization,
+//! rescaling with exact scale tracking, rotations, conjugation, hoisting,
+//! rotate-and-sum), polynomial evaluation in the Chebyshev basis with
+//! baby-step giant-step, named 128-bit presets and precision reports.
+//!
+//! ```
+//! use hecloud_ckks::{*, params::test_literal};
+//! let params = CkksParameters::new_insecure_for_tests(test_literal(10, 3), 40).unwrap();
+//! let keys = KeySet::generate(&params, &[], false).unwrap();
+//! let enc = Encoder::new(&params);
+//! let eval = Evaluator::new(&params, keys.evaluation_keys());
+//! let x = vec![0.5, -0.25, 0.125];
+//! let ct = keys.encrypt(&enc.encode_real(&x, 3, params.default_scale()).unwrap()).unwrap();
+//! let y = eval.mul_relin_rescale(&ct, &ct).unwrap();      // x²
+//! let y = eval.add_const(&y, 1.0.into()).unwrap();         // x² + 1
+//! let out = enc.decode_real(&keys.decrypt(&y).unwrap()).unwrap();
+//! assert!((out[1] - 1.0625).abs() < 1e-6);
+//! ```
 #![deny(missing_docs)]
+
+pub mod encoder;
+pub mod error;
+pub mod evaluator;
+pub mod keys;
+pub mod params;
+pub mod precision;
+
+pub use encoder::Encoder;
+pub use error::{CkksError, Result};
+pub use evaluator::{EvaluationKeys, Evaluator};
+pub use keys::KeySet;
+pub use params::{CkksParameters, Preset};
+pub use precision::PrecisionReport;

@@ -508,6 +508,32 @@ pub fn lift_times_p(params: &Parameters, x: &RnsPoly) -> Result<RnsPoly> {
     Ok(out)
 }
 
+/// `acc += P·x` on the Q_l limbs of `acc` (over Q_l ∪ P, NTT), for x over
+/// Q_l (NTT): folds a Q_l term into a key-switching product before a fused
+/// [`mod_down`] or [`mod_down_rescale`].
+pub fn add_times_p_assign(params: &Parameters, acc: &mut RnsPoly, x: &RnsPoly) -> Result<()> {
+    let level = check_input(params, x)?;
+    check_ext(params, acc, level)?;
+    let n = params.n();
+    let pm = params.p_basis().moduli();
+    let moduli = params.q_at(level)?.moduli();
+    let work = |(i, o): (usize, &mut [u64])| {
+        let m = moduli[i];
+        let c = pm.iter().fold(1u64, |a, p| m.mul(a, m.reduce(p.value())));
+        let cs = m.shoup(c);
+        for (v, &xi) in o.iter_mut().zip(x.limb(i)) {
+            *v = m.add(*v, m.mul_shoup(xi, c, cs));
+        }
+    };
+    let q_part = &mut acc.data_mut()[..(level + 1) * n];
+    if n >= PARALLEL_MIN_N {
+        q_part.par_chunks_exact_mut(n).enumerate().for_each(work);
+    } else {
+        q_part.chunks_exact_mut(n).enumerate().for_each(work);
+    }
+    Ok(())
+}
+
 /// Key switching of d (NTT over Q_l) with `key`: (c_0, c_1) over Q_l with
 /// c_0 + c_1·s ≈ d·s' where `key` switches s' to s.
 pub fn key_switch(

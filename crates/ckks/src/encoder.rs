@@ -1,0 +1,306 @@
+//! The CKKS encoder: complex (or real) vectors ↔ plaintext polynomials
+//! through the canonical embedding, computed with the "special" FFT over the
+//! rotation group ⟨5⟩ of Z_2N^* (Cheon–Kim–Kim–Song, HEAAN).
+//!
+//! Slot i of a plaintext m holds m(ζ^{5^i}) / Δ with ζ = e^{iπ/N}, so the
+//! automorphism X → X^{5^k} rotates the slots left by k and X → X^{-1}
+//! conjugates them. A sparse encoder with `slots` < N/2 packs m(X) =
+//! m'(X^{N/(2·slots)}): the slot vector repeats N/(2·slots) times.
+
+use std::sync::Arc;
+
+use hecloud_math::{Domain, RnsPoly};
+use hecloud_rlwe::Plaintext;
+use num_complex::Complex64;
+
+use crate::error::{CkksError, Result};
+use crate::params::CkksParameters;
+
+/// Encodes and decodes vectors of `slots` complex numbers.
+///
+/// ```
+/// use hecloud_ckks::{CkksParameters, Encoder, params::test_literal};
+/// use num_complex::Complex64;
+/// let params = CkksParameters::new_insecure_for_tests(test_literal(10, 2), 40).unwrap();
+/// let enc = Encoder::new(&params);
+/// let v: Vec<Complex64> = (0..512).map(|i| Complex64::new(i as f64 / 512.0, -0.5)).collect();
+/// let pt = enc.encode(&v, 2, params.default_scale()).unwrap();
+/// let back = enc.decode(&pt).unwrap();
+/// assert!(back.iter().zip(&v).all(|(a, b)| (a - b).norm() < 1e-9));
+/// ```
+#[derive(Debug, Clone)]
+pub struct Encoder {
+    params: Arc<CkksParameters>,
+    slots: usize,
+    /// 5^j mod 2N for j < N/2.
+    rot_group: Vec<usize>,
+    /// e^{2πik/2N} for k ≤ 2N.
+    ksi: Vec<Complex64>,
+}
+
+impl Encoder {
+    /// An encoder of N/2 slots.
+    pub fn new(params: &Arc<CkksParameters>) -> Self {
+        Self::build(params, params.slots())
+    }
+
+    /// An encoder of `slots` slots (a power of two in 1..=N/2).
+    pub fn with_slots(params: &Arc<CkksParameters>, slots: usize) -> Result<Self> {
+        if !slots.is_power_of_two() || slots > params.slots() {
+            return Err(CkksError::Slots(format!(
+                "{slots} is not a power of two in 1..={}",
+                params.slots()
+            )));
+        }
+        Ok(Self::build(params, slots))
+    }
+
+    fn build(params: &Arc<CkksParameters>, slots: usize) -> Self {
+        let n = params.n();
+        let m = 2 * n;
+        let mut rot_group = Vec::with_capacity(n / 2);
+        let mut g = 1usize;
+        for _ in 0..n / 2 {
+            rot_group.push(g);
+            g = g * 5 % m;
+        }
+        let ksi = (0..=m)
+            .map(|k| {
+                let a = 2.0 * std::f64::consts::PI * k as f64 / m as f64;
+                Complex64::new(a.cos(), a.sin())
+            })
+            .collect();
+        Self {
+            params: params.clone(),
+            slots,
+            rot_group,
+            ksi,
+        }
+    }
+
+    /// Number of slots.
+    pub fn slots(&self) -> usize {
+        self.slots
+    }
+
+    /// The parameters.
+    pub fn params(&self) -> &Arc<CkksParameters> {
+        &self.params
+    }
+
+    fn bit_reverse(v: &mut [Complex64]) {
+        let n = v.len();
+        let mut j = 0;
+        for i in 1..n {
+            let mut bit = n >> 1;
+            while j & bit != 0 {
+                j ^= bit;
+                bit >>= 1;
+            }
+            j |= bit;
+            if i < j {
+                v.swap(i, j);
+            }
+        }
+    }
+
+    /// Evaluation at the slot roots (decoding direction).
+    fn fft_special(&self, v: &mut [Complex64]) {
+        let size = v.len();
+        let m = 2 * self.params.n();
+        Self::bit_reverse(v);
+        let mut len = 2;
+        while len <= size {
+            let lenh = len / 2;
+            let lenq = len * 4;
+            for i in (0..size).step_by(len) {
+                for j in 0..lenh {
+                    let idx = (self.rot_group[j] % lenq) * (m / lenq);
+                    let u = v[i + j];
+                    let w = v[i + j + lenh] * self.ksi[idx];
+                    v[i + j] = u + w;
+                    v[i + j + lenh] = u - w;
+                }
+            }
+            len *= 2;
+        }
+    }
+
+    /// Interpolation from the slot roots (encoding direction).
+    fn fft_special_inv(&self, v: &mut [Complex64]) {
+        let size = v.len();
+        let m = 2 * self.params.n();
+        let mut len = size;
+        while len >= 2 {
+            let lenh = len / 2;
+            let lenq = len * 4;
+            for i in (0..size).step_by(len) {
+                for j in 0..lenh {
+                    let idx = (lenq - (self.rot_group[j] % lenq)) * (m / lenq);
+                    let u = v[i + j] + v[i + j + lenh];
+                    let w = (v[i + j] - v[i + j + lenh]) * self.ksi[idx];
+                    v[i + j] = u;
+                    v[i + j + lenh] = w;
+                }
+            }
+            len /= 2;
+        }
+        Self::bit_reverse(v);
+        let inv = 1.0 / size as f64;
+        for x in v.iter_mut() {
+            *x *= inv;
+        }
+    }
+
+    /// The coefficient vector (real numbers, before scaling) of `values`
+    /// (at most `slots`, the rest zero).
+    fn coefficients(&self, values: &[Complex64]) -> Result<Vec<f64>> {
+        if values.len() > self.slots {
+            return Err(CkksError::Slots(format!(
+                "{} values for {} slots",
+                values.len(),
+                self.slots
+            )));
+        }
+        if values
+            .iter()
+            .any(|z| !z.re.is_finite() || !z.im.is_finite())
+        {
+            return Err(CkksError::ValueOutOfRange("NaN or infinity".into()));
+        }
+        let mut v = vec![Complex64::new(0.0, 0.0); self.slots];
+        v[..values.len()].copy_from_slice(values);
+        self.fft_special_inv(&mut v);
+        let n = self.params.n();
+        let gap = n / 2 / self.slots;
+        let mut coeffs = vec![0.0; n];
+        for (i, z) in v.iter().enumerate() {
+            coeffs[i * gap] = z.re;
+            coeffs[n / 2 + i * gap] = z.im;
+        }
+        Ok(coeffs)
+    }
+
+    /// Encodes complex `values` at `level` with `scale`.
+    pub fn encode(&self, values: &[Complex64], level: usize, scale: f64) -> Result<Plaintext> {
+        let coeffs = self.coefficients(values)?;
+        self.encode_coefficients(&coeffs, level, scale)
+    }
+
+    /// Encodes real `values` at `level` with `scale`.
+    pub fn encode_real(&self, values: &[f64], level: usize, scale: f64) -> Result<Plaintext> {
+        let z: Vec<Complex64> = values.iter().map(|&x| Complex64::new(x, 0.0)).collect();
+        self.encode(&z, level, scale)
+    }
+
+    /// Rounds `coeffs · scale` and reduces it modulo every prime of Q_level.
+    fn encode_coefficients(&self, coeffs: &[f64], level: usize, scale: f64) -> Result<Plaintext> {
+        let rlwe = self.params.rlwe();
+        let basis = rlwe.q_at(level)?.clone();
+        if !(scale.is_finite() && scale >= 1.0) {
+            return Err(CkksError::InvalidScale(scale.log2()));
+        }
+        let mut poly = RnsPoly::zero(&basis, Domain::Coefficient);
+        let n = self.params.n();
+        // |c·Δ| must stay below 2^126 (i128) and below Q_l / 2.
+        let limit = (basis.log_q() - 1.0).min(126.0);
+        let mut rounded = Vec::with_capacity(n);
+        for &c in coeffs {
+            let x = (c * scale).round();
+            if !x.is_finite() || x.abs() >= limit.exp2() {
+                return Err(CkksError::ValueOutOfRange(format!(
+                    "a coefficient of 2^{:.1} exceeds the modulus at level {level}",
+                    x.abs().log2()
+                )));
+            }
+            rounded.push(x as i128);
+        }
+        for (i, m) in basis.moduli().iter().enumerate() {
+            let q = m.value() as i128;
+            let limb = &mut poly.data_mut()[i * n..(i + 1) * n];
+            for (o, &x) in limb.iter_mut().zip(&rounded) {
+                *o = x.rem_euclid(q) as u64;
+            }
+        }
+        poly.to_ntt();
+        Ok(Plaintext::new(rlwe, poly, level, scale)?)
+    }
+
+    /// Plaintext polynomial coefficients as centered floats divided by the
+    /// scale. Uses as few primes as the CRT needs: the value must stay below
+    /// 2^(log2 scale + 55) in magnitude (else the exact multi-prime path runs).
+    fn decode_coefficients(&self, pt: &Plaintext) -> Result<Vec<f64>> {
+        if pt.params().hash() != self.params.rlwe().hash() {
+            return Err(hecloud_rlwe::RlweError::ParameterMismatch.into());
+        }
+        let scale = pt.scale();
+        let mut p = pt.poly().clone();
+        p.to_coefficient();
+        let moduli = p.basis().moduli().to_vec();
+        let n = self.params.n();
+        let need = scale.log2() + 55.0;
+        let q0 = moduli[0].value();
+        if (q0 as f64).log2() > need || moduli.len() == 1 {
+            return Ok(p
+                .limb(0)
+                .iter()
+                .map(|&x| moduli[0].center(x) as f64 / scale)
+                .collect());
+        }
+        let q1 = moduli[1].value();
+        if ((q0 as f64) * (q1 as f64)).log2() > need {
+            // Two-prime CRT in 128-bit integers.
+            let m1 = moduli[1];
+            let q0_inv_mod_q1 = m1.inv(m1.reduce(q0))?;
+            let big = q0 as u128 * q1 as u128;
+            let half = big / 2;
+            let (l0, l1) = (p.limb(0), p.limb(1));
+            return Ok((0..n)
+                .map(|j| {
+                    // x = x0 + q0·((x1 − x0)·q0^-1 mod q1)
+                    let t = m1.mul(m1.sub(l1[j], m1.reduce(l0[j])), q0_inv_mod_q1);
+                    let x = l0[j] as u128 + q0 as u128 * t as u128;
+                    let v = if x > half {
+                        -((big - x) as f64)
+                    } else {
+                        x as f64
+                    };
+                    v / scale
+                })
+                .collect());
+        }
+        // Exact big-integer CRT over all limbs.
+        let big = p.to_bigint_centered()?;
+        Ok(big.iter().map(|x| num_traits_to_f64(x) / scale).collect())
+    }
+
+    /// Decodes a plaintext into `slots` complex numbers.
+    pub fn decode(&self, pt: &Plaintext) -> Result<Vec<Complex64>> {
+        let coeffs = self.decode_coefficients(pt)?;
+        let n = self.params.n();
+        let gap = n / 2 / self.slots;
+        let mut v: Vec<Complex64> = (0..self.slots)
+            .map(|i| Complex64::new(coeffs[i * gap], coeffs[n / 2 + i * gap]))
+            .collect();
+        self.fft_special(&mut v);
+        Ok(v)
+    }
+
+    /// Decodes the real parts.
+    pub fn decode_real(&self, pt: &Plaintext) -> Result<Vec<f64>> {
+        Ok(self.decode(pt)?.into_iter().map(|z| z.re).collect())
+    }
+}
+
+/// A big integer as the nearest f64.
+fn num_traits_to_f64(x: &num_bigint::BigInt) -> f64 {
+    let bits = x.bits();
+    if bits <= 120 {
+        return i128::try_from(x).map(|v| v as f64).unwrap_or(f64::NAN);
+    }
+    let shift = bits - 120;
+    let top: num_bigint::BigInt = x >> shift;
+    i128::try_from(&top)
+        .map(|v| v as f64 * (shift as f64).exp2())
+        .unwrap_or(f64::NAN)
+}

@@ -1,0 +1,45 @@
+//! Typed errors of the CKKS layer.
+
+use hecloud_rlwe::RlweError;
+use thiserror::Error;
+
+/// What can go wrong in CKKS: every bad input, exhausted level, scale
+/// mismatch or missing key is one of these, never a panic.
+#[derive(Debug, Error, Clone, PartialEq)]
+#[non_exhaustive]
+pub enum CkksError {
+    /// An error of the RLWE layer (parameters, keys, levels, decoding).
+    #[error(transparent)]
+    Rlwe(#[from] RlweError),
+    /// Operands whose scales differ by more than the tolerance.
+    #[error("scale mismatch: 2^{left:.4} vs 2^{right:.4}")]
+    ScaleMismatch {
+        /// log2 of the left scale.
+        left: f64,
+        /// log2 of the right scale.
+        right: f64,
+    },
+    /// More values than slots, or a slot count that is not a power of two
+    /// in 1..=N/2.
+    #[error("invalid slot count or input length: {0}")]
+    Slots(String),
+    /// A NaN, an infinity, or a value too large for the scale.
+    #[error("value out of range: {0}")]
+    ValueOutOfRange(String),
+    /// A scale that is not a positive finite number, or too large for the
+    /// remaining modulus.
+    #[error("invalid scale 2^{0:.2}")]
+    InvalidScale(f64),
+    /// A polynomial-evaluation request that cannot be satisfied.
+    #[error("polynomial evaluation: {0}")]
+    Polynomial(String),
+}
+
+impl From<hecloud_math::MathError> for CkksError {
+    fn from(e: hecloud_math::MathError) -> Self {
+        Self::Rlwe(RlweError::Math(e))
+    }
+}
+
+/// Result alias of the CKKS layer.
+pub type Result<T> = std::result::Result<T, CkksError>;

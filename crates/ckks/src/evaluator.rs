@@ -1,0 +1,448 @@
+//! The CKKS evaluator: additions, multiplications, relinearization,
+//! rescaling, rotations and conjugation on ciphertexts, with exact scale
+//! tracking and automatic level matching.
+
+use std::sync::Arc;
+
+use hecloud_math::{Domain, RnsPoly};
+use hecloud_rlwe::keys::{galois_element_conjugate, galois_element_for_rotation};
+use hecloud_rlwe::keyswitch::{add_times_p_assign, key_switch_ext, mod_down_rescale};
+use hecloud_rlwe::{Ciphertext, GaloisKeys, Plaintext, RelinearizationKey, RlweError, ops};
+use num_complex::Complex64;
+
+use crate::error::{CkksError, Result};
+use crate::params::CkksParameters;
+
+/// Relative difference below which two scales count as equal (the exact
+/// prime-dependent scales of operands at the same depth differ by less).
+pub const SCALE_TOLERANCE: f64 = 1e-6;
+
+/// The server-side keys: relinearization and Galois keys.
+#[derive(Debug, Clone, Default)]
+pub struct EvaluationKeys {
+    /// Relinearization key (needed by `relinearize` and `mul_relin_rescale`).
+    pub relin: Option<RelinearizationKey>,
+    /// Galois keys (rotations, conjugation).
+    pub galois: GaloisKeys,
+}
+
+/// Homomorphic operations on CKKS ciphertexts.
+///
+/// ```
+/// use hecloud_ckks::{*, params::test_literal};
+/// let params = CkksParameters::new_insecure_for_tests(test_literal(10, 2), 40).unwrap();
+/// let keys = KeySet::generate(&params, &[1], false).unwrap();
+/// let (enc, eval) = (Encoder::new(&params), Evaluator::new(&params, keys.evaluation_keys()));
+/// let x: Vec<f64> = (0..512).map(|i| i as f64 / 512.0).collect();
+/// let ct = keys.encrypt(&enc.encode_real(&x, 2, params.default_scale()).unwrap()).unwrap();
+/// let sq = eval.mul_relin_rescale(&ct, &ct).unwrap();
+/// let rot = eval.rotate(&sq, 1).unwrap();
+/// let out = enc.decode_real(&keys.decrypt(&rot).unwrap()).unwrap();
+/// assert!((out[0] - x[1] * x[1]).abs() < 1e-6);
+/// ```
+#[derive(Debug, Clone)]
+pub struct Evaluator {
+    params: Arc<CkksParameters>,
+    keys: EvaluationKeys,
+}
+
+fn scales_match(a: f64, b: f64) -> Result<()> {
+    if ((a - b) / a.max(b)).abs() > SCALE_TOLERANCE {
+        return Err(CkksError::ScaleMismatch {
+            left: a.log2(),
+            right: b.log2(),
+        });
+    }
+    Ok(())
+}
+
+impl Evaluator {
+    /// An evaluator with the given keys.
+    pub fn new(params: &Arc<CkksParameters>, keys: EvaluationKeys) -> Self {
+        Self {
+            params: params.clone(),
+            keys,
+        }
+    }
+
+    /// The parameters.
+    pub fn params(&self) -> &Arc<CkksParameters> {
+        &self.params
+    }
+
+    /// The evaluation keys.
+    pub fn keys(&self) -> &EvaluationKeys {
+        &self.keys
+    }
+
+    fn check(&self, ct: &Ciphertext) -> Result<()> {
+        if ct.params().hash() != self.params.rlwe().hash() {
+            return Err(RlweError::ParameterMismatch.into());
+        }
+        Ok(())
+    }
+
+    /// A copy of `ct` reduced to `level` (limbs dropped, value and scale kept).
+    pub fn drop_level(&self, ct: &Ciphertext, level: usize) -> Result<Ciphertext> {
+        self.check(ct)?;
+        let mut out = ct.clone();
+        out.drop_to_level(level)?;
+        Ok(out)
+    }
+
+    /// Copies of `a` and `b` at the lower of their levels.
+    pub fn match_levels(&self, a: &Ciphertext, b: &Ciphertext) -> Result<(Ciphertext, Ciphertext)> {
+        let l = a.level().min(b.level());
+        Ok((self.drop_level(a, l)?, self.drop_level(b, l)?))
+    }
+
+    fn binary(
+        &self,
+        a: &Ciphertext,
+        b: &Ciphertext,
+        f: impl Fn(&mut RnsPoly, &RnsPoly) -> hecloud_math::Result<()>,
+    ) -> Result<Ciphertext> {
+        self.check(a)?;
+        self.check(b)?;
+        scales_match(a.scale(), b.scale())?;
+        let (a, b) = if a.level() == b.level() {
+            (a.clone(), b.clone())
+        } else {
+            self.match_levels(a, b)?
+        };
+        let level = a.level();
+        let deg = a.degree().max(b.degree());
+        let zero = RnsPoly::zero(a.polys()[0].basis(), Domain::Ntt);
+        let mut polys = Vec::with_capacity(deg + 1);
+        for i in 0..=deg {
+            let mut x = a.polys().get(i).cloned().unwrap_or_else(|| zero.clone());
+            f(&mut x, b.polys().get(i).unwrap_or(&zero))?;
+            polys.push(x);
+        }
+        Ok(Ciphertext::new(
+            self.params.rlwe(),
+            polys,
+            level,
+            a.scale(),
+        )?)
+    }
+
+    /// a + b (levels matched, scales must agree).
+    pub fn add(&self, a: &Ciphertext, b: &Ciphertext) -> Result<Ciphertext> {
+        self.binary(a, b, |x, y| x.add_assign(y))
+    }
+
+    /// a − b.
+    pub fn sub(&self, a: &Ciphertext, b: &Ciphertext) -> Result<Ciphertext> {
+        self.binary(a, b, |x, y| x.sub_assign(y))
+    }
+
+    /// −a.
+    pub fn neg(&self, a: &Ciphertext) -> Result<Ciphertext> {
+        self.check(a)?;
+        let mut out = a.clone();
+        for p in out.polys_mut() {
+            p.neg_assign();
+        }
+        Ok(out)
+    }
+
+    fn plain_at(&self, pt: &Plaintext, level: usize) -> Result<RnsPoly> {
+        if pt.params().hash() != self.params.rlwe().hash() {
+            return Err(RlweError::ParameterMismatch.into());
+        }
+        if pt.level() < level {
+            return Err(RlweError::LevelMismatch {
+                left: level,
+                right: pt.level(),
+            }
+            .into());
+        }
+        let n = self.params.n();
+        Ok(RnsPoly::from_limbs(
+            self.params.rlwe().q_at(level)?,
+            Domain::Ntt,
+            pt.poly().data()[..(level + 1) * n].to_vec(),
+        )?)
+    }
+
+    /// ct + pt (pt at the ciphertext's level or above, same scale).
+    pub fn add_plain(&self, ct: &Ciphertext, pt: &Plaintext) -> Result<Ciphertext> {
+        self.check(ct)?;
+        scales_match(ct.scale(), pt.scale())?;
+        let p = self.plain_at(pt, ct.level())?;
+        let mut out = ct.clone();
+        out.polys_mut()[0].add_assign(&p)?;
+        Ok(out)
+    }
+
+    /// ct − pt.
+    pub fn sub_plain(&self, ct: &Ciphertext, pt: &Plaintext) -> Result<Ciphertext> {
+        self.check(ct)?;
+        scales_match(ct.scale(), pt.scale())?;
+        let p = self.plain_at(pt, ct.level())?;
+        let mut out = ct.clone();
+        out.polys_mut()[0].sub_assign(&p)?;
+        Ok(out)
+    }
+
+    /// Residues of round(x) modulo each prime of Q_level (|x| < 2^126).
+    fn round_residues(&self, x: f64, level: usize) -> Result<Vec<u64>> {
+        let r = x.round();
+        if !r.is_finite() || r.abs() >= 2f64.powi(126) {
+            return Err(CkksError::ValueOutOfRange(format!("constant {x}")));
+        }
+        let r = r as i128;
+        Ok(self
+            .params
+            .rlwe()
+            .q_at(level)?
+            .moduli()
+            .iter()
+            .map(|m| r.rem_euclid(m.value() as i128) as u64)
+            .collect())
+    }
+
+    /// ct + c in every slot (no level consumed).
+    pub fn add_const(&self, ct: &Ciphertext, c: Complex64) -> Result<Ciphertext> {
+        self.check(ct)?;
+        let level = ct.level();
+        let n = self.params.n();
+        let re = self.round_residues(c.re * ct.scale(), level)?;
+        let mut out = ct.clone();
+        let c0 = &mut out.polys_mut()[0];
+        let moduli = c0.basis().moduli().to_vec();
+        // A constant polynomial is the same constant in every NTT slot.
+        for (i, m) in moduli.iter().enumerate() {
+            let r = re[i];
+            for x in c0.limb_mut(i) {
+                *x = m.add(*x, r);
+            }
+        }
+        if c.im != 0.0 {
+            // i is X^{N/2} in every slot.
+            let im = self.round_residues(c.im * ct.scale(), level)?;
+            let mut p = RnsPoly::zero(c0.basis(), Domain::Coefficient);
+            for (i, r) in im.iter().enumerate() {
+                p.limb_mut(i)[n / 2] = *r;
+            }
+            p.to_ntt();
+            c0.add_assign(&p)?;
+        }
+        Ok(out)
+    }
+
+    /// ct · k for an integer k (no level consumed).
+    pub fn mul_int(&self, ct: &Ciphertext, k: i64) -> Result<Ciphertext> {
+        self.check(ct)?;
+        let res: Vec<u64> = self
+            .params
+            .rlwe()
+            .q_at(ct.level())?
+            .moduli()
+            .iter()
+            .map(|m| m.from_i64(k))
+            .collect();
+        let mut out = ct.clone();
+        for p in out.polys_mut() {
+            p.mul_rns_scalar_assign(&res)?;
+        }
+        Ok(out)
+    }
+
+    /// ct · round(c·s) with the scale multiplied by s (no rescale): the
+    /// building block of constant products inside larger circuits.
+    pub fn mul_const_raw(&self, ct: &Ciphertext, c: f64, s: f64) -> Result<Ciphertext> {
+        self.check(ct)?;
+        if !c.is_finite() {
+            return Err(CkksError::ValueOutOfRange(format!("constant {c}")));
+        }
+        let res = self.round_residues(c * s, ct.level())?;
+        let mut out = ct.clone();
+        for p in out.polys_mut() {
+            p.mul_rns_scalar_assign(&res)?;
+        }
+        out.set_scale(ct.scale() * s);
+        Ok(out)
+    }
+
+    /// ct · c for a real constant: exact integers cost no level; other
+    /// constants are scaled by q_l and rescaled away (one level, scale kept).
+    pub fn mul_const(&self, ct: &Ciphertext, c: f64) -> Result<Ciphertext> {
+        if c.fract() == 0.0 && c.abs() < 2f64.powi(62) {
+            return self.mul_int(ct, c as i64);
+        }
+        if ct.level() == 0 {
+            return Err(RlweError::LevelsExhausted { level: 0, need: 1 }.into());
+        }
+        let ql = self.params.q_f64(ct.level());
+        let out = self.mul_const_raw(ct, c, ql)?;
+        let mut out = self.rescale(&out)?;
+        out.set_scale(ct.scale());
+        Ok(out)
+    }
+
+    /// The tensor product (degree 2) of two degree-1 ciphertexts.
+    pub fn mul(&self, a: &Ciphertext, b: &Ciphertext) -> Result<Ciphertext> {
+        self.check(a)?;
+        self.check(b)?;
+        for c in [a, b] {
+            if c.degree() != 1 {
+                return Err(RlweError::CiphertextDegree {
+                    expected: 1,
+                    found: c.degree(),
+                }
+                .into());
+            }
+        }
+        let (a, b) = if a.level() == b.level() {
+            (a.clone(), b.clone())
+        } else {
+            self.match_levels(a, b)?
+        };
+        let (x, y) = (a.polys(), b.polys());
+        let polys = tensor(&x[0], &x[1], &y[0], &y[1])?;
+        Ok(Ciphertext::new(
+            self.params.rlwe(),
+            polys.to_vec(),
+            a.level(),
+            a.scale() * b.scale(),
+        )?)
+    }
+
+    /// ct · pt (scale multiplied, no rescale).
+    pub fn mul_plain(&self, ct: &Ciphertext, pt: &Plaintext) -> Result<Ciphertext> {
+        self.check(ct)?;
+        let p = self.plain_at(pt, ct.level())?;
+        let mut out = ct.clone();
+        for c in out.polys_mut() {
+            c.mul_assign(&p)?;
+        }
+        out.set_scale(ct.scale() * pt.scale());
+        Ok(out)
+    }
+
+    fn rlk(&self) -> Result<&RelinearizationKey> {
+        self.keys
+            .relin
+            .as_ref()
+            .ok_or(CkksError::Rlwe(RlweError::MissingRelinearizationKey))
+    }
+
+    /// Degree 2 → degree 1.
+    pub fn relinearize(&self, ct: &Ciphertext) -> Result<Ciphertext> {
+        self.check(ct)?;
+        Ok(ops::relinearize(ct, self.rlk()?)?)
+    }
+
+    /// Divides by the last prime q_l: level − 1, scale / q_l.
+    pub fn rescale(&self, ct: &Ciphertext) -> Result<Ciphertext> {
+        self.check(ct)?;
+        if ct.level() == 0 {
+            return Err(RlweError::LevelsExhausted { level: 0, need: 1 }.into());
+        }
+        let ql = self.params.q_f64(ct.level());
+        let mut polys = ct.polys().to_vec();
+        for p in &mut polys {
+            p.rescale()?;
+        }
+        Ok(Ciphertext::new(
+            self.params.rlwe(),
+            polys,
+            ct.level() - 1,
+            ct.scale() / ql,
+        )?)
+    }
+
+    /// Multiply, relinearize and rescale in one call, with the ModDown of
+    /// key switching fused into the rescale.
+    pub fn mul_relin_rescale(&self, a: &Ciphertext, b: &Ciphertext) -> Result<Ciphertext> {
+        let rlk = self.rlk()?;
+        let prod = self.mul(a, b)?;
+        let level = prod.level();
+        if level == 0 {
+            return Err(RlweError::LevelsExhausted { level: 0, need: 1 }.into());
+        }
+        let rl = self.params.rlwe();
+        let p = prod.polys();
+        let mut ext = key_switch_ext(rl, &p[2], &rlk.0)?;
+        add_times_p_assign(rl, &mut ext.c0, &p[0])?;
+        add_times_p_assign(rl, &mut ext.c1, &p[1])?;
+        let c0 = mod_down_rescale(rl, level, &ext.c0)?;
+        let c1 = mod_down_rescale(rl, level, &ext.c1)?;
+        let ql = self.params.q_f64(level);
+        Ok(Ciphertext::new(
+            rl,
+            vec![c0, c1],
+            level - 1,
+            prod.scale() / ql,
+        )?)
+    }
+
+    /// Rotates the slots left by `k` (negative: right).
+    pub fn rotate(&self, ct: &Ciphertext, k: i64) -> Result<Ciphertext> {
+        self.check(ct)?;
+        let g = galois_element_for_rotation(k, self.params.n());
+        if g == 1 {
+            return Ok(ct.clone());
+        }
+        Ok(ops::apply_galois(ct, self.keys.galois.get(g)?)?)
+    }
+
+    /// Complex conjugation of every slot.
+    pub fn conjugate(&self, ct: &Ciphertext) -> Result<Ciphertext> {
+        self.check(ct)?;
+        let g = galois_element_conjugate(self.params.n());
+        Ok(ops::apply_galois(ct, self.keys.galois.get(g)?)?)
+    }
+
+    /// Several rotations of one ciphertext, decomposing it once (hoisting).
+    pub fn rotate_hoisted(&self, ct: &Ciphertext, ks: &[i64]) -> Result<Vec<Ciphertext>> {
+        self.check(ct)?;
+        let n = self.params.n();
+        let mut keys = Vec::new();
+        for &k in ks {
+            let g = galois_element_for_rotation(k, n);
+            if g != 1 {
+                keys.push(self.keys.galois.get(g)?);
+            }
+        }
+        let mut rotated = ops::apply_galois_hoisted(ct, &keys)?.into_iter();
+        ks.iter()
+            .map(|&k| {
+                if galois_element_for_rotation(k, n) == 1 {
+                    Ok(ct.clone())
+                } else {
+                    rotated
+                        .next()
+                        .ok_or(CkksError::Rlwe(RlweError::ParameterMismatch))
+                }
+            })
+            .collect()
+    }
+
+    /// Slot j of the result holds Σ_{t < n} slot (j + t) of `ct` (n a power
+    /// of two; needs rotation keys for 1, 2, 4, …, n/2).
+    pub fn rotate_and_sum(&self, ct: &Ciphertext, n: usize) -> Result<Ciphertext> {
+        if !n.is_power_of_two() || n > self.params.slots() {
+            return Err(CkksError::Slots(format!("rotate_and_sum over {n} slots")));
+        }
+        let mut acc = ct.clone();
+        let mut step = 1;
+        while step < n {
+            let r = self.rotate(&acc, step as i64)?;
+            acc = self.add(&acc, &r)?;
+            step *= 2;
+        }
+        Ok(acc)
+    }
+}
+
+/// (a0 + a1·s)(b0 + b1·s) = d0 + d1·s + d2·s².
+fn tensor(a0: &RnsPoly, a1: &RnsPoly, b0: &RnsPoly, b1: &RnsPoly) -> Result<[RnsPoly; 3]> {
+    let d0 = a0.mul(b0)?;
+    let d2 = a1.mul(b1)?;
+    let mut d1 = a0.mul(b1)?;
+    d1.mul_add_assign(a1, b0)?;
+    Ok([d0, d1, d2])
+}

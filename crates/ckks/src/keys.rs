@@ -1,0 +1,79 @@
+//! The key holder's side in one place: a secret key with its public,
+//! relinearization and Galois keys, encryption and decryption.
+
+use std::sync::Arc;
+
+use hecloud_rlwe::{
+    Ciphertext, Decryptor, Encryptor, KeyGenerator, Plaintext, PublicKey, SecretKey,
+};
+
+use crate::error::Result;
+use crate::evaluator::EvaluationKeys;
+use crate::params::CkksParameters;
+
+/// A secret key and everything derived from it.
+#[derive(Debug)]
+pub struct KeySet {
+    params: Arc<CkksParameters>,
+    sk: SecretKey,
+    pk: PublicKey,
+    eval: EvaluationKeys,
+}
+
+impl KeySet {
+    /// Generates a secret key, the public key, the relinearization key and
+    /// Galois keys for the slot rotations `rotations` (plus conjugation if
+    /// `conjugate`).
+    pub fn generate(
+        params: &Arc<CkksParameters>,
+        rotations: &[i64],
+        conjugate: bool,
+    ) -> Result<Self> {
+        let mut kg = KeyGenerator::new(params.rlwe());
+        let sk = kg.gen_secret_key()?;
+        let pk = kg.gen_public_key(&sk)?;
+        let relin = Some(kg.gen_relinearization_key(&sk)?);
+        let galois = kg.gen_galois_keys(&sk, rotations, conjugate)?;
+        Ok(Self {
+            params: params.clone(),
+            sk,
+            pk,
+            eval: EvaluationKeys { relin, galois },
+        })
+    }
+
+    /// The parameters.
+    pub fn params(&self) -> &Arc<CkksParameters> {
+        &self.params
+    }
+
+    /// The secret key.
+    pub fn secret_key(&self) -> &SecretKey {
+        &self.sk
+    }
+
+    /// The public key.
+    pub fn public_key(&self) -> &PublicKey {
+        &self.pk
+    }
+
+    /// A copy of the evaluation keys (for the server).
+    pub fn evaluation_keys(&self) -> EvaluationKeys {
+        self.eval.clone()
+    }
+
+    /// Public-key encryption.
+    pub fn encrypt(&self, pt: &Plaintext) -> Result<Ciphertext> {
+        Ok(Encryptor::new(self.params.rlwe()).encrypt_pk(&self.pk, pt)?)
+    }
+
+    /// Seeded secret-key encryption (half-size serialized form).
+    pub fn encrypt_sk(&self, pt: &Plaintext) -> Result<Ciphertext> {
+        Ok(Encryptor::new(self.params.rlwe()).encrypt_sk(&self.sk, pt)?)
+    }
+
+    /// Decryption.
+    pub fn decrypt(&self, ct: &Ciphertext) -> Result<Plaintext> {
+        Ok(Decryptor::new(&self.sk).decrypt(ct)?)
+    }
+}

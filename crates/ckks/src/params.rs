@@ -1,0 +1,191 @@
+//! CKKS parameters: RLWE parameters plus the default scale, and the named
+//! 128-bit presets.
+
+use std::sync::Arc;
+
+use hecloud_rlwe::{Parameters, ParametersLiteral, SecretDistribution, params::SIGMA};
+
+use crate::error::{CkksError, Result};
+
+/// Validated CKKS parameters (RLWE parameters + default scale), shared
+/// behind `Arc`.
+#[derive(Debug)]
+pub struct CkksParameters {
+    rlwe: Arc<Parameters>,
+    log_scale: u32,
+}
+
+impl CkksParameters {
+    /// CKKS parameters from a literal checked for 128-bit security, with
+    /// default scale 2^log_scale.
+    pub fn new(literal: ParametersLiteral, log_scale: u32) -> Result<Arc<Self>> {
+        Self::from_rlwe(Parameters::new(literal)?, log_scale)
+    }
+
+    /// Like [`CkksParameters::new`] without the security check (tests only).
+    ///
+    /// ```
+    /// use hecloud_ckks::CkksParameters;
+    /// let p = CkksParameters::new_insecure_for_tests(hecloud_ckks::params::test_literal(10, 3), 40).unwrap();
+    /// assert_eq!(p.max_level(), 3);
+    /// assert_eq!(p.slots(), 512);
+    /// ```
+    pub fn new_insecure_for_tests(literal: ParametersLiteral, log_scale: u32) -> Result<Arc<Self>> {
+        Self::from_rlwe(Parameters::new_insecure_for_tests(literal)?, log_scale)
+    }
+
+    /// CKKS parameters over existing RLWE parameters.
+    pub fn from_rlwe(rlwe: Arc<Parameters>, log_scale: u32) -> Result<Arc<Self>> {
+        let q0 = rlwe.q_basis().moduli()[0].bits();
+        if log_scale == 0 || log_scale >= q0 || log_scale > 60 {
+            return Err(CkksError::InvalidScale(log_scale as f64));
+        }
+        Ok(Arc::new(Self { rlwe, log_scale }))
+    }
+
+    /// The RLWE parameters.
+    pub fn rlwe(&self) -> &Arc<Parameters> {
+        &self.rlwe
+    }
+
+    /// Ring degree N.
+    pub fn n(&self) -> usize {
+        self.rlwe.n()
+    }
+
+    /// Maximum number of complex slots, N/2.
+    pub fn slots(&self) -> usize {
+        self.rlwe.n() / 2
+    }
+
+    /// Highest level (multiplicative depth available).
+    pub fn max_level(&self) -> usize {
+        self.rlwe.max_level()
+    }
+
+    /// Default scale Δ = 2^log_scale.
+    pub fn default_scale(&self) -> f64 {
+        (self.log_scale as f64).exp2()
+    }
+
+    /// log2 of the default scale.
+    pub fn log_scale(&self) -> u32 {
+        self.log_scale
+    }
+
+    /// The prime q_l as a float (the exact factor a rescale divides by).
+    pub fn q_f64(&self, level: usize) -> f64 {
+        self.rlwe
+            .q_modulus(level)
+            .map(|m| m.value() as f64)
+            .unwrap_or(f64::NAN)
+    }
+}
+
+/// A small insecure literal for tests and examples: N = 2^log_n, a 60-bit
+/// q_0, `levels` primes of 45 bits, two 60-bit special primes.
+pub fn test_literal(log_n: u32, levels: usize) -> ParametersLiteral {
+    let mut log_q = vec![60];
+    log_q.extend(std::iter::repeat_n(45, levels));
+    ParametersLiteral {
+        log_n,
+        log_q,
+        log_p: vec![60, 60],
+        secret: SecretDistribution::Ternary,
+        sigma: SIGMA,
+        dnum: None,
+    }
+}
+
+/// A named 128-bit preset.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Preset {
+    /// N = 2^13, log QP ≈ 200: Q = 60 + 2×40, P = 60. Depth 2, scale 2^40,
+    /// ≈ 20 bits of precision after one multiplication.
+    N13,
+    /// N = 2^14, log QP ≈ 430: Q = 60 + 6×45, P = 2×50. Depth 6, scale 2^45,
+    /// ≈ 25 bits after one multiplication.
+    N14,
+    /// N = 2^15, log QP ≈ 875: Q = 60 + 13×50, P = 3×55. Depth 13, scale 2^50,
+    /// ≈ 28 bits after one multiplication.
+    N15,
+    /// N = 2^16, log QP ≈ 1654 (Lattigo's anchor set): Q = 60 + 27×50,
+    /// P = 4×61. Depth 27, scale 2^50, ≈ 28 bits after one multiplication.
+    N16,
+    /// N = 2^17, log QP ≈ 3498: Q = 60 + 59×50, P = 8×61. Depth 59,
+    /// scale 2^50, ≈ 27 bits after one multiplication.
+    N17,
+}
+
+impl Preset {
+    /// Every preset, smallest first.
+    pub const ALL: [Preset; 5] = [Self::N13, Self::N14, Self::N15, Self::N16, Self::N17];
+
+    /// The literal and log2 of the default scale.
+    pub fn literal(self) -> (ParametersLiteral, u32) {
+        let (log_n, q0, lq, nq, lp, np, scale) = match self {
+            Self::N13 => (13, 60, 40, 2, 60, 1, 40),
+            Self::N14 => (14, 60, 45, 6, 50, 2, 45),
+            Self::N15 => (15, 60, 50, 13, 55, 3, 50),
+            Self::N16 => (16, 60, 50, 27, 61, 4, 50),
+            Self::N17 => (17, 60, 50, 59, 61, 8, 50),
+        };
+        let mut log_q = vec![q0];
+        log_q.extend(std::iter::repeat_n(lq, nq));
+        (
+            ParametersLiteral {
+                log_n,
+                log_q,
+                log_p: vec![lp; np],
+                secret: SecretDistribution::Ternary,
+                sigma: SIGMA,
+                dnum: None,
+            },
+            scale,
+        )
+    }
+
+    /// Builds the parameters (checked for 128-bit security).
+    pub fn build(self) -> Result<Arc<CkksParameters>> {
+        let (lit, scale) = self.literal();
+        CkksParameters::new(lit, scale)
+    }
+
+    /// Short name (`n13` … `n17`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::N13 => "n13",
+            Self::N14 => "n14",
+            Self::N15 => "n15",
+            Self::N16 => "n16",
+            Self::N17 => "n17",
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn presets_are_secure_literals() {
+        for p in Preset::ALL {
+            let (lit, scale) = p.literal();
+            let bits: u32 = lit.log_q.iter().chain(&lit.log_p).sum();
+            let max = hecloud_rlwe::params::max_log_qp(lit.log_n).unwrap();
+            assert!(bits <= max, "{p:?}: {bits} > {max}");
+            assert!(scale < lit.log_q[0]);
+        }
+        // The small ones are built for real (the large ones in the release tests).
+        for p in [Preset::N13, Preset::N14] {
+            let params = p.build().unwrap();
+            assert!(params.rlwe().is_secure());
+        }
+    }
+
+    #[test]
+    fn invalid_scale_is_refused() {
+        assert!(CkksParameters::new_insecure_for_tests(test_literal(10, 2), 60).is_err());
+        assert!(CkksParameters::new_insecure_for_tests(test_literal(10, 2), 0).is_err());
+    }
+}

@@ -1,0 +1,279 @@
+//! Every CKKS operation against plaintext complex arithmetic on fresh random
+//! inputs, with precision bounds, plus the typed errors.
+
+use std::sync::{Arc, OnceLock};
+
+use hecloud_ckks::{params::test_literal, precision::report, *};
+use hecloud_math::Sampler;
+use hecloud_rlwe::RlweError;
+use num_complex::Complex64;
+
+struct Fixture {
+    params: Arc<CkksParameters>,
+    keys: KeySet,
+    enc: Encoder,
+    eval: Evaluator,
+}
+
+const ROTATIONS: [i64; 9] = [1, 2, 3, 4, 7, 16, 100, -1, -5];
+
+fn fixture() -> &'static Fixture {
+    static F: OnceLock<Fixture> = OnceLock::new();
+    F.get_or_init(|| {
+        let params = CkksParameters::new_insecure_for_tests(test_literal(11, 4), 45).unwrap();
+        let mut rots = ROTATIONS.to_vec();
+        rots.extend([8, 32, 64, 128, 256, 512]);
+        let keys = KeySet::generate(&params, &rots, true).unwrap();
+        let enc = Encoder::new(&params);
+        let eval = Evaluator::new(&params, keys.evaluation_keys());
+        Fixture {
+            params,
+            keys,
+            enc,
+            eval,
+        }
+    })
+}
+
+fn random_vec(len: usize, bound: f64) -> Vec<Complex64> {
+    let mut s = Sampler::from_os();
+    let mut f = || (s.next_u64() >> 11) as f64 / (1u64 << 53) as f64 * 2.0 - 1.0;
+    (0..len)
+        .map(|_| Complex64::new(f() * bound, f() * bound))
+        .collect()
+}
+
+impl Fixture {
+    fn encrypt(&self, v: &[Complex64], level: usize) -> hecloud_rlwe::Ciphertext {
+        let pt = self
+            .enc
+            .encode(v, level, self.params.default_scale())
+            .unwrap();
+        self.keys.encrypt(&pt).unwrap()
+    }
+    fn decrypt(&self, ct: &hecloud_rlwe::Ciphertext) -> Vec<Complex64> {
+        self.enc.decode(&self.keys.decrypt(ct).unwrap()).unwrap()
+    }
+    fn check(&self, want: &[Complex64], ct: &hecloud_rlwe::Ciphertext, min_bits: f64, what: &str) {
+        let r = report(want, &self.decrypt(ct));
+        assert!(r.bits() >= min_bits, "{what}: {r} < {min_bits} bits");
+    }
+}
+
+#[test]
+fn encode_decode_roundtrip_full_and_sparse() {
+    let f = fixture();
+    for slots in [1, 2, 16, 256, 1024] {
+        let enc = Encoder::with_slots(&f.params, slots).unwrap();
+        let v = random_vec(slots, 1.0);
+        let pt = enc.encode(&v, 4, f.params.default_scale()).unwrap();
+        let r = report(&v, &enc.decode(&pt).unwrap());
+        assert!(r.bits() > 35.0, "slots {slots}: {r}");
+        // Through encryption too (seeded sk and pk).
+        let ct = f.keys.encrypt_sk(&pt).unwrap();
+        let r = report(&v, &enc.decode(&f.keys.decrypt(&ct).unwrap()).unwrap());
+        assert!(r.bits() > 25.0, "slots {slots} sk: {r}");
+    }
+    assert!(Encoder::with_slots(&f.params, 3).is_err());
+    assert!(Encoder::with_slots(&f.params, 2048).is_err());
+    assert!(matches!(
+        f.enc.encode(&random_vec(1025, 1.0), 1, 2f64.powi(45)),
+        Err(CkksError::Slots(_))
+    ));
+    assert!(matches!(
+        f.enc
+            .encode(&[Complex64::new(f64::NAN, 0.0)], 1, 2f64.powi(45)),
+        Err(CkksError::ValueOutOfRange(_))
+    ));
+    assert!(matches!(
+        f.enc.encode(&[Complex64::new(1e40, 0.0)], 0, 2f64.powi(45)),
+        Err(CkksError::ValueOutOfRange(_))
+    ));
+}
+
+#[test]
+fn additive_operations_match_plaintext() {
+    let f = fixture();
+    let slots = f.params.slots();
+    let (a, b) = (random_vec(slots, 1.0), random_vec(slots, 1.0));
+    let (ca, cb) = (f.encrypt(&a, 4), f.encrypt(&b, 4));
+    let zip = |op: fn(Complex64, Complex64) -> Complex64| -> Vec<Complex64> {
+        a.iter().zip(&b).map(|(x, y)| op(*x, *y)).collect()
+    };
+    f.check(
+        &zip(|x, y| x + y),
+        &f.eval.add(&ca, &cb).unwrap(),
+        25.0,
+        "add",
+    );
+    f.check(
+        &zip(|x, y| x - y),
+        &f.eval.sub(&ca, &cb).unwrap(),
+        25.0,
+        "sub",
+    );
+    let neg: Vec<Complex64> = a.iter().map(|x| -x).collect();
+    f.check(&neg, &f.eval.neg(&ca).unwrap(), 25.0, "neg");
+    let pb = f.enc.encode(&b, 4, f.params.default_scale()).unwrap();
+    f.check(
+        &zip(|x, y| x + y),
+        &f.eval.add_plain(&ca, &pb).unwrap(),
+        25.0,
+        "add_plain",
+    );
+    f.check(
+        &zip(|x, y| x - y),
+        &f.eval.sub_plain(&ca, &pb).unwrap(),
+        25.0,
+        "sub_plain",
+    );
+    let c = Complex64::new(0.3, -1.7);
+    let want: Vec<Complex64> = a.iter().map(|x| x + c).collect();
+    f.check(&want, &f.eval.add_const(&ca, c).unwrap(), 25.0, "add_const");
+    let want: Vec<Complex64> = a.iter().map(|x| x * 7.0).collect();
+    let r = f.eval.mul_int(&ca, 7).unwrap();
+    assert_eq!(r.level(), 4);
+    f.check(&want, &r, 22.0, "mul_int");
+    let want: Vec<Complex64> = a.iter().map(|x| x * -3.0).collect();
+    let r = f.eval.mul_const(&ca, -3.0).unwrap();
+    assert_eq!(r.level(), 4, "integer constants cost no level");
+    f.check(&want, &r, 22.0, "mul_const int");
+    let want: Vec<Complex64> = a.iter().map(|x| x * 0.123).collect();
+    let r = f.eval.mul_const(&ca, 0.123).unwrap();
+    assert_eq!(r.level(), 3);
+    f.check(&want, &r, 25.0, "mul_const real");
+    // Level matching: a at level 4 plus b at level 2.
+    let cb2 = f.encrypt(&b, 2);
+    let s = f.eval.add(&ca, &cb2).unwrap();
+    assert_eq!(s.level(), 2);
+    f.check(&zip(|x, y| x + y), &s, 25.0, "add across levels");
+}
+
+#[test]
+fn multiplications_match_plaintext() {
+    let f = fixture();
+    let slots = f.params.slots();
+    let (a, b) = (random_vec(slots, 1.0), random_vec(slots, 1.0));
+    let (ca, cb) = (f.encrypt(&a, 4), f.encrypt(&b, 4));
+    let prod: Vec<Complex64> = a.iter().zip(&b).map(|(x, y)| x * y).collect();
+    // Separate steps.
+    let t = f.eval.mul(&ca, &cb).unwrap();
+    assert_eq!(t.degree(), 2);
+    f.check(
+        &prod,
+        &f.eval.rescale(&t).unwrap(),
+        25.0,
+        "mul (degree 2) + rescale",
+    );
+    let r = f.eval.rescale(&f.eval.relinearize(&t).unwrap()).unwrap();
+    assert_eq!((r.level(), r.degree()), (3, 1));
+    f.check(&prod, &r, 25.0, "mul relin rescale");
+    // Fused.
+    let fused = f.eval.mul_relin_rescale(&ca, &cb).unwrap();
+    assert_eq!(fused.level(), 3);
+    assert!(((fused.scale() - r.scale()) / r.scale()).abs() < 1e-12);
+    f.check(&prod, &fused, 25.0, "fused mul_relin_rescale");
+    // Plaintext product.
+    let pb = f.enc.encode(&b, 4, f.params.default_scale()).unwrap();
+    let r = f
+        .eval
+        .rescale(&f.eval.mul_plain(&ca, &pb).unwrap())
+        .unwrap();
+    f.check(&prod, &r, 25.0, "mul_plain");
+    // Depth 4: a^16 over the whole modulus chain; a scaled into the unit disc.
+    let small: Vec<Complex64> = a.iter().map(|x| x * 0.7).collect();
+    let mut ct = f.encrypt(&small, 4);
+    let mut want = small.clone();
+    for _ in 0..4 {
+        ct = f.eval.mul_relin_rescale(&ct, &ct).unwrap();
+        want.iter_mut().for_each(|x| *x = *x * *x);
+    }
+    assert_eq!(ct.level(), 0);
+    f.check(&want, &ct, 18.0, "a^16");
+    // Levels exhausted: typed errors.
+    assert!(matches!(
+        f.eval.mul_relin_rescale(&ct, &ct),
+        Err(CkksError::Rlwe(RlweError::LevelsExhausted { .. }))
+    ));
+    assert!(matches!(
+        f.eval.rescale(&ct),
+        Err(CkksError::Rlwe(RlweError::LevelsExhausted { .. }))
+    ));
+    assert!(f.eval.mul_const(&ct, 0.5).is_err());
+    // Scale mismatch: a degree-2 product at Δ² plus a fresh Δ ciphertext.
+    assert!(matches!(
+        f.eval.add(&t, &ca),
+        Err(CkksError::ScaleMismatch { .. })
+    ));
+}
+
+#[test]
+fn rotations_conjugation_and_sums_match_plaintext() {
+    let f = fixture();
+    let slots = f.params.slots();
+    let a = random_vec(slots, 1.0);
+    let ca = f.encrypt(&a, 3);
+    let rot = |k: i64| -> Vec<Complex64> {
+        (0..slots)
+            .map(|i| a[(i as i64 + k).rem_euclid(slots as i64) as usize])
+            .collect()
+    };
+    for k in ROTATIONS {
+        f.check(
+            &rot(k),
+            &f.eval.rotate(&ca, k).unwrap(),
+            22.0,
+            &format!("rotate {k}"),
+        );
+    }
+    let hoisted = f.eval.rotate_hoisted(&ca, &ROTATIONS).unwrap();
+    for (k, ct) in ROTATIONS.iter().zip(&hoisted) {
+        f.check(&rot(*k), ct, 22.0, &format!("hoisted rotate {k}"));
+    }
+    let conj: Vec<Complex64> = a.iter().map(|x| x.conj()).collect();
+    f.check(&conj, &f.eval.conjugate(&ca).unwrap(), 22.0, "conjugate");
+    // Rotate-and-sum over 64 slots.
+    let sums: Vec<Complex64> = (0..slots)
+        .map(|i| (0..64).map(|t| a[(i + t) % slots]).sum())
+        .collect();
+    f.check(
+        &sums,
+        &f.eval.rotate_and_sum(&ca, 64).unwrap(),
+        18.0,
+        "rotate_and_sum",
+    );
+    // Missing key.
+    assert!(matches!(
+        f.eval.rotate(&ca, 5),
+        Err(CkksError::Rlwe(RlweError::MissingGaloisKey(_)))
+    ));
+    // No relinearization key.
+    let bare = Evaluator::new(&f.params, EvaluationKeys::default());
+    assert!(matches!(
+        bare.mul_relin_rescale(&ca, &ca),
+        Err(CkksError::Rlwe(RlweError::MissingRelinearizationKey))
+    ));
+    assert!(bare.conjugate(&ca).is_err());
+}
+
+#[test]
+fn foreign_parameters_are_refused() {
+    let f = fixture();
+    let other = CkksParameters::new_insecure_for_tests(test_literal(11, 3), 45).unwrap();
+    let keys2 = KeySet::generate(&other, &[], false).unwrap();
+    let enc2 = Encoder::new(&other);
+    let ct2 = keys2
+        .encrypt(
+            &enc2
+                .encode(&random_vec(4, 1.0), 3, other.default_scale())
+                .unwrap(),
+        )
+        .unwrap();
+    let ca = f.encrypt(&random_vec(4, 1.0), 3);
+    assert!(matches!(
+        f.eval.add(&ca, &ct2),
+        Err(CkksError::Rlwe(RlweError::ParameterMismatch))
+    ));
+    assert!(f.keys.decrypt(&ct2).is_err());
+    assert!(f.enc.decode(&keys2.decrypt(&ct2).unwrap()).is_err());
+}
