@@ -114,7 +114,8 @@ pub struct SwitchingKey {
     pub(crate) params: Arc<Parameters>,
     pub(crate) b: Vec<RnsPoly>,
     pub(crate) a: Vec<RnsPoly>,
-    pub(crate) seeds: Vec<[u8; 32]>,
+    /// Seeds of the a_j (None when loaded from an unseeded form).
+    pub(crate) seeds: Option<Vec<[u8; 32]>>,
 }
 
 impl SwitchingKey {
@@ -364,7 +365,7 @@ impl KeyGenerator {
             params,
             b: bs,
             a: as_,
-            seeds,
+            seeds: Some(seeds),
         })
     }
 

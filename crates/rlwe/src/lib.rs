@@ -33,6 +33,7 @@ pub mod keys;
 pub mod keyswitch;
 pub mod ops;
 pub mod params;
+pub mod serial;
 
 pub use ciphertext::{Ciphertext, Plaintext};
 pub use encryptor::{Decryptor, Encryptor};
@@ -42,5 +43,7 @@ pub use keys::{
 };
 pub use params::{Parameters, ParametersLiteral, SecretDistribution};
 
+#[cfg(test)]
+mod serial_tests;
 #[cfg(test)]
 mod tests;

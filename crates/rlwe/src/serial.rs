@@ -1,0 +1,557 @@
+//! A compact, versioned binary format for every RLWE object.
+//!
+//! Header (64 bytes, little endian):
+//!
+//! | bytes | field |
+//! | --- | --- |
+//! | 0..4 | magic `HECL` |
+//! | 4..6 | format version (u16, currently 1) |
+//! | 6 | object kind (see [`Kind`]) |
+//! | 7 | flags (bit 0: seeded — the uniform polynomials are given by seeds) |
+//! | 8..40 | BLAKE3 hash of the parameter set |
+//! | 40..44 | level (u32) |
+//! | 44..52 | scale (f64 bits) |
+//! | 52..56 | count (u32): components of a ciphertext, digits of a key |
+//! | 56..64 | extra (u64): the Galois element of a Galois key, else 0 |
+//!
+//! The body is polynomials (limb-major residues as u64) and 32-byte seeds.
+//! A decoder checks the header against the parameters the object must belong
+//! to and computes the exact body length from them *before* allocating; every
+//! residue is checked against its prime. Nothing in the bytes is trusted.
+
+use std::sync::Arc;
+
+use hecloud_math::{Domain, RnsBasis, RnsPoly, sampling::expand_seed_uniform};
+
+use crate::ciphertext::{Ciphertext, Plaintext};
+use crate::error::{DecodeError, Result, RlweError};
+use crate::keys::{GaloisKey, PublicKey, RelinearizationKey, SecretKey, SwitchingKey};
+use crate::params::Parameters;
+
+/// Magic bytes of every object.
+pub const MAGIC: [u8; 4] = *b"HECL";
+/// Format version written and read by this build.
+pub const FORMAT_VERSION: u16 = 1;
+/// Header length in bytes.
+pub const HEADER_LEN: usize = 64;
+/// Largest number of ciphertext components accepted.
+pub const MAX_CIPHERTEXT_COMPONENTS: usize = 3;
+const FLAG_SEEDED: u8 = 1;
+
+/// Object kinds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+pub enum Kind {
+    /// A ciphertext.
+    Ciphertext = 1,
+    /// A plaintext.
+    Plaintext = 2,
+    /// A public key.
+    PublicKey = 3,
+    /// A relinearization key.
+    RelinearizationKey = 4,
+    /// A Galois key.
+    GaloisKey = 5,
+    /// An exported secret key.
+    SecretKey = 6,
+}
+
+/// A parsed header.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Header {
+    /// Object kind byte.
+    pub kind: u8,
+    /// Flags byte.
+    pub flags: u8,
+    /// Level.
+    pub level: u32,
+    /// Scale.
+    pub scale: f64,
+    /// Count field.
+    pub count: u32,
+    /// Extra field.
+    pub extra: u64,
+}
+
+fn write_header(out: &mut Vec<u8>, params: &Parameters, kind: Kind, h: Header) {
+    out.extend_from_slice(&MAGIC);
+    out.extend_from_slice(&FORMAT_VERSION.to_le_bytes());
+    out.push(kind as u8);
+    out.push(h.flags);
+    out.extend_from_slice(params.hash());
+    out.extend_from_slice(&h.level.to_le_bytes());
+    out.extend_from_slice(&h.scale.to_bits().to_le_bytes());
+    out.extend_from_slice(&h.count.to_le_bytes());
+    out.extend_from_slice(&h.extra.to_le_bytes());
+}
+
+fn u32_at(b: &[u8], at: usize) -> u32 {
+    u32::from_le_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]])
+}
+
+fn u64_at(b: &[u8], at: usize) -> u64 {
+    let mut x = [0u8; 8];
+    x.copy_from_slice(&b[at..at + 8]);
+    u64::from_le_bytes(x)
+}
+
+/// Parses and checks the header of `bytes` (magic, version, kind, parameter
+/// hash); the body is not looked at.
+pub fn read_header(params: &Parameters, bytes: &[u8], kind: Kind) -> Result<Header> {
+    if bytes.len() < HEADER_LEN {
+        return Err(DecodeError::Truncated {
+            need: HEADER_LEN,
+            have: bytes.len(),
+        }
+        .into());
+    }
+    if bytes[..4] != MAGIC {
+        return Err(DecodeError::BadMagic.into());
+    }
+    let version = u16::from_le_bytes([bytes[4], bytes[5]]);
+    if version != FORMAT_VERSION {
+        return Err(DecodeError::UnsupportedVersion {
+            found: version,
+            supported: FORMAT_VERSION,
+        }
+        .into());
+    }
+    if bytes[6] != kind as u8 {
+        return Err(DecodeError::WrongKind {
+            expected: kind as u8,
+            found: bytes[6],
+        }
+        .into());
+    }
+    if bytes[8..40] != params.hash()[..] {
+        return Err(DecodeError::ParameterHash.into());
+    }
+    let h = Header {
+        kind: bytes[6],
+        flags: bytes[7],
+        level: u32_at(bytes, 40),
+        scale: f64::from_bits(u64_at(bytes, 44)),
+        count: u32_at(bytes, 52),
+        extra: u64_at(bytes, 56),
+    };
+    if h.flags & !FLAG_SEEDED != 0 {
+        return Err(DecodeError::InvalidField {
+            field: "flags",
+            value: h.flags as u64,
+        }
+        .into());
+    }
+    Ok(h)
+}
+
+fn write_poly(out: &mut Vec<u8>, p: &RnsPoly) {
+    out.reserve(p.data().len() * 8);
+    for x in p.data() {
+        out.extend_from_slice(&x.to_le_bytes());
+    }
+}
+
+/// A reader over the body whose total length was checked up front.
+struct Body<'a> {
+    bytes: &'a [u8],
+    at: usize,
+}
+
+impl<'a> Body<'a> {
+    /// Checks that exactly `expected` body bytes follow the header.
+    fn new(bytes: &'a [u8], expected: usize) -> Result<Self> {
+        let need = HEADER_LEN
+            .checked_add(expected)
+            .ok_or(DecodeError::InvalidField {
+                field: "length",
+                value: u64::MAX,
+            })?;
+        if bytes.len() < need {
+            return Err(DecodeError::Truncated {
+                need,
+                have: bytes.len(),
+            }
+            .into());
+        }
+        if bytes.len() > need {
+            return Err(DecodeError::TrailingBytes(bytes.len() - need).into());
+        }
+        Ok(Self {
+            bytes,
+            at: HEADER_LEN,
+        })
+    }
+
+    fn poly(&mut self, basis: &Arc<RnsBasis>) -> Result<RnsPoly> {
+        let n = basis.degree();
+        let len = basis.len() * n;
+        let src = &self.bytes[self.at..self.at + len * 8];
+        self.at += len * 8;
+        let mut data = Vec::with_capacity(len);
+        for (limb, m) in src.chunks_exact(n * 8).zip(basis.moduli()) {
+            let q = m.value();
+            for c in limb.chunks_exact(8) {
+                let mut x = [0u8; 8];
+                x.copy_from_slice(c);
+                let v = u64::from_le_bytes(x);
+                if v >= q {
+                    return Err(DecodeError::ResidueOutOfRange.into());
+                }
+                data.push(v);
+            }
+        }
+        Ok(RnsPoly::from_limbs(basis, Domain::Ntt, data)?)
+    }
+
+    fn seed(&mut self) -> [u8; 32] {
+        let mut s = [0u8; 32];
+        s.copy_from_slice(&self.bytes[self.at..self.at + 32]);
+        self.at += 32;
+        s
+    }
+}
+
+fn check_level(params: &Parameters, level: u32) -> Result<usize> {
+    let l = level as usize;
+    if l > params.max_level() {
+        return Err(DecodeError::InvalidField {
+            field: "level",
+            value: level as u64,
+        }
+        .into());
+    }
+    Ok(l)
+}
+
+fn check_scale(scale: f64) -> Result<()> {
+    if !(scale.is_finite() && scale > 0.0) {
+        return Err(DecodeError::InvalidField {
+            field: "scale",
+            value: scale.to_bits(),
+        }
+        .into());
+    }
+    Ok(())
+}
+
+impl Ciphertext {
+    /// Serialized form (seeded — c_1 as its 32-byte seed — if the ciphertext
+    /// is a fresh secret-key encryption).
+    pub fn to_bytes(&self) -> Vec<u8> {
+        let seeded = self.seed().is_some() && self.degree() == 1;
+        let mut out = Vec::with_capacity(self.serialized_len());
+        write_header(
+            &mut out,
+            self.params(),
+            Kind::Ciphertext,
+            Header {
+                kind: Kind::Ciphertext as u8,
+                flags: if seeded { FLAG_SEEDED } else { 0 },
+                level: self.level() as u32,
+                scale: self.scale(),
+                count: self.polys().len() as u32,
+                extra: 0,
+            },
+        );
+        write_poly(&mut out, &self.polys()[0]);
+        match self.seed() {
+            Some(seed) if seeded => out.extend_from_slice(seed),
+            _ => self.polys()[1..]
+                .iter()
+                .for_each(|p| write_poly(&mut out, p)),
+        }
+        out
+    }
+
+    /// Length of [`Ciphertext::to_bytes`].
+    pub fn serialized_len(&self) -> usize {
+        let poly = self.params().poly_bytes(self.level());
+        if self.seed().is_some() && self.degree() == 1 {
+            HEADER_LEN + poly + 32
+        } else {
+            HEADER_LEN + poly * self.polys().len()
+        }
+    }
+
+    /// Parses a ciphertext that must belong to `params`.
+    pub fn from_bytes(params: &Arc<Parameters>, bytes: &[u8]) -> Result<Self> {
+        let h = read_header(params, bytes, Kind::Ciphertext)?;
+        let level = check_level(params, h.level)?;
+        check_scale(h.scale)?;
+        let count = h.count as usize;
+        if !(2..=MAX_CIPHERTEXT_COMPONENTS).contains(&count) {
+            return Err(DecodeError::InvalidField {
+                field: "count",
+                value: h.count as u64,
+            }
+            .into());
+        }
+        let seeded = h.flags & FLAG_SEEDED != 0;
+        if seeded && count != 2 {
+            return Err(DecodeError::InvalidField {
+                field: "count",
+                value: h.count as u64,
+            }
+            .into());
+        }
+        let poly = params.poly_bytes(level);
+        let expected = if seeded { poly + 32 } else { poly * count };
+        let mut body = Body::new(bytes, expected)?;
+        let basis = params.q_at(level)?.clone();
+        if seeded {
+            let c0 = body.poly(&basis)?;
+            let seed = body.seed();
+            Ciphertext::from_seed(params, c0, seed, level, h.scale)
+        } else {
+            let polys = (0..count)
+                .map(|_| body.poly(&basis))
+                .collect::<Result<Vec<_>>>()?;
+            Ciphertext::new(params, polys, level, h.scale)
+        }
+    }
+}
+
+impl Plaintext {
+    /// Serialized form.
+    pub fn to_bytes(&self) -> Vec<u8> {
+        let mut out = Vec::new();
+        write_header(
+            &mut out,
+            self.params(),
+            Kind::Plaintext,
+            Header {
+                kind: Kind::Plaintext as u8,
+                flags: 0,
+                level: self.level() as u32,
+                scale: self.scale(),
+                count: 1,
+                extra: 0,
+            },
+        );
+        write_poly(&mut out, self.poly());
+        out
+    }
+
+    /// Parses a plaintext that must belong to `params`.
+    pub fn from_bytes(params: &Arc<Parameters>, bytes: &[u8]) -> Result<Self> {
+        let h = read_header(params, bytes, Kind::Plaintext)?;
+        let level = check_level(params, h.level)?;
+        check_scale(h.scale)?;
+        if h.count != 1 || h.flags != 0 {
+            return Err(DecodeError::InvalidField {
+                field: "count",
+                value: h.count as u64,
+            }
+            .into());
+        }
+        let mut body = Body::new(bytes, params.poly_bytes(level))?;
+        let poly = body.poly(params.q_at(level)?)?;
+        Plaintext::new(params, poly, level, h.scale)
+    }
+}
+
+impl PublicKey {
+    /// Serialized form (seeded: `a` as its seed).
+    pub fn to_bytes(&self) -> Vec<u8> {
+        let mut out = Vec::new();
+        write_header(
+            &mut out,
+            &self.params,
+            Kind::PublicKey,
+            Header {
+                kind: Kind::PublicKey as u8,
+                flags: FLAG_SEEDED,
+                level: self.params.max_level() as u32,
+                scale: 1.0,
+                count: 2,
+                extra: 0,
+            },
+        );
+        write_poly(&mut out, &self.b);
+        out.extend_from_slice(&self.seed);
+        out
+    }
+
+    /// Parses a public key of `params`.
+    pub fn from_bytes(params: &Arc<Parameters>, bytes: &[u8]) -> Result<Self> {
+        let h = read_header(params, bytes, Kind::PublicKey)?;
+        if h.level as usize != params.max_level() || h.count != 2 || h.flags != FLAG_SEEDED {
+            return Err(DecodeError::InvalidField {
+                field: "level",
+                value: h.level as u64,
+            }
+            .into());
+        }
+        let basis = params.q_at(params.max_level())?.clone();
+        let mut body = Body::new(bytes, params.poly_bytes(params.max_level()) + 32)?;
+        let b = body.poly(&basis)?;
+        let seed = body.seed();
+        let a = expand_seed_uniform(&seed, &basis);
+        Ok(PublicKey {
+            params: params.clone(),
+            b,
+            a,
+            seed,
+        })
+    }
+}
+
+fn key_poly_bytes(params: &Parameters) -> usize {
+    params.qp_basis().len() * params.n() * 8
+}
+
+fn write_switching_key(out: &mut Vec<u8>, k: &SwitchingKey, kind: Kind, extra: u64, seeded: bool) {
+    let seeds = if seeded { k.seeds.as_ref() } else { None };
+    let seeded = seeds.is_some();
+    write_header(
+        out,
+        &k.params,
+        kind,
+        Header {
+            kind: kind as u8,
+            flags: if seeded { FLAG_SEEDED } else { 0 },
+            level: k.params.max_level() as u32,
+            scale: 1.0,
+            count: k.b.len() as u32,
+            extra,
+        },
+    );
+    for j in 0..k.b.len() {
+        write_poly(out, &k.b[j]);
+        if let Some(seeds) = seeds {
+            out.extend_from_slice(&seeds[j]);
+        } else {
+            write_poly(out, &k.a[j]);
+        }
+    }
+}
+
+fn read_switching_key(params: &Arc<Parameters>, bytes: &[u8], h: &Header) -> Result<SwitchingKey> {
+    let digits = params.dnum();
+    if h.level as usize != params.max_level() || h.count as usize != digits {
+        return Err(DecodeError::InvalidField {
+            field: "count",
+            value: h.count as u64,
+        }
+        .into());
+    }
+    let seeded = h.flags & FLAG_SEEDED != 0;
+    let per = key_poly_bytes(params) + if seeded { 32 } else { key_poly_bytes(params) };
+    let mut body = Body::new(bytes, per * digits)?;
+    let qp = params.qp_basis().clone();
+    let (mut b, mut a, mut seeds) = (vec![], vec![], vec![]);
+    for _ in 0..digits {
+        b.push(body.poly(&qp)?);
+        if seeded {
+            let s = body.seed();
+            a.push(expand_seed_uniform(&s, &qp));
+            seeds.push(s);
+        } else {
+            a.push(body.poly(&qp)?);
+        }
+    }
+    Ok(SwitchingKey {
+        params: params.clone(),
+        b,
+        a,
+        seeds: seeded.then_some(seeds),
+    })
+}
+
+impl RelinearizationKey {
+    /// Serialized form; `seeded` writes each `a_j` as its 32-byte seed.
+    pub fn to_bytes(&self, seeded: bool) -> Vec<u8> {
+        let mut out = Vec::new();
+        write_switching_key(&mut out, &self.0, Kind::RelinearizationKey, 0, seeded);
+        out
+    }
+
+    /// Parses a relinearization key of `params`.
+    pub fn from_bytes(params: &Arc<Parameters>, bytes: &[u8]) -> Result<Self> {
+        let h = read_header(params, bytes, Kind::RelinearizationKey)?;
+        if h.extra != 0 {
+            return Err(DecodeError::InvalidField {
+                field: "extra",
+                value: h.extra,
+            }
+            .into());
+        }
+        Ok(Self(read_switching_key(params, bytes, &h)?))
+    }
+}
+
+impl GaloisKey {
+    /// Serialized form; `seeded` writes each `a_j` as its 32-byte seed.
+    pub fn to_bytes(&self, seeded: bool) -> Vec<u8> {
+        let mut out = Vec::new();
+        write_switching_key(
+            &mut out,
+            &self.key,
+            Kind::GaloisKey,
+            self.galois_element as u64,
+            seeded,
+        );
+        out
+    }
+
+    /// Parses a Galois key of `params`.
+    pub fn from_bytes(params: &Arc<Parameters>, bytes: &[u8]) -> Result<Self> {
+        let h = read_header(params, bytes, Kind::GaloisKey)?;
+        let two_n = 2 * params.n() as u64;
+        if h.extra >= two_n || h.extra % 2 == 0 {
+            return Err(DecodeError::InvalidField {
+                field: "galois element",
+                value: h.extra,
+            }
+            .into());
+        }
+        let key = read_switching_key(params, bytes, &h)?;
+        GaloisKey::from_parts(h.extra as usize, key)
+    }
+}
+
+impl SecretKey {
+    /// Explicit export of the secret key (its ternary coefficients, one
+    /// byte each). The caller owns the secret bytes from here on.
+    pub fn export_bytes(&self) -> zeroize::Zeroizing<Vec<u8>> {
+        let mut out = Vec::with_capacity(HEADER_LEN + self.coeffs.len());
+        write_header(
+            &mut out,
+            self.params(),
+            Kind::SecretKey,
+            Header {
+                kind: Kind::SecretKey as u8,
+                flags: 0,
+                level: self.params().max_level() as u32,
+                scale: 1.0,
+                count: 1,
+                extra: 0,
+            },
+        );
+        out.extend(self.coeffs.iter().map(|&c| c as u8));
+        zeroize::Zeroizing::new(out)
+    }
+
+    /// Imports a secret key exported by [`SecretKey::export_bytes`].
+    pub fn import_bytes(params: &Arc<Parameters>, bytes: &[u8]) -> Result<Self> {
+        let h = read_header(params, bytes, Kind::SecretKey)?;
+        if h.count != 1 || h.flags != 0 {
+            return Err(DecodeError::InvalidField {
+                field: "count",
+                value: h.count as u64,
+            }
+            .into());
+        }
+        let body = Body::new(bytes, params.n())?;
+        let mut coeffs: zeroize::Zeroizing<Vec<i8>> =
+            zeroize::Zeroizing::new(body.bytes[HEADER_LEN..].iter().map(|&b| b as i8).collect());
+        if coeffs.iter().any(|c| !(-1..=1).contains(c)) {
+            coeffs.iter_mut().for_each(|c| *c = 0);
+            return Err(RlweError::Decode(DecodeError::InvalidField {
+                field: "secret coefficient",
+                value: 0,
+            }));
+        }
+        SecretKey::from_coefficients(params, &coeffs)
+    }
+}
