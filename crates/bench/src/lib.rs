@@ -8,6 +8,7 @@
 pub mod ntt;
 pub mod peers;
 pub mod report;
+pub mod tfhe;
 pub mod timing;
 
 pub use report::BenchOptions;
@@ -24,11 +25,18 @@ pub struct Experiment {
 }
 
 /// Every experiment, in the order `--list` shows them.
-pub const EXPERIMENTS: &[Experiment] = &[Experiment {
-    name: "ntt",
-    about: "negacyclic NTT/INTT, RNS polynomial products and base conversion vs tfhe-ntt and Lattigo",
-    run: ntt::run,
-}];
+pub const EXPERIMENTS: &[Experiment] = &[
+    Experiment {
+        name: "ntt",
+        about: "negacyclic NTT/INTT, RNS polynomial products and base conversion vs tfhe-ntt and Lattigo",
+        run: ntt::run,
+    },
+    Experiment {
+        name: "tfhe",
+        about: "encrypted sums of n integers and comparisons (issue 3) on TFHE vs TFHE-rs's integer API",
+        run: tfhe::run,
+    },
+];
 
 /// Looks an experiment up by name.
 ///

@@ -20,7 +20,7 @@
 //!   bit is one table, grouped into many-LUT bootstraps by the engine.
 
 use crate::engine::{
-    BitEngine, Expr, Lut, LutOp, NOISE_BUDGET, Stats, WireOf, bit_len, counter_op, mux_expr,
+    BitEngine, Expr, Lut, LutOp, NOISE_BUDGET, Stats, Wire, WireOf, bit_len, counter_op, mux_expr,
     mux_lut, one,
 };
 use crate::error::{CircuitError, Result};
@@ -103,20 +103,34 @@ pub fn full_adder<E: BitEngine>(
     e.full_adder(a, b, c)
 }
 
-/// Reduces columns of bits (column `c` has weight 2^c) to at most two bits per
-/// column with parallel counters, one layer per stage (a Wallace tree of
+/// Reduces columns of bits (column `c` has weight 2^c) to at most `max_height`
+/// (≥ 2) bits per column with parallel counters, one layer per stage (a Wallace tree of
 /// (3,2), (7,3) and (15,4) counters). Output bits at columns ≥ `columns.len()`
 /// are dropped (the sum is taken modulo 2^len).
 pub fn compress_columns<E: BitEngine>(
     e: &E,
     mut columns: Vec<Vec<WireOf<E>>>,
+    max_height: usize,
 ) -> Result<Vec<Vec<WireOf<E>>>> {
     let width = columns.len();
-    while columns.iter().any(|c| c.len() > 2) {
+    let max_height = max_height.max(2);
+    while columns.iter().any(|c| c.len() > max_height) {
         // Plan this stage's counters: (column, first index, count).
         let mut groups: Vec<(usize, usize, usize)> = Vec::new();
         for (c, col) in columns.iter().enumerate() {
+            if col.len() <= max_height {
+                continue;
+            }
             let (mut start, mut rem) = (0, col.len());
+            // Slightly too tall: each full adder lowers every such column by one
+            // per stage (−3 bits, +1 sum, +1 carry from below) for one bootstrap.
+            let excess = col.len() - max_height;
+            if excess <= 3 && col.len() >= 3 * excess {
+                for i in 0..excess {
+                    groups.push((c, 3 * i, 3));
+                }
+                continue;
+            }
             while rem >= 3 {
                 let top = width - c; // outputs that still fit
                 let k = if top <= 1 {
@@ -197,22 +211,169 @@ fn kogge_stone_schedule(n: usize, required: &[usize]) -> Vec<Vec<bool>> {
     levels
 }
 
-/// Estimated time (in bootstrap slots on `threads` threads) of each adder kind.
-fn adder_estimate(width: usize, need_carry: bool, threads: usize) -> (usize, usize) {
-    let t = threads.max(1);
-    let digits = width.div_ceil(2);
-    let ripple = digits * 2usize.div_ceil(t);
-    let required: Vec<usize> = if need_carry {
-        (0..=width).collect()
+/// The adder [`AdderKind::Auto`] picks: ripple below 8 threads (two
+/// bootstraps per layer already fill the machine, and it needs the fewest
+/// bootstraps), Kogge–Stone from 8 threads on (shallower).
+fn auto_kind(threads: usize) -> AdderKind {
+    if threads >= 8 {
+        AdderKind::KoggeStone
     } else {
-        (0..width).collect()
+        AdderKind::Ripple
+    }
+}
+
+/// Largest column height the ripple adder accepts (four rows: a 2-bit digit
+/// of each plus a carry ≤ 3 stays within 0..16 and the noise budget).
+pub const RIPPLE_MAX_ROWS: usize = 4;
+
+/// Lookup input of ripple digit `j`: its bits and the carry of digit `j − 1`.
+fn ripple_input<'a, C>(
+    digits: &[(usize, usize)],
+    cols: &[Vec<&'a Wire<C>>],
+    carries: &'a [Option<Wire<C>>],
+    cin: bool,
+    j: usize,
+) -> Expr<'a, C> {
+    let (lo, k) = digits[j];
+    let mut x = Expr::new().plus(i64::from(cin && j == 0));
+    for i in 0..k {
+        for &w in &cols[lo + i] {
+            x = x.term(w, 1 << i);
+        }
+    }
+    if j > 0
+        && let Some(c) = &carries[j - 1]
+    {
+        x = x.term(c, 1);
+    }
+    x
+}
+
+/// Largest column height the ripple adder accepts bit by bit (seven bits plus
+/// a carry ≤ 7 stay within 0..16).
+pub const RIPPLE_MAX_BIT_ROWS: usize = 7;
+
+/// Ripple-carry addition of columns of up to [`RIPPLE_MAX_BIT_ROWS`] bits (plus a
+/// constant carry-in) over digits of two columns (one where two do not fit):
+/// each digit is one lookup input `Σ digit bits + carry`, from which the carry
+/// and the sum bits are read. The carry lookup of digit `j` shares its layer
+/// with pending sum-bit lookups of earlier digits, so each layer fills the
+/// engine's threads while the carry chain runs.
+#[allow(clippy::type_complexity)]
+fn ripple_columns<E: BitEngine>(
+    e: &E,
+    cols: &[Vec<&WireOf<E>>],
+    cin: bool,
+    need_carry: bool,
+) -> Result<(Vec<WireOf<E>>, Option<WireOf<E>>)> {
+    let width = cols.len();
+    // Plan digits: (first column, columns, carry-in bound).
+    let mut digits: Vec<(usize, usize)> = Vec::new();
+    let (mut lo, mut carry_max, mut carry_noise) = (0usize, u64::from(cin), 0u64);
+    while lo < width {
+        let fits = |k: usize| -> Option<u64> {
+            if lo + k > width {
+                return None;
+            }
+            let (mut v, mut n) = (carry_max, carry_noise);
+            for i in 0..k {
+                let h = cols[lo + i].len() as u64;
+                v += h << i;
+                n += h << (2 * i);
+            }
+            (v < crate::PLAINTEXT_SPACE && n <= NOISE_BUDGET).then_some(v)
+        };
+        let (k, vmax) = match (fits(2), fits(1)) {
+            (Some(v), _) => (2, v),
+            (None, Some(v)) => (1, v),
+            (None, None) => {
+                return Err(CircuitError::OutOfPlaintextSpace {
+                    min: 0,
+                    max: (cols[lo].len() as u64 + carry_max) as i64,
+                    space: crate::PLAINTEXT_SPACE,
+                });
+            }
+        };
+        digits.push((lo, k));
+        carry_max = vmax >> k;
+        carry_noise = 1;
+        lo += k;
+    }
+    let threads = e.threads().max(1);
+    let nd = digits.len();
+    let mut carries: Vec<Option<WireOf<E>>> = vec![None; nd];
+    let mut sum: Vec<Option<WireOf<E>>> = vec![None; width];
+    // Sum-bit lookups waiting for a slot: (digit, bit).
+    let mut pending: std::collections::VecDeque<(usize, usize)> = std::collections::VecDeque::new();
+    let mut j = 0;
+    while j < nd || !pending.is_empty() {
+        // This layer: the next carry (with bit 0 when a many-LUT has room),
+        // then pending sum bits up to the thread count (all of them at the end).
+        let mut jobs: Vec<(usize, Vec<Option<usize>>)> = Vec::new(); // (digit, [None = carry | Some(bit)])
+        let mut boots = 0usize;
+        if j < nd {
+            let (_, k) = digits[j];
+            let want_carry = j + 1 < nd || need_carry;
+            let mut outs: Vec<Option<usize>> = Vec::new();
+            if want_carry {
+                outs.push(None);
+            }
+            let x = ripple_input(&digits, cols, &carries, cin, j);
+            let per = (crate::PLAINTEXT_SPACE / (x.range().1 as u64 + 1)) as usize;
+            let mut next_bits: Vec<usize> = (0..k).collect();
+            while outs.len() < per.max(1) && !next_bits.is_empty() {
+                outs.push(Some(next_bits.remove(0)));
+            }
+            pending.extend(next_bits.into_iter().map(|b| (j, b)));
+            jobs.push((j, outs));
+            boots += 1;
+        }
+        let cap = if j + 1 >= nd { usize::MAX } else { threads };
+        while boots < cap {
+            let Some((d, b)) = pending.pop_front() else {
+                break;
+            };
+            jobs.push((d, vec![Some(b)]));
+            boots += 1;
+        }
+        let ops: Vec<LutOp<'_, E::Ct>> = jobs
+            .iter()
+            .map(|(d, outs)| {
+                let k = digits[*d].1;
+                let luts = outs
+                    .iter()
+                    .map(|o| match *o {
+                        None => Lut::new(move |v| v >> k),
+                        Some(b) => Lut::new(move |v| (v >> b) & 1),
+                    })
+                    .collect();
+                LutOp::new(ripple_input(&digits, cols, &carries, cin, *d), luts)
+            })
+            .collect();
+        let results = e.eval_layer(&ops)?;
+        drop(ops);
+        for ((d, outs), res) in jobs.iter().zip(results) {
+            for (o, w) in outs.iter().zip(res) {
+                match *o {
+                    None => carries[*d] = Some(w),
+                    Some(b) => sum[digits[*d].0 + b] = Some(w),
+                }
+            }
+        }
+        if j < nd {
+            j += 1;
+        }
+    }
+    let sum = sum
+        .into_iter()
+        .map(|w| w.ok_or(CircuitError::BadLutCount { got: 0, max: 1 }))
+        .collect::<Result<_>>()?;
+    let carry = if need_carry {
+        carries.pop().flatten()
+    } else {
+        None
     };
-    let ks: usize = kogge_stone_schedule(width + 1, &required)
-        .iter()
-        .map(|l| l.iter().filter(|&&b| b).count().div_ceil(t))
-        .sum::<usize>()
-        + width.div_ceil(t);
-    (ks, ripple)
+    Ok((sum, carry))
 }
 
 /// Adds two rows of bits (`None` = 0) of `width` columns plus a constant carry-in;
@@ -228,14 +389,7 @@ fn add_rows<E: BitEngine>(
 ) -> Result<(Vec<WireOf<E>>, Option<WireOf<E>>)> {
     let width = a.len();
     let kind = match kind {
-        AdderKind::Auto => {
-            let (ks, ripple) = adder_estimate(width, need_carry, e.threads());
-            if ks < ripple {
-                AdderKind::KoggeStone
-            } else {
-                AdderKind::Ripple
-            }
-        }
+        AdderKind::Auto => auto_kind(e.threads()),
         k => k,
     };
     let pair = |i: usize| -> Expr<'_, E::Ct> {
@@ -250,30 +404,10 @@ fn add_rows<E: BitEngine>(
     };
     match kind {
         AdderKind::Ripple | AdderKind::Auto => {
-            let mut sum = Vec::with_capacity(width);
-            let mut carry: Option<WireOf<E>> = None;
-            for lo in (0..width).step_by(2) {
-                let cols = (width - lo).min(2);
-                let mut x = Expr::new().plus(i64::from(cin && lo == 0));
-                for k in 0..cols {
-                    x = x.add_scaled(&pair(lo + k), 1 << k);
-                }
-                if let Some(c) = &carry {
-                    x = x.term(c, 1);
-                }
-                let last = lo + cols >= width;
-                let want_carry = !last || need_carry;
-                let mut luts = Vec::new();
-                if want_carry {
-                    luts.push(Lut::new(move |v| v >> cols));
-                }
-                luts.extend((0..cols).map(|k| Lut::new(move |v| (v >> k) & 1)));
-                let mut out = e.lookup(LutOp::new(x, luts))?.into_iter();
-                let new_carry = if want_carry { out.next() } else { None };
-                sum.extend(out);
-                carry = new_carry;
-            }
-            Ok((sum, carry))
+            let cols: Vec<Vec<&WireOf<E>>> = (0..width)
+                .map(|i| a[i].into_iter().chain(b[i]).collect())
+                .collect();
+            ripple_columns(e, &cols, cin, need_carry)
         }
         AdderKind::KoggeStone => {
             // Position 0 holds the carry-in (kill or generate); position i+1 bit i.
@@ -437,7 +571,26 @@ pub fn sum<E: BitEngine>(
             columns[c].push(b.clone());
         }
     }
-    let columns = compress_columns(e, columns)?;
+    let kind = if kind == AdderKind::Auto {
+        auto_kind(e.threads())
+    } else {
+        kind
+    };
+    if kind == AdderKind::Ripple {
+        // Up to 4 rows the ripple adds 2-bit digits (1.5 bootstraps per bit); with
+        // taller columns, compressing to 7 rows and adding bit by bit (2 per bit)
+        // saves more counter stages than it costs.
+        let tallest = columns.iter().map(Vec::len).max().unwrap_or(0);
+        let target = if tallest <= RIPPLE_MAX_ROWS {
+            RIPPLE_MAX_ROWS
+        } else {
+            RIPPLE_MAX_BIT_ROWS
+        };
+        let columns = compress_columns(e, columns, target)?;
+        let cols: Vec<Vec<&WireOf<E>>> = columns.iter().map(|c| c.iter().collect()).collect();
+        return EncryptedUint::from_bits(ripple_columns(e, &cols, false, false)?.0);
+    }
+    let columns = compress_columns(e, columns, 2)?;
     let a: Vec<_> = columns.iter().map(|c| c.first()).collect();
     let b: Vec<_> = columns.iter().map(|c| c.get(1)).collect();
     EncryptedUint::from_bits(add_rows(e, &a, &b, false, false, kind)?.0)
