@@ -7,6 +7,7 @@ use std::sync::Arc;
 use hecloud_math::{Domain, RnsPoly};
 use hecloud_rlwe::keys::{galois_element_conjugate, galois_element_for_rotation};
 use hecloud_rlwe::keyswitch::{add_times_p_assign, key_switch_ext, mod_down_rescale};
+use hecloud_rlwe::pool::{pooled_copy, recycle};
 use hecloud_rlwe::{Ciphertext, GaloisKeys, Plaintext, RelinearizationKey, RlweError, ops};
 use num_complex::Complex64;
 
@@ -284,6 +285,16 @@ impl Evaluator {
 
     /// The tensor product (degree 2) of two degree-1 ciphertexts.
     pub fn mul(&self, a: &Ciphertext, b: &Ciphertext) -> Result<Ciphertext> {
+        let (polys, level, scale) = self.tensor_parts(a, b)?;
+        Ok(Ciphertext::new(
+            self.params.rlwe(),
+            polys.to_vec(),
+            level,
+            scale,
+        )?)
+    }
+
+    fn tensor_parts(&self, a: &Ciphertext, b: &Ciphertext) -> Result<([RnsPoly; 3], usize, f64)> {
         self.check(a)?;
         self.check(b)?;
         for c in [a, b] {
@@ -295,19 +306,15 @@ impl Evaluator {
                 .into());
             }
         }
-        let (a, b) = if a.level() == b.level() {
-            (a.clone(), b.clone())
+        let scale = a.scale() * b.scale();
+        if a.level() == b.level() {
+            let (x, y) = (a.polys(), b.polys());
+            Ok((tensor(&x[0], &x[1], &y[0], &y[1])?, a.level(), scale))
         } else {
-            self.match_levels(a, b)?
-        };
-        let (x, y) = (a.polys(), b.polys());
-        let polys = tensor(&x[0], &x[1], &y[0], &y[1])?;
-        Ok(Ciphertext::new(
-            self.params.rlwe(),
-            polys.to_vec(),
-            a.level(),
-            a.scale() * b.scale(),
-        )?)
+            let (a, b) = self.match_levels(a, b)?;
+            let (x, y) = (a.polys(), b.polys());
+            Ok((tensor(&x[0], &x[1], &y[0], &y[1])?, a.level(), scale))
+        }
     }
 
     /// ct · pt (scale multiplied, no rescale).
@@ -358,25 +365,21 @@ impl Evaluator {
     /// key switching fused into the rescale.
     pub fn mul_relin_rescale(&self, a: &Ciphertext, b: &Ciphertext) -> Result<Ciphertext> {
         let rlk = self.rlk()?;
-        let prod = self.mul(a, b)?;
-        let level = prod.level();
-        if level == 0 {
+        if a.level().min(b.level()) == 0 {
             return Err(RlweError::LevelsExhausted { level: 0, need: 1 }.into());
         }
+        let ([d0, d1, d2], level, scale) = self.tensor_parts(a, b)?;
         let rl = self.params.rlwe();
-        let p = prod.polys();
-        let mut ext = key_switch_ext(rl, &p[2], &rlk.0)?;
-        add_times_p_assign(rl, &mut ext.c0, &p[0])?;
-        add_times_p_assign(rl, &mut ext.c1, &p[1])?;
+        let mut ext = key_switch_ext(rl, &d2, &rlk.0)?;
+        add_times_p_assign(rl, &mut ext.c0, &d0)?;
+        add_times_p_assign(rl, &mut ext.c1, &d1)?;
         let c0 = mod_down_rescale(rl, level, &ext.c0)?;
         let c1 = mod_down_rescale(rl, level, &ext.c1)?;
+        for p in [d0, d1, d2, ext.c0, ext.c1] {
+            recycle(p);
+        }
         let ql = self.params.q_f64(level);
-        Ok(Ciphertext::new(
-            rl,
-            vec![c0, c1],
-            level - 1,
-            prod.scale() / ql,
-        )?)
+        Ok(Ciphertext::new(rl, vec![c0, c1], level - 1, scale / ql)?)
     }
 
     /// Rotates the slots left by `k` (negative: right).
@@ -440,9 +443,12 @@ impl Evaluator {
 
 /// (a0 + a1·s)(b0 + b1·s) = d0 + d1·s + d2·s².
 fn tensor(a0: &RnsPoly, a1: &RnsPoly, b0: &RnsPoly, b1: &RnsPoly) -> Result<[RnsPoly; 3]> {
-    let d0 = a0.mul(b0)?;
-    let d2 = a1.mul(b1)?;
-    let mut d1 = a0.mul(b1)?;
+    let mut d0 = pooled_copy(a0);
+    d0.mul_assign(b0)?;
+    let mut d2 = pooled_copy(a1);
+    d2.mul_assign(b1)?;
+    let mut d1 = pooled_copy(a0);
+    d1.mul_assign(b1)?;
     d1.mul_add_assign(a1, b0)?;
     Ok([d0, d1, d2])
 }

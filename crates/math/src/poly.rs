@@ -320,6 +320,34 @@ impl RnsPoly {
         &self.data
     }
 
+    /// Takes the residues out (limb-major), e.g. to recycle the buffer.
+    ///
+    /// ```
+    /// use hecloud_math::{Domain, RnsBasis, RnsPoly, prime::ntt_primes};
+    /// let basis = RnsBasis::new(16, &ntt_primes(40, 16, 2, &[]).unwrap()).unwrap();
+    /// let p = RnsPoly::from_signed(&basis, &[3; 16]).unwrap();
+    /// let buf = p.clone().into_data();
+    /// let mut q = RnsPoly::from_buffer_unchecked(&basis, Domain::Coefficient, buf);
+    /// assert_eq!(q, p);
+    /// q.data_mut().fill(0);
+    /// assert_eq!(q, RnsPoly::zero(&basis, Domain::Coefficient));
+    /// ```
+    pub fn into_data(self) -> Vec<u64> {
+        self.data
+    }
+
+    /// A polynomial over `basis` reusing `buf` (resized, contents
+    /// unspecified until written: the caller overwrites every residue with
+    /// a value below its prime before reading it).
+    pub fn from_buffer_unchecked(basis: &Arc<RnsBasis>, domain: Domain, mut buf: Vec<u64>) -> Self {
+        buf.resize(basis.len() * basis.degree(), 0);
+        Self {
+            basis: basis.clone(),
+            domain,
+            data: buf,
+        }
+    }
+
     /// All residues, limb-major, mutable. The caller keeps every residue
     /// below its prime (hot loops of the schemes write results here directly).
     pub fn data_mut(&mut self) -> &mut [u64] {

@@ -7,6 +7,7 @@ use hecloud_math::{RnsPoly, Sampler};
 use crate::ciphertext::{Ciphertext, Plaintext};
 use crate::error::{Result, RlweError};
 use crate::keys::{PublicKey, SecretKey, gaussian_ntt};
+use crate::keyswitch::mod_down;
 use crate::params::Parameters;
 
 /// Encrypts plaintexts, drawing randomness from the OS CSPRNG.
@@ -40,28 +41,35 @@ impl Encryptor {
         }
     }
 
-    /// Public-key encryption at the plaintext's level:
-    /// `(b·u + e_0 + m, a·u + e_1)` with ternary u.
+    /// Public-key encryption at the plaintext's level: over Q_l·P,
+    /// `(b·u + e_0, a·u + e_1)` with ternary u, divided by P (which removes
+    /// the encryption noise up to rounding), then `m` added.
     pub fn encrypt_pk(&mut self, pk: &PublicKey, pt: &Plaintext) -> Result<Ciphertext> {
         same(&self.params, &pk.params)?;
         same(&self.params, pt.params())?;
         let level = pt.level();
-        let basis = self.params.q_at(level)?.clone();
+        let ext = self.params.qp_at(level)?.clone();
         let n = self.params.n();
+        let top = self.params.max_level();
         let mut u_coeffs = self.sampler.ternary(n);
-        let mut u = RnsPoly::from_signed(&basis, &u_coeffs)?;
+        let mut u = RnsPoly::from_signed(&ext, &u_coeffs)?;
         zeroize::Zeroize::zeroize(&mut u_coeffs);
         u.to_ntt();
+        // The key's limbs of Q_l and of P.
         let take = |p: &RnsPoly| {
-            RnsPoly::from_limbs(&basis, p.domain(), p.data()[..(level + 1) * n].to_vec())
+            let mut data = p.data()[..(level + 1) * n].to_vec();
+            data.extend_from_slice(&p.data()[(top + 1) * n..]);
+            RnsPoly::from_limbs(&ext, p.domain(), data)
         };
         let (b, a) = (take(&pk.b)?, take(&pk.a)?);
-        let mut c0 = gaussian_ntt(&mut self.sampler, &basis)?;
+        let mut c0 = gaussian_ntt(&mut self.sampler, &ext)?;
         c0.mul_add_assign(&b, &u)?;
-        c0.add_assign(pt.poly())?;
-        let mut c1 = gaussian_ntt(&mut self.sampler, &basis)?;
+        let mut c1 = gaussian_ntt(&mut self.sampler, &ext)?;
         c1.mul_add_assign(&a, &u)?;
         zeroize::Zeroize::zeroize(&mut u);
+        let mut c0 = mod_down(&self.params, level, &c0)?;
+        let c1 = mod_down(&self.params, level, &c1)?;
+        c0.add_assign(pt.poly())?;
         Ciphertext::new(&self.params, vec![c0, c1], level, pt.scale())
     }
 

@@ -92,7 +92,7 @@ impl SecretKey {
     }
 }
 
-/// The public key (b, a) = (−a·s + e, a) over Q (NTT domain).
+/// The public key (b, a) = (−a·s + e, a) over Q·P (NTT domain).
 #[derive(Debug, Clone, PartialEq)]
 pub struct PublicKey {
     pub(crate) params: Arc<Parameters>,
@@ -293,16 +293,16 @@ impl KeyGenerator {
         sk
     }
 
-    /// The public key of `sk`.
+    /// The public key of `sk`, over Q·P so that encryption can divide its
+    /// noise by P (as Lattigo does): fresh public-key ciphertexts then carry
+    /// little more noise than secret-key ones.
     pub fn gen_public_key(&mut self, sk: &SecretKey) -> Result<PublicKey> {
         self.check(sk)?;
-        let level = self.params.max_level();
-        let basis = self.params.q_at(level)?.clone();
+        let basis = self.params.qp_basis().clone();
         let seed = self.sampler.seed();
         let a = expand_seed_uniform(&seed, &basis);
         let mut b = gaussian_ntt(&mut self.sampler, &basis)?;
-        let s = sk.s_q(level)?;
-        let as_ = a.mul(&s)?;
+        let as_ = a.mul(&sk.s)?;
         b.sub_assign(&as_)?;
         Ok(PublicKey {
             params: self.params.clone(),

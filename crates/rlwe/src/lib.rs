@@ -33,6 +33,7 @@ pub mod keys;
 pub mod keyswitch;
 pub mod ops;
 pub mod params;
+pub mod pool;
 pub mod serial;
 
 pub use ciphertext::{Ciphertext, Plaintext};

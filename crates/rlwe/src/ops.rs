@@ -25,9 +25,9 @@ pub fn relinearize(ct: &Ciphertext, rlk: &RelinearizationKey) -> Result<Cipherte
         });
     }
     let p = ct.polys();
-    let (k0, k1) = key_switch(ct.params(), &p[2], &rlk.0)?;
-    let c0 = p[0].add(&k0)?;
-    let c1 = p[1].add(&k1)?;
+    let (mut c0, mut c1) = key_switch(ct.params(), &p[2], &rlk.0)?;
+    c0.add_assign(&p[0])?;
+    c1.add_assign(&p[1])?;
     Ciphertext::new(ct.params(), vec![c0, c1], ct.level(), ct.scale())
 }
 
@@ -43,8 +43,10 @@ pub fn apply_galois(ct: &Ciphertext, gk: &GaloisKey) -> Result<Ciphertext> {
     let p = ct.polys();
     let c1 = permute(&p[1], &gk.perm)?;
     let (k0, k1) = key_switch(ct.params(), &c1, &gk.key)?;
+    crate::pool::recycle(c1);
     let mut c0 = permute(&p[0], &gk.perm)?;
     c0.add_assign(&k0)?;
+    crate::pool::recycle(k0);
     Ciphertext::new(ct.params(), vec![c0, k1], ct.level(), ct.scale())
 }
 
@@ -61,14 +63,18 @@ pub fn apply_galois_hoisted(ct: &Ciphertext, gks: &[&GaloisKey]) -> Result<Vec<C
     }
     let p = ct.polys();
     let dec = decompose(ct.params(), &p[1])?;
-    gks.iter()
+    let out = gks
+        .iter()
         .map(|gk| {
             let (k0, k1) = key_switch_hoisted(ct.params(), &dec, &gk.key, Some(&gk.perm))?;
             let mut c0 = permute(&p[0], &gk.perm)?;
             c0.add_assign(&k0)?;
+            crate::pool::recycle(k0);
             Ciphertext::new(ct.params(), vec![c0, k1], ct.level(), ct.scale())
         })
-        .collect()
+        .collect();
+    dec.recycle();
+    out
 }
 
 /// out[p] = x[perm[p]] (an automorphism in the NTT domain).
@@ -77,7 +83,7 @@ pub(crate) fn permute(x: &RnsPoly, perm: &[usize]) -> Result<RnsPoly> {
     if perm.len() != n || x.domain() != hecloud_math::Domain::Ntt {
         return Err(RlweError::ParameterMismatch);
     }
-    let mut out = RnsPoly::zero(x.basis(), x.domain());
+    let mut out = crate::pool::poly_uninit(x.basis(), x.domain());
     for (o, s) in out
         .data_mut()
         .chunks_exact_mut(n)

@@ -105,6 +105,10 @@ pub(crate) struct ModDownTables {
     pub phat_mod_q: Vec<Vec<u64>>,
     /// R^-1 mod q_i with Shoup companion.
     pub p_inv: Vec<(u64, u64)>,
+    /// R mod q_i.
+    pub r_mod_q: Vec<u64>,
+    /// 1 / r_m as floats (for the exact, rounding conversion).
+    pub r_inv_f64: Vec<f64>,
 }
 
 /// Validated, immutable RLWE parameters, shared behind `Arc`.
@@ -471,10 +475,17 @@ fn mod_down_tables(removed: &[Modulus], targets: &[Modulus]) -> Result<ModDownTa
             Ok((inv, qi.shoup(inv)))
         })
         .collect::<Result<Vec<_>>>()?;
+    let r_mod_q = targets
+        .iter()
+        .map(|qi| prod_mod(qi, removed, usize::MAX))
+        .collect();
+    let r_inv_f64 = removed.iter().map(|m| 1.0 / m.value() as f64).collect();
     Ok(ModDownTables {
         phat_inv,
         phat_mod_q,
         p_inv,
+        r_mod_q,
+        r_inv_f64,
     })
 }
 

@@ -382,8 +382,8 @@ impl PublicKey {
             }
             .into());
         }
-        let basis = params.q_at(params.max_level())?.clone();
-        let mut body = Body::new(bytes, params.poly_bytes(params.max_level()) + 32)?;
+        let basis = params.qp_basis().clone();
+        let mut body = Body::new(bytes, key_poly_bytes(params) + 32)?;
         let b = body.poly(&basis)?;
         let seed = body.seed();
         let a = expand_seed_uniform(&seed, &basis);

@@ -1,0 +1,51 @@
+//! Quick single-thread timings of the main CKKS operations at a preset
+//! (`cargo run --release -p hecloud-ckks --example timing -- n16`); the
+//! full comparison with peers is `hecloud bench ckks`.
+
+use std::time::Instant;
+
+use hecloud_ckks::{precision::report, *};
+use num_complex::Complex64;
+
+fn main() -> Result<()> {
+    let which = std::env::args().nth(1).unwrap_or_else(|| "n14".into());
+    let preset = Preset::ALL
+        .into_iter()
+        .find(|p| p.name() == which)
+        .unwrap_or(Preset::N14);
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(1)
+        .build()
+        .expect("thread pool");
+    pool.install(|| {
+        let params = preset.build()?;
+        let t = Instant::now();
+        let keys = KeySet::generate(&params, &[1], false)?;
+        println!("keygen {:?}", t.elapsed());
+        let enc = Encoder::new(&params);
+        let eval = Evaluator::new(&params, keys.evaluation_keys());
+        let slots = params.slots();
+        let a: Vec<Complex64> = (0..slots)
+            .map(|i| Complex64::new((i as f64 * 0.37).sin(), (i as f64 * 0.11).cos()))
+            .collect();
+        let top = params.max_level();
+        let pt = enc.encode(&a, top, params.default_scale())?;
+        let ct = keys.encrypt(&pt)?;
+        for _ in 0..8 {
+            let t = Instant::now();
+            let p = eval.mul_relin_rescale(&ct, &ct)?;
+            let t1 = t.elapsed();
+            let t = Instant::now();
+            let r = eval.rotate(&ct, 1)?;
+            let t2 = t.elapsed();
+            let want: Vec<Complex64> = a.iter().map(|x| x * x).collect();
+            let got = enc.decode(&keys.decrypt(&p)?)?;
+            let _ = r;
+            println!(
+                "mul_relin_rescale {t1:?} rotate {t2:?} precision {}",
+                report(&want, &got)
+            );
+        }
+        Ok(())
+    })
+}

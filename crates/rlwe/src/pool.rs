@@ -1,0 +1,95 @@
+//! A small per-thread pool of residue buffers. Key switching needs several
+//! polynomial-sized temporaries per call (tens of MB at N = 2^16); taking
+//! them from fresh allocations costs page faults and zeroing of every page
+//! (a third of the run time when measured), so temporaries are recycled.
+
+use std::cell::RefCell;
+
+use hecloud_math::{Domain, RnsBasis, RnsPoly};
+
+/// Buffers kept per thread.
+const MAX_POOLED: usize = 12;
+
+thread_local! {
+    static POOL: RefCell<Vec<Vec<u64>>> = const { RefCell::new(Vec::new()) };
+    static WIDE: RefCell<Vec<Vec<u128>>> = const { RefCell::new(Vec::new()) };
+}
+
+/// A buffer of `len` residues with unspecified (but initialized) contents.
+pub(crate) fn take(len: usize) -> Vec<u64> {
+    let buf = POOL.with(|p| {
+        let mut p = p.borrow_mut();
+        let best = p
+            .iter()
+            .enumerate()
+            .filter(|(_, b)| b.capacity() >= len)
+            .min_by_key(|(_, b)| b.capacity())
+            .map(|(i, _)| i);
+        best.map(|i| p.swap_remove(i))
+    });
+    match buf {
+        Some(mut b) => {
+            if b.len() >= len {
+                b.truncate(len);
+            } else {
+                b.resize(len, 0);
+            }
+            b
+        }
+        None => vec![0; len],
+    }
+}
+
+/// Returns a buffer to this thread's pool.
+pub(crate) fn give(buf: Vec<u64>) {
+    if buf.capacity() < 1024 {
+        return;
+    }
+    POOL.with(|p| {
+        let mut p = p.borrow_mut();
+        if p.len() < MAX_POOLED {
+            p.push(buf);
+        }
+    });
+}
+
+/// A 128-bit accumulator buffer of `len` entries (contents unspecified).
+pub(crate) fn take_wide(len: usize) -> Vec<u128> {
+    let b = WIDE.with(|p| p.borrow_mut().pop());
+    match b {
+        Some(mut b) => {
+            b.resize(len, 0);
+            b
+        }
+        None => vec![0; len],
+    }
+}
+
+/// Returns a 128-bit buffer.
+pub(crate) fn give_wide(buf: Vec<u128>) {
+    WIDE.with(|p| {
+        let mut p = p.borrow_mut();
+        if p.len() < 4 {
+            p.push(buf);
+        }
+    });
+}
+
+/// A polynomial over `basis` backed by a pooled buffer; every residue must
+/// be written before it is read.
+pub(crate) fn poly_uninit(basis: &std::sync::Arc<RnsBasis>, domain: Domain) -> RnsPoly {
+    RnsPoly::from_buffer_unchecked(basis, domain, take(basis.len() * basis.degree()))
+}
+
+/// Hands a temporary polynomial's buffer back to this thread's pool (a
+/// cheap way for scheme code to let the next key switch reuse it).
+pub fn recycle(p: RnsPoly) {
+    give(p.into_data());
+}
+
+/// A copy of `p` in a pooled buffer.
+pub fn pooled_copy(p: &RnsPoly) -> RnsPoly {
+    let mut buf = take(p.data().len());
+    buf.copy_from_slice(p.data());
+    RnsPoly::from_buffer_unchecked(p.basis(), p.domain(), buf)
+}
