@@ -51,11 +51,15 @@ pub enum AdderKind {
     /// Kogge–Stone parallel prefix on carry statuses: depth ⌈log2(w+1)⌉ + 1,
     /// about `w·log2 w` bootstraps.
     KoggeStone,
-    /// Ripple carry over 2-bit digits, each digit one many-LUT lookup on
-    /// `a + b + carry` (2 bootstraps per digit): `w` bootstraps, depth `w/2`,
-    /// two bootstraps per layer.
+    /// Ripple carry: each digit (two columns, or one when two do not fit) is
+    /// one lookup input `Σ bits + carry` from which the carry and the sum bits
+    /// are read. Two rows: `w` bootstraps (carry and low bit share a many-LUT
+    /// bootstrap), `w/2` carries deep. It also adds up to 4 rows over 2-bit
+    /// digits (1.5 bootstraps per bit) or 7 rows bit by bit (2 per bit), which
+    /// lets a sum stop its counter tree early. Sum-bit lookups fill the layers
+    /// of the carry chain up to the engine's thread count.
     Ripple,
-    /// The one with the smaller estimated time on the engine's thread count.
+    /// Ripple below 8 threads, Kogge–Stone from 8 threads on.
     #[default]
     Auto,
 }
@@ -528,8 +532,9 @@ pub fn sub<E: BitEngine>(
     EncryptedUint::from_bits(add_rows(e, &a, &b, true, false, kind)?.0)
 }
 
-/// Sum of `xs` (all of one width): a carry-save counter tree down to two rows
-/// (each stage one layer), then the final adder. [`SumMode::Modular`] wraps at
+/// Sum of `xs` (all of one width): a carry-save counter tree (each stage one
+/// layer) down to two rows for Kogge–Stone, or to the 4 or 7 rows the ripple
+/// adder takes, then the final adder. [`SumMode::Modular`] wraps at
 /// the width; [`SumMode::Full`] returns `width + ⌈log2 n⌉` bits.
 ///
 /// ```

@@ -132,6 +132,17 @@ fn comparisons_and_min_max_at_8_bits() {
     }
 }
 
+#[test]
+fn demo_sum_and_comparison_check_out() {
+    let report = hecloud_circuits::demo::run_tfhe_demo().unwrap();
+    assert!(report.ok(), "{report}");
+    assert_eq!(
+        report.sum,
+        report.addends.iter().map(|&v| u64::from(v)).sum::<u64>()
+    );
+    assert_eq!(report.less, report.compared.0 < report.compared.1);
+}
+
 /// Heavy: a 64-bit sum of 16 and a 1024-bit comparison on TFHE (minutes on 2 cores).
 #[test]
 #[ignore = "minutes on 2 cores; run with --ignored (the bench covers these widths)"]

@@ -27,6 +27,7 @@ fn panel(
     x_label: &str,
     series: &[Series],
     points: &[(String, RGBColor, (f64, f64))],
+    legend: SeriesLabelPosition,
 ) -> Result<(), Box<dyn std::error::Error>> {
     let all = series
         .iter()
@@ -73,6 +74,7 @@ fn panel(
     }
     chart
         .configure_series_labels()
+        .position(legend)
         .background_style(WHITE.mix(0.8))
         .border_style(BLACK)
         .draw()?;
@@ -125,6 +127,7 @@ pub fn draw(path: &Path, rows: &[Row]) -> Result<(), Box<dyn std::error::Error>>
             BLACK,
             (l2(3.0), l2(PUBLISHED_TFHE_SUM3_32_S)),
         )],
+        SeriesLabelPosition::UpperRight,
     )?;
     let cmps = [
         (
@@ -153,6 +156,7 @@ pub fn draw(path: &Path, rows: &[Row]) -> Result<(), Box<dyn std::error::Error>>
             BLACK,
             (10.0, PUBLISHED_TFHE_CMP1024_LOG2_S),
         )],
+        SeriesLabelPosition::UpperLeft,
     )?;
     root.present()?;
     Ok(())
