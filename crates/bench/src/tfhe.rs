@@ -209,7 +209,7 @@ pub fn run(opts: &BenchOptions) -> anyhow::Result<()> {
 
     let (sum_cases, cmp_widths): (Vec<(usize, usize)>, Vec<usize>) = if opts.quick {
         (
-            vec![(32, 3), (32, 4), (32, 8), (64, 3), (64, 8)],
+            vec![(32, 3), (32, 4), (32, 8), (32, 16), (64, 8)],
             vec![2, 4, 8, 32, 64, 1024],
         )
     } else {

@@ -59,7 +59,13 @@ pub enum AdderKind {
     /// lets a sum stop its counter tree early. Sum-bit lookups fill the layers
     /// of the carry chain up to the engine's thread count.
     Ripple,
-    /// Ripple below 8 threads, Kogge–Stone from 8 threads on.
+    /// For sums: no counter tree; operands are split into groups of up to 8
+    /// rows, each group added by one ripple lane (2 bootstraps per column), all
+    /// lanes in lockstep, repeated on the resulting rows. For two operands it
+    /// is [`AdderKind::Ripple`].
+    CarryChains,
+    /// Carry chains below 8 threads, Kogge–Stone (after a counter tree) from 8
+    /// threads on.
     #[default]
     Auto,
 }
@@ -215,14 +221,14 @@ fn kogge_stone_schedule(n: usize, required: &[usize]) -> Vec<Vec<bool>> {
     levels
 }
 
-/// The adder [`AdderKind::Auto`] picks: ripple below 8 threads (two
-/// bootstraps per layer already fill the machine, and it needs the fewest
+/// The adder [`AdderKind::Auto`] picks: carry chains below 8 threads (two
+/// bootstraps per layer already fill the machine, and they need the fewest
 /// bootstraps), Kogge–Stone from 8 threads on (shallower).
 fn auto_kind(threads: usize) -> AdderKind {
     if threads >= 8 {
         AdderKind::KoggeStone
     } else {
-        AdderKind::Ripple
+        AdderKind::CarryChains
     }
 }
 
@@ -253,9 +259,9 @@ fn ripple_input<'a, C>(
     x
 }
 
-/// Largest column height the ripple adder accepts bit by bit (seven bits plus
-/// a carry ≤ 7 stay within 0..16).
-pub const RIPPLE_MAX_BIT_ROWS: usize = 7;
+/// Largest column height the ripple adder accepts bit by bit: eight bits plus
+/// a carry ≤ 7 stay within 0..16 (and `(8 + 7) >> 1 = 7` keeps the carry bound).
+pub const RIPPLE_MAX_BIT_ROWS: usize = 8;
 
 /// Ripple-carry addition of columns of up to [`RIPPLE_MAX_BIT_ROWS`] bits (plus a
 /// constant carry-in) over digits of two columns (one where two do not fit):
@@ -270,8 +276,14 @@ fn ripple_columns<E: BitEngine>(
     cin: bool,
     need_carry: bool,
 ) -> Result<(Vec<WireOf<E>>, Option<WireOf<E>>)> {
+    let mut out = ripple_lanes(e, std::slice::from_ref(&cols.to_vec()), cin, need_carry)?;
+    out.pop().ok_or(CircuitError::EmptyOperands)
+}
+
+/// Digit plan of a ripple lane: `(first column, columns)` per digit, two
+/// columns where the lookup input (with the carry bound so far) fits.
+fn plan_digits<C>(cols: &[Vec<&Wire<C>>], cin: bool) -> Result<Vec<(usize, usize)>> {
     let width = cols.len();
-    // Plan digits: (first column, columns, carry-in bound).
     let mut digits: Vec<(usize, usize)> = Vec::new();
     let (mut lo, mut carry_max, mut carry_noise) = (0usize, u64::from(cin), 0u64);
     while lo < width {
@@ -303,47 +315,81 @@ fn ripple_columns<E: BitEngine>(
         carry_noise = 1;
         lo += k;
     }
+    Ok(digits)
+}
+
+/// Several independent ripple additions ("lanes", each columns of up to
+/// [`RIPPLE_MAX_BIT_ROWS`] bits) run in lockstep: every layer holds the next
+/// carry lookup of each lane and pending sum-bit lookups up to the engine's
+/// thread count. Returns each lane's sum bits and carry out.
+#[allow(clippy::type_complexity)]
+fn ripple_lanes<E: BitEngine>(
+    e: &E,
+    lanes: &[Vec<Vec<&WireOf<E>>>],
+    cin: bool,
+    need_carry: bool,
+) -> Result<Vec<(Vec<WireOf<E>>, Option<WireOf<E>>)>> {
+    use std::collections::VecDeque;
+    let plans: Vec<Vec<(usize, usize)>> = lanes
+        .iter()
+        .map(|c| plan_digits(c, cin))
+        .collect::<Result<_>>()?;
     let threads = e.threads().max(1);
-    let nd = digits.len();
-    let mut carries: Vec<Option<WireOf<E>>> = vec![None; nd];
-    let mut sum: Vec<Option<WireOf<E>>> = vec![None; width];
-    // Sum-bit lookups waiting for a slot: (digit, bit).
-    let mut pending: std::collections::VecDeque<(usize, usize)> = std::collections::VecDeque::new();
+    let mut carries: Vec<Vec<Option<WireOf<E>>>> =
+        plans.iter().map(|d| vec![None; d.len()]).collect();
+    let mut sums: Vec<Vec<Option<WireOf<E>>>> = lanes.iter().map(|c| vec![None; c.len()]).collect();
+    // Sum-bit lookups waiting for a slot: (digit, bit) per lane.
+    let mut pending: Vec<VecDeque<(usize, usize)>> = vec![VecDeque::new(); lanes.len()];
     let mut j = 0;
-    while j < nd || !pending.is_empty() {
-        // This layer: the next carry (with bit 0 when a many-LUT has room),
-        // then pending sum bits up to the thread count (all of them at the end).
-        let mut jobs: Vec<(usize, Vec<Option<usize>>)> = Vec::new(); // (digit, [None = carry | Some(bit)])
-        let mut boots = 0usize;
-        if j < nd {
-            let (_, k) = digits[j];
-            let want_carry = j + 1 < nd || need_carry;
+    let longest = plans.iter().map(Vec::len).max().unwrap_or(0);
+    while j < longest || pending.iter().any(|p| !p.is_empty()) {
+        // This layer: each lane's next carry (with bit 0 when a many-LUT has
+        // room), then pending sum bits up to the thread count (all at the end).
+        // Jobs: (lane, digit, [None = carry | Some(bit)]).
+        let mut jobs: Vec<(usize, usize, Vec<Option<usize>>)> = Vec::new();
+        for (l, digits) in plans.iter().enumerate() {
+            let nd = digits.len();
+            if j >= nd {
+                continue;
+            }
+            let k = digits[j].1;
             let mut outs: Vec<Option<usize>> = Vec::new();
-            if want_carry {
+            if j + 1 < nd || need_carry {
                 outs.push(None);
             }
-            let x = ripple_input(&digits, cols, &carries, cin, j);
+            let x = ripple_input(digits, &lanes[l], &carries[l], cin, j);
             let per = (crate::PLAINTEXT_SPACE / (x.range().1 as u64 + 1)) as usize;
-            let mut next_bits: Vec<usize> = (0..k).collect();
-            while outs.len() < per.max(1) && !next_bits.is_empty() {
-                outs.push(Some(next_bits.remove(0)));
+            let mut bits: VecDeque<usize> = (0..k).collect();
+            while outs.len() < per.max(1) {
+                let Some(b) = bits.pop_front() else { break };
+                outs.push(Some(b));
             }
-            pending.extend(next_bits.into_iter().map(|b| (j, b)));
-            jobs.push((j, outs));
-            boots += 1;
+            pending[l].extend(bits.into_iter().map(|b| (j, b)));
+            jobs.push((l, j, outs));
         }
-        let cap = if j + 1 >= nd { usize::MAX } else { threads };
-        while boots < cap {
-            let Some((d, b)) = pending.pop_front() else {
-                break;
-            };
-            jobs.push((d, vec![Some(b)]));
-            boots += 1;
+        let finishing = j + 1 >= longest;
+        let cap = if finishing {
+            usize::MAX
+        } else {
+            threads.max(jobs.len())
+        };
+        let mut progress = true;
+        while jobs.len() < cap && progress {
+            progress = false;
+            for (l, p) in pending.iter_mut().enumerate() {
+                if jobs.len() >= cap {
+                    break;
+                }
+                if let Some((d, b)) = p.pop_front() {
+                    jobs.push((l, d, vec![Some(b)]));
+                    progress = true;
+                }
+            }
         }
         let ops: Vec<LutOp<'_, E::Ct>> = jobs
             .iter()
-            .map(|(d, outs)| {
-                let k = digits[*d].1;
+            .map(|(l, d, outs)| {
+                let k = plans[*l][*d].1;
                 let luts = outs
                     .iter()
                     .map(|o| match *o {
@@ -351,33 +397,74 @@ fn ripple_columns<E: BitEngine>(
                         Some(b) => Lut::new(move |v| (v >> b) & 1),
                     })
                     .collect();
-                LutOp::new(ripple_input(&digits, cols, &carries, cin, *d), luts)
+                LutOp::new(
+                    ripple_input(&plans[*l], &lanes[*l], &carries[*l], cin, *d),
+                    luts,
+                )
             })
             .collect();
         let results = e.eval_layer(&ops)?;
         drop(ops);
-        for ((d, outs), res) in jobs.iter().zip(results) {
+        for ((l, d, outs), res) in jobs.iter().zip(results) {
             for (o, w) in outs.iter().zip(res) {
                 match *o {
-                    None => carries[*d] = Some(w),
-                    Some(b) => sum[digits[*d].0 + b] = Some(w),
+                    None => carries[*l][*d] = Some(w),
+                    Some(b) => sums[*l][plans[*l][*d].0 + b] = Some(w),
                 }
             }
         }
-        if j < nd {
-            j += 1;
-        }
+        j += 1;
     }
-    let sum = sum
-        .into_iter()
-        .map(|w| w.ok_or(CircuitError::BadLutCount { got: 0, max: 1 }))
-        .collect::<Result<_>>()?;
-    let carry = if need_carry {
-        carries.pop().flatten()
-    } else {
-        None
-    };
-    Ok((sum, carry))
+    sums.into_iter()
+        .zip(carries)
+        .map(|(sum, mut carries)| {
+            let sum = sum
+                .into_iter()
+                .map(|w| w.ok_or(CircuitError::BadLutCount { got: 0, max: 1 }))
+                .collect::<Result<Vec<_>>>()?;
+            let carry = if need_carry {
+                carries.pop().flatten()
+            } else {
+                None
+            };
+            Ok((sum, carry))
+        })
+        .collect()
+}
+
+/// Sum of many rows by carry chains: rows are split into groups of at most
+/// [`RIPPLE_MAX_BIT_ROWS`] (or one group of up to [`RIPPLE_MAX_ROWS`], added
+/// over 2-bit digits), each group becomes one row through a ripple lane, all
+/// lanes in lockstep, until one row is left.
+fn sum_by_carry_chains<E: BitEngine>(
+    e: &E,
+    mut rows: Vec<Vec<WireOf<E>>>,
+    width: usize,
+) -> Result<Vec<WireOf<E>>> {
+    while rows.len() > 1 {
+        let r = rows.len();
+        let groups = if r <= RIPPLE_MAX_ROWS {
+            1
+        } else {
+            r.div_ceil(RIPPLE_MAX_BIT_ROWS)
+        };
+        let mut lanes: Vec<Vec<Vec<&WireOf<E>>>> = Vec::with_capacity(groups);
+        let mut start = 0;
+        for g in 0..groups {
+            let size = r / groups + usize::from(g < r % groups);
+            let group = &rows[start..start + size];
+            lanes.push(
+                (0..width)
+                    .map(|c| group.iter().filter_map(|row| row.get(c)).collect())
+                    .collect(),
+            );
+            start += size;
+        }
+        let out = ripple_lanes(e, &lanes, false, false)?;
+        drop(lanes);
+        rows = out.into_iter().map(|(s, _)| s).collect();
+    }
+    rows.pop().ok_or(CircuitError::EmptyOperands)
 }
 
 /// Adds two rows of bits (`None` = 0) of `width` columns plus a constant carry-in;
@@ -407,7 +494,7 @@ fn add_rows<E: BitEngine>(
         x
     };
     match kind {
-        AdderKind::Ripple | AdderKind::Auto => {
+        AdderKind::Ripple | AdderKind::CarryChains | AdderKind::Auto => {
             let cols: Vec<Vec<&WireOf<E>>> = (0..width)
                 .map(|i| a[i].into_iter().chain(b[i]).collect())
                 .collect();
@@ -581,6 +668,10 @@ pub fn sum<E: BitEngine>(
     } else {
         kind
     };
+    if kind == AdderKind::CarryChains {
+        let rows: Vec<Vec<WireOf<E>>> = xs.iter().map(|x| x.bits().to_vec()).collect();
+        return EncryptedUint::from_bits(sum_by_carry_chains(e, rows, out_w)?);
+    }
     if kind == AdderKind::Ripple {
         // Up to 4 rows the ripple adds 2-bit digits (1.5 bootstraps per bit); with
         // taller columns, compressing to 7 rows and adding bit by bit (2 per bit)

@@ -12,7 +12,12 @@ use rand_core::{RngCore, SeedableRng};
 
 const WIDTHS: [usize; 6] = [2, 3, 8, 32, 64, 1024];
 const COUNTS: [usize; 7] = [1, 2, 3, 4, 7, 16, 100];
-const ADDERS: [AdderKind; 3] = [AdderKind::KoggeStone, AdderKind::Ripple, AdderKind::Auto];
+const ADDERS: [AdderKind; 4] = [
+    AdderKind::KoggeStone,
+    AdderKind::Ripple,
+    AdderKind::CarryChains,
+    AdderKind::Auto,
+];
 
 fn rng() -> ChaCha20Rng {
     ChaCha20Rng::from_os_rng()

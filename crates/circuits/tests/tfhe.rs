@@ -143,6 +143,22 @@ fn demo_sum_and_comparison_check_out() {
     assert_eq!(report.less, report.compared.0 < report.compared.1);
 }
 
+#[test]
+fn carry_chains_use_the_whole_plaintext_space() {
+    // Eight rows: one ripple lane whose lookup inputs reach 8 + 7 = 15.
+    let e = &engine();
+    let mut rng = rng();
+    let mut vals: Vec<u128> = (0..8).map(|_| u128::from(rng.next_u32() & 0x3f)).collect();
+    vals[0] = 0x3f;
+    vals[1] = 0x3f;
+    let xs: Vec<_> = vals
+        .iter()
+        .map(|&v| EncryptedUint::encrypt_u128(e, v, 6).unwrap())
+        .collect();
+    let s = circuits::sum(e, &xs, SumMode::Full, AdderKind::CarryChains).unwrap();
+    assert_eq!(s.decrypt_u128(e).unwrap(), vals.iter().sum::<u128>());
+}
+
 /// Heavy: a 64-bit sum of 16 and a 1024-bit comparison on TFHE (minutes on 2 cores).
 #[test]
 #[ignore = "minutes on 2 cores; run with --ignored (the bench covers these widths)"]
