@@ -8,7 +8,8 @@
 //!
 //! The process-wide default is chosen once: the best the CPU supports, or
 //! what the `HECLOUD_BACKEND` environment variable names (`scalar`, `avx2`,
-//! `avx512`; an unavailable choice falls back to the best available).
+//! `avx512`, `avx512ifma`; an unavailable choice falls back to the best
+//! available).
 
 use std::sync::OnceLock;
 
@@ -71,6 +72,9 @@ pub enum SimdLevel {
     Avx2,
     /// 512-bit AVX-512 F + DQ.
     Avx512,
+    /// AVX-512 with IFMA: 52-bit multiply-adds for primes below 2^50
+    /// (larger primes use the AVX-512 kernels).
+    Avx512Ifma,
 }
 
 /// SIMD backend (x86_64 only); NTTs vectorised, other kernels scalar.
@@ -89,6 +93,11 @@ impl Simd {
                 SimdLevel::Avx512 => {
                     std::arch::is_x86_feature_detected!("avx512f")
                         && std::arch::is_x86_feature_detected!("avx512dq")
+                }
+                SimdLevel::Avx512Ifma => {
+                    std::arch::is_x86_feature_detected!("avx512f")
+                        && std::arch::is_x86_feature_detected!("avx512dq")
+                        && std::arch::is_x86_feature_detected!("avx512ifma")
                 }
             };
             ok.then_some(Self { level })
@@ -111,6 +120,7 @@ impl Backend for Simd {
         match self.level {
             SimdLevel::Avx2 => "avx2",
             SimdLevel::Avx512 => "avx512",
+            SimdLevel::Avx512Ifma => "avx512ifma",
         }
     }
 
@@ -121,6 +131,12 @@ impl Backend for Simd {
             match self.level {
                 SimdLevel::Avx2 => crate::ntt::avx2::forward(table, a),
                 SimdLevel::Avx512 => crate::ntt::avx512::forward(table, a),
+                SimdLevel::Avx512Ifma
+                    if table.modulus().value() < crate::ntt::avx512ifma::MAX_MODULUS =>
+                {
+                    crate::ntt::avx512ifma::forward(table, a)
+                }
+                SimdLevel::Avx512Ifma => crate::ntt::avx512::forward(table, a),
             }
         }
         #[cfg(not(target_arch = "x86_64"))]
@@ -134,6 +150,12 @@ impl Backend for Simd {
             match self.level {
                 SimdLevel::Avx2 => crate::ntt::avx2::inverse(table, a),
                 SimdLevel::Avx512 => crate::ntt::avx512::inverse(table, a),
+                SimdLevel::Avx512Ifma
+                    if table.modulus().value() < crate::ntt::avx512ifma::MAX_MODULUS =>
+                {
+                    crate::ntt::avx512ifma::inverse(table, a)
+                }
+                SimdLevel::Avx512Ifma => crate::ntt::avx512::inverse(table, a),
             }
         }
         #[cfg(not(target_arch = "x86_64"))]
@@ -144,7 +166,7 @@ impl Backend for Simd {
 /// Every backend this CPU can run, the scalar reference first.
 pub fn available() -> Vec<Box<dyn Backend>> {
     let mut out: Vec<Box<dyn Backend>> = vec![Box::new(Scalar)];
-    for level in [SimdLevel::Avx2, SimdLevel::Avx512] {
+    for level in [SimdLevel::Avx2, SimdLevel::Avx512, SimdLevel::Avx512Ifma] {
         if let Some(b) = Simd::new(level) {
             out.push(Box::new(b));
         }

@@ -14,6 +14,8 @@ pub(crate) mod avx2;
 #[cfg(target_arch = "x86_64")]
 pub(crate) mod avx512;
 #[cfg(target_arch = "x86_64")]
+pub(crate) mod avx512ifma;
+#[cfg(target_arch = "x86_64")]
 mod simd;
 
 use crate::error::{MathError, Result};

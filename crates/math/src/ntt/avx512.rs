@@ -3,12 +3,12 @@
 
 use std::arch::x86_64::*;
 
-type V = __m512i;
-const LANES: usize = 8;
+pub(super) type V = __m512i;
+pub(super) const LANES: usize = 8;
 
 #[inline]
 #[target_feature(enable = "avx512f,avx512dq")]
-fn load(s: &[u64]) -> V {
+pub(super) fn load(s: &[u64]) -> V {
     assert!(s.len() >= LANES);
     // SAFETY: the slice holds at least LANES values; unaligned load.
     unsafe { _mm512_loadu_si512(s.as_ptr().cast()) }
@@ -16,7 +16,7 @@ fn load(s: &[u64]) -> V {
 
 #[inline]
 #[target_feature(enable = "avx512f,avx512dq")]
-fn store(s: &mut [u64], v: V) {
+pub(super) fn store(s: &mut [u64], v: V) {
     assert!(s.len() >= LANES);
     // SAFETY: the slice holds at least LANES values; unaligned store.
     unsafe { _mm512_storeu_si512(s.as_mut_ptr().cast(), v) }
@@ -24,26 +24,26 @@ fn store(s: &mut [u64], v: V) {
 
 #[inline]
 #[target_feature(enable = "avx512f,avx512dq")]
-fn splat(x: u64) -> V {
+pub(super) fn splat(x: u64) -> V {
     _mm512_set1_epi64(x as i64)
 }
 
 #[inline]
 #[target_feature(enable = "avx512f,avx512dq")]
-fn add(a: V, b: V) -> V {
+pub(super) fn add(a: V, b: V) -> V {
     _mm512_add_epi64(a, b)
 }
 
 #[inline]
 #[target_feature(enable = "avx512f,avx512dq")]
-fn sub(a: V, b: V) -> V {
+pub(super) fn sub(a: V, b: V) -> V {
     _mm512_sub_epi64(a, b)
 }
 
 /// x ≥ b ? x − b : x: when x < b the difference wraps above x.
 #[inline]
 #[target_feature(enable = "avx512f,avx512dq")]
-fn csub(x: V, b: V) -> V {
+pub(super) fn csub(x: V, b: V) -> V {
     _mm512_min_epu64(x, _mm512_sub_epi64(x, b))
 }
 
@@ -110,13 +110,13 @@ fn permute_pair(a: V, b: V, idx: &[i64; 16]) -> (V, V) {
 
 #[inline]
 #[target_feature(enable = "avx512f,avx512dq")]
-fn split(a: V, b: V, gap: usize) -> (V, V) {
+pub(super) fn split(a: V, b: V, gap: usize) -> (V, V) {
     permute_pair(a, b, &SPLIT[gap.trailing_zeros() as usize])
 }
 
 #[inline]
 #[target_feature(enable = "avx512f,avx512dq")]
-fn join(x: V, y: V, gap: usize) -> (V, V) {
+pub(super) fn join(x: V, y: V, gap: usize) -> (V, V) {
     permute_pair(x, y, &JOIN[gap.trailing_zeros() as usize])
 }
 
