@@ -18,6 +18,23 @@
 //!   status — and two raw positions on `2τ₁ + τ₀`.
 //! * Counters: the sum of up to 15 bits is one linear combination; each output
 //!   bit is one table, grouped into many-LUT bootstraps by the engine.
+//! * Ripple digits: a carry chain reads each digit's carry and sum bits from
+//!   one lookup input `Σ column bits · 2^i + carry`. Up to 8 rows fit bit by
+//!   bit (`8 + 7 ≤ 15`, the carry stays ≤ 7), so one chain turns 8 operands
+//!   into one for 2 bootstraps per column — cheaper than a counter tree (a
+//!   (15,4) counter costs 4 bootstraps to remove 11 bits). [`sum`] with
+//!   [`AdderKind::CarryChains`] (the default below 8 threads) runs such chains
+//!   side by side in lockstep; with [`AdderKind::KoggeStone`] or
+//!   [`AdderKind::Ripple`] it reduces with the counter tree first.
+//!
+//! # Bootstraps (32-bit operands, same as the TFHE engine)
+//!
+//! | circuit | bootstraps | layers |
+//! | --- | --- | --- |
+//! | sum of 8, carry chains | 63 | 32 |
+//! | sum of 16, carry chains | 157 | 48 |
+//! | comparison, tree | 24 | 4 |
+//! | comparison, carry of `¬X + Y` | 32 | 6 |
 
 use crate::engine::{
     BitEngine, Expr, Lut, LutOp, NOISE_BUDGET, Stats, Wire, WireOf, bit_len, counter_op, mux_expr,
@@ -795,9 +812,12 @@ pub fn compare<E: BitEngine>(
                     .map(|j| (1u64 << (2 * (k - 1 - j))) * items[i + j].noise())
                     .sum()
             };
+            // Two fresh statuses left over at the bottom of a level wait for
+            // the next one, where they can join a group of three.
+            let fresh_pair = rest == 2 && items.len() > 3 && noise(2) <= 5;
             let k = if rest >= 3 && noise(3) <= NOISE_BUDGET {
                 3
-            } else if rest >= 2 && noise(2) <= NOISE_BUDGET {
+            } else if rest >= 2 && noise(2) <= NOISE_BUDGET && !fresh_pair {
                 2
             } else {
                 1
