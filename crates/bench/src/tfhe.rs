@@ -7,6 +7,7 @@
 //! rayon thread pool. Bootstraps are counted for both: ours by the engine,
 //! TFHE-rs's by its `pbs-stats` counter.
 //!
+//! Every case runs twice on fresh inputs and keeps each side's faster time.
 //! Writes `tfhe.csv` and `tfhe.png` (log2 seconds vs n and vs width, with
 //! the published 2019 TFHE points) into the output folder.
 
@@ -184,6 +185,26 @@ fn measure_cmp(
     })
 }
 
+/// Each case runs this many times (fresh inputs each time); the table keeps
+/// the fastest time of each side, which damps the noise of a shared machine.
+const REPEATS: usize = 2;
+
+fn best_of(reps: usize, mut f: impl FnMut() -> anyhow::Result<Row>) -> anyhow::Result<Row> {
+    let mut best = f()?;
+    for _ in 1..reps {
+        let r = f()?;
+        anyhow::ensure!(
+            r.ours_pbs == best.ours_pbs,
+            "bootstrap count changed between runs"
+        );
+        best.ours_s = best.ours_s.min(r.ours_s);
+        best.tfhers_s = best.tfhers_s.min(r.tfhers_s);
+        best.published_s = best.published_s.min(r.published_s);
+        best.tfhers_pbs = best.tfhers_pbs.min(r.tfhers_pbs);
+    }
+    Ok(best)
+}
+
 fn f3(x: f64) -> String {
     if x.is_finite() {
         format!("{x:.3}")
@@ -265,10 +286,12 @@ pub fn run(opts: &BenchOptions) -> anyhow::Result<()> {
         rows.push(row);
     };
     for &(w, n) in &sum_cases {
-        push(measure_sum(&ours, &peer, &mut rng, w, n)?, &mut table);
+        let row = best_of(REPEATS, || measure_sum(&ours, &peer, &mut rng, w, n))?;
+        push(row, &mut table);
     }
     for &w in &cmp_widths {
-        push(measure_cmp(&ours, &peer, &mut rng, w)?, &mut table);
+        let row = best_of(REPEATS, || measure_cmp(&ours, &peer, &mut rng, w))?;
+        push(row, &mut table);
     }
     print!("{}", table.render());
     let csv = table.write_csv(&opts.out_dir)?;
