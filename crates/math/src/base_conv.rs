@@ -14,7 +14,6 @@ use std::sync::Arc;
 use rayon::prelude::*;
 
 use crate::error::{MathError, Result};
-use crate::modular::Modulus;
 use crate::poly::{Domain, RnsBasis, RnsPoly};
 
 /// Precomputed constants for converting from basis Q to basis P.
@@ -100,46 +99,63 @@ impl BaseConverter {
             });
         }
         let n = x.degree();
-        let qs = self.from.moduli();
-        // y_i = x_i · (Q/q_i)^-1 mod q_i
-        let y: Vec<Vec<u64>> = qs
-            .par_iter()
-            .enumerate()
-            .map(|(i, m)| {
-                let (c, cs) = self.qhat_inv[i];
-                x.limb(i).iter().map(|&v| m.mul_shoup(v, c, cs)).collect()
-            })
-            .collect();
         let mut out = vec![0u64; self.to.len() * n];
-        out.par_chunks_exact_mut(n)
+        // Coefficient chunks are independent: give each task the matching
+        // piece of every output limb.
+        let mut per_chunk: Vec<Vec<&mut [u64]>> =
+            (0..n.div_ceil(CHUNK)).map(|_| Vec::new()).collect();
+        for limb in out.chunks_exact_mut(n) {
+            for (c, piece) in limb.chunks_mut(CHUNK).enumerate() {
+                per_chunk[c].push(piece);
+            }
+        }
+        per_chunk
+            .into_par_iter()
             .enumerate()
-            .for_each(|(j, limb)| {
-                let p: &Modulus = &self.to.moduli()[j];
-                convert_limb(p, &y, &self.qhat_mod_p[j], limb);
-            });
+            .for_each(|(c, mut outs)| self.convert_chunk(x, c * CHUNK, &mut outs));
         RnsPoly::from_limbs(&self.to, Domain::Coefficient, out)
+    }
+
+    /// Converts coefficients `start..start + outs[0].len()`: first
+    /// y_i = x_i · (Q/q_i)^-1 mod q_i for the whole chunk (small enough to
+    /// stay in L1), then out_j = Σ_i y_i · (Q/q_i) mod p_j with 128-bit
+    /// accumulators reduced every 16 terms (each term is below 2^124).
+    fn convert_chunk(&self, x: &RnsPoly, start: usize, outs: &mut [&mut [u64]]) {
+        const TERMS: usize = 16;
+        let len = outs[0].len();
+        let qs = self.from.moduli();
+        let mut y = vec![0u64; qs.len() * len];
+        for (i, (yi, m)) in y.chunks_exact_mut(len).zip(qs).enumerate() {
+            let (c, cs) = self.qhat_inv[i];
+            for (v, &xv) in yi.iter_mut().zip(&x.limb(i)[start..start + len]) {
+                *v = m.mul_shoup(xv, c, cs);
+            }
+        }
+        let mut acc = [0u128; CHUNK];
+        let acc = &mut acc[..len];
+        for (j, out) in outs.iter_mut().enumerate() {
+            let p = &self.to.moduli()[j];
+            acc.fill(0);
+            for (block_y, block_c) in y.chunks(TERMS * len).zip(self.qhat_mod_p[j].chunks(TERMS)) {
+                for (yi, &ci) in block_y.chunks_exact(len).zip(block_c) {
+                    for (a, &v) in acc.iter_mut().zip(yi) {
+                        *a += v as u128 * ci as u128;
+                    }
+                }
+                for a in acc.iter_mut() {
+                    *a = p.reduce_u128(*a) as u128;
+                }
+            }
+            for (o, a) in out.iter_mut().zip(acc.iter()) {
+                *o = *a as u64;
+            }
+        }
     }
 }
 
-/// out = Σ_i y_i · c_i mod p, accumulating 128-bit sums and reducing every
-/// 16 terms (each term < 2^124, so 16 of them fit in a u128).
-fn convert_limb(p: &Modulus, y: &[Vec<u64>], c: &[u64], out: &mut [u64]) {
-    const CHUNK: usize = 16;
-    let mut acc = vec![0u128; out.len()];
-    for (block_y, block_c) in y.chunks(CHUNK).zip(c.chunks(CHUNK)) {
-        for (yi, &ci) in block_y.iter().zip(block_c) {
-            for (a, &v) in acc.iter_mut().zip(yi) {
-                *a += v as u128 * ci as u128;
-            }
-        }
-        for a in acc.iter_mut() {
-            *a = p.reduce_u128(*a) as u128;
-        }
-    }
-    for (o, a) in out.iter_mut().zip(acc) {
-        *o = a as u64;
-    }
-}
+/// Coefficients converted together (the scaled inputs of a chunk, 8·L·CHUNK
+/// bytes, stay in L1).
+const CHUNK: usize = 128;
 
 #[cfg(test)]
 mod tests {
