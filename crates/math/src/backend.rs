@@ -161,6 +161,26 @@ impl Backend for Simd {
         #[cfg(not(target_arch = "x86_64"))]
         table.inverse_scalar(a);
     }
+
+    fn mul_pointwise(&self, q: &Modulus, a: &mut [u64], b: &[u64]) {
+        #[cfg(target_arch = "x86_64")]
+        if self.level == SimdLevel::Avx512Ifma && q.value() < crate::ntt::avx512ifma::MAX_MODULUS {
+            // SAFETY: `Simd::new` checked the CPU supports AVX-512 IFMA.
+            unsafe { crate::ntt::avx512ifma::mul_pointwise(q, a, b) };
+            return;
+        }
+        Scalar.mul_pointwise(q, a, b);
+    }
+
+    fn mul_add_pointwise(&self, q: &Modulus, a: &[u64], b: &[u64], acc: &mut [u64]) {
+        #[cfg(target_arch = "x86_64")]
+        if self.level == SimdLevel::Avx512Ifma && q.value() < crate::ntt::avx512ifma::MAX_MODULUS {
+            // SAFETY: `Simd::new` checked the CPU supports AVX-512 IFMA.
+            unsafe { crate::ntt::avx512ifma::mul_add_pointwise(q, a, b, acc) };
+            return;
+        }
+        Scalar.mul_add_pointwise(q, a, b, acc);
+    }
 }
 
 /// Every backend this CPU can run, the scalar reference first.
