@@ -5,6 +5,7 @@
 //! with one `RESULT <experiment> key=value …` line (see [`report`]).
 #![deny(missing_docs)]
 
+pub mod ckks;
 pub mod ntt;
 pub mod peers;
 pub mod report;
@@ -30,6 +31,11 @@ pub const EXPERIMENTS: &[Experiment] = &[
         name: "ntt",
         about: "negacyclic NTT/INTT, RNS polynomial products and base conversion vs tfhe-ntt and Lattigo",
         run: ntt::run,
+    },
+    Experiment {
+        name: "ckks",
+        about: "RNS-CKKS keygen, encode, encrypt, mul+relin+rescale, rotate, sizes, precision vs Lattigo and SEAL",
+        run: ckks::run,
     },
     Experiment {
         name: "tfhe",

@@ -22,6 +22,7 @@
 //! ```
 #![deny(missing_docs)]
 
+pub mod demo;
 pub mod encoder;
 pub mod error;
 pub mod evaluator;

@@ -1,0 +1,342 @@
+//! `hecloud bench ckks`: RNS-CKKS (issue 4) against Lattigo v6.2.0 and SEAL.
+//!
+//! At N = 2^14, 2^15 (our presets) and N = 2^16 (log QP ≈ 1654: 60 + 27×50
+//! bit Q primes, 4×61-bit P primes, the Lattigo anchor set): key generation
+//! (sk, pk, relinearization and one rotation key), encode, encrypt (public
+//! key; seeded secret key), decrypt, decode, multiply+relinearize+rescale and
+//! rotate by one slot at the top level, serialized sizes and the precision of
+//! one multiplication. Everything runs on one thread (ours in a 1-thread
+//! rayon pool, Lattigo with GOMAXPROCS=1, SEAL single-threaded) in the same
+//! run. Lattigo is `bench/peers/lattigo-ckks` (Go); SEAL 4.x is driven
+//! through TenSEAL's low-level binding (`bench/peers/seal`, installed into a
+//! venv by the bench) at N ≤ 2^15, with SEAL's single special prime.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::process::Command;
+use std::time::Duration;
+
+use hecloud_ckks::{CkksParameters, Encoder, Evaluator, KeySet, Preset, precision::report};
+use hecloud_math::Sampler;
+use hecloud_rlwe::ParametersLiteral;
+use num_complex::Complex64;
+
+use crate::BenchOptions;
+use crate::peers::{json_number, peer_dir};
+use crate::report::{ResultLine, Table};
+use crate::timing::median_time;
+
+/// Keys every peer line may carry.
+const KEYS: [&str; 16] = [
+    "keygen_ms",
+    "encode_ms",
+    "encrypt_pk_ms",
+    "encrypt_sk_ms",
+    "decrypt_ms",
+    "decode_ms",
+    "mul_relin_rescale_ms",
+    "rotate_ms",
+    "precision_bits",
+    "rotate_precision_bits",
+    "ct_bytes",
+    "ct_seeded_bytes",
+    "rlk_bytes",
+    "rlk_seeded_bytes",
+    "gk_bytes",
+    "pk_bytes",
+];
+
+type Figures = BTreeMap<&'static str, f64>;
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e3
+}
+
+fn list(bits: &[u32]) -> String {
+    bits.iter()
+        .map(u32::to_string)
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+/// Our figures at one parameter set, on the current (1-thread) pool.
+fn ours(params: &std::sync::Arc<CkksParameters>, samples: usize) -> anyhow::Result<Figures> {
+    let mut f = Figures::new();
+    let t = |op: &mut dyn FnMut()| ms(median_time(samples, Duration::ZERO, op));
+    f.insert(
+        "keygen_ms",
+        t(&mut || {
+            std::hint::black_box(KeySet::generate(params, &[1], false).expect("keygen"));
+        }),
+    );
+    let keys = KeySet::generate(params, &[1], false)?;
+    let enc = Encoder::new(params);
+    let eval = Evaluator::new(params, keys.evaluation_keys());
+    let slots = params.slots();
+    let mut s = Sampler::from_os();
+    let mut r = || (s.next_u64() >> 11) as f64 / (1u64 << 53) as f64 * 2.0 - 1.0;
+    let a: Vec<Complex64> = (0..slots).map(|_| Complex64::new(r(), r())).collect();
+    let b: Vec<Complex64> = (0..slots).map(|_| Complex64::new(r(), r())).collect();
+    let top = params.max_level();
+    let scale = params.default_scale();
+    f.insert(
+        "encode_ms",
+        t(&mut || {
+            std::hint::black_box(enc.encode(&a, top, scale).expect("encode"));
+        }),
+    );
+    let pa = enc.encode(&a, top, scale)?;
+    let pb = enc.encode(&b, top, scale)?;
+    f.insert(
+        "encrypt_pk_ms",
+        t(&mut || {
+            std::hint::black_box(keys.encrypt(&pa).expect("encrypt"));
+        }),
+    );
+    f.insert(
+        "encrypt_sk_ms",
+        t(&mut || {
+            std::hint::black_box(keys.encrypt_sk(&pb).expect("encrypt"));
+        }),
+    );
+    let ca = keys.encrypt(&pa)?;
+    let cb = keys.encrypt_sk(&pb)?;
+    f.insert(
+        "mul_relin_rescale_ms",
+        t(&mut || {
+            std::hint::black_box(eval.mul_relin_rescale(&ca, &cb).expect("mul"));
+        }),
+    );
+    f.insert(
+        "rotate_ms",
+        t(&mut || {
+            std::hint::black_box(eval.rotate(&ca, 1).expect("rotate"));
+        }),
+    );
+    f.insert(
+        "decrypt_ms",
+        t(&mut || {
+            std::hint::black_box(keys.decrypt(&ca).expect("decrypt"));
+        }),
+    );
+    let pt = keys.decrypt(&ca)?;
+    f.insert(
+        "decode_ms",
+        t(&mut || {
+            std::hint::black_box(enc.decode(&pt).expect("decode"));
+        }),
+    );
+    let prod = eval.mul_relin_rescale(&ca, &cb)?;
+    let want: Vec<Complex64> = a.iter().zip(&b).map(|(x, y)| x * y).collect();
+    let got = enc.decode(&keys.decrypt(&prod)?)?;
+    f.insert("precision_bits", report(&want, &got).bits());
+    let rot = eval.rotate(&ca, 1)?;
+    let want: Vec<Complex64> = (0..slots).map(|i| a[(i + 1) % slots]).collect();
+    let got = enc.decode(&keys.decrypt(&rot)?)?;
+    f.insert("rotate_precision_bits", report(&want, &got).bits());
+    f.insert("ct_bytes", ca.to_bytes().len() as f64);
+    f.insert("ct_seeded_bytes", cb.to_bytes().len() as f64);
+    let ev = keys.evaluation_keys();
+    let rlk = ev.relin.as_ref().ok_or_else(|| anyhow::anyhow!("no rlk"))?;
+    f.insert("rlk_bytes", rlk.to_bytes(false).len() as f64);
+    f.insert("rlk_seeded_bytes", rlk.to_bytes(true).len() as f64);
+    let g = ev
+        .galois
+        .elements()
+        .next()
+        .ok_or_else(|| anyhow::anyhow!("no gk"))?;
+    f.insert("gk_bytes", ev.galois.get(g)?.to_bytes(true).len() as f64);
+    f.insert("pk_bytes", keys.public_key().to_bytes().len() as f64);
+    Ok(f)
+}
+
+fn parse(line: &str) -> Figures {
+    KEYS.iter()
+        .filter_map(|k| json_number(line, k).map(|v| (*k, v)))
+        .collect()
+}
+
+/// Builds and runs the Lattigo peer at `lit`.
+fn lattigo(lit: &ParametersLiteral, log_scale: u32, samples: usize) -> anyhow::Result<Figures> {
+    let dir = peer_dir("lattigo-ckks");
+    let status = Command::new("go")
+        .args(["build", "-o", "build/lattigo-ckks-peer", "."])
+        .current_dir(&dir)
+        .status()
+        .map_err(|e| anyhow::anyhow!("cannot run `go` (is Go installed?): {e}"))?;
+    anyhow::ensure!(status.success(), "building {} failed", dir.display());
+    let out = Command::new(dir.join("build/lattigo-ckks-peer"))
+        .args(["-logn", &lit.log_n.to_string()])
+        .args(["-logq", &list(&lit.log_q), "-logp", &list(&lit.log_p)])
+        .args(["-scale", &log_scale.to_string()])
+        .args(["-samples", &samples.to_string()])
+        .env("GOMAXPROCS", "1")
+        .output()?;
+    anyhow::ensure!(
+        out.status.success(),
+        "Lattigo peer failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    Ok(parse(String::from_utf8(out.stdout)?.trim()))
+}
+
+/// The venv python with TenSEAL, created on first use.
+fn seal_python() -> anyhow::Result<PathBuf> {
+    let dir = peer_dir("seal");
+    let py = dir.join(".venv/bin/python");
+    let ok = |py: &PathBuf| {
+        Command::new(py)
+            .args(["-c", "import tenseal.sealapi"])
+            .output()
+            .map(|o| o.status.success())
+            .unwrap_or(false)
+    };
+    if !ok(&py) {
+        let status = Command::new("python3")
+            .args(["-m", "venv", ".venv"])
+            .current_dir(&dir)
+            .status()?;
+        anyhow::ensure!(status.success(), "python3 -m venv failed");
+        let status = Command::new(dir.join(".venv/bin/pip"))
+            .args(["install", "-q", "tenseal==0.3.18"])
+            .current_dir(&dir)
+            .status()?;
+        anyhow::ensure!(status.success(), "pip install tenseal failed");
+    }
+    anyhow::ensure!(ok(&py), "TenSEAL is not importable in {}", py.display());
+    Ok(py)
+}
+
+fn seal(lit: &ParametersLiteral, log_scale: u32, samples: usize) -> anyhow::Result<Figures> {
+    let py = seal_python()?;
+    let out = Command::new(py)
+        .arg(peer_dir("seal").join("seal_ckks.py"))
+        .args(["--logn", &lit.log_n.to_string()])
+        .args(["--logq", &list(&lit.log_q), "--logp", &list(&lit.log_p)])
+        .args(["--scale", &log_scale.to_string()])
+        .args(["--samples", &samples.to_string()])
+        .env("OMP_NUM_THREADS", "1")
+        .output()?;
+    anyhow::ensure!(
+        out.status.success(),
+        "SEAL peer failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    Ok(parse(String::from_utf8(out.stdout)?.trim()))
+}
+
+fn cell(x: Option<&f64>, decimals: usize) -> String {
+    match x {
+        Some(v) if v.is_finite() => format!("{v:.decimals$}"),
+        _ => "NA".into(),
+    }
+}
+
+/// Runs the experiment.
+pub fn run(opts: &BenchOptions) -> anyhow::Result<()> {
+    let (presets, samples) = if opts.quick {
+        (vec![Preset::N14, Preset::N16], 2)
+    } else {
+        (vec![Preset::N14, Preset::N15, Preset::N16], 5)
+    };
+    let pool = rayon::ThreadPoolBuilder::new().num_threads(1).build()?;
+    println!(
+        "backend: {}, 1 thread each; Lattigo v6.2.0 (GOMAXPROCS=1); SEAL 4.x via TenSEAL (N ≤ 2^15)",
+        hecloud_math::backend::default_backend().name()
+    );
+    let mut table = Table::new(
+        "ckks",
+        &[
+            "n",
+            "log_qp",
+            "figure",
+            "ours",
+            "lattigo",
+            "seal",
+            "ours/lattigo",
+            "ours/seal",
+        ],
+    );
+    let mut headline = None;
+    for preset in presets {
+        let (lit, log_scale) = preset.literal();
+        let params = preset.build()?;
+        let n = params.n();
+        println!("N = 2^{} ({}) …", lit.log_n, preset.name());
+        let ours = pool.install(|| ours(&params, samples))?;
+        let lat = lattigo(&lit, log_scale, samples).unwrap_or_else(|e| {
+            eprintln!("Lattigo unavailable: {e}");
+            Figures::new()
+        });
+        let seal = if lit.log_n <= 15 {
+            seal(&lit, log_scale, samples).unwrap_or_else(|e| {
+                eprintln!("SEAL unavailable: {e}");
+                Figures::new()
+            })
+        } else {
+            Figures::new()
+        };
+        for key in KEYS {
+            let (o, l, s) = (ours.get(key), lat.get(key), seal.get(key));
+            let ratio = |p: Option<&f64>| match (o, p) {
+                (Some(a), Some(b)) if key.ends_with("_ms") || key.ends_with("bytes") => {
+                    format!("{:.3}", a / b)
+                }
+                _ => "NA".into(),
+            };
+            let dec = if key.ends_with("bytes") { 0 } else { 2 };
+            table.push(vec![
+                n.to_string(),
+                format!("{:.0}", params.rlwe().log_qp()),
+                key.into(),
+                cell(o, dec),
+                cell(l, dec),
+                cell(s, dec),
+                ratio(l),
+                ratio(s),
+            ]);
+        }
+        if preset == Preset::N16 {
+            headline = Some((ours, lat));
+        }
+    }
+    print!("{}", table.render());
+    let path = table.write_csv(&opts.out_dir)?;
+    println!("wrote {}", path.display());
+    let (ours, lat) = headline.unwrap_or_default();
+    let get = |f: &Figures, k: &str| f.get(k).copied().unwrap_or(f64::NAN);
+    let mut r = ResultLine::new("ckks");
+    r.push("n", 65536);
+    r.push_f64(
+        "mul_relin_rescale_ms",
+        get(&ours, "mul_relin_rescale_ms"),
+        1,
+    );
+    r.push_f64("lattigo_ms", get(&lat, "mul_relin_rescale_ms"), 1);
+    r.push_f64(
+        "ratio_lattigo",
+        get(&ours, "mul_relin_rescale_ms") / get(&lat, "mul_relin_rescale_ms"),
+        3,
+    );
+    r.push_f64("rotate_ms", get(&ours, "rotate_ms"), 1);
+    r.push_f64("lattigo_rotate_ms", get(&lat, "rotate_ms"), 1);
+    r.push_f64(
+        "ratio_rotate_lattigo",
+        get(&ours, "rotate_ms") / get(&lat, "rotate_ms"),
+        3,
+    );
+    r.push_f64("precision_bits", get(&ours, "precision_bits"), 1);
+    r.push_f64("lattigo_precision_bits", get(&lat, "precision_bits"), 1);
+    r.push_f64(
+        "seeded_ct_ratio",
+        get(&ours, "ct_seeded_bytes") / get(&ours, "ct_bytes"),
+        3,
+    );
+    r.push_f64(
+        "seeded_key_ratio",
+        get(&ours, "rlk_seeded_bytes") / get(&ours, "rlk_bytes"),
+        3,
+    );
+    println!("{r}");
+    Ok(())
+}
