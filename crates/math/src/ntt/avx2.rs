@@ -127,4 +127,7 @@ fn join(x: V, y: V, gap: usize) -> (V, V) {
     }
 }
 
+/// Lazy values stay below LAZY_CAP·q: 64-bit lanes hold 8q for q < 2^61.
+const LAZY_CAP: u64 = 8;
+
 super::simd::simd_ntt_kernels!("avx2");

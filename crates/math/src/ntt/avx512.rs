@@ -120,4 +120,7 @@ pub(super) fn join(x: V, y: V, gap: usize) -> (V, V) {
     permute_pair(x, y, &JOIN[gap.trailing_zeros() as usize])
 }
 
+/// Lazy values stay below LAZY_CAP·q: 64-bit lanes hold 8q for q < 2^61.
+const LAZY_CAP: u64 = 8;
+
 super::simd::simd_ntt_kernels!("avx512f,avx512dq");

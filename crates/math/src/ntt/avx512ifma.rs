@@ -24,6 +24,9 @@ fn mul_shoup_lazy(x: V, w: V, ws: V, q: V) -> V {
     _mm512_and_si512(_mm512_madd52lo_epu64(xw, quotient, neg_q), mask52)
 }
 
+/// Lazy values stay below LAZY_CAP·q: the 52-bit multipliers need every value below 4q < 2^52.
+const LAZY_CAP: u64 = 4;
+
 super::simd::simd_ntt_kernels!("avx512f,avx512dq,avx512ifma");
 
 /// Barrett constants of a modulus q < 2^50 with k bits for [`mul_pointwise`]:

@@ -3,8 +3,10 @@
 //! `sub`, `csub` (x ≥ b ? x − b : x), `mul_shoup_lazy`, `split` and `join`
 //! (gather the X and Y operands of a stage with gap < LANES from two
 //! consecutive vectors, and back), then invokes `simd_ntt_kernels!` with its
-//! target features. The arithmetic is exactly the scalar reference's, so the
-//! outputs are bit-identical.
+//! target features, and `LAZY_CAP`, how many multiples of q its lazy values
+//! may reach (8 where 8q and its products fit the kernel's word, else 4).
+//! Intermediate values may differ from the scalar reference's, which reduces
+//! at every stage, but both end fully reduced, so outputs are bit-identical.
 
 macro_rules! simd_ntt_kernels {
     ($feat:literal) => {
@@ -15,20 +17,68 @@ macro_rules! simd_ntt_kernels {
         const BLOCK: usize = 1 << 11;
 
         /// Forward butterflies on consecutive groups of `2·gap` values of `a`
-        /// (gap ≥ LANES); group j uses twiddle `tw_base + j`.
+        /// (gap ≥ LANES); group j uses twiddle `tw_base + j`. X is first
+        /// reduced by `red[0]`, then `red[1]` (the first R of them).
         #[target_feature(enable = $feat)]
-        fn fwd_stage(t: &NttTable, a: &mut [u64], tw_base: usize, gap: usize) {
+        fn fwd_stage<const R: usize>(
+            t: &NttTable,
+            a: &mut [u64],
+            tw_base: usize,
+            gap: usize,
+            red: [u64; 2],
+        ) {
             let tw = t.fwd_twiddles();
             let q = t.modulus().value();
-            let (vq, v2q) = (splat(q), splat(2 * q));
+            let (vq, v2q, red) = (splat(q), splat(2 * q), [splat(red[0]), splat(red[1])]);
             for (j, grp) in a.chunks_exact_mut(2 * gap).enumerate() {
                 let (w, ws) = (splat(tw.w[tw_base + j]), splat(tw.ws[tw_base + j]));
                 let (lo, hi) = grp.split_at_mut(gap);
                 for (x, y) in lo.chunks_exact_mut(LANES).zip(hi.chunks_exact_mut(LANES)) {
-                    let u = csub(load(x), v2q);
+                    let mut u = load(x);
+                    for r in &red[..R] {
+                        u = csub(u, *r);
+                    }
                     let v = mul_shoup_lazy(load(y), w, ws, vq);
                     store(x, add(u, v));
                     store(y, sub(add(u, v2q), v));
+                }
+            }
+        }
+
+        /// Plans the reductions of the large forward stages: values stay
+        /// below `cap·q`; each stage adds at most 2q, so X is reduced by
+        /// cap/2·q only when skipping would pass the cap. The last large stage
+        /// brings X below 2q so the small stages start below 4q.
+        #[derive(Clone, Copy)]
+        struct FwdPlan {
+            q: u64,
+            cap: u64,
+            bound: u64,
+        }
+
+        impl FwdPlan {
+            fn new(q: u64) -> Self {
+                let cap = if q < (1 << 61) { LAZY_CAP } else { 4 };
+                Self { q, cap, bound: 1 }
+            }
+
+            #[target_feature(enable = $feat)]
+            fn stage(&mut self, t: &NttTable, a: &mut [u64], tw_base: usize, gap: usize) {
+                let q = self.q;
+                if gap == LANES {
+                    // Below 2q from below bound·q ≤ 8q: by 4q if needed, then 2q.
+                    if self.bound > 4 {
+                        fwd_stage::<2>(t, a, tw_base, gap, [4 * q, 2 * q]);
+                    } else {
+                        fwd_stage::<1>(t, a, tw_base, gap, [2 * q, 0]);
+                    }
+                    self.bound = 4;
+                } else if self.bound + 2 > self.cap {
+                    fwd_stage::<1>(t, a, tw_base, gap, [self.cap / 2 * q, 0]);
+                    self.bound = self.cap / 2 + 2;
+                } else {
+                    fwd_stage::<0>(t, a, tw_base, gap, [0, 0]);
+                    self.bound += 2;
                 }
             }
         }
@@ -63,17 +113,18 @@ macro_rules! simd_ntt_kernels {
         pub(crate) fn forward(t: &NttTable, a: &mut [u64]) {
             let n = t.degree();
             assert_eq!(a.len(), n, "NTT input length");
+            let mut plan = FwdPlan::new(t.modulus().value());
             let (mut gap, mut groups) = (n / 2, 1);
             while 2 * gap > BLOCK {
-                fwd_stage(t, a, groups, gap);
+                plan.stage(t, a, groups, gap);
                 groups *= 2;
                 gap /= 2;
             }
             let block = n.min(BLOCK);
             for (b, blk) in a.chunks_exact_mut(block).enumerate() {
-                let (mut gap, mut groups) = (gap, groups);
+                let (mut gap, mut groups, mut plan) = (gap, groups, plan);
                 while gap >= LANES {
-                    fwd_stage(t, blk, groups + b * block / (2 * gap), gap);
+                    plan.stage(t, blk, groups + b * block / (2 * gap), gap);
                     groups *= 2;
                     gap /= 2;
                 }
