@@ -28,6 +28,7 @@ pub mod error;
 pub mod evaluator;
 pub mod keys;
 pub mod params;
+pub mod polynomial;
 pub mod precision;
 
 pub use encoder::Encoder;
