@@ -24,7 +24,7 @@ fn ms(d: Duration) -> String {
 /// Runs every step, prints the summary, and fails if any check failed.
 pub fn run() -> anyhow::Result<()> {
     println!("hecloud demo: every result below is checked against a plaintext reference.\n");
-    let steps = vec![ntt_product()?];
+    let steps = vec![ntt_product()?, ckks_statistics()?, tfhe_integers()?];
     let mut table = Table::new("demo", &["step", "result", "time", "detail"]);
     for s in &steps {
         table.push(vec![
@@ -109,5 +109,49 @@ fn ntt_product() -> anyhow::Result<Step> {
             CHECKED * LIMBS
         ),
         time: total,
+    })
+}
+
+/// CKKS: encrypted mean and variance of real numbers, against plaintext.
+fn ckks_statistics() -> anyhow::Result<Step> {
+    const COUNT: usize = 1000;
+    /// CKKS is approximate: the decrypted statistics must match to 1e-4 (relative).
+    const TOLERANCE: f64 = 1e-4;
+    let mut rng = Sampler::from_os();
+    let values: Vec<f64> = (0..COUNT)
+        .map(|_| (rng.next_u64() >> 11) as f64 / (1u64 << 53) as f64 * 20.0 - 10.0)
+        .collect();
+    println!("\n[ckks] mean and variance of {COUNT} encrypted reals in [-10, 10]");
+    let r = hecloud_ckks::demo::mean_variance_demo(&values)?;
+    println!("  {}", r.to_string().replace('\n', "\n  "));
+    let err = r.max_rel_error();
+    Ok(Step {
+        name: "CKKS mean + variance",
+        ok: err <= TOLERANCE,
+        detail: format!(
+            "N={}, max relative error {err:.1e} (bound {TOLERANCE:.0e})",
+            r.n
+        ),
+        time: Duration::from_secs_f64((r.encrypt_ms + r.compute_ms + r.decrypt_ms) / 1e3),
+    })
+}
+
+/// TFHE: encrypted sum of 32-bit numbers and an encrypted comparison.
+fn tfhe_integers() -> anyhow::Result<Step> {
+    println!(
+        "\n[tfhe] encrypted sum of four 32-bit numbers and a 32-bit comparison (bit-level circuits)"
+    );
+    let r = hecloud_circuits::demo::run_tfhe_demo()?;
+    println!("  {}", r.to_string().replace('\n', "\n  "));
+    Ok(Step {
+        name: "TFHE sum + compare, 32-bit",
+        ok: r.ok(),
+        detail: format!(
+            "{} + {} bootstraps (keygen {:.1} s)",
+            r.sum_bootstraps,
+            r.cmp_bootstraps,
+            r.keygen.as_secs_f64()
+        ),
+        time: r.sum_time + r.cmp_time,
     })
 }
