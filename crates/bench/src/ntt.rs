@@ -19,7 +19,7 @@ use hecloud_math::{BaseConverter, Domain, NttTable, RnsBasis, Sampler};
 use crate::BenchOptions;
 use crate::peers::lattigo;
 use crate::report::{ResultLine, Table};
-use crate::timing::median_time;
+use crate::timing::min_time;
 
 fn us(d: Duration) -> f64 {
     d.as_secs_f64() * 1e6
@@ -35,12 +35,13 @@ fn fmt(x: f64) -> String {
 
 /// Runs the experiment.
 pub fn run(opts: &BenchOptions) -> anyhow::Result<()> {
+    // Many short batches, fastest kept: see `timing::min_time`.
     let (samples, batch) = if opts.quick {
-        (5, Duration::from_millis(10))
+        (20, Duration::from_millis(2))
     } else {
-        (9, Duration::from_millis(40))
+        (60, Duration::from_millis(3))
     };
-    let time = |op: &mut dyn FnMut()| us(median_time(samples, batch, op));
+    let time = |op: &mut dyn FnMut()| us(min_time(samples, batch, op));
     let log_ns: Vec<u32> = if opts.quick {
         vec![12, 14, 16]
     } else {

@@ -65,7 +65,7 @@ pub mod lattigo {
                 format!("{logn}:{}", qs.join(","))
             })
             .collect();
-        let (batch, samples) = if quick { ("10", "5") } else { ("40", "9") };
+        let (batch, samples) = if quick { ("2", "20") } else { ("3", "60") };
         let out = Command::new(bin)
             .args(["-min-batch-ms", batch, "-samples", samples])
             .args(&args)
