@@ -152,46 +152,20 @@ fn convert_limb(m: &Modulus, y: &[u64], n: usize, w: &[u64], out: &mut [u64]) {
     }
 }
 
-/// The ModUp'ed, NTT-transformed digit j at target limb t into `scratch`,
-/// or the input limb itself when t belongs to the digit.
-#[inline]
-#[allow(clippy::too_many_arguments)]
-fn digit_at<'a>(
-    lt: &LevelTables,
-    j: usize,
-    t: usize,
-    d: &'a RnsPoly,
-    y: &[u64],
-    scratch: &'a mut [u64],
-) -> &'a [u64] {
-    let dg = &lt.digits[j];
-    if (dg.start..dg.end).contains(&t) {
-        return d.limb(t);
-    }
-    let n = d.degree();
-    let table = &lt.qp.tables()[t];
-    convert_limb(
-        table.modulus(),
-        &y[dg.start * n..dg.end * n],
-        n,
-        &dg.qhat_mod_t[t],
-        scratch,
-    );
-    default_backend().ntt_forward(table, scratch);
-    scratch
-}
-
 /// Per-thread scratch of the inner product.
 struct Scratch {
     limb: Vec<u64>,
+    /// Every digit's limb for one target.
+    digits: Vec<u64>,
     acc0: Vec<u128>,
     acc1: Vec<u128>,
 }
 
 impl Scratch {
-    fn new(n: usize) -> Self {
+    fn new(n: usize, digits: usize) -> Self {
         Self {
             limb: take(n),
+            digits: take(digits * n),
             acc0: take_wide(n),
             acc1: take_wide(n),
         }
@@ -201,6 +175,7 @@ impl Scratch {
 impl Drop for Scratch {
     fn drop(&mut self) {
         give(std::mem::take(&mut self.limb));
+        give(std::mem::take(&mut self.digits));
         give_wide(std::mem::take(&mut self.acc0));
         give_wide(std::mem::take(&mut self.acc1));
     }
@@ -243,6 +218,40 @@ fn mul_acc_perm(
     }
 }
 
+/// o0 = Σ_j src_j · b_j[ki], o1 = Σ_j src_j · a_j[ki] (mod m), in blocks
+/// of coefficients so the 128-bit sums stay in L1.
+#[allow(clippy::too_many_arguments)]
+fn inner_product_blocked(
+    m: &Modulus,
+    srcs: &[&[u64]],
+    kb: &[RnsPoly],
+    ka: &[RnsPoly],
+    ki: usize,
+    n: usize,
+    o0: &mut [u64],
+    o1: &mut [u64],
+) {
+    const B: usize = 256;
+    let mut acc0 = [0u128; B];
+    let mut acc1 = [0u128; B];
+    for c0 in (0..n).step_by(B) {
+        let len = B.min(n - c0);
+        acc0[..len].fill(0);
+        acc1[..len].fill(0);
+        for (j, src) in srcs.iter().enumerate() {
+            let b = &kb[j].limb(ki)[c0..c0 + len];
+            let a = &ka[j].limb(ki)[c0..c0 + len];
+            mul_acc(&mut acc0[..len], &mut acc1[..len], &src[c0..c0 + len], b, a);
+            if j % 16 == 15 {
+                reduce_acc(m, &mut acc0[..len]);
+                reduce_acc(m, &mut acc1[..len]);
+            }
+        }
+        finish(m, &acc0[..len], &mut o0[c0..c0 + len]);
+        finish(m, &acc1[..len], &mut o1[c0..c0 + len]);
+    }
+}
+
 fn reduce_acc(m: &Modulus, acc: &mut [u128]) {
     for a in acc.iter_mut() {
         *a = m.reduce_u128(*a) as u128;
@@ -256,7 +265,7 @@ fn finish(m: &Modulus, acc: &[u128], out: &mut [u64]) {
 }
 
 /// Runs `f(t, out0_t, out1_t, scratch)` for every target limb of Q_l ∪ P.
-fn for_each_target<F>(n: usize, out0: &mut RnsPoly, out1: &mut RnsPoly, f: F)
+fn for_each_target<F>(n: usize, digits: usize, out0: &mut RnsPoly, out1: &mut RnsPoly, f: F)
 where
     F: Fn(usize, &mut [u64], &mut [u64], &mut Scratch) + Sync + Send,
 {
@@ -266,9 +275,9 @@ where
         o0.par_chunks_exact_mut(n)
             .zip(o1.par_chunks_exact_mut(n))
             .enumerate()
-            .for_each_init(|| Scratch::new(n), |s, (t, (a, b))| f(t, a, b, s));
+            .for_each_init(|| Scratch::new(n, digits), |s, (t, (a, b))| f(t, a, b, s));
     } else {
-        let mut s = Scratch::new(n);
+        let mut s = Scratch::new(n, digits);
         for (t, (a, b)) in o0
             .chunks_exact_mut(n)
             .zip(o1.chunks_exact_mut(n))
@@ -289,27 +298,37 @@ pub fn key_switch_ext(params: &Parameters, d: &RnsPoly, key: &SwitchingKey) -> R
     let y = modup_prepare(lt, d);
     let mut out0 = poly_uninit(&lt.qp, Domain::Ntt);
     let mut out1 = poly_uninit(&lt.qp, Domain::Ntt);
-    for_each_target(n, &mut out0, &mut out1, |t, o0, o1, s| {
+    let digits = lt.digits.len();
+    for_each_target(n, digits, &mut out0, &mut out1, |t, o0, o1, s| {
         let m = lt.qp.moduli()[t];
         let ki = key_index(params, level, t);
-        s.acc0.fill(0);
-        s.acc1.fill(0);
-        for j in 0..lt.digits.len() {
-            let src = digit_at(lt, j, t, d, &y, &mut s.limb);
-            mul_acc(
-                &mut s.acc0,
-                &mut s.acc1,
-                src,
-                key.b[j].limb(ki),
-                key.a[j].limb(ki),
-            );
-            if j % 16 == 15 {
-                reduce_acc(&m, &mut s.acc0);
-                reduce_acc(&m, &mut s.acc1);
+        // Every digit's ModUp'ed limb t first, then one blocked pass of the
+        // inner product with 128-bit sums that stay in L1.
+        let mut srcs: Vec<&[u64]> = Vec::with_capacity(digits);
+        if s.digits.len() < digits * n {
+            s.digits.resize(digits * n, 0);
+        }
+        let mut rest: &mut [u64] = &mut s.digits[..digits * n];
+        for j in 0..digits {
+            let (head, tail) = rest.split_at_mut(n);
+            rest = tail;
+            let dg = &lt.digits[j];
+            if (dg.start..dg.end).contains(&t) {
+                srcs.push(d.limb(t));
+            } else {
+                let table = &lt.qp.tables()[t];
+                convert_limb(
+                    table.modulus(),
+                    &y[dg.start * n..dg.end * n],
+                    n,
+                    &dg.qhat_mod_t[t],
+                    head,
+                );
+                default_backend().ntt_forward(table, head);
+                srcs.push(head);
             }
         }
-        finish(&m, &s.acc0, o0);
-        finish(&m, &s.acc1, o1);
+        inner_product_blocked(&m, &srcs, &key.b, &key.a, ki, n, o0, o1);
     });
     give(y);
     Ok(ExtPair {
@@ -382,7 +401,7 @@ pub fn key_switch_hoisted_ext(
     }
     let mut out0 = poly_uninit(&lt.qp, Domain::Ntt);
     let mut out1 = poly_uninit(&lt.qp, Domain::Ntt);
-    for_each_target(n, &mut out0, &mut out1, |t, o0, o1, s| {
+    for_each_target(n, 0, &mut out0, &mut out1, |t, o0, o1, s| {
         let m = lt.qp.moduli()[t];
         let ki = key_index(params, level, t);
         s.acc0.fill(0);
@@ -445,14 +464,13 @@ fn divide_out(
     }
     // v = round(Σ_m y_m / r_m): Σ y_m·(R/r_m) − v·R is x mod R, centered.
     let mut v = take(n);
-    v.iter_mut().for_each(|e| *e = 0);
-    let mut frac = vec![0f64; n];
-    for (k, inv) in tables.r_inv_f64.iter().enumerate() {
-        for (f, &ym) in frac.iter_mut().zip(&y[k * n..(k + 1) * n]) {
-            *f += ym as f64 * inv;
-        }
-    }
-    for (e, f) in v.iter_mut().zip(&frac) {
+    for (c, e) in v.iter_mut().enumerate() {
+        let f: f64 = tables
+            .r_inv_f64
+            .iter()
+            .enumerate()
+            .map(|(k, inv)| y[k * n + c] as f64 * inv)
+            .sum();
         *e = f.round() as u64;
     }
     let mut out = poly_uninit(target, Domain::Ntt);
