@@ -11,24 +11,8 @@ use std::time::{Duration, Instant};
 /// });
 /// assert!(t > std::time::Duration::ZERO);
 /// ```
-pub fn median_time(samples: usize, min_batch: Duration, mut op: impl FnMut()) -> Duration {
-    op();
-    // Calibrate how many calls fill one batch.
-    let start = Instant::now();
-    let mut calls = 0u32;
-    while start.elapsed() < min_batch || calls == 0 {
-        op();
-        calls += 1;
-    }
-    let mut per_call: Vec<Duration> = (0..samples.max(1))
-        .map(|_| {
-            let t = Instant::now();
-            for _ in 0..calls {
-                op();
-            }
-            t.elapsed() / calls
-        })
-        .collect();
+pub fn median_time(samples: usize, min_batch: Duration, op: impl FnMut()) -> Duration {
+    let mut per_call = batch_times(samples, min_batch, op);
     per_call.sort();
     per_call[per_call.len() / 2]
 }
@@ -43,7 +27,16 @@ pub fn median_time(samples: usize, min_batch: Duration, mut op: impl FnMut()) ->
 /// });
 /// assert!(t > std::time::Duration::ZERO);
 /// ```
-pub fn min_time(samples: usize, min_batch: Duration, mut op: impl FnMut()) -> Duration {
+pub fn min_time(samples: usize, min_batch: Duration, op: impl FnMut()) -> Duration {
+    batch_times(samples, min_batch, op)
+        .into_iter()
+        .min()
+        .expect("at least one batch")
+}
+
+/// Time per call in each of `samples` (at least one) batches, after one
+/// warm-up call and a calibration of how many calls fill `min_batch`.
+fn batch_times(samples: usize, min_batch: Duration, mut op: impl FnMut()) -> Vec<Duration> {
     op();
     let start = Instant::now();
     let mut calls = 0u32;
@@ -59,8 +52,7 @@ pub fn min_time(samples: usize, min_batch: Duration, mut op: impl FnMut()) -> Du
             }
             t.elapsed() / calls
         })
-        .min()
-        .expect("at least one sample")
+        .collect()
 }
 
 /// Seconds of one run of `op` (for operations too long to repeat).
