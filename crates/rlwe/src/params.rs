@@ -80,6 +80,10 @@ pub(crate) struct DigitTables {
     /// For each target t of Q_l ∪ P (index space of the level): (Q_j/q_i) mod t
     /// for i in the digit; empty for targets inside the digit.
     pub qhat_mod_t: Vec<Vec<u64>>,
+    /// Q_j mod t for every target t (to center the digit).
+    pub qj_mod_t: Vec<u64>,
+    /// 1 / q_i as floats for i in the digit.
+    pub q_inv_f64: Vec<f64>,
 }
 
 /// Precomputed tables of one level.
@@ -427,11 +431,18 @@ fn level_tables(
                 }
             })
             .collect();
+        let qj_mod_t = targets
+            .iter()
+            .map(|tm| prod_mod(tm, dm, usize::MAX))
+            .collect();
+        let q_inv_f64 = dm.iter().map(|m| 1.0 / m.value() as f64).collect();
         digits.push(DigitTables {
             start,
             end,
             qhat_inv,
             qhat_mod_t,
+            qj_mod_t,
+            q_inv_f64,
         });
         start = end;
     }
