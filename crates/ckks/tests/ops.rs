@@ -17,6 +17,9 @@ struct Fixture {
 
 const ROTATIONS: [i64; 9] = [1, 2, 3, 4, 7, 16, 100, -1, -5];
 
+/// Precision bounds sit 2–4 bits under what N = 2^11, Δ = 2^45 gives
+/// (31–34 bits), so a biased rounding or an uncentered key-switching digit
+/// (which concentrate errors in a few slots and cost 5–10 bits) fails.
 fn fixture() -> &'static Fixture {
     static F: OnceLock<Fixture> = OnceLock::new();
     F.get_or_init(|| {
@@ -113,7 +116,7 @@ fn additive_operations_match_plaintext() {
         "sub",
     );
     let neg: Vec<Complex64> = a.iter().map(|x| -x).collect();
-    f.check(&neg, &f.eval.neg(&ca).unwrap(), 25.0, "neg");
+    f.check(&neg, &f.eval.neg(&ca).unwrap(), 30.0, "neg");
     let pb = f.enc.encode(&b, 4, f.params.default_scale()).unwrap();
     f.check(
         &zip(|x, y| x + y),
@@ -129,24 +132,24 @@ fn additive_operations_match_plaintext() {
     );
     let c = Complex64::new(0.3, -1.7);
     let want: Vec<Complex64> = a.iter().map(|x| x + c).collect();
-    f.check(&want, &f.eval.add_const(&ca, c).unwrap(), 25.0, "add_const");
+    f.check(&want, &f.eval.add_const(&ca, c).unwrap(), 30.0, "add_const");
     let want: Vec<Complex64> = a.iter().map(|x| x * 7.0).collect();
     let r = f.eval.mul_int(&ca, 7).unwrap();
     assert_eq!(r.level(), 4);
-    f.check(&want, &r, 22.0, "mul_int");
+    f.check(&want, &r, 29.0, "mul_int");
     let want: Vec<Complex64> = a.iter().map(|x| x * -3.0).collect();
     let r = f.eval.mul_const(&ca, -3.0).unwrap();
     assert_eq!(r.level(), 4, "integer constants cost no level");
-    f.check(&want, &r, 22.0, "mul_const int");
+    f.check(&want, &r, 29.0, "mul_const int");
     let want: Vec<Complex64> = a.iter().map(|x| x * 0.123).collect();
     let r = f.eval.mul_const(&ca, 0.123).unwrap();
     assert_eq!(r.level(), 3);
-    f.check(&want, &r, 25.0, "mul_const real");
+    f.check(&want, &r, 30.0, "mul_const real");
     // Level matching: a at level 4 plus b at level 2.
     let cb2 = f.encrypt(&b, 2);
     let s = f.eval.add(&ca, &cb2).unwrap();
     assert_eq!(s.level(), 2);
-    f.check(&zip(|x, y| x + y), &s, 25.0, "add across levels");
+    f.check(&zip(|x, y| x + y), &s, 30.0, "add across levels");
 }
 
 #[test]
@@ -167,19 +170,19 @@ fn multiplications_match_plaintext() {
     );
     let r = f.eval.rescale(&f.eval.relinearize(&t).unwrap()).unwrap();
     assert_eq!((r.level(), r.degree()), (3, 1));
-    f.check(&prod, &r, 25.0, "mul relin rescale");
+    f.check(&prod, &r, 30.0, "mul relin rescale");
     // Fused.
     let fused = f.eval.mul_relin_rescale(&ca, &cb).unwrap();
     assert_eq!(fused.level(), 3);
     assert!(((fused.scale() - r.scale()) / r.scale()).abs() < 1e-12);
-    f.check(&prod, &fused, 25.0, "fused mul_relin_rescale");
+    f.check(&prod, &fused, 30.0, "fused mul_relin_rescale");
     // Plaintext product.
     let pb = f.enc.encode(&b, 4, f.params.default_scale()).unwrap();
     let r = f
         .eval
         .rescale(&f.eval.mul_plain(&ca, &pb).unwrap())
         .unwrap();
-    f.check(&prod, &r, 25.0, "mul_plain");
+    f.check(&prod, &r, 30.0, "mul_plain");
     // Depth 4: a^16 over the whole modulus chain; a scaled into the unit disc.
     let small: Vec<Complex64> = a.iter().map(|x| x * 0.7).collect();
     let mut ct = f.encrypt(&small, 4);
@@ -189,7 +192,7 @@ fn multiplications_match_plaintext() {
         want.iter_mut().for_each(|x| *x = *x * *x);
     }
     assert_eq!(ct.level(), 0);
-    f.check(&want, &ct, 18.0, "a^16");
+    f.check(&want, &ct, 27.0, "a^16");
     // Levels exhausted: typed errors.
     assert!(matches!(
         f.eval.mul_relin_rescale(&ct, &ct),
@@ -228,10 +231,10 @@ fn rotations_conjugation_and_sums_match_plaintext() {
     }
     let hoisted = f.eval.rotate_hoisted(&ca, &ROTATIONS).unwrap();
     for (k, ct) in ROTATIONS.iter().zip(&hoisted) {
-        f.check(&rot(*k), ct, 22.0, &format!("hoisted rotate {k}"));
+        f.check(&rot(*k), ct, 29.0, &format!("hoisted rotate {k}"));
     }
     let conj: Vec<Complex64> = a.iter().map(|x| x.conj()).collect();
-    f.check(&conj, &f.eval.conjugate(&ca).unwrap(), 22.0, "conjugate");
+    f.check(&conj, &f.eval.conjugate(&ca).unwrap(), 29.0, "conjugate");
     // Rotate-and-sum over 64 slots.
     let sums: Vec<Complex64> = (0..slots)
         .map(|i| (0..64).map(|t| a[(i + t) % slots]).sum())
