@@ -22,7 +22,7 @@ use hecloud_rlwe::ParametersLiteral;
 use num_complex::Complex64;
 
 use crate::BenchOptions;
-use crate::peers::{json_number, peer_dir};
+use crate::peers::{build_go, json_number, peer_dir};
 use crate::report::{ResultLine, Table};
 use crate::timing::median_time;
 
@@ -158,14 +158,8 @@ fn parse(line: &str) -> Figures {
 
 /// Builds and runs the Lattigo peer at `lit`.
 fn lattigo(lit: &ParametersLiteral, log_scale: u32, samples: usize) -> anyhow::Result<Figures> {
-    let dir = peer_dir("lattigo-ckks");
-    let status = Command::new("go")
-        .args(["build", "-o", "build/lattigo-ckks-peer", "."])
-        .current_dir(&dir)
-        .status()
-        .map_err(|e| anyhow::anyhow!("cannot run `go` (is Go installed?): {e}"))?;
-    anyhow::ensure!(status.success(), "building {} failed", dir.display());
-    let out = Command::new(dir.join("build/lattigo-ckks-peer"))
+    let bin = build_go("lattigo-ckks", "lattigo-ckks-peer")?;
+    let out = Command::new(bin)
         .args(["-logn", &lit.log_n.to_string()])
         .args(["-logq", &list(&lit.log_q), "-logp", &list(&lit.log_p)])
         .args(["-scale", &log_scale.to_string()])

@@ -13,6 +13,25 @@ pub fn peer_dir(name: &str) -> PathBuf {
     root.join(name)
 }
 
+/// Builds the Go program in `bench/peers/<name>` into `build/<bin>` (the Go
+/// toolchain fetches the peer module from the Go module proxy on first use)
+/// and returns the binary's path.
+pub fn build_go(name: &str, bin: &str) -> anyhow::Result<PathBuf> {
+    let dir = peer_dir(name);
+    let out = format!("build/{bin}");
+    let status = Command::new("go")
+        .args(["build", "-o", &out, "."])
+        .current_dir(&dir)
+        .status()
+        .map_err(|e| anyhow::anyhow!("cannot run `go` (is Go installed?): {e}"))?;
+    anyhow::ensure!(
+        status.success(),
+        "building the Go peer in {} failed",
+        dir.display()
+    );
+    Ok(dir.join(out))
+}
+
 /// Pulls `"key": number` out of a flat JSON object line.
 pub fn json_number(line: &str, key: &str) -> Option<f64> {
     let pat = format!("\"{key}\":");
@@ -37,27 +56,9 @@ pub mod lattigo {
         pub mul_ns: f64,
     }
 
-    /// Builds the peer program (the Go toolchain fetches Lattigo from the Go
-    /// module proxy on first use) and returns its path.
-    pub fn build() -> anyhow::Result<PathBuf> {
-        let dir = peer_dir("lattigo");
-        let bin = dir.join("build/lattigo-peer");
-        let status = Command::new("go")
-            .args(["build", "-o", "build/lattigo-peer", "."])
-            .current_dir(&dir)
-            .status()
-            .map_err(|e| anyhow::anyhow!("cannot run `go` (is Go installed?): {e}"))?;
-        anyhow::ensure!(
-            status.success(),
-            "building the Lattigo peer failed in {}",
-            dir.display()
-        );
-        Ok(bin)
-    }
-
     /// Times Lattigo's ring NTT for each (log n, primes) on one goroutine.
     pub fn ring_times(specs: &[(u32, Vec<u64>)], quick: bool) -> anyhow::Result<Vec<RingTimes>> {
-        let bin = build()?;
+        let bin = build_go("lattigo", "lattigo-peer")?;
         let args: Vec<String> = specs
             .iter()
             .map(|(logn, qs)| {
