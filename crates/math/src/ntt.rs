@@ -69,7 +69,7 @@ impl std::fmt::Debug for NttTable {
 }
 
 /// Twiddle values with their Shoup companions.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub(crate) struct Twiddles {
     pub(crate) w: Vec<u64>,
     pub(crate) ws: Vec<u64>,

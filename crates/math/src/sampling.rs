@@ -106,14 +106,15 @@ impl Sampler {
         RnsPoly::from_limbs(basis, domain, data).expect("residues below their primes")
     }
 
-    /// n coefficients uniform in {−1, 0, 1}, branch-free.
+    /// n coefficients uniform in {−1, 0, 1}. The mapping of a byte to a
+    /// coefficient is branch-free; the only branch rejects the byte 255,
+    /// which reveals nothing about the coefficients kept.
     pub fn ternary(&mut self, n: usize) -> Vec<i64> {
         // A byte below 255 is uniform on 0..255 = 3·85; map it to {−1, 0, 1}.
         let mut out = Vec::with_capacity(n);
         while out.len() < n {
             let b = (self.rng.next_u32() & 0xff) as i64;
-            let keep = b < 255;
-            if keep {
+            if b < 255 {
                 out.push(b % 3 - 1);
             }
         }
