@@ -9,6 +9,14 @@ pub enum MathError {
     /// A modulus outside `2..2^62`.
     #[error("modulus {0} is outside 2..2^62")]
     ModulusOutOfRange(u64),
+    /// A residue that is not below its prime.
+    #[error("residue {value} is not below its modulus {q}")]
+    ResidueOutOfRange {
+        /// The residue.
+        value: u64,
+        /// The modulus it must be below.
+        q: u64,
+    },
     /// A ring degree that is not a power of two in the supported range.
     #[error("ring degree {0} is not a power of two in 2^{min}..=2^{max}", min = crate::ntt::MIN_LOG_N, max = crate::ntt::MAX_LOG_N)]
     InvalidDegree(usize),

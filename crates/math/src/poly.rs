@@ -251,7 +251,10 @@ impl RnsPoly {
         }
         for (limb, m) in data.chunks_exact(basis.degree()).zip(basis.moduli()) {
             if let Some(&bad) = limb.iter().find(|&&x| x >= m.value()) {
-                return Err(MathError::ModulusOutOfRange(bad));
+                return Err(MathError::ResidueOutOfRange {
+                    value: bad,
+                    q: m.value(),
+                });
             }
         }
         Ok(Self {

@@ -166,7 +166,17 @@ fn mismatched_operands_are_typed_errors() {
         })
     ));
     let q0 = a.basis().moduli()[0].value();
-    assert!(RnsPoly::from_limbs(a.basis(), Domain::Ntt, vec![q0; 128]).is_err());
+    assert_eq!(
+        RnsPoly::from_limbs(a.basis(), Domain::Ntt, vec![q0; 128]),
+        Err(MathError::ResidueOutOfRange { value: q0, q: q0 })
+    );
+    assert!(matches!(
+        RnsPoly::from_limbs(a.basis(), Domain::Ntt, vec![0; 127]),
+        Err(MathError::LengthMismatch {
+            expected: 128,
+            found: 127
+        })
+    ));
     assert!(matches!(
         RnsBasis::new(64, &[]),
         Err(MathError::TooFewModuli { .. })
