@@ -72,16 +72,9 @@ impl BitEngine for ClearEngine {
     }
 
     fn linear(&self, expr: &Expr<'_, u64>) -> Result<WireOf<Self>> {
-        let (lo, hi) = expr.range();
-        if lo < 0 || hi >= PLAINTEXT_SPACE as i64 {
-            return Err(CircuitError::OutOfPlaintextSpace {
-                min: lo,
-                max: hi,
-                space: PLAINTEXT_SPACE,
-            });
-        }
+        let (_, hi) = expr.checked_range()?;
         let v = check_space(expr.eval_with(|c| *c))?;
-        Ok(Wire::from_parts(v, hi as u64, expr.noise()))
+        Ok(Wire::from_parts(v, hi, expr.noise()))
     }
 
     fn eval_layer(&self, ops: &[LutOp<'_, u64>]) -> Result<Vec<Vec<WireOf<Self>>>> {

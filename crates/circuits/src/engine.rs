@@ -157,6 +157,20 @@ impl<'a, C> Expr<'a, C> {
         (lo, hi)
     }
 
+    /// [`range`](Self::range), or an error if any value it can take falls
+    /// outside the plaintext space [0, PLAINTEXT_SPACE).
+    pub fn checked_range(&self) -> Result<(u64, u64)> {
+        let (lo, hi) = self.range();
+        if lo < 0 || hi >= PLAINTEXT_SPACE as i64 {
+            return Err(CircuitError::OutOfPlaintextSpace {
+                min: lo,
+                max: hi,
+                space: PLAINTEXT_SPACE,
+            });
+        }
+        Ok((lo as u64, hi as u64))
+    }
+
     /// Noise: `Σ wᵢ² · noise(xᵢ)`.
     pub fn noise(&self) -> u64 {
         self.terms
@@ -226,14 +240,7 @@ pub fn plan<C>(op: &LutOp<'_, C>) -> Result<Plan> {
             max: MAX_LUTS_PER_OP,
         });
     }
-    let (lo, hi) = op.expr.range();
-    if lo < 0 || hi >= PLAINTEXT_SPACE as i64 {
-        return Err(CircuitError::OutOfPlaintextSpace {
-            min: lo,
-            max: hi,
-            space: PLAINTEXT_SPACE,
-        });
-    }
+    let (lo, hi) = op.expr.checked_range()?;
     let noise = op.expr.noise();
     if noise > NOISE_BUDGET {
         return Err(CircuitError::NoiseBudgetExceeded {
@@ -241,7 +248,6 @@ pub fn plan<C>(op: &LutOp<'_, C>) -> Result<Plan> {
             budget: NOISE_BUDGET,
         });
     }
-    let (lo, hi) = (lo as u64, hi as u64);
     // A many-LUT bootstrap with k tables needs inputs < 16 / k (and k ≤ 8).
     let per = ((PLAINTEXT_SPACE / (hi + 1)) as usize).clamp(1, 8).min(n);
     let out_max = op

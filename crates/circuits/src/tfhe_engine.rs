@@ -187,19 +187,8 @@ impl BitEngine for TfheEngine {
     }
 
     fn linear(&self, expr: &Expr<'_, Ciphertext>) -> Result<WireOf<Self>> {
-        let (lo, hi) = expr.range();
-        if lo < 0 || hi >= PLAINTEXT_SPACE as i64 {
-            return Err(CircuitError::OutOfPlaintextSpace {
-                min: lo,
-                max: hi,
-                space: PLAINTEXT_SPACE,
-            });
-        }
-        Ok(Wire::from_parts(
-            self.combine(expr, hi as u64),
-            hi as u64,
-            expr.noise(),
-        ))
+        let (_, hi) = expr.checked_range()?;
+        Ok(Wire::from_parts(self.combine(expr, hi), hi, expr.noise()))
     }
 
     fn eval_layer(&self, ops: &[LutOp<'_, Ciphertext>]) -> Result<Vec<Vec<WireOf<Self>>>> {
