@@ -27,6 +27,19 @@ use crate::pool::{give, give_wide, poly_uninit, recycle, take, take_wide};
 /// Below this many coefficients per limb, limb loops stay on one thread.
 const PARALLEL_MIN_N: usize = 1 << 11;
 
+/// Runs `work(limb_index, limb)` on every n-coefficient limb of `data`, on
+/// several threads from degree PARALLEL_MIN_N up.
+fn for_each_limb<F>(data: &mut [u64], n: usize, work: F)
+where
+    F: Fn((usize, &mut [u64])) + Sync + Send,
+{
+    if n >= PARALLEL_MIN_N {
+        data.par_chunks_exact_mut(n).enumerate().for_each(work);
+    } else {
+        data.chunks_exact_mut(n).enumerate().for_each(work);
+    }
+}
+
 /// The two components of a key-switching result over Q_l ∪ P (NTT domain),
 /// before the division by P.
 #[derive(Debug, Clone)]
@@ -106,11 +119,7 @@ fn modup_prepare(lt: &LevelTables, d: &RnsPoly) -> Vec<u64> {
             *x = m.mul_shoup(*x, c, cs);
         }
     };
-    if n >= PARALLEL_MIN_N {
-        y.par_chunks_exact_mut(n).enumerate().for_each(work);
-    } else {
-        y.chunks_exact_mut(n).enumerate().for_each(work);
-    }
+    for_each_limb(&mut y, n, work);
     y
 }
 
@@ -393,17 +402,7 @@ pub fn decompose(params: &Parameters, d: &RnsPoly) -> Result<Decomposed> {
                     default_backend().ntt_forward(table, o);
                 }
             };
-            if n >= PARALLEL_MIN_N {
-                out.data_mut()
-                    .par_chunks_exact_mut(n)
-                    .enumerate()
-                    .for_each(work);
-            } else {
-                out.data_mut()
-                    .chunks_exact_mut(n)
-                    .enumerate()
-                    .for_each(work);
-            }
+            for_each_limb(out.data_mut(), n, work);
             out
         })
         .collect();
@@ -488,11 +487,7 @@ fn divide_out(
             *v = m.mul_shoup(*v, c, cs);
         }
     };
-    if n >= PARALLEL_MIN_N {
-        y.par_chunks_exact_mut(n).enumerate().for_each(work);
-    } else {
-        y.chunks_exact_mut(n).enumerate().for_each(work);
-    }
+    for_each_limb(&mut y, n, work);
     // v = round(Σ_m y_m / r_m): Σ y_m·(R/r_m) − v·R is x mod R, centered.
     let mut v = take(n);
     for (c, e) in v.iter_mut().enumerate() {
@@ -520,17 +515,7 @@ fn divide_out(
         }
     };
     debug_assert_eq!(target.len(), keep);
-    if n >= PARALLEL_MIN_N {
-        out.data_mut()
-            .par_chunks_exact_mut(n)
-            .enumerate()
-            .for_each(work);
-    } else {
-        out.data_mut()
-            .chunks_exact_mut(n)
-            .enumerate()
-            .for_each(work);
-    }
+    for_each_limb(out.data_mut(), n, work);
     give(y);
     give(v);
     Ok(out)
@@ -609,11 +594,7 @@ pub fn add_times_p_assign(params: &Parameters, acc: &mut RnsPoly, x: &RnsPoly) -
         }
     };
     let q_part = &mut acc.data_mut()[..(level + 1) * n];
-    if n >= PARALLEL_MIN_N {
-        q_part.par_chunks_exact_mut(n).enumerate().for_each(work);
-    } else {
-        q_part.chunks_exact_mut(n).enumerate().for_each(work);
-    }
+    for_each_limb(q_part, n, work);
     Ok(())
 }
 
