@@ -22,7 +22,7 @@ use hecloud_rlwe::ParametersLiteral;
 use num_complex::Complex64;
 
 use crate::BenchOptions;
-use crate::peers::{build_go, json_number, peer_dir};
+use crate::peers::{build_go, json_number, peer_dir, run_go};
 use crate::report::{ResultLine, Table};
 use crate::timing::median_time;
 
@@ -159,19 +159,17 @@ fn parse(line: &str) -> Figures {
 /// Builds and runs the Lattigo peer at `lit`.
 fn lattigo(lit: &ParametersLiteral, log_scale: u32, samples: usize) -> anyhow::Result<Figures> {
     let bin = build_go("lattigo-ckks", "lattigo-ckks-peer")?;
-    let out = Command::new(bin)
-        .args(["-logn", &lit.log_n.to_string()])
-        .args(["-logq", &list(&lit.log_q), "-logp", &list(&lit.log_p)])
-        .args(["-scale", &log_scale.to_string()])
-        .args(["-samples", &samples.to_string()])
-        .env("GOMAXPROCS", "1")
-        .output()?;
-    anyhow::ensure!(
-        out.status.success(),
-        "Lattigo peer failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    Ok(parse(String::from_utf8(out.stdout)?.trim()))
+    let args: Vec<String> = [
+        ("-logn", lit.log_n.to_string()),
+        ("-logq", list(&lit.log_q)),
+        ("-logp", list(&lit.log_p)),
+        ("-scale", log_scale.to_string()),
+        ("-samples", samples.to_string()),
+    ]
+    .into_iter()
+    .flat_map(|(k, v)| [k.to_string(), v])
+    .collect();
+    Ok(parse(run_go(&bin, &args)?.trim()))
 }
 
 /// The venv python with TenSEAL, created on first use.

@@ -32,6 +32,22 @@ pub fn build_go(name: &str, bin: &str) -> anyhow::Result<PathBuf> {
     Ok(dir.join(out))
 }
 
+/// Runs a Go peer binary on one goroutine (`GOMAXPROCS=1`, like our
+/// single-thread figures) and returns its standard output.
+pub fn run_go(bin: &std::path::Path, args: &[String]) -> anyhow::Result<String> {
+    let out = Command::new(bin)
+        .args(args)
+        .env("GOMAXPROCS", "1")
+        .output()?;
+    anyhow::ensure!(
+        out.status.success(),
+        "{} failed: {}",
+        bin.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    Ok(String::from_utf8(out.stdout)?)
+}
+
 /// Pulls `"key": number` out of a flat JSON object line.
 pub fn json_number(line: &str, key: &str) -> Option<f64> {
     let pat = format!("\"{key}\":");
@@ -67,17 +83,14 @@ pub mod lattigo {
             })
             .collect();
         let (batch, samples) = if quick { ("2", "20") } else { ("3", "60") };
-        let out = Command::new(bin)
-            .args(["-min-batch-ms", batch, "-samples", samples])
-            .args(&args)
-            .env("GOMAXPROCS", "1")
-            .output()?;
-        anyhow::ensure!(
-            out.status.success(),
-            "Lattigo peer failed: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let text = String::from_utf8(out.stdout)?;
+        let mut all = vec![
+            "-min-batch-ms".into(),
+            batch.into(),
+            "-samples".into(),
+            samples.into(),
+        ];
+        all.extend(args);
+        let text = run_go(&bin, &all)?;
         let times: Vec<RingTimes> = text
             .lines()
             .map(|l| {
