@@ -1,6 +1,7 @@
 //! Quick single-thread timings of the main CKKS operations at a preset
 //! (`cargo run --release -p hecloud-ckks --example timing -- n16`); the
-//! full comparison with peers is `hecloud bench ckks`.
+//! full comparison with peers is `hecloud bench ckks`. A second argument
+//! `mul` or `rotate` repeats only that operation, for profilers.
 
 use std::time::Instant;
 
@@ -31,6 +32,22 @@ fn main() -> Result<()> {
         let top = params.max_level();
         let pt = enc.encode(&a, top, params.default_scale())?;
         let ct = keys.encrypt(&pt)?;
+        // `timing n16 mul|rotate`: only that operation, 30 times (for profilers).
+        match std::env::args().nth(2).as_deref() {
+            Some("mul") => {
+                for _ in 0..30 {
+                    eval.mul_relin_rescale(&ct, &ct)?;
+                }
+                return Ok(());
+            }
+            Some("rotate") => {
+                for _ in 0..30 {
+                    eval.rotate(&ct, 1)?;
+                }
+                return Ok(());
+            }
+            _ => {}
+        }
         let (mut best_mul, mut best_rot) = (f64::MAX, f64::MAX);
         for _ in 0..8 {
             let t = Instant::now();

@@ -53,6 +53,102 @@ pub trait Backend: Send + Sync + std::fmt::Debug {
             *x = q.mul_shoup(*x, c, cs);
         }
     }
+
+    /// `out[i] = (keep·out[i] + Σ_k srcs[k][i]·w[k]) mod q` for constant
+    /// weights `w[k] < q` and `keep < q` (`None`: the old contents of `out`
+    /// are ignored). Entries of every source are below `2^src_bits`, old
+    /// entries of `out` below q. This is fast base conversion and the
+    /// scaled additions around it.
+    ///
+    /// # Panics
+    /// If `srcs` and `w` differ in length or a source is shorter than `out`.
+    fn linear_combination(
+        &self,
+        q: &Modulus,
+        out: &mut [u64],
+        keep: Option<u64>,
+        srcs: &[&[u64]],
+        w: &[u64],
+        src_bits: u32,
+    ) {
+        check_sources(out.len(), srcs, w.len());
+        // Terms that fit a u128 on top of a value below q (see the bound in
+        // the parity tests): 2^headroom − 1 products of src_bits + q bits.
+        let headroom = 128 - src_bits.min(64) - q.bits();
+        let per = if headroom >= 16 {
+            1 << 16
+        } else {
+            (1usize << headroom) - 1
+        };
+        for (i, o) in out.iter_mut().enumerate() {
+            let mut acc = keep.map_or(0, |k| q.mul(*o, k) as u128);
+            for (k, (s, &wk)) in srcs.iter().zip(w).enumerate() {
+                if k > 0 && k % per == 0 {
+                    acc = q.reduce_u128(acc) as u128;
+                }
+                acc += s[i] as u128 * wk as u128;
+            }
+            *o = q.reduce_u128(acc);
+        }
+    }
+
+    /// `o0[i] = Σ_j s[j][i]·b[j][i]` and `o1[i] = Σ_j s[j][i]·a[j][i]`
+    /// (mod q), every entry below q: the inner product of key switching
+    /// with both halves of a key.
+    ///
+    /// # Panics
+    /// If the slices of `s`, `b`, `a` differ in number or are shorter than
+    /// the outputs, or the outputs differ in length.
+    fn dot_product_pair(
+        &self,
+        q: &Modulus,
+        s: &[&[u64]],
+        b: &[&[u64]],
+        a: &[&[u64]],
+        o0: &mut [u64],
+        o1: &mut [u64],
+    ) {
+        check_pair(s, b, a, o0.len(), o1.len());
+        // Products are below 2^124: 15 of them and a value below q fit a u128.
+        const RUN: usize = 15;
+        for (i, (r0, r1)) in o0.iter_mut().zip(o1.iter_mut()).enumerate() {
+            let (mut acc0, mut acc1) = (0u128, 0u128);
+            for (j, ((x, y0), y1)) in s.iter().zip(b).zip(a).enumerate() {
+                if j > 0 && j % RUN == 0 {
+                    acc0 = q.reduce_u128(acc0) as u128;
+                    acc1 = q.reduce_u128(acc1) as u128;
+                }
+                acc0 += x[i] as u128 * y0[i] as u128;
+                acc1 += x[i] as u128 * y1[i] as u128;
+            }
+            *r0 = q.reduce_u128(acc0);
+            *r1 = q.reduce_u128(acc1);
+        }
+    }
+}
+
+fn check_sources(len: usize, srcs: &[&[u64]], weights: usize) {
+    assert_eq!(srcs.len(), weights, "one weight per source");
+    assert!(
+        srcs.iter().all(|s| s.len() >= len),
+        "source shorter than output"
+    );
+}
+
+fn check_pair(s: &[&[u64]], b: &[&[u64]], a: &[&[u64]], n0: usize, n1: usize) {
+    assert_eq!(n0, n1, "output lengths");
+    assert!(s.len() == b.len() && s.len() == a.len(), "operand counts");
+    let short = |v: &[&[u64]]| v.iter().any(|x| x.len() < n0);
+    assert!(
+        !(short(s) || short(b) || short(a)),
+        "operand shorter than output"
+    );
+}
+
+/// Whole SIMD vectors of an n-entry limb (8 lanes covers every backend).
+#[cfg(target_arch = "x86_64")]
+const fn whole_vectors(n: usize) -> usize {
+    n / 8 * 8
 }
 
 /// The portable reference backend.
@@ -181,6 +277,89 @@ impl Backend for Simd {
         }
         Scalar.mul_add_pointwise(q, a, b, acc);
     }
+
+    fn mul_scalar(&self, q: &Modulus, a: &mut [u64], c: u64) {
+        self.linear_combination(q, a, Some(c), &[], &[], 0);
+    }
+
+    fn linear_combination(
+        &self,
+        q: &Modulus,
+        out: &mut [u64],
+        keep: Option<u64>,
+        srcs: &[&[u64]],
+        w: &[u64],
+        src_bits: u32,
+    ) {
+        #[cfg(target_arch = "x86_64")]
+        {
+            use crate::ntt::{avx2, avx512, avx512ifma};
+            check_sources(out.len(), srcs, w.len());
+            let whole = whole_vectors(out.len());
+            let ifma = q.value() < avx512ifma::MAX_MODULUS;
+            let body = &mut out[..whole];
+            // SAFETY: `Simd::new` checked that the CPU supports the level's
+            // features; the IFMA kernel gets q below its bound.
+            unsafe {
+                match self.level {
+                    SimdLevel::Avx2 => avx2::linear_combination(q, body, keep, srcs, w),
+                    SimdLevel::Avx512Ifma if ifma => {
+                        avx512ifma::linear_combination(q, body, keep, srcs, w, src_bits)
+                    }
+                    _ => avx512::linear_combination(q, body, keep, srcs, w),
+                }
+            }
+            if whole < out.len() {
+                let tails: Vec<&[u64]> = srcs.iter().map(|s| &s[whole..]).collect();
+                Scalar.linear_combination(q, &mut out[whole..], keep, &tails, w, src_bits);
+            }
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        Scalar.linear_combination(q, out, keep, srcs, w, src_bits);
+    }
+
+    fn dot_product_pair(
+        &self,
+        q: &Modulus,
+        s: &[&[u64]],
+        b: &[&[u64]],
+        a: &[&[u64]],
+        o0: &mut [u64],
+        o1: &mut [u64],
+    ) {
+        #[cfg(target_arch = "x86_64")]
+        if self.level == SimdLevel::Avx512Ifma && q.value() < crate::ntt::avx512ifma::MAX_MODULUS {
+            check_pair(s, b, a, o0.len(), o1.len());
+            let whole = whole_vectors(o0.len());
+            // SAFETY: `Simd::new` checked the CPU supports AVX-512 IFMA.
+            unsafe {
+                crate::ntt::avx512ifma::dot_product_pair(
+                    q,
+                    s,
+                    b,
+                    a,
+                    &mut o0[..whole],
+                    &mut o1[..whole],
+                )
+            };
+            if whole < o0.len() {
+                fn tail<'a>(v: &[&'a [u64]], from: usize) -> Vec<&'a [u64]> {
+                    v.iter().map(|x| &x[from..]).collect()
+                }
+                let (o0, o1) = (&mut o0[whole..], &mut o1[whole..]);
+                Scalar.dot_product_pair(
+                    q,
+                    &tail(s, whole),
+                    &tail(b, whole),
+                    &tail(a, whole),
+                    o0,
+                    o1,
+                );
+            }
+            return;
+        }
+        Scalar.dot_product_pair(q, s, b, a, o0, o1);
+    }
 }
 
 /// Every backend this CPU can run, the scalar reference first.
@@ -272,6 +451,74 @@ pub mod parity {
                         return Err(format!("mul_scalar differs ({ctx})"));
                     }
                 }
+                check_combinations(backend, &m, n, &mut rng)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// `linear_combination` and `dot_product_pair` for source widths up to
+    /// 64 bits, counts that cross the backends' flush points, and maximal
+    /// entries (the worst case of every lazy bound).
+    fn check_combinations(
+        backend: &dyn Backend,
+        m: &Modulus,
+        n: usize,
+        rng: &mut ChaCha20Rng,
+    ) -> Result<(), String> {
+        let q = m.value();
+        let limb = |rng: &mut ChaCha20Rng, bound: u64, max: bool| -> Vec<u64> {
+            (0..n)
+                .map(|_| {
+                    if max {
+                        bound - 1
+                    } else {
+                        rng.next_u64() % bound
+                    }
+                })
+                .collect()
+        };
+        for max in [false, true] {
+            for (count, src_bits) in [(0, 0), (1, 52), (4, q.ilog2() + 1), (5, 60), (40, 64)] {
+                let bound = if src_bits == 64 {
+                    u64::MAX
+                } else {
+                    1u64 << src_bits
+                };
+                let srcs: Vec<Vec<u64>> =
+                    (0..count).map(|_| limb(rng, bound.max(1), max)).collect();
+                let refs: Vec<&[u64]> = srcs.iter().map(Vec::as_slice).collect();
+                let w: Vec<u64> = (0..count)
+                    .map(|_| if max { q - 1 } else { rng.next_u64() % q })
+                    .collect();
+                for keep in [None, Some(q - 1), Some(rng.next_u64() % q)] {
+                    let start = limb(rng, q, max);
+                    let (mut x, mut y) = (start.clone(), start);
+                    Scalar.linear_combination(m, &mut x, keep, &refs, &w, src_bits);
+                    backend.linear_combination(m, &mut y, keep, &refs, &w, src_bits);
+                    if x != y {
+                        return Err(format!(
+                            "linear_combination differs ({} n={n} q={q} sources={count}x{src_bits} bits)",
+                            backend.name()
+                        ));
+                    }
+                }
+            }
+            for count in [1, 7, 15, 16, 31] {
+                let ops: Vec<Vec<u64>> = (0..3 * count).map(|_| limb(rng, q, max)).collect();
+                let refs: Vec<&[u64]> = ops.iter().map(Vec::as_slice).collect();
+                let (s, rest) = refs.split_at(count);
+                let (b, a) = rest.split_at(count);
+                let mut want = (vec![0; n], vec![0; n]);
+                let mut got = (vec![0; n], vec![0; n]);
+                Scalar.dot_product_pair(m, s, b, a, &mut want.0, &mut want.1);
+                backend.dot_product_pair(m, s, b, a, &mut got.0, &mut got.1);
+                if want != got {
+                    return Err(format!(
+                        "dot_product_pair differs ({} n={n} q={q} terms={count})",
+                        backend.name()
+                    ));
+                }
             }
         }
         Ok(())
@@ -288,6 +535,54 @@ mod tests {
         assert_eq!(all[0].name(), "scalar");
         for b in &all {
             parity::check(b.as_ref(), 13).unwrap();
+        }
+    }
+
+    /// The scalar reference against a term-by-term modular sum.
+    #[test]
+    fn scalar_combinations_match_naive_sums() {
+        let q = crate::prime::ntt_primes(61, 16, 1, &[]).unwrap()[0];
+        let m = Modulus::new(q).unwrap();
+        let naive = |terms: &mut dyn Iterator<Item = (u64, u64)>| {
+            terms.fold(0u128, |acc, (x, y)| {
+                (acc + x as u128 * y as u128 % q as u128) % q as u128
+            }) as u64
+        };
+        let srcs: Vec<Vec<u64>> = (0..20u64)
+            .map(|k| (0..16u64).map(|i| u64::MAX - k * 977 - i).collect())
+            .collect();
+        let refs: Vec<&[u64]> = srcs.iter().map(Vec::as_slice).collect();
+        let w: Vec<u64> = (0..20).map(|k| q - 1 - k).collect();
+        let mut out = vec![q - 1; 16];
+        Scalar.linear_combination(&m, &mut out, Some(q - 2), &refs, &w, 64);
+        for (i, &o) in out.iter().enumerate() {
+            let mut terms = std::iter::once((q - 1, q - 2))
+                .chain(refs.iter().zip(&w).map(|(s, &wk)| (s[i], wk)));
+            assert_eq!(o, naive(&mut terms));
+        }
+        let (mut o0, mut o1) = (vec![0; 16], vec![0; 16]);
+        let (s, rest) = refs.split_at(5);
+        let rest: Vec<Vec<u64>> = rest
+            .iter()
+            .map(|r| r.iter().map(|x| x % q).collect())
+            .collect();
+        let s: Vec<Vec<u64>> = s
+            .iter()
+            .map(|r| r.iter().map(|x| x % q).collect())
+            .collect();
+        let sr: Vec<&[u64]> = s.iter().map(Vec::as_slice).collect();
+        let br: Vec<&[u64]> = rest[..5].iter().map(Vec::as_slice).collect();
+        let ar: Vec<&[u64]> = rest[5..10].iter().map(Vec::as_slice).collect();
+        Scalar.dot_product_pair(&m, &sr, &br, &ar, &mut o0, &mut o1);
+        for i in 0..16 {
+            assert_eq!(
+                o0[i],
+                naive(&mut sr.iter().zip(&br).map(|(x, y)| (x[i], y[i])))
+            );
+            assert_eq!(
+                o1[i],
+                naive(&mut sr.iter().zip(&ar).map(|(x, y)| (x[i], y[i])))
+            );
         }
     }
 

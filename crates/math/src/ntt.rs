@@ -51,11 +51,6 @@ pub struct NttTable {
     inv: Twiddles,
     n_inv: u64,
     n_inv_shoup: u64,
-    /// Lane-order twiddles of the stages with butterfly gap 2 and 4 (gap 1
-    /// reads `fwd`/`inv` directly): entry k is the twiddle of the k-th
-    /// butterfly of the stage.
-    fwd_gap: [Twiddles; 2],
-    inv_gap: [Twiddles; 2],
 }
 
 impl std::fmt::Debug for NttTable {
@@ -79,16 +74,6 @@ impl Twiddles {
     fn from_values(m: &Modulus, w: Vec<u64>) -> Self {
         let ws = w.iter().map(|&x| m.shoup(x)).collect();
         Self { w, ws }
-    }
-
-    /// Twiddles of the butterflies of the stage with gap `gap`, in butterfly order.
-    fn expand(&self, n: usize, gap: usize) -> Self {
-        let m = n / (2 * gap);
-        let pick = |v: &Vec<u64>| (0..n / 2).map(|k| v[m + k / gap]).collect();
-        Self {
-            w: pick(&self.w),
-            ws: pick(&self.ws),
-        }
     }
 }
 
@@ -128,8 +113,6 @@ impl NttTable {
         // difference twiddle carries n⁻¹ too.
         inv_w[1] = modulus.mul(inv_w[1], n_inv);
         let inv = Twiddles::from_values(&modulus, inv_w);
-        let fwd_gap = [fwd.expand(n, 2), fwd.expand(n, 4)];
-        let inv_gap = [inv.expand(n, 2), inv.expand(n, 4)];
         Ok(Self {
             n,
             modulus,
@@ -138,8 +121,6 @@ impl NttTable {
             inv,
             n_inv,
             n_inv_shoup: modulus.shoup(n_inv),
-            fwd_gap,
-            inv_gap,
         })
     }
 
@@ -166,19 +147,14 @@ impl NttTable {
         &self.inv
     }
 
-    /// Lane-order twiddles for a stage with gap 1, 2 or 4.
+    /// Twiddles of a stage with gap 1, 2 or 4, one per butterfly group:
+    /// butterfly k of the stage uses entry k / gap (SIMD kernels load
+    /// LANES / gap of them and repeat each `gap` times).
     pub(crate) fn gap_twiddles(&self, gap: usize, inverse: bool) -> (&[u64], &[u64]) {
-        let (base, expanded) = if inverse {
-            (&self.inv, &self.inv_gap)
-        } else {
-            (&self.fwd, &self.fwd_gap)
-        };
-        match gap {
-            1 => (&base.w[self.n / 2..], &base.ws[self.n / 2..]),
-            2 => (&expanded[0].w, &expanded[0].ws),
-            4 => (&expanded[1].w, &expanded[1].ws),
-            _ => unreachable!("gap twiddles exist for gaps 1, 2, 4"),
-        }
+        debug_assert!(matches!(gap, 1 | 2 | 4));
+        let base = if inverse { &self.inv } else { &self.fwd };
+        let m = self.n / (2 * gap);
+        (&base.w[m..], &base.ws[m..])
     }
 
     pub(crate) fn n_inv(&self) -> (u64, u64) {

@@ -22,7 +22,7 @@ use rayon::prelude::*;
 use crate::error::{Result, RlweError};
 use crate::keys::SwitchingKey;
 use crate::params::{DigitTables, LevelTables, ModDownTables, Parameters};
-use crate::pool::{give, give_wide, poly_uninit, recycle, take, take_wide};
+use crate::pool::{give, poly_uninit, recycle, take};
 
 /// Below this many coefficients per limb, limb loops stay on one thread.
 const PARALLEL_MIN_N: usize = 1 << 11;
@@ -113,11 +113,7 @@ fn modup_prepare(lt: &LevelTables, d: &RnsPoly) -> Vec<u64> {
         let table = &lt.q.tables()[i];
         be.ntt_inverse(table, limb);
         let dg = digit_of(&lt.digits, i);
-        let (c, cs) = dg.qhat_inv[i - dg.start];
-        let m = table.modulus();
-        for x in limb.iter_mut() {
-            *x = m.mul_shoup(*x, c, cs);
-        }
+        be.mul_scalar(table.modulus(), limb, dg.qhat_inv[i - dg.start].0);
     };
     for_each_limb(&mut y, n, work);
     y
@@ -143,21 +139,17 @@ fn digit_centers(lt: &LevelTables, y: &[u64], n: usize) -> Vec<u64> {
     v
 }
 
-/// The centered digit j at target t: Σ y_i·(Q_j/q_i) − v_j·Q_j (mod t).
-fn convert_digit(
-    dg: &DigitTables,
-    t: usize,
-    m: &Modulus,
-    y: &[u64],
-    vj: &[u64],
-    n: usize,
-    out: &mut [u64],
-) {
-    convert_limb(m, &y[dg.start * n..dg.end * n], n, &dg.qhat_mod_t[t], out);
-    let (q, qs) = (dg.qj_mod_t[t], m.shoup(dg.qj_mod_t[t]));
-    for (o, &v) in out.iter_mut().zip(vj) {
-        *o = m.sub(*o, m.mul_shoup(v, q, qs));
-    }
+/// The centered digit j at target t: Σ y_i·(Q_j/q_i) − v_j·Q_j (mod t),
+/// with −Q_j folded into the weight of v_j.
+fn convert_digit(lt: &LevelTables, j: usize, t: usize, y: &[u64], vj: &[u64], out: &mut [u64]) {
+    let (dg, n) = (&lt.digits[j], vj.len());
+    let m = lt.qp.moduli()[t];
+    let mut srcs: Vec<&[u64]> = y[dg.start * n..dg.end * n].chunks_exact(n).collect();
+    srcs.push(vj);
+    let mut w = dg.qhat_mod_t[t].clone();
+    w.push(m.neg(dg.qj_mod_t[t]));
+    let bits = lt.q.moduli()[dg.start..dg.end].iter().map(Modulus::bits).max();
+    default_backend().linear_combination(&m, out, None, &srcs, &w, bits.unwrap_or(64));
 }
 
 fn digit_of(digits: &[DigitTables], i: usize) -> &DigitTables {
@@ -167,44 +159,11 @@ fn digit_of(digits: &[DigitTables], i: usize) -> &DigitTables {
         .unwrap_or(&digits[0])
 }
 
-/// out = Σ_i y_i · w_i mod m over the digit's limbs (128-bit lazy sums).
-#[inline]
-fn convert_limb(m: &Modulus, y: &[u64], n: usize, w: &[u64], out: &mut [u64]) {
-    match w.len() {
-        1 => {
-            let (c, cs) = (w[0], m.shoup(w[0]));
-            for (o, &a) in out.iter_mut().zip(&y[..n]) {
-                *o = m.mul_shoup(a, c, cs);
-            }
-        }
-        _ => {
-            // Blocks of 64 coefficients keep the partial sums in registers/L1.
-            const B: usize = 64;
-            let mut acc = [0u128; B];
-            for c0 in (0..n).step_by(B) {
-                let len = B.min(n - c0);
-                acc[..len].fill(0);
-                for (k, &wk) in w.iter().enumerate() {
-                    let src = &y[k * n + c0..k * n + c0 + len];
-                    for (a, &v) in acc[..len].iter_mut().zip(src) {
-                        *a += v as u128 * wk as u128;
-                    }
-                }
-                for (o, &a) in out[c0..c0 + len].iter_mut().zip(&acc[..len]) {
-                    *o = m.reduce_u128(a);
-                }
-            }
-        }
-    }
-}
-
 /// Per-thread scratch of the inner product.
 struct Scratch {
     limb: Vec<u64>,
     /// Every digit's limb for one target.
     digits: Vec<u64>,
-    acc0: Vec<u128>,
-    acc1: Vec<u128>,
 }
 
 impl Scratch {
@@ -212,8 +171,6 @@ impl Scratch {
         Self {
             limb: take(n),
             digits: take(digits * n),
-            acc0: take_wide(n),
-            acc1: take_wide(n),
         }
     }
 }
@@ -222,91 +179,6 @@ impl Drop for Scratch {
     fn drop(&mut self) {
         give(std::mem::take(&mut self.limb));
         give(std::mem::take(&mut self.digits));
-        give_wide(std::mem::take(&mut self.acc0));
-        give_wide(std::mem::take(&mut self.acc1));
-    }
-}
-
-/// acc += src · k (optionally reading src through a permutation).
-#[inline]
-fn mul_acc(acc0: &mut [u128], acc1: &mut [u128], src: &[u64], kb: &[u64], ka: &[u64]) {
-    for ((((a0, a1), &s), &b), &a) in acc0
-        .iter_mut()
-        .zip(acc1.iter_mut())
-        .zip(src)
-        .zip(kb)
-        .zip(ka)
-    {
-        *a0 += s as u128 * b as u128;
-        *a1 += s as u128 * a as u128;
-    }
-}
-
-#[inline]
-fn mul_acc_perm(
-    acc0: &mut [u128],
-    acc1: &mut [u128],
-    src: &[u64],
-    perm: &[usize],
-    kb: &[u64],
-    ka: &[u64],
-) {
-    for ((((a0, a1), &p), &b), &a) in acc0
-        .iter_mut()
-        .zip(acc1.iter_mut())
-        .zip(perm)
-        .zip(kb)
-        .zip(ka)
-    {
-        let s = src[p];
-        *a0 += s as u128 * b as u128;
-        *a1 += s as u128 * a as u128;
-    }
-}
-
-/// o0 = Σ_j src_j · b_j[ki], o1 = Σ_j src_j · a_j[ki] (mod m), in blocks
-/// of coefficients so the 128-bit sums stay in L1.
-#[allow(clippy::too_many_arguments)]
-fn inner_product_blocked(
-    m: &Modulus,
-    srcs: &[&[u64]],
-    kb: &[RnsPoly],
-    ka: &[RnsPoly],
-    ki: usize,
-    n: usize,
-    o0: &mut [u64],
-    o1: &mut [u64],
-) {
-    const B: usize = 256;
-    let mut acc0 = [0u128; B];
-    let mut acc1 = [0u128; B];
-    for c0 in (0..n).step_by(B) {
-        let len = B.min(n - c0);
-        acc0[..len].fill(0);
-        acc1[..len].fill(0);
-        for (j, src) in srcs.iter().enumerate() {
-            let b = &kb[j].limb(ki)[c0..c0 + len];
-            let a = &ka[j].limb(ki)[c0..c0 + len];
-            mul_acc(&mut acc0[..len], &mut acc1[..len], &src[c0..c0 + len], b, a);
-            if j % 16 == 15 {
-                reduce_acc(m, &mut acc0[..len]);
-                reduce_acc(m, &mut acc1[..len]);
-            }
-        }
-        finish(m, &acc0[..len], &mut o0[c0..c0 + len]);
-        finish(m, &acc1[..len], &mut o1[c0..c0 + len]);
-    }
-}
-
-fn reduce_acc(m: &Modulus, acc: &mut [u128]) {
-    for a in acc.iter_mut() {
-        *a = m.reduce_u128(*a) as u128;
-    }
-}
-
-fn finish(m: &Modulus, acc: &[u128], out: &mut [u64]) {
-    for (o, &a) in out.iter_mut().zip(acc) {
-        *o = m.reduce_u128(a);
     }
 }
 
@@ -363,14 +235,13 @@ pub fn key_switch_ext(params: &Parameters, d: &RnsPoly, key: &SwitchingKey) -> R
             if (dg.start..dg.end).contains(&t) {
                 srcs.push(d.limb(t));
             } else {
-                let table = &lt.qp.tables()[t];
-                let vj = &v[j * n..(j + 1) * n];
-                convert_digit(dg, t, table.modulus(), &y, vj, n, head);
-                default_backend().ntt_forward(table, head);
+                convert_digit(lt, j, t, &y, &v[j * n..(j + 1) * n], head);
+                default_backend().ntt_forward(&lt.qp.tables()[t], head);
                 srcs.push(head);
             }
         }
-        inner_product_blocked(&m, &srcs, &key.b, &key.a, ki, n, o0, o1);
+        let (kb, ka) = key_limbs(key, ki, digits);
+        default_backend().dot_product_pair(&m, &srcs, &kb, &ka, o0, o1);
     });
     give(y);
     give(v);
@@ -396,10 +267,8 @@ pub fn decompose(params: &Parameters, d: &RnsPoly) -> Result<Decomposed> {
                 if (dg.start..dg.end).contains(&t) {
                     o.copy_from_slice(d.limb(t));
                 } else {
-                    let table = &lt.qp.tables()[t];
-                    let vj = &v[j * n..(j + 1) * n];
-                    convert_digit(dg, t, table.modulus(), &y, vj, n, o);
-                    default_backend().ntt_forward(table, o);
+                    convert_digit(lt, j, t, &y, &v[j * n..(j + 1) * n], o);
+                    default_backend().ntt_forward(&lt.qp.tables()[t], o);
                 }
             };
             for_each_limb(out.data_mut(), n, work);
@@ -431,24 +300,25 @@ pub fn key_switch_hoisted_ext(
     }
     let mut out0 = poly_uninit(&lt.qp, Domain::Ntt);
     let mut out1 = poly_uninit(&lt.qp, Domain::Ntt);
-    for_each_target(n, 0, &mut out0, &mut out1, |t, o0, o1, s| {
+    let digits = dec.digits.len();
+    let scratch = if perm.is_some() { digits } else { 0 };
+    for_each_target(n, scratch, &mut out0, &mut out1, |t, o0, o1, s| {
         let m = lt.qp.moduli()[t];
-        let ki = key_index(params, level, t);
-        s.acc0.fill(0);
-        s.acc1.fill(0);
-        for (j, dj) in dec.digits.iter().enumerate() {
-            let (kb, ka) = (key.b[j].limb(ki), key.a[j].limb(ki));
-            match perm {
-                Some(p) => mul_acc_perm(&mut s.acc0, &mut s.acc1, dj.limb(t), p, kb, ka),
-                None => mul_acc(&mut s.acc0, &mut s.acc1, dj.limb(t), kb, ka),
+        let (kb, ka) = key_limbs(key, key_index(params, level, t), digits);
+        let srcs: Vec<&[u64]> = match perm {
+            // The automorphism permutes NTT slots: gather each digit's limb.
+            Some(p) => {
+                for (dj, buf) in dec.digits.iter().zip(s.digits.chunks_exact_mut(n)) {
+                    let src = dj.limb(t);
+                    for (b, &i) in buf.iter_mut().zip(p) {
+                        *b = src[i];
+                    }
+                }
+                s.digits.chunks_exact(n).take(digits).collect()
             }
-            if j % 16 == 15 {
-                reduce_acc(&m, &mut s.acc0);
-                reduce_acc(&m, &mut s.acc1);
-            }
-        }
-        finish(&m, &s.acc0, o0);
-        finish(&m, &s.acc1, o1);
+            None => dec.digits.iter().map(|dj| dj.limb(t)).collect(),
+        };
+        default_backend().dot_product_pair(&m, &srcs, &kb, &ka, o0, o1);
     });
     Ok(ExtPair {
         c0: out0,
@@ -481,11 +351,7 @@ fn divide_out(
         out.copy_from_slice(x.limb(idx));
         let table = &basis.tables()[idx];
         be.ntt_inverse(table, out);
-        let (c, cs) = tables.phat_inv[k];
-        let m = table.modulus();
-        for v in out.iter_mut() {
-            *v = m.mul_shoup(*v, c, cs);
-        }
+        be.mul_scalar(table.modulus(), out, tables.phat_inv[k].0);
     };
     for_each_limb(&mut y, n, work);
     // v = round(Σ_m y_m / r_m): Σ y_m·(R/r_m) − v·R is x mod R, centered.
@@ -500,19 +366,20 @@ fn divide_out(
         *e = f.round() as u64;
     }
     let mut out = poly_uninit(target, Domain::Ntt);
+    let mut srcs: Vec<&[u64]> = y.chunks_exact(n).collect();
+    srcs.push(&v);
+    let bits = removed.iter().map(|&r| basis.moduli()[r].bits()).max();
     let work = |(i, o): (usize, &mut [u64])| {
         let table = &target.tables()[i];
         let m = table.modulus();
-        convert_limb(m, &y, n, &tables.phat_mod_q[i], o);
-        let (r, rs) = (tables.r_mod_q[i], m.shoup(tables.r_mod_q[i]));
-        for (c, &vc) in o.iter_mut().zip(v.iter()) {
-            *c = m.sub(*c, m.mul_shoup(vc, r, rs));
-        }
+        // x mod R in the centered representative: −R folded into v's weight.
+        let mut w = tables.phat_mod_q[i].clone();
+        w.push(m.neg(tables.r_mod_q[i]));
+        be.linear_combination(m, o, None, &srcs, &w, bits.unwrap_or(64));
         be.ntt_forward(table, o);
-        let (c, cs) = tables.p_inv[i];
-        for (val, &xi) in o.iter_mut().zip(x.limb(i)) {
-            *val = m.mul_shoup(m.sub(xi, *val), c, cs);
-        }
+        // (x_i − o)·R^-1 as o·(−R^-1) + x_i·R^-1.
+        let r_inv = tables.p_inv[i].0;
+        be.linear_combination(m, o, Some(m.neg(r_inv)), &[x.limb(i)], &[r_inv], m.bits());
     };
     debug_assert_eq!(target.len(), keep);
     for_each_limb(out.data_mut(), n, work);
@@ -588,10 +455,7 @@ pub fn add_times_p_assign(params: &Parameters, acc: &mut RnsPoly, x: &RnsPoly) -
     let work = |(i, o): (usize, &mut [u64])| {
         let m = moduli[i];
         let c = pm.iter().fold(1u64, |a, p| m.mul(a, m.reduce(p.value())));
-        let cs = m.shoup(c);
-        for (v, &xi) in o.iter_mut().zip(x.limb(i)) {
-            *v = m.add(*v, m.mul_shoup(xi, c, cs));
-        }
+        default_backend().linear_combination(&m, o, Some(1), &[x.limb(i)], &[c], m.bits());
     };
     let q_part = &mut acc.data_mut()[..(level + 1) * n];
     for_each_limb(q_part, n, work);
@@ -636,4 +500,13 @@ impl Decomposed {
     pub fn recycle(self) {
         self.digits.into_iter().for_each(recycle);
     }
+}
+
+/// Limb `ki` of the (b, a) key pairs of the first `digits` digits (a
+/// level below the top has fewer digits than the key).
+fn key_limbs(key: &SwitchingKey, ki: usize, digits: usize) -> (Vec<&[u64]>, Vec<&[u64]>) {
+    (
+        key.b.iter().take(digits).map(|p| p.limb(ki)).collect(),
+        key.a.iter().take(digits).map(|p| p.limb(ki)).collect(),
+    )
 }

@@ -12,7 +12,6 @@ const MAX_POOLED: usize = 12;
 
 thread_local! {
     static POOL: RefCell<Vec<Vec<u64>>> = const { RefCell::new(Vec::new()) };
-    static WIDE: RefCell<Vec<Vec<u128>>> = const { RefCell::new(Vec::new()) };
 }
 
 /// A buffer of `len` residues with unspecified (but initialized) contents.
@@ -48,28 +47,6 @@ pub(crate) fn give(buf: Vec<u64>) {
     POOL.with(|p| {
         let mut p = p.borrow_mut();
         if p.len() < MAX_POOLED {
-            p.push(buf);
-        }
-    });
-}
-
-/// A 128-bit accumulator buffer of `len` entries (contents unspecified).
-pub(crate) fn take_wide(len: usize) -> Vec<u128> {
-    let b = WIDE.with(|p| p.borrow_mut().pop());
-    match b {
-        Some(mut b) => {
-            b.resize(len, 0);
-            b
-        }
-        None => vec![0; len],
-    }
-}
-
-/// Returns a 128-bit buffer.
-pub(crate) fn give_wide(buf: Vec<u128>) {
-    WIDE.with(|p| {
-        let mut p = p.borrow_mut();
-        if p.len() < 4 {
             p.push(buf);
         }
     });

@@ -14,6 +14,19 @@ fn load(s: &[u64]) -> V {
     unsafe { _mm256_loadu_si256(s.as_ptr().cast()) }
 }
 
+/// LANES / gap values of `s`, each repeated `gap` times (gap 1 or 2).
+#[inline]
+#[target_feature(enable = "avx2")]
+fn load_repeated(s: &[u64], gap: usize) -> V {
+    if gap == 1 {
+        return load(s);
+    }
+    assert!(s.len() >= 2);
+    // SAFETY: the slice holds at least 2 values; unaligned load.
+    let v = unsafe { _mm_loadu_si128(s.as_ptr().cast()) };
+    _mm256_permute4x64_epi64::<0b01_01_00_00>(_mm256_castsi128_si256(v))
+}
+
 #[inline]
 #[target_feature(enable = "avx2")]
 fn store(s: &mut [u64], v: V) {
@@ -131,3 +144,4 @@ fn join(x: V, y: V, gap: usize) -> (V, V) {
 const LAZY_CAP: u64 = 8;
 
 super::simd::simd_ntt_kernels!("avx2");
+super::simd::simd_linear_kernels!("avx2");

@@ -14,6 +14,33 @@ pub(super) fn load(s: &[u64]) -> V {
     unsafe { _mm512_loadu_si512(s.as_ptr().cast()) }
 }
 
+/// LANES / gap values of `s`, each repeated `gap` times (gap 1, 2 or 4).
+#[inline]
+#[target_feature(enable = "avx512f,avx512dq")]
+pub(super) fn load_repeated(s: &[u64], gap: usize) -> V {
+    match gap {
+        1 => load(s),
+        2 => {
+            assert!(s.len() >= 4);
+            // SAFETY: the slice holds at least 4 values; unaligned load.
+            let v = unsafe { _mm256_loadu_si256(s.as_ptr().cast()) };
+            _mm512_permutexvar_epi64(
+                _mm512_set_epi64(3, 3, 2, 2, 1, 1, 0, 0),
+                _mm512_castsi256_si512(v),
+            )
+        }
+        _ => {
+            assert!(s.len() >= 2);
+            // SAFETY: the slice holds at least 2 values; unaligned load.
+            let v = unsafe { _mm_loadu_si128(s.as_ptr().cast()) };
+            _mm512_permutexvar_epi64(
+                _mm512_set_epi64(1, 1, 1, 1, 0, 0, 0, 0),
+                _mm512_castsi128_si512(v),
+            )
+        }
+    }
+}
+
 #[inline]
 #[target_feature(enable = "avx512f,avx512dq")]
 pub(super) fn store(s: &mut [u64], v: V) {
@@ -124,3 +151,4 @@ pub(super) fn join(x: V, y: V, gap: usize) -> (V, V) {
 const LAZY_CAP: u64 = 8;
 
 super::simd::simd_ntt_kernels!("avx512f,avx512dq");
+super::simd::simd_linear_kernels!("avx512f,avx512dq");

@@ -5,7 +5,7 @@
 
 use std::arch::x86_64::*;
 
-use super::avx512::{LANES, V, add, csub, join, load, splat, split, store, sub};
+use super::avx512::{LANES, V, add, csub, join, load, load_repeated, splat, split, store, sub};
 
 /// Moduli this kernel accepts (exclusive bound).
 pub(crate) const MAX_MODULUS: u64 = 1 << 50;
@@ -99,5 +99,179 @@ pub(crate) fn mul_add_pointwise(m: &crate::Modulus, a: &[u64], b: &[u64], acc: &
         .zip(bc.remainder())
     {
         *o = m.reduce_u128(*o as u128 + *x as u128 * *y as u128);
+    }
+}
+
+/// `o0 = Σ_j s_j·b_j`, `o1 = Σ_j s_j·a_j` mod q on whole vectors (the caller
+/// finishes the tail), for entries below q < 2^50. Products are summed
+/// lazily as 52-bit halves (`lo` gains < 2^52 and `hi` < 2^48 per term);
+/// every 15 terms the pair hi·2^52 + lo is folded to [0, q) by two Shoup
+/// products (by 2^52 mod q and by 1), and the next run starts from it.
+#[target_feature(enable = "avx512f,avx512dq,avx512ifma")]
+pub(crate) fn dot_product_pair(
+    m: &crate::Modulus,
+    s: &[&[u64]],
+    b: &[&[u64]],
+    a: &[&[u64]],
+    o0: &mut [u64],
+    o1: &mut [u64],
+) {
+    const RUN: usize = 15;
+    let q = m.value();
+    let c52 = ((1u128 << 52) % q as u128) as u64;
+    let (w52, w52s, one, ones) = (splat(c52), splat(m.shoup(c52)), splat(1), splat(m.shoup(1)));
+    let vq = splat(q);
+    let zero = _mm512_setzero_si512();
+    let whole = o0.len() / LANES * LANES;
+    for c in (0..whole).step_by(LANES) {
+        let (mut r0, mut r1) = (zero, zero);
+        for j0 in (0..s.len()).step_by(RUN) {
+            let (mut lo0, mut hi0, mut lo1, mut hi1) = (r0, zero, r1, zero);
+            for j in j0..s.len().min(j0 + RUN) {
+                let x = load(&s[j][c..]);
+                let (y0, y1) = (load(&b[j][c..]), load(&a[j][c..]));
+                lo0 = _mm512_madd52lo_epu64(lo0, x, y0);
+                hi0 = _mm512_madd52hi_epu64(hi0, x, y0);
+                lo1 = _mm512_madd52lo_epu64(lo1, x, y1);
+                hi1 = _mm512_madd52hi_epu64(hi1, x, y1);
+            }
+            r0 = fold104(lo0, hi0, w52, w52s, one, ones, vq);
+            r1 = fold104(lo1, hi1, w52, w52s, one, ones, vq);
+        }
+        store(&mut o0[c..], r0);
+        store(&mut o1[c..], r1);
+    }
+}
+
+/// hi·2^52 + lo mod q in [0, q) for lo < 2^63, hi + lo/2^52 < 2^52.
+#[inline]
+#[target_feature(enable = "avx512f,avx512dq,avx512ifma")]
+fn fold104(lo: V, hi: V, w52: V, w52s: V, one: V, ones: V, q: V) -> V {
+    let hi = add(hi, _mm512_srli_epi64(lo, 52));
+    let lo = _mm512_and_si512(lo, splat((1 << 52) - 1));
+    let r = add(
+        mul_shoup_lazy(hi, w52, w52s, q),
+        mul_shoup_lazy(lo, one, ones, q),
+    );
+    csub(csub(r, add(q, q)), q)
+}
+
+/// Constants of one [`linear_combination`] call.
+struct Combination {
+    /// Weight of each source and of its high half (w·2^32 mod q).
+    weights: Vec<(V, V)>,
+    keep: Option<V>,
+    split: bool,
+    fold: Fold104,
+}
+
+/// Constants of [`fold104`].
+#[derive(Clone, Copy)]
+struct Fold104 {
+    w52: V,
+    w52s: V,
+    one: V,
+    ones: V,
+    q: V,
+}
+
+impl Fold104 {
+    #[inline]
+    #[target_feature(enable = "avx512f,avx512dq,avx512ifma")]
+    fn new(m: &crate::Modulus) -> Self {
+        let c52 = ((1u128 << 52) % m.value() as u128) as u64;
+        Self {
+            w52: splat(c52),
+            w52s: splat(m.shoup(c52)),
+            one: splat(1),
+            ones: splat(m.shoup(1)),
+            q: splat(m.value()),
+        }
+    }
+
+    #[inline]
+    #[target_feature(enable = "avx512f,avx512dq,avx512ifma")]
+    fn apply(&self, lo: V, hi: V) -> V {
+        fold104(lo, hi, self.w52, self.w52s, self.one, self.ones, self.q)
+    }
+}
+
+/// `out = keep·out + Σ_k srcs[k]·w[k] mod q` on whole vectors (the caller
+/// finishes the tail), for q < 2^50, weights and `out` entries below q and
+/// sources below 2^src_bits: 104-bit lazy sums as in [`dot_product_pair`].
+/// Sources wider than 50 bits enter as two 32-bit halves, the high one
+/// weighted by w·2^32 mod q, so every product stays below 2^100.
+#[target_feature(enable = "avx512f,avx512dq,avx512ifma")]
+pub(crate) fn linear_combination(
+    m: &crate::Modulus,
+    out: &mut [u64],
+    keep: Option<u64>,
+    srcs: &[&[u64]],
+    w: &[u64],
+    src_bits: u32,
+) {
+    let two32 = (1u64 << 32) % m.value();
+    let k = Combination {
+        weights: w
+            .iter()
+            .map(|&x| (splat(x), splat(m.mul(x, two32))))
+            .collect(),
+        keep: keep.map(|k| splat(k)),
+        split: src_bits > 50,
+        fold: Fold104::new(m),
+    };
+    // Four vectors at a time: the multiply-add chains are latency-bound.
+    const U: usize = 4;
+    let whole = out.len() / LANES * LANES;
+    let unrolled = whole / (U * LANES) * (U * LANES);
+    for c in (0..unrolled).step_by(U * LANES) {
+        combine_vectors::<U>(&k, out, srcs, c);
+    }
+    for c in (unrolled..whole).step_by(LANES) {
+        combine_vectors::<1>(&k, out, srcs, c);
+    }
+}
+
+/// [`linear_combination`] on the U vectors of `out` from entry `c`.
+#[inline]
+#[target_feature(enable = "avx512f,avx512dq,avx512ifma")]
+fn combine_vectors<const U: usize>(k: &Combination, out: &mut [u64], srcs: &[&[u64]], c: usize) {
+    const RUN: usize = 15;
+    let zero = _mm512_setzero_si512();
+    let mask32 = splat(u32::MAX as u64);
+    let (mut lo, mut hi, mut terms) = ([zero; U], [zero; U], 0);
+    if let Some(kv) = k.keep {
+        for u in 0..U {
+            let x = load(&out[c + u * LANES..]);
+            lo[u] = _mm512_madd52lo_epu64(lo[u], x, kv);
+            hi[u] = _mm512_madd52hi_epu64(hi[u], x, kv);
+        }
+        terms = 1;
+    }
+    for (s, &(wl, wh)) in srcs.iter().zip(&k.weights) {
+        for u in 0..U {
+            let x = load(&s[c + u * LANES..]);
+            if k.split {
+                let (xl, xh) = (_mm512_and_si512(x, mask32), _mm512_srli_epi64(x, 32));
+                lo[u] = _mm512_madd52lo_epu64(lo[u], xl, wl);
+                hi[u] = _mm512_madd52hi_epu64(hi[u], xl, wl);
+                lo[u] = _mm512_madd52lo_epu64(lo[u], xh, wh);
+                hi[u] = _mm512_madd52hi_epu64(hi[u], xh, wh);
+            } else {
+                lo[u] = _mm512_madd52lo_epu64(lo[u], x, wl);
+                hi[u] = _mm512_madd52hi_epu64(hi[u], x, wl);
+            }
+        }
+        terms += if k.split { 2 } else { 1 };
+        if terms >= RUN - 1 {
+            for u in 0..U {
+                lo[u] = k.fold.apply(lo[u], hi[u]);
+                hi[u] = zero;
+            }
+            terms = 0;
+        }
+    }
+    for u in 0..U {
+        store(&mut out[c + u * LANES..], k.fold.apply(lo[u], hi[u]));
     }
 }

@@ -1,5 +1,6 @@
 //! NTT loops shared by the SIMD backends. A backend module defines the vector
-//! type `V`, `LANES`, and the primitives `load`, `store`, `splat`, `add`,
+//! type `V`, `LANES`, and the primitives `load`, `load_repeated` (LANES / gap
+//! values, each repeated `gap` times), `store`, `splat`, `add`,
 //! `sub`, `csub` (x ≥ b ? x − b : x), `mul_shoup_lazy`, `split` and `join`
 //! (gather the X and Y operands of a stage with gap < LANES from two
 //! consecutive vectors, and back), then invokes `simd_ntt_kernels!` with its
@@ -90,11 +91,12 @@ macro_rules! simd_ntt_kernels {
             let q = t.modulus().value();
             let (vq, v2q) = (splat(q), splat(2 * q));
             let (gw, gws) = t.gap_twiddles(gap, false);
-            let (gw, gws) = (&gw[first..], &gws[first..]);
+            let (gw, gws) = (&gw[first / gap..], &gws[first / gap..]);
             for (b, blk) in a.chunks_exact_mut(2 * LANES).enumerate() {
                 let (lo, hi) = blk.split_at_mut(LANES);
                 let (x, y) = split(load(lo), load(hi), gap);
-                let (w, ws) = (load(&gw[b * LANES..]), load(&gws[b * LANES..]));
+                let i = b * LANES / gap;
+                let (w, ws) = (load_repeated(&gw[i..], gap), load_repeated(&gws[i..], gap));
                 let u = csub(x, v2q);
                 let v = mul_shoup_lazy(y, w, ws, vq);
                 let (mut x, mut y) = (add(u, v), sub(add(u, v2q), v));
@@ -159,11 +161,12 @@ macro_rules! simd_ntt_kernels {
             let q = t.modulus().value();
             let (vq, v2q) = (splat(q), splat(2 * q));
             let (gw, gws) = t.gap_twiddles(gap, true);
-            let (gw, gws) = (&gw[first..], &gws[first..]);
+            let (gw, gws) = (&gw[first / gap..], &gws[first / gap..]);
             for (b, blk) in a.chunks_exact_mut(2 * LANES).enumerate() {
                 let (lo, hi) = blk.split_at_mut(LANES);
                 let (u, v) = split(load(lo), load(hi), gap);
-                let (w, ws) = (load(&gw[b * LANES..]), load(&gws[b * LANES..]));
+                let i = b * LANES / gap;
+                let (w, ws) = (load_repeated(&gw[i..], gap), load_repeated(&gws[i..], gap));
                 let x = csub(add(u, v), v2q);
                 let y = mul_shoup_lazy(sub(add(u, v2q), v), w, ws, vq);
                 let (o0, o1) = join(x, y, gap);
@@ -212,3 +215,39 @@ macro_rules! simd_ntt_kernels {
 }
 
 pub(crate) use simd_ntt_kernels;
+
+/// The linear combination kernel of the backends without IFMA.
+macro_rules! simd_linear_kernels {
+    ($feat:literal) => {
+        /// `out = keep·out + Σ_k srcs[k]·w[k] mod q` on whole vectors of
+        /// `out` (the caller finishes the tail): one lazy Shoup product per
+        /// term, the running sum kept below 2q. Source entries must suit
+        /// this backend's `mul_shoup_lazy`; `out` entries must be below q.
+        #[target_feature(enable = $feat)]
+        pub(crate) fn linear_combination(
+            m: &crate::Modulus,
+            out: &mut [u64],
+            keep: Option<u64>,
+            srcs: &[&[u64]],
+            w: &[u64],
+        ) {
+            let q = m.value();
+            let (vq, v2q) = (splat(q), splat(2 * q));
+            let consts: Vec<(V, V)> = w.iter().map(|&x| (splat(x), splat(m.shoup(x)))).collect();
+            let keep = keep.map(|k| (splat(k), splat(m.shoup(k))));
+            let whole = out.len() / LANES * LANES;
+            for c in (0..whole).step_by(LANES) {
+                let mut acc = match keep {
+                    Some((k, ks)) => mul_shoup_lazy(load(&out[c..]), k, ks, vq),
+                    None => splat(0),
+                };
+                for (s, &(wk, wks)) in srcs.iter().zip(&consts) {
+                    acc = csub(add(acc, mul_shoup_lazy(load(&s[c..]), wk, wks, vq)), v2q);
+                }
+                store(&mut out[c..], csub(acc, vq));
+            }
+        }
+    };
+}
+
+pub(crate) use simd_linear_kernels;
