@@ -1,0 +1,449 @@
+//! Running a validated graph: the evaluator interface the server calls.
+//!
+//! [`execute`] is synchronous (the server runs it on its worker pool),
+//! evaluates the live nodes in order over the CKKS evaluator and the TFHE
+//! circuits, checks the cancellation flag between nodes, reports progress
+//! after each node and frees every intermediate value after its last use.
+//!
+//! ```
+//! use std::sync::atomic::AtomicBool;
+//! use hecloud_ckks::{params::test_literal, CkksParameters, Encoder, KeySet};
+//! use hecloud_protocol::*;
+//! let params = CkksParameters::new_insecure_for_tests(test_literal(10, 2), 45).unwrap();
+//! // Client: keys and an encrypted input.
+//! let ks = KeySet::generate(&params, &[1, 2], false).unwrap();
+//! let enc = Encoder::new(&params);
+//! let x = [1.0, 2.0, 3.0, 4.0];
+//! let ct = ks.encrypt(&enc.encode_real(&x, 2, params.default_scale()).unwrap()).unwrap();
+//! // Server: the session's evaluation keys, the graph, validation, execution.
+//! let sp = SessionParams { ckks: Some(params.clone()), tfhe: None };
+//! let keys = SessionKeys::from_parts(sp, ks.evaluation_keys(), None).unwrap();
+//! let mut g = Graph::new();
+//! let i = g.input(0);
+//! let sq = g.mul(i, i);
+//! let sq = g.rescale(sq);
+//! let s = g.rotate_and_sum(sq, 4);
+//! g.output("sum_of_squares", s);
+//! let input = Object::CkksCiphertext(ct);
+//! let types = vec![input.value_type().unwrap()];
+//! let v = validate(&g, &keys.capabilities(), &types).unwrap();
+//! let out = execute(&v, &keys, &[input], &AtomicBool::new(false), &mut |_| {}).unwrap();
+//! // Client: decrypt.
+//! let Object::CkksCiphertext(r) = &out[0].1 else { panic!() };
+//! let y = enc.decode_real(&ks.decrypt(r).unwrap()).unwrap();
+//! assert!((y[0] - 30.0).abs() < 1e-6);
+//! ```
+
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use hecloud_circuits::circuits::{self, AdderKind, SumMode};
+use hecloud_circuits::{EncryptedUint, TfheEngine, Wire};
+use hecloud_ckks::polynomial::ChebyshevPolynomial;
+use hecloud_ckks::{CkksError, Evaluator};
+use hecloud_rlwe::{Ciphertext, Plaintext};
+use num_complex::Complex64;
+
+use crate::error::ExecError;
+use crate::graph::{NodeId, Op};
+use crate::object::{CkksRuntime, Object, SessionKeys, TfheCiphertext};
+use crate::validate::{ValidatedGraph, circuit_relation};
+
+/// Progress after one node.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Progress {
+    /// Nodes evaluated so far.
+    pub done: usize,
+    /// Nodes to evaluate in all.
+    pub total: usize,
+    /// The node just evaluated.
+    pub node: NodeId,
+    /// Its operation.
+    pub op: &'static str,
+}
+
+enum Slot {
+    Empty,
+    Input(usize),
+    Const(f64),
+    Plain(NodeId),
+    /// A product left for the rescale that reads it (mul + relin + rescale fused).
+    FusedMul(NodeId, NodeId),
+    Ct(Ciphertext),
+    Uint(EncryptedUint<TfheCiphertext>),
+    Bit(Wire<TfheCiphertext>),
+}
+
+enum V<'a> {
+    Ct(&'a Ciphertext),
+    Pt(&'a Plaintext),
+    Const(f64),
+    Plain(&'a [f64]),
+    Uint(&'a EncryptedUint<TfheCiphertext>),
+    Bit(&'a Wire<TfheCiphertext>),
+    Other,
+}
+
+/// Runs `graph` (validated for these keys and inputs) and returns its named
+/// outputs in the graph's order. `cancel` is checked before every node;
+/// `progress` is called after every node.
+pub fn execute(
+    graph: &ValidatedGraph,
+    keys: &SessionKeys,
+    inputs: &[Object],
+    cancel: &AtomicBool,
+    progress: &mut dyn FnMut(Progress),
+) -> Result<Vec<(String, Object)>, ExecError> {
+    check_keys(graph, keys)?;
+    if inputs.len() != graph.inputs.len() {
+        return Err(ExecError::InputMismatch {
+            index: inputs.len().min(graph.inputs.len()),
+            reason: format!(
+                "{} inputs given, the graph was validated for {}",
+                inputs.len(),
+                graph.inputs.len()
+            ),
+        });
+    }
+    for (i, (obj, want)) in inputs.iter().zip(&graph.inputs).enumerate() {
+        match obj.value_type() {
+            Some(t) if t == *want => {}
+            t => {
+                return Err(ExecError::InputMismatch {
+                    index: i,
+                    reason: format!("a {t:?} object where {want:?} was validated"),
+                });
+            }
+        }
+    }
+    let mut run = Run {
+        g: graph,
+        keys,
+        inputs,
+        slots: (0..graph.graph.nodes.len()).map(|_| Slot::Empty).collect(),
+        uses: graph.uses.clone(),
+    };
+    let total = graph.order.len();
+    for (done, &id) in graph.order.iter().enumerate() {
+        if cancel.load(Ordering::Relaxed) {
+            return Err(ExecError::Cancelled { done, total });
+        }
+        let op = &graph.graph.nodes[id as usize];
+        let slot = run.node(id, op)?;
+        run.slots[id as usize] = slot;
+        if !matches!(run.slots[id as usize], Slot::FusedMul(..)) {
+            for m in op.operands() {
+                run.release(m);
+            }
+        }
+        progress(Progress {
+            done: done + 1,
+            total,
+            node: id,
+            op: op.name(),
+        });
+    }
+    let mut out = Vec::with_capacity(graph.graph.outputs.len());
+    for o in &graph.graph.outputs {
+        let obj = match run.view(o.node) {
+            V::Ct(c) => Object::CkksCiphertext(c.clone()),
+            V::Pt(p) => Object::CkksPlaintext(p.clone()),
+            V::Uint(u) => Object::TfheUint(u.clone()),
+            V::Bit(b) => Object::TfheBit(b.clone()),
+            _ => {
+                return Err(ExecError::Internal {
+                    node: o.node,
+                    op: "output",
+                    reason: "not an object".into(),
+                });
+            }
+        };
+        out.push((o.name.clone(), obj));
+    }
+    Ok(out)
+}
+
+fn check_keys(g: &ValidatedGraph, keys: &SessionKeys) -> Result<(), ExecError> {
+    let mismatch = |s: &str| Err(ExecError::KeysMismatch(s.into()));
+    let n = &g.needs;
+    let rt = keys.ckks_runtime();
+    if let Some(h) = &n.param_hash
+        && keys.params().ckks.as_ref().map(|p| p.rlwe().hash()) != Some(h)
+    {
+        return mismatch("other CKKS parameters");
+    }
+    if n.relin_key && rt.is_none_or(|r| r.evaluator.keys().relin.is_none()) {
+        return mismatch("no relinearization key");
+    }
+    for &e in &n.galois {
+        if rt.is_none_or(|r| r.evaluator.keys().galois.get(e).is_err()) {
+            return mismatch("a Galois key is missing");
+        }
+    }
+    if n.tfhe && keys.tfhe_engine().is_none() {
+        return mismatch("no TFHE server key");
+    }
+    Ok(())
+}
+
+struct Run<'a> {
+    g: &'a ValidatedGraph,
+    keys: &'a SessionKeys,
+    inputs: &'a [Object],
+    slots: Vec<Slot>,
+    uses: Vec<u32>,
+}
+
+impl<'a> Run<'a> {
+    fn view(&self, id: NodeId) -> V<'_> {
+        match &self.slots[id as usize] {
+            Slot::Input(i) => match &self.inputs[*i] {
+                Object::CkksCiphertext(c) => V::Ct(c),
+                Object::CkksPlaintext(p) => V::Pt(p),
+                Object::TfheUint(u) => V::Uint(u),
+                Object::TfheBit(b) => V::Bit(b),
+                _ => V::Other,
+            },
+            Slot::Const(c) => V::Const(*c),
+            Slot::Plain(n) => match &self.g.graph.nodes[*n as usize] {
+                Op::Plain(v) => V::Plain(v),
+                _ => V::Other,
+            },
+            Slot::Ct(c) => V::Ct(c),
+            Slot::Uint(u) => V::Uint(u),
+            Slot::Bit(b) => V::Bit(b),
+            Slot::Empty | Slot::FusedMul(..) => V::Other,
+        }
+    }
+
+    fn release(&mut self, m: NodeId) {
+        let u = &mut self.uses[m as usize];
+        *u = u.saturating_sub(1);
+        if *u == 0 {
+            self.slots[m as usize] = Slot::Empty;
+        }
+    }
+
+    fn node(&mut self, id: NodeId, op: &Op) -> Result<Slot, ExecError> {
+        let name = op.name();
+        let internal = |reason: &str| ExecError::Internal {
+            node: id,
+            op: name,
+            reason: reason.into(),
+        };
+        let ck = |r: Result<Ciphertext, CkksError>| {
+            r.map(Slot::Ct).map_err(|source| ExecError::Ckks {
+                node: id,
+                op: name,
+                source,
+            })
+        };
+        let rt = || -> Result<&CkksRuntime, ExecError> {
+            self.keys
+                .ckks_runtime()
+                .ok_or_else(|| internal("no CKKS runtime"))
+        };
+        match op {
+            Op::Input(i) => Ok(Slot::Input(*i as usize)),
+            Op::Constant(c) => Ok(Slot::Const(*c)),
+            Op::Plain(_) => Ok(Slot::Plain(id)),
+            Op::Add(a, b) | Op::Sub(a, b) => {
+                let rt = rt()?;
+                let sub = matches!(op, Op::Sub(..));
+                ck(add_sub(rt, self.view(*a), self.view(*b), sub)
+                    .ok_or_else(|| internal("operand types"))?)
+            }
+            Op::Neg(a) => match self.view(*a) {
+                V::Ct(c) => ck(rt()?.evaluator.neg(c)),
+                _ => Err(internal("operand types")),
+            },
+            Op::Mul(a, b) => {
+                if self.g.fused[id as usize] {
+                    return Ok(Slot::FusedMul(*a, *b));
+                }
+                let rt = rt()?;
+                ck(mul(rt, self.view(*a), self.view(*b))
+                    .ok_or_else(|| internal("operand types"))?)
+            }
+            Op::Rescale(a) => {
+                let ev = &rt()?.evaluator;
+                if let Slot::FusedMul(x, y) = self.slots[*a as usize] {
+                    let r = match (self.view(x), self.view(y)) {
+                        (V::Ct(p), V::Ct(q)) => ev.mul_relin_rescale(p, q),
+                        _ => return Err(internal("operand types")),
+                    };
+                    self.release(x);
+                    self.release(y);
+                    return ck(r);
+                }
+                match self.view(*a) {
+                    V::Ct(c) => ck(ev.rescale(c)),
+                    _ => Err(internal("operand types")),
+                }
+            }
+            Op::Rotate(a, k) => match self.view(*a) {
+                V::Ct(c) => ck(rt()?.evaluator.rotate(c, *k)),
+                _ => Err(internal("operand types")),
+            },
+            Op::RotateAndSum(a, n) => match self.view(*a) {
+                V::Ct(c) => ck(rt()?.evaluator.rotate_and_sum(c, *n as usize)),
+                _ => Err(internal("operand types")),
+            },
+            Op::Conjugate(a) => match self.view(*a) {
+                V::Ct(c) => ck(rt()?.evaluator.conjugate(c)),
+                _ => Err(internal("operand types")),
+            },
+            Op::Chebyshev {
+                input,
+                coeffs,
+                a,
+                b,
+            } => match self.view(*input) {
+                V::Ct(c) => {
+                    let p = ChebyshevPolynomial {
+                        coeffs: coeffs.clone(),
+                        a: *a,
+                        b: *b,
+                    };
+                    ck(rt()?.evaluator.evaluate_chebyshev(c, &p))
+                }
+                _ => Err(internal("operand types")),
+            },
+            Op::IntSum { inputs, full } => {
+                let e = self.engine(id, name)?;
+                let xs = inputs
+                    .iter()
+                    .map(|&m| match self.view(m) {
+                        V::Uint(u) => Some(u.clone()),
+                        _ => None,
+                    })
+                    .collect::<Option<Vec<_>>>()
+                    .ok_or_else(|| internal("operand types"))?;
+                let mode = if *full {
+                    SumMode::Full
+                } else {
+                    SumMode::Modular
+                };
+                circuits::sum(e, &xs, mode, AdderKind::Auto)
+                    .map(Slot::Uint)
+                    .map_err(|source| circuit_err(id, name, source))
+            }
+            Op::IntCompare(a, b, rel) => {
+                let e = self.engine(id, name)?;
+                match (self.view(*a), self.view(*b)) {
+                    (V::Uint(x), V::Uint(y)) => circuits::compare(e, x, y, circuit_relation(*rel))
+                        .map(Slot::Bit)
+                        .map_err(|source| circuit_err(id, name, source)),
+                    _ => Err(internal("operand types")),
+                }
+            }
+            Op::IntMin(a, b) | Op::IntMax(a, b) => {
+                let e = self.engine(id, name)?;
+                let min = matches!(op, Op::IntMin(..));
+                match (self.view(*a), self.view(*b)) {
+                    (V::Uint(x), V::Uint(y)) => {
+                        let r = if min {
+                            circuits::min(e, x, y)
+                        } else {
+                            circuits::max(e, x, y)
+                        };
+                        r.map(Slot::Uint)
+                            .map_err(|source| circuit_err(id, name, source))
+                    }
+                    _ => Err(internal("operand types")),
+                }
+            }
+        }
+    }
+
+    fn engine(&self, id: NodeId, op: &'static str) -> Result<&'a TfheEngine, ExecError> {
+        self.keys.tfhe_engine().ok_or(ExecError::Internal {
+            node: id,
+            op,
+            reason: "no TFHE server key".into(),
+        })
+    }
+}
+
+fn circuit_err(
+    node: NodeId,
+    op: &'static str,
+    source: hecloud_circuits::CircuitError,
+) -> ExecError {
+    ExecError::Circuit { node, op, source }
+}
+
+/// ct ± x or x ± ct; `None` for operand types validation refuses.
+fn add_sub(
+    rt: &CkksRuntime,
+    a: V<'_>,
+    b: V<'_>,
+    sub: bool,
+) -> Option<Result<Ciphertext, CkksError>> {
+    let ev = &rt.evaluator;
+    Some(match (a, b) {
+        (V::Ct(x), V::Ct(y)) => {
+            if sub {
+                ev.sub(x, y)
+            } else {
+                ev.add(x, y)
+            }
+        }
+        (V::Ct(x), other) => with_operand(rt, x, other, sub),
+        (other, V::Ct(y)) => {
+            // x − ct = −(ct − x); x + ct = ct + x.
+            if sub {
+                with_operand(rt, y, other, true).and_then(|r| ev.neg(&r))
+            } else {
+                with_operand(rt, y, other, false)
+            }
+        }
+        _ => return None,
+    })
+}
+
+fn with_operand(
+    rt: &CkksRuntime,
+    ct: &Ciphertext,
+    x: V<'_>,
+    sub: bool,
+) -> Result<Ciphertext, CkksError> {
+    let ev = &rt.evaluator;
+    match x {
+        V::Pt(p) => {
+            if sub {
+                ev.sub_plain(ct, p)
+            } else {
+                ev.add_plain(ct, p)
+            }
+        }
+        V::Plain(v) => {
+            let p = rt.encoder.encode_real(v, ct.level(), ct.scale())?;
+            if sub {
+                ev.sub_plain(ct, &p)
+            } else {
+                ev.add_plain(ct, &p)
+            }
+        }
+        V::Const(c) => ev.add_const(ct, Complex64::new(if sub { -c } else { c }, 0.0)),
+        _ => Err(CkksError::Polynomial("unsupported operand".into())),
+    }
+}
+
+fn mul(rt: &CkksRuntime, a: V<'_>, b: V<'_>) -> Option<Result<Ciphertext, CkksError>> {
+    let ev: &Evaluator = &rt.evaluator;
+    Some(match (a, b) {
+        (V::Ct(x), V::Ct(y)) => ev.mul(x, y).and_then(|t| ev.relinearize(&t)),
+        (V::Ct(x), other) | (other, V::Ct(x)) => match other {
+            V::Pt(p) => ev.mul_plain(x, p),
+            V::Plain(v) => {
+                let q = ev.params().q_f64(x.level());
+                rt.encoder
+                    .encode_real(v, x.level(), q)
+                    .and_then(|p| ev.mul_plain(x, &p))
+            }
+            V::Const(c) => ev.mul_const(x, c),
+            _ => return None,
+        },
+        _ => return None,
+    })
+}

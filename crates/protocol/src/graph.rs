@@ -1,0 +1,497 @@
+//! The computation graph a client submits: typed nodes for the CKKS operations
+//! and the integer circuits over TFHE, and named outputs.
+//!
+//! A graph is a list of nodes; a node refers to other nodes by their index
+//! ([`NodeId`]) and to the job's input objects by their position
+//! ([`Op::Input`]). Nothing about a graph is trusted: references may dangle,
+//! form cycles or mix types — [`crate::validate()`] finds all of that before
+//! anything runs.
+//!
+//! ```
+//! use hecloud_protocol::{Graph, Message};
+//! // y = rotate-and-sum over 8 slots of (x0 · x1 + 0.5)
+//! let mut g = Graph::new();
+//! let (x0, x1) = (g.input(0), g.input(1));
+//! let p = g.mul(x0, x1);
+//! let p = g.rescale(p);
+//! let c = g.constant(0.5);
+//! let s = g.add(p, c);
+//! let y = g.rotate_and_sum(s, 8);
+//! g.output("y", y);
+//! let bytes = g.encode();
+//! assert_eq!(Graph::decode(&bytes).unwrap(), g);
+//! ```
+
+use crate::codec::{DecodeError, DecodeResult, Message, MessageKind, Reader, Writer};
+
+/// Index of a node in [`Graph::nodes`].
+pub type NodeId = u32;
+
+/// Most nodes in one graph.
+pub const MAX_NODES: usize = 1 << 16;
+/// Most named outputs of one graph.
+pub const MAX_OUTPUTS: usize = 1024;
+/// Longest output name, in bytes.
+pub const MAX_NAME_LEN: usize = 128;
+/// Longest clear vector operand (N/2 slots at N = 2^17).
+pub const MAX_PLAIN_LEN: usize = 1 << 16;
+/// Most Chebyshev coefficients of one polynomial (degree + 1).
+pub const MAX_CHEBYSHEV_COEFFS: usize = 1 << 11;
+/// Most operands of one integer sum.
+pub const MAX_SUM_OPERANDS: usize = 1 << 12;
+
+/// Which relation an integer comparison outputs (as one encrypted bit).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+pub enum Relation {
+    /// `a < b`
+    Lt = 0,
+    /// `a ≤ b`
+    Le = 1,
+    /// `a > b`
+    Gt = 2,
+    /// `a ≥ b`
+    Ge = 3,
+}
+
+impl Relation {
+    fn from_u8(t: u8) -> DecodeResult<Self> {
+        Ok(match t {
+            0 => Self::Lt,
+            1 => Self::Le,
+            2 => Self::Gt,
+            3 => Self::Ge,
+            _ => {
+                return Err(DecodeError::UnknownTag {
+                    field: "relation",
+                    tag: t as u64,
+                });
+            }
+        })
+    }
+
+    /// Whether the relation holds between two clear values (the reference).
+    pub fn holds(self, a: u128, b: u128) -> bool {
+        match self {
+            Self::Lt => a < b,
+            Self::Le => a <= b,
+            Self::Gt => a > b,
+            Self::Ge => a >= b,
+        }
+    }
+}
+
+/// One operation of the graph.
+///
+/// CKKS operations take ciphertexts and, where noted, plaintext operands: a
+/// plaintext input object, a clear vector ([`Op::Plain`], encoded by the server
+/// at the level and scale the operation needs) or a real constant
+/// ([`Op::Constant`]). Integer operations take encrypted unsigned integers
+/// (TFHE, one bit per ciphertext). The enum grows with the schemes (BGV has
+/// not landed yet): a tag this build does not know is refused when decoding.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub enum Op {
+    /// The job's input object at this position.
+    Input(u32),
+    /// A real constant operand (in every slot).
+    Constant(f64),
+    /// A clear real vector operand (slot i holds value i, the rest 0).
+    Plain(Vec<f64>),
+    /// `a + b`: ciphertext + ciphertext, plaintext, vector or constant (either order).
+    Add(NodeId, NodeId),
+    /// `a − b`: ciphertext − ciphertext, plaintext, vector or constant (either order).
+    Sub(NodeId, NodeId),
+    /// `−a` of a ciphertext.
+    Neg(NodeId),
+    /// `a · b` (no rescale): ciphertext × ciphertext (relinearized, needs the
+    /// relinearization key), × plaintext or vector (scale multiplied; a vector
+    /// is encoded at scale q_l so a following rescale restores the scale),
+    /// × constant (an integer costs nothing; another real consumes one level
+    /// and keeps the scale).
+    Mul(NodeId, NodeId),
+    /// Divides by the last prime: one level down, scale / q_l.
+    Rescale(NodeId),
+    /// Rotates the slots left by k (negative: right); needs the Galois key of k.
+    Rotate(NodeId, i64),
+    /// Slot j gets Σ_{t<n} slot (j + t); n a power of two; needs the Galois keys
+    /// of 1, 2, 4, …, n/2.
+    RotateAndSum(NodeId, u32),
+    /// Complex conjugation of every slot; needs the conjugation Galois key.
+    Conjugate(NodeId),
+    /// p(x) = Σ c_k T_k(y), y = (2x − a − b)/(b − a), slot-wise (Chebyshev basis,
+    /// baby-step giant-step).
+    Chebyshev {
+        /// The ciphertext x.
+        input: NodeId,
+        /// Chebyshev coefficients c_0 … c_d.
+        coeffs: Vec<f64>,
+        /// Left end of the interval.
+        a: f64,
+        /// Right end of the interval.
+        b: f64,
+    },
+    /// Sum of n encrypted integers of one width (carry-save tree and a final
+    /// adder); `full` grows the width by ⌈log2 n⌉ bits, else it wraps.
+    IntSum {
+        /// Operands, all of one width.
+        inputs: Vec<NodeId>,
+        /// Full-width result instead of wrapping.
+        full: bool,
+    },
+    /// One encrypted bit: whether `a rel b` holds.
+    IntCompare(NodeId, NodeId, Relation),
+    /// min(a, b) of two encrypted integers.
+    IntMin(NodeId, NodeId),
+    /// max(a, b) of two encrypted integers.
+    IntMax(NodeId, NodeId),
+}
+
+impl Op {
+    /// Short name (for errors and logs).
+    pub fn name(&self) -> &'static str {
+        match self {
+            Op::Input(_) => "input",
+            Op::Constant(_) => "constant",
+            Op::Plain(_) => "plain",
+            Op::Add(..) => "add",
+            Op::Sub(..) => "sub",
+            Op::Neg(_) => "neg",
+            Op::Mul(..) => "mul",
+            Op::Rescale(_) => "rescale",
+            Op::Rotate(..) => "rotate",
+            Op::RotateAndSum(..) => "rotate_and_sum",
+            Op::Conjugate(_) => "conjugate",
+            Op::Chebyshev { .. } => "chebyshev",
+            Op::IntSum { .. } => "int_sum",
+            Op::IntCompare(..) => "int_compare",
+            Op::IntMin(..) => "int_min",
+            Op::IntMax(..) => "int_max",
+        }
+    }
+
+    /// The nodes this operation reads, in operand order.
+    pub fn operands(&self) -> Vec<NodeId> {
+        match self {
+            Op::Input(_) | Op::Constant(_) | Op::Plain(_) => vec![],
+            Op::Neg(a)
+            | Op::Rescale(a)
+            | Op::Rotate(a, _)
+            | Op::RotateAndSum(a, _)
+            | Op::Conjugate(a)
+            | Op::Chebyshev { input: a, .. } => vec![*a],
+            Op::Add(a, b)
+            | Op::Sub(a, b)
+            | Op::Mul(a, b)
+            | Op::IntCompare(a, b, _)
+            | Op::IntMin(a, b)
+            | Op::IntMax(a, b) => vec![*a, *b],
+            Op::IntSum { inputs, .. } => inputs.clone(),
+        }
+    }
+}
+
+/// A named result of the graph.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Output {
+    /// Name (unique in the graph, 1..=[`MAX_NAME_LEN`] bytes).
+    pub name: String,
+    /// The node whose value is returned.
+    pub node: NodeId,
+}
+
+/// A computation graph: nodes and named outputs.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Graph {
+    /// The operations; node i is `nodes[i]`.
+    pub nodes: Vec<Op>,
+    /// The results returned, in order.
+    pub outputs: Vec<Output>,
+}
+
+impl Graph {
+    /// An empty graph.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Appends a node and returns its id.
+    pub fn push(&mut self, op: Op) -> NodeId {
+        self.nodes.push(op);
+        (self.nodes.len() - 1) as NodeId
+    }
+
+    /// Names the value of `node` as an output.
+    pub fn output(&mut self, name: impl Into<String>, node: NodeId) {
+        self.outputs.push(Output {
+            name: name.into(),
+            node,
+        });
+    }
+
+    /// [`Op::Input`].
+    pub fn input(&mut self, index: u32) -> NodeId {
+        self.push(Op::Input(index))
+    }
+    /// [`Op::Constant`].
+    pub fn constant(&mut self, c: f64) -> NodeId {
+        self.push(Op::Constant(c))
+    }
+    /// [`Op::Plain`].
+    pub fn plain(&mut self, values: Vec<f64>) -> NodeId {
+        self.push(Op::Plain(values))
+    }
+    /// [`Op::Add`].
+    pub fn add(&mut self, a: NodeId, b: NodeId) -> NodeId {
+        self.push(Op::Add(a, b))
+    }
+    /// [`Op::Sub`].
+    pub fn sub(&mut self, a: NodeId, b: NodeId) -> NodeId {
+        self.push(Op::Sub(a, b))
+    }
+    /// [`Op::Neg`].
+    pub fn neg(&mut self, a: NodeId) -> NodeId {
+        self.push(Op::Neg(a))
+    }
+    /// [`Op::Mul`].
+    pub fn mul(&mut self, a: NodeId, b: NodeId) -> NodeId {
+        self.push(Op::Mul(a, b))
+    }
+    /// [`Op::Rescale`].
+    pub fn rescale(&mut self, a: NodeId) -> NodeId {
+        self.push(Op::Rescale(a))
+    }
+    /// [`Op::Rotate`].
+    pub fn rotate(&mut self, a: NodeId, k: i64) -> NodeId {
+        self.push(Op::Rotate(a, k))
+    }
+    /// [`Op::RotateAndSum`].
+    pub fn rotate_and_sum(&mut self, a: NodeId, n: u32) -> NodeId {
+        self.push(Op::RotateAndSum(a, n))
+    }
+    /// [`Op::Conjugate`].
+    pub fn conjugate(&mut self, a: NodeId) -> NodeId {
+        self.push(Op::Conjugate(a))
+    }
+    /// [`Op::Chebyshev`].
+    pub fn chebyshev(&mut self, input: NodeId, coeffs: Vec<f64>, a: f64, b: f64) -> NodeId {
+        self.push(Op::Chebyshev {
+            input,
+            coeffs,
+            a,
+            b,
+        })
+    }
+    /// [`Op::IntSum`].
+    pub fn int_sum(&mut self, inputs: Vec<NodeId>, full: bool) -> NodeId {
+        self.push(Op::IntSum { inputs, full })
+    }
+    /// [`Op::IntCompare`].
+    pub fn int_compare(&mut self, a: NodeId, b: NodeId, rel: Relation) -> NodeId {
+        self.push(Op::IntCompare(a, b, rel))
+    }
+    /// [`Op::IntMin`].
+    pub fn int_min(&mut self, a: NodeId, b: NodeId) -> NodeId {
+        self.push(Op::IntMin(a, b))
+    }
+    /// [`Op::IntMax`].
+    pub fn int_max(&mut self, a: NodeId, b: NodeId) -> NodeId {
+        self.push(Op::IntMax(a, b))
+    }
+
+    /// Writes the graph (no envelope): used inside other messages.
+    pub fn write(&self, w: &mut Writer) {
+        w.len(self.nodes.len());
+        for op in &self.nodes {
+            write_op(w, op);
+        }
+        w.len(self.outputs.len());
+        for o in &self.outputs {
+            w.str(&o.name);
+            w.u32(o.node);
+        }
+    }
+
+    /// Reads a graph written by [`Graph::write`]. Only the encoding is checked
+    /// here (limits, tags, finite numbers); the graph's meaning is checked by
+    /// [`crate::validate()`].
+    pub fn read(r: &mut Reader<'_>) -> DecodeResult<Self> {
+        let n = r.count("nodes", MAX_NODES, 5)?;
+        let mut nodes = Vec::with_capacity(n);
+        for _ in 0..n {
+            nodes.push(read_op(r)?);
+        }
+        let m = r.count("outputs", MAX_OUTPUTS, 8)?;
+        let mut outputs = Vec::with_capacity(m);
+        for _ in 0..m {
+            let name = r.str("output name", MAX_NAME_LEN)?;
+            let node = r.u32()?;
+            outputs.push(Output { name, node });
+        }
+        Ok(Self { nodes, outputs })
+    }
+}
+
+impl Message for Graph {
+    const KIND: MessageKind = MessageKind::Graph;
+    fn write_body(&self, w: &mut Writer) {
+        self.write(w);
+    }
+    fn read_body(r: &mut Reader<'_>) -> DecodeResult<Self> {
+        Self::read(r)
+    }
+}
+
+mod tag {
+    pub const INPUT: u8 = 1;
+    pub const CONSTANT: u8 = 2;
+    pub const PLAIN: u8 = 3;
+    pub const ADD: u8 = 4;
+    pub const SUB: u8 = 5;
+    pub const NEG: u8 = 6;
+    pub const MUL: u8 = 7;
+    pub const RESCALE: u8 = 8;
+    pub const ROTATE: u8 = 9;
+    pub const ROTATE_AND_SUM: u8 = 10;
+    pub const CONJUGATE: u8 = 11;
+    pub const CHEBYSHEV: u8 = 12;
+    pub const INT_SUM: u8 = 32;
+    pub const INT_COMPARE: u8 = 33;
+    pub const INT_MIN: u8 = 34;
+    pub const INT_MAX: u8 = 35;
+    // 64..=95 are reserved for BGV operations.
+}
+
+fn write_op(w: &mut Writer, op: &Op) {
+    match op {
+        Op::Input(i) => {
+            w.u8(tag::INPUT);
+            w.u32(*i);
+        }
+        Op::Constant(c) => {
+            w.u8(tag::CONSTANT);
+            w.f64(*c);
+        }
+        Op::Plain(v) => {
+            w.u8(tag::PLAIN);
+            w.len(v.len());
+            v.iter().for_each(|&x| w.f64(x));
+        }
+        Op::Add(a, b) => pair(w, tag::ADD, *a, *b),
+        Op::Sub(a, b) => pair(w, tag::SUB, *a, *b),
+        Op::Neg(a) => one(w, tag::NEG, *a),
+        Op::Mul(a, b) => pair(w, tag::MUL, *a, *b),
+        Op::Rescale(a) => one(w, tag::RESCALE, *a),
+        Op::Rotate(a, k) => {
+            one(w, tag::ROTATE, *a);
+            w.i64(*k);
+        }
+        Op::RotateAndSum(a, n) => {
+            one(w, tag::ROTATE_AND_SUM, *a);
+            w.u32(*n);
+        }
+        Op::Conjugate(a) => one(w, tag::CONJUGATE, *a),
+        Op::Chebyshev {
+            input,
+            coeffs,
+            a,
+            b,
+        } => {
+            one(w, tag::CHEBYSHEV, *input);
+            w.f64(*a);
+            w.f64(*b);
+            w.len(coeffs.len());
+            coeffs.iter().for_each(|&x| w.f64(x));
+        }
+        Op::IntSum { inputs, full } => {
+            w.u8(tag::INT_SUM);
+            w.bool(*full);
+            w.len(inputs.len());
+            inputs.iter().for_each(|&x| w.u32(x));
+        }
+        Op::IntCompare(a, b, rel) => {
+            pair(w, tag::INT_COMPARE, *a, *b);
+            w.u8(*rel as u8);
+        }
+        Op::IntMin(a, b) => pair(w, tag::INT_MIN, *a, *b),
+        Op::IntMax(a, b) => pair(w, tag::INT_MAX, *a, *b),
+    }
+}
+
+fn one(w: &mut Writer, t: u8, a: NodeId) {
+    w.u8(t);
+    w.u32(a);
+}
+
+fn pair(w: &mut Writer, t: u8, a: NodeId, b: NodeId) {
+    w.u8(t);
+    w.u32(a);
+    w.u32(b);
+}
+
+fn f64s(r: &mut Reader<'_>, field: &'static str, max: usize) -> DecodeResult<Vec<f64>> {
+    let n = r.count(field, max, 8)?;
+    let mut v = Vec::with_capacity(n);
+    for _ in 0..n {
+        v.push(r.finite_f64(field)?);
+    }
+    Ok(v)
+}
+
+fn read_op(r: &mut Reader<'_>) -> DecodeResult<Op> {
+    let t = r.u8()?;
+    Ok(match t {
+        tag::INPUT => Op::Input(r.u32()?),
+        tag::CONSTANT => Op::Constant(r.finite_f64("constant")?),
+        tag::PLAIN => Op::Plain(f64s(r, "plain vector", MAX_PLAIN_LEN)?),
+        tag::ADD => Op::Add(r.u32()?, r.u32()?),
+        tag::SUB => Op::Sub(r.u32()?, r.u32()?),
+        tag::NEG => Op::Neg(r.u32()?),
+        tag::MUL => Op::Mul(r.u32()?, r.u32()?),
+        tag::RESCALE => Op::Rescale(r.u32()?),
+        tag::ROTATE => Op::Rotate(r.u32()?, r.i64()?),
+        tag::ROTATE_AND_SUM => Op::RotateAndSum(r.u32()?, r.u32()?),
+        tag::CONJUGATE => Op::Conjugate(r.u32()?),
+        tag::CHEBYSHEV => {
+            let input = r.u32()?;
+            let a = r.finite_f64("chebyshev interval")?;
+            let b = r.finite_f64("chebyshev interval")?;
+            let coeffs = f64s(r, "chebyshev coefficients", MAX_CHEBYSHEV_COEFFS)?;
+            Op::Chebyshev {
+                input,
+                coeffs,
+                a,
+                b,
+            }
+        }
+        tag::INT_SUM => {
+            let full = r.bool("int_sum mode")?;
+            let n = r.count("int_sum operands", MAX_SUM_OPERANDS, 4)?;
+            let mut inputs = Vec::with_capacity(n);
+            for _ in 0..n {
+                inputs.push(r.u32()?);
+            }
+            Op::IntSum { inputs, full }
+        }
+        tag::INT_COMPARE => {
+            let (a, b) = (r.u32()?, r.u32()?);
+            Op::IntCompare(a, b, Relation::from_u8(r.u8()?)?)
+        }
+        tag::INT_MIN => Op::IntMin(r.u32()?, r.u32()?),
+        tag::INT_MAX => Op::IntMax(r.u32()?, r.u32()?),
+        64..=95 => {
+            return Err(DecodeError::InvalidField {
+                field: "op",
+                reason: format!(
+                    "tag {t} is a BGV operation, and BGV is not available in this build"
+                ),
+            });
+        }
+        _ => {
+            return Err(DecodeError::UnknownTag {
+                field: "op",
+                tag: t as u64,
+            });
+        }
+    })
+}

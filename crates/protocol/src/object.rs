@@ -1,0 +1,545 @@
+//! Object payloads: decoding and checking the bytes of ciphertexts, plaintexts
+//! and keys against a session's parameters, and the server-side key set.
+//!
+//! CKKS payloads are exactly the bytes of [`hecloud_rlwe::serial`] (format
+//! version, kind, parameter hash, level, scale, length-checked body). TFHE
+//! payloads are a small container around TFHE-rs's own versioned, size-limited
+//! serialization ([`tfhe::safe_serialization`]):
+//!
+//! | bytes | field |
+//! | --- | --- |
+//! | 0..4 | magic `HECT` |
+//! | 4..6 | format version (u16, currently 1) |
+//! | 6 | object kind ([`ObjectKind`] byte) |
+//! | 7 | flags (0) |
+//! | 8..40 | parameter hash ([`TfheParamSpec::hash`]) |
+//! | 40..44 | count (u32): bits of an integer, 1 otherwise |
+//!
+//! then `count` items, each a u32 length and that many bytes of
+//! `safe_serialize` output; every TFHE-rs object is checked for conformance
+//! with the parameter set (dimensions, moduli) before use.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+use hecloud_circuits::{EncryptedUint, MAX_WIDTH, MIN_WIDTH, TFHE_PARAMS, TfheEngine, Wire};
+use hecloud_ckks::{CkksParameters, Encoder, EvaluationKeys, Evaluator};
+use hecloud_rlwe::serial::HEADER_LEN;
+use hecloud_rlwe::{Ciphertext, GaloisKey, GaloisKeys, Plaintext, PublicKey, RelinearizationKey};
+use tfhe::Unversionize;
+use tfhe::shortint::ciphertext::{MaxDegree, NoiseLevel};
+use tfhe::shortint::{AtomicPatternParameters, ServerKey};
+
+use crate::codec::{DecodeError, Reader, Writer};
+use crate::error::{ObjectError, SessionError};
+use crate::session::{
+    ObjectDescriptor, ObjectId, ObjectKind, ParamSpec, SessionSpec, TfheParamSpec,
+};
+use crate::validate::{Capabilities, ValueType};
+
+/// A TFHE-rs shortint ciphertext (one bit of an encrypted integer).
+pub type TfheCiphertext = tfhe::shortint::Ciphertext;
+
+/// Magic bytes of a TFHE container.
+pub const TFHE_MAGIC: [u8; 4] = *b"HECT";
+/// Version of the TFHE container.
+pub const TFHE_FORMAT_VERSION: u16 = 1;
+const TFHE_HEADER_LEN: usize = 44;
+/// Largest serialized TFHE-rs ciphertext accepted (a shortint ciphertext of
+/// [`TFHE_PARAMS`] takes about 16 KiB).
+pub const MAX_TFHE_CIPHERTEXT_BYTES: usize = 1 << 20;
+/// Largest serialized TFHE-rs server key accepted.
+pub const MAX_TFHE_SERVER_KEY_BYTES: usize = 1 << 30;
+
+/// A decoded object, as the server holds it: ciphertexts, plaintexts and
+/// public/evaluation keys only — there is no variant for a secret.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub enum Object {
+    /// A CKKS ciphertext.
+    CkksCiphertext(Ciphertext),
+    /// A CKKS plaintext.
+    CkksPlaintext(Plaintext),
+    /// A CKKS public key.
+    CkksPublicKey(Box<PublicKey>),
+    /// A CKKS relinearization key.
+    CkksRelinKey(Box<RelinearizationKey>),
+    /// A CKKS Galois key.
+    CkksGaloisKey(Box<GaloisKey>),
+    /// A TFHE server key.
+    TfheServerKey(Box<ServerKey>),
+    /// An encrypted unsigned integer (TFHE, bit i in ciphertext i).
+    TfheUint(EncryptedUint<TfheCiphertext>),
+    /// One encrypted bit (TFHE).
+    TfheBit(Wire<TfheCiphertext>),
+}
+
+impl Object {
+    /// The object's kind.
+    pub fn kind(&self) -> ObjectKind {
+        match self {
+            Object::CkksCiphertext(_) => ObjectKind::CkksCiphertext,
+            Object::CkksPlaintext(_) => ObjectKind::CkksPlaintext,
+            Object::CkksPublicKey(_) => ObjectKind::CkksPublicKey,
+            Object::CkksRelinKey(_) => ObjectKind::CkksRelinKey,
+            Object::CkksGaloisKey(_) => ObjectKind::CkksGaloisKey,
+            Object::TfheServerKey(_) => ObjectKind::TfheServerKey,
+            Object::TfheUint(_) => ObjectKind::TfheUint,
+            Object::TfheBit(_) => ObjectKind::TfheBit,
+        }
+    }
+
+    /// The type a graph sees for this object as a job input; `None` for keys.
+    pub fn value_type(&self) -> Option<ValueType> {
+        Some(match self {
+            Object::CkksCiphertext(c) => ValueType::CkksCiphertext {
+                level: c.level(),
+                scale: c.scale(),
+                degree: c.degree(),
+            },
+            Object::CkksPlaintext(p) => ValueType::CkksPlaintext {
+                level: p.level(),
+                scale: p.scale(),
+            },
+            Object::TfheUint(u) => ValueType::Uint { width: u.width() },
+            Object::TfheBit(_) => ValueType::Bit,
+            _ => return None,
+        })
+    }
+
+    /// The payload bytes (keys are written with seeds where they have them).
+    pub fn to_bytes(&self) -> Vec<u8> {
+        match self {
+            Object::CkksCiphertext(c) => c.to_bytes(),
+            Object::CkksPlaintext(p) => p.to_bytes(),
+            Object::CkksPublicKey(k) => k.to_bytes(),
+            Object::CkksRelinKey(k) => k.to_bytes(true),
+            Object::CkksGaloisKey(k) => k.to_bytes(true),
+            Object::TfheServerKey(k) => tfhe_container(ObjectKind::TfheServerKey, &[ser_sk(k)]),
+            Object::TfheUint(u) => {
+                let items: Vec<Vec<u8>> = u.bits().iter().map(|b| ser_ct(b.ciphertext())).collect();
+                tfhe_container(ObjectKind::TfheUint, &items)
+            }
+            Object::TfheBit(b) => tfhe_container(ObjectKind::TfheBit, &[ser_ct(b.ciphertext())]),
+        }
+    }
+}
+
+fn ser_ct(x: &TfheCiphertext) -> Vec<u8> {
+    let mut out = Vec::new();
+    // Serializing into a Vec fails only past the size limit, set above any real object.
+    if tfhe::safe_serialization::safe_serialize(x, &mut out, u64::MAX).is_err() {
+        out.clear();
+    }
+    out
+}
+
+/// The bincode options of TFHE server keys (TFHE-rs's `safe_serialize` needs
+/// a `Named` impl that its `ServerKey` lacks): fixed-width integers, no
+/// trailing bytes, a size limit when reading.
+fn bin() -> impl bincode::Options {
+    use bincode::Options;
+    bincode::DefaultOptions::new()
+        .with_fixint_encoding()
+        .reject_trailing_bytes()
+}
+
+fn unversion<T: Unversionize>(item: &[u8]) -> Result<T, ObjectError> {
+    use bincode::Options;
+    let versioned: T::VersionedOwned = bin()
+        .with_limit(item.len() as u64)
+        .deserialize(item)
+        .map_err(tfhe_err)?;
+    T::unversionize(versioned).map_err(tfhe_err)
+}
+
+fn ser_sk(x: &ServerKey) -> Vec<u8> {
+    use bincode::Options;
+    // Serializing into memory cannot fail for a well-formed key.
+    bin()
+        .serialize(&tfhe::Versionize::versionize(x))
+        .unwrap_or_default()
+}
+
+fn tfhe_container(kind: ObjectKind, items: &[Vec<u8>]) -> Vec<u8> {
+    let mut w = Writer::new();
+    w.bytes_raw(&TFHE_MAGIC);
+    w.u16(TFHE_FORMAT_VERSION);
+    w.u8(kind as u8);
+    w.u8(0);
+    w.bytes_raw(&TfheParamSpec::Message2Carry2.hash());
+    w.len(items.len());
+    for i in items {
+        w.bytes(i);
+    }
+    w.into_bytes()
+}
+
+/// The parameter sets of a session, built: enough to check and decode any
+/// object payload of the session.
+#[derive(Debug, Clone)]
+pub struct SessionParams {
+    /// CKKS parameters.
+    pub ckks: Option<Arc<CkksParameters>>,
+    /// TFHE parameter set.
+    pub tfhe: Option<TfheParamSpec>,
+}
+
+impl SessionParams {
+    /// Builds the parameter sets of `spec` (insecure CKKS literals only with
+    /// `allow_insecure`).
+    pub fn build(spec: &ParamSpec, allow_insecure: bool) -> Result<Self, SessionError> {
+        Ok(Self {
+            ckks: match &spec.ckks {
+                Some(c) => Some(c.build(allow_insecure)?),
+                None => None,
+            },
+            tfhe: spec.tfhe,
+        })
+    }
+
+    fn ckks(&self, kind: ObjectKind) -> Result<&Arc<CkksParameters>, ObjectError> {
+        self.ckks.as_ref().ok_or(ObjectError::NoParameters {
+            scheme: "CKKS",
+            kind,
+        })
+    }
+
+    /// Decodes and checks a payload of `kind` (every length, residue and
+    /// dimension checked; nothing in the bytes trusted).
+    pub fn decode(&self, kind: ObjectKind, bytes: &[u8]) -> Result<Object, ObjectError> {
+        match kind {
+            ObjectKind::CkksCiphertext => Ok(Object::CkksCiphertext(Ciphertext::from_bytes(
+                self.ckks(kind)?.rlwe(),
+                bytes,
+            )?)),
+            ObjectKind::CkksPlaintext => Ok(Object::CkksPlaintext(Plaintext::from_bytes(
+                self.ckks(kind)?.rlwe(),
+                bytes,
+            )?)),
+            ObjectKind::CkksPublicKey => Ok(Object::CkksPublicKey(Box::new(
+                PublicKey::from_bytes(self.ckks(kind)?.rlwe(), bytes)?,
+            ))),
+            ObjectKind::CkksRelinKey => Ok(Object::CkksRelinKey(Box::new(
+                RelinearizationKey::from_bytes(self.ckks(kind)?.rlwe(), bytes)?,
+            ))),
+            ObjectKind::CkksGaloisKey => Ok(Object::CkksGaloisKey(Box::new(
+                GaloisKey::from_bytes(self.ckks(kind)?.rlwe(), bytes)?,
+            ))),
+            ObjectKind::TfheServerKey | ObjectKind::TfheUint | ObjectKind::TfheBit => {
+                let spec = self.tfhe.ok_or(ObjectError::NoParameters {
+                    scheme: "TFHE",
+                    kind,
+                })?;
+                decode_tfhe(spec, kind, bytes)
+            }
+        }
+    }
+
+    /// Decodes and checks a payload, and describes it (id, size, level, …).
+    pub fn describe(
+        &self,
+        kind: ObjectKind,
+        bytes: &[u8],
+    ) -> Result<(ObjectDescriptor, Object), ObjectError> {
+        let obj = self.decode(kind, bytes)?;
+        let mut d = ObjectDescriptor {
+            id: ObjectId::of(bytes),
+            kind,
+            size: bytes.len() as u64,
+            param_hash: [0; 32],
+            level: 0,
+            scale: 1.0,
+            count: 1,
+            galois_element: 0,
+        };
+        if let Some(p) = &self.ckks {
+            d.param_hash = *p.rlwe().hash();
+        }
+        match &obj {
+            Object::CkksCiphertext(c) => {
+                d.level = c.level() as u32;
+                d.scale = c.scale();
+                d.count = c.polys().len() as u32;
+            }
+            Object::CkksPlaintext(p) => {
+                d.level = p.level() as u32;
+                d.scale = p.scale();
+            }
+            Object::CkksPublicKey(k) => d.level = k.params().max_level() as u32,
+            Object::CkksRelinKey(k) => {
+                d.level = k.0.params().max_level() as u32;
+                d.count = k.0.digits() as u32;
+            }
+            Object::CkksGaloisKey(k) => {
+                d.level = k.switching_key().params().max_level() as u32;
+                d.count = k.switching_key().digits() as u32;
+                d.galois_element = k.galois_element() as u64;
+            }
+            Object::TfheServerKey(_) | Object::TfheBit(_) => {
+                d.param_hash = TfheParamSpec::Message2Carry2.hash();
+            }
+            Object::TfheUint(u) => {
+                d.param_hash = TfheParamSpec::Message2Carry2.hash();
+                d.count = u.width() as u32;
+            }
+        }
+        Ok((d, obj))
+    }
+}
+
+/// The job-input type of a stored object from its descriptor (so a graph can
+/// be validated without loading its inputs).
+pub fn value_type_of(d: &ObjectDescriptor) -> Result<ValueType, ObjectError> {
+    Ok(match d.kind {
+        ObjectKind::CkksCiphertext => ValueType::CkksCiphertext {
+            level: d.level as usize,
+            scale: d.scale,
+            degree: (d.count as usize).saturating_sub(1),
+        },
+        ObjectKind::CkksPlaintext => ValueType::CkksPlaintext {
+            level: d.level as usize,
+            scale: d.scale,
+        },
+        ObjectKind::TfheUint => ValueType::Uint {
+            width: d.count as usize,
+        },
+        ObjectKind::TfheBit => ValueType::Bit,
+        kind => {
+            return Err(ObjectError::WrongKind {
+                kind,
+                usage: "a job input",
+            });
+        }
+    })
+}
+
+fn tfhe_err(e: impl std::fmt::Display) -> ObjectError {
+    ObjectError::Tfhe(e.to_string())
+}
+
+fn decode_tfhe(spec: TfheParamSpec, kind: ObjectKind, bytes: &[u8]) -> Result<Object, ObjectError> {
+    let mut r = Reader::new(bytes);
+    if bytes.len() < TFHE_HEADER_LEN {
+        return Err(DecodeError::Truncated {
+            need: TFHE_HEADER_LEN,
+            have: bytes.len(),
+        }
+        .into());
+    }
+    if r.take(4)? != TFHE_MAGIC {
+        return Err(DecodeError::BadMagic.into());
+    }
+    let version = r.u16()?;
+    if version != TFHE_FORMAT_VERSION {
+        return Err(DecodeError::UnsupportedVersion {
+            found: version,
+            supported: TFHE_FORMAT_VERSION,
+        }
+        .into());
+    }
+    let k = r.u8()?;
+    if k != kind as u8 {
+        return Err(DecodeError::WrongKind {
+            expected: kind as u8,
+            found: k,
+        }
+        .into());
+    }
+    if r.u8()? != 0 {
+        return Err(DecodeError::InvalidField {
+            field: "flags",
+            reason: "no flag is defined".into(),
+        }
+        .into());
+    }
+    if r.hash()? != spec.hash() {
+        return Err(tfhe_err("parameter hash does not match the session"));
+    }
+    let (lo, hi) = match kind {
+        ObjectKind::TfheUint => (MIN_WIDTH, MAX_WIDTH),
+        _ => (1, 1),
+    };
+    let count = r.u32()? as usize;
+    if !(lo..=hi).contains(&count) {
+        return Err(DecodeError::InvalidField {
+            field: "count",
+            reason: format!("{count} items where {lo}..={hi} are accepted"),
+        }
+        .into());
+    }
+    let obj = if kind == ObjectKind::TfheServerKey {
+        let item = r.bytes("tfhe server key", MAX_TFHE_SERVER_KEY_BYTES)?;
+        Object::TfheServerKey(Box::new(decode_server_key(item)?))
+    } else {
+        let mut bits = Vec::with_capacity(count.min(r.remaining() / 4));
+        for _ in 0..count {
+            let item = r.bytes("tfhe ciphertext", MAX_TFHE_CIPHERTEXT_BYTES)?;
+            bits.push(decode_bit(item)?);
+        }
+        if kind == ObjectKind::TfheBit {
+            Object::TfheBit(bits.pop().ok_or_else(|| tfhe_err("no bit"))?)
+        } else {
+            Object::TfheUint(EncryptedUint::from_bits(bits).map_err(tfhe_err)?)
+        }
+    };
+    r.finish()?;
+    Ok(obj)
+}
+
+fn decode_bit(item: &[u8]) -> Result<Wire<TfheCiphertext>, ObjectError> {
+    let ct: TfheCiphertext =
+        tfhe::safe_serialization::safe_deserialize(item, item.len() as u64).map_err(tfhe_err)?;
+    let mut conf = TFHE_PARAMS.to_shortint_conformance_param();
+    // A bit holds 0 or 1 (a trivial constant 0); its noise is at most nominal.
+    if ct.degree.get() > 1 {
+        return Err(tfhe_err(format!(
+            "ciphertext of degree {} where a bit (degree ≤ 1) is expected",
+            ct.degree.get()
+        )));
+    }
+    if ct.noise_level() > NoiseLevel::NOMINAL {
+        return Err(tfhe_err("ciphertext noise level above nominal"));
+    }
+    conf.degree = ct.degree;
+    conf.noise_level = ct.noise_level();
+    if !tfhe::conformance::ParameterSetConformant::is_conformant(&ct, &conf) {
+        return Err(tfhe_err(
+            "ciphertext does not conform to the parameter set (dimension, modulus or encoding)",
+        ));
+    }
+    // Counted as a fresh ciphertext holding a bit, whatever the sender claims.
+    Ok(Wire::from_parts(ct, 1, 1))
+}
+
+fn decode_server_key(item: &[u8]) -> Result<ServerKey, ObjectError> {
+    let ap = AtomicPatternParameters::from(TFHE_PARAMS);
+    let max_degree =
+        MaxDegree::new(TFHE_PARAMS.message_modulus.0 * TFHE_PARAMS.carry_modulus.0 - 1);
+    let sk: ServerKey = unversion(item)?;
+    if !tfhe::conformance::ParameterSetConformant::is_conformant(&sk, &(ap, max_degree)) {
+        return Err(tfhe_err(
+            "server key does not conform to the parameter set (dimensions, moduli, degree)",
+        ));
+    }
+    Ok(sk)
+}
+
+/// The server's key set of one session: parameters and evaluation keys
+/// (CKKS relinearization and Galois keys, the TFHE server key). It holds no
+/// secret.
+#[derive(Debug)]
+pub struct SessionKeys {
+    params: SessionParams,
+    ckks: Option<CkksRuntime>,
+    tfhe: Option<TfheEngine>,
+}
+
+#[derive(Debug)]
+pub(crate) struct CkksRuntime {
+    pub evaluator: Evaluator,
+    pub encoder: Encoder,
+}
+
+impl SessionKeys {
+    /// Loads the keys `spec` references. `fetch` returns the payload of an
+    /// object id (or `None` if it is not stored); every payload is checked
+    /// against its id (content hash) and decoded against the parameters.
+    pub fn load(
+        spec: &SessionSpec,
+        params: SessionParams,
+        mut fetch: impl FnMut(&ObjectId) -> Option<Vec<u8>>,
+    ) -> Result<Self, SessionError> {
+        let mut get = |id: &ObjectId, kind: ObjectKind| -> Result<Object, SessionError> {
+            let bytes = fetch(id).ok_or(SessionError::MissingObject(*id))?;
+            if ObjectId::of(&bytes) != *id {
+                return Err(SessionError::HashMismatch(*id));
+            }
+            params
+                .decode(kind, &bytes)
+                .map_err(|source| SessionError::Object { id: *id, source })
+        };
+        let mut eval = EvaluationKeys::default();
+        if let Some(id) = &spec.relin_key
+            && let Object::CkksRelinKey(k) = get(id, ObjectKind::CkksRelinKey)?
+        {
+            eval.relin = Some(*k);
+        }
+        let mut seen = BTreeSet::new();
+        let mut galois = GaloisKeys::new();
+        for id in &spec.galois_keys {
+            if let Object::CkksGaloisKey(k) = get(id, ObjectKind::CkksGaloisKey)? {
+                if !seen.insert(k.galois_element()) {
+                    return Err(SessionError::DuplicateGaloisKey(k.galois_element() as u64));
+                }
+                galois.insert(*k);
+            }
+        }
+        eval.galois = galois;
+        let tfhe = match &spec.tfhe_server_key {
+            Some(id) => match get(id, ObjectKind::TfheServerKey)? {
+                Object::TfheServerKey(k) => Some(TfheEngine::from_keys(None, *k)),
+                _ => None,
+            },
+            None => None,
+        };
+        Self::from_parts(params, eval, tfhe)
+    }
+
+    /// A key set from decoded parts (keys already checked, e.g. generated in
+    /// the same process).
+    pub fn from_parts(
+        params: SessionParams,
+        eval: EvaluationKeys,
+        tfhe: Option<TfheEngine>,
+    ) -> Result<Self, SessionError> {
+        let ckks = match &params.ckks {
+            Some(p) => Some(CkksRuntime {
+                evaluator: Evaluator::new(p, eval),
+                encoder: Encoder::new(p),
+            }),
+            None => {
+                if eval.relin.is_some() || !eval.galois.is_empty() {
+                    return Err(SessionError::NoParameters("CKKS"));
+                }
+                None
+            }
+        };
+        if tfhe.is_some() && params.tfhe.is_none() {
+            return Err(SessionError::NoParameters("TFHE"));
+        }
+        Ok(Self { params, ckks, tfhe })
+    }
+
+    /// The parameters.
+    pub fn params(&self) -> &SessionParams {
+        &self.params
+    }
+
+    /// What graphs may use: schemes and keys present.
+    pub fn capabilities(&self) -> Capabilities {
+        let mut c = Capabilities {
+            ckks: self.params.ckks.clone(),
+            ..Capabilities::default()
+        };
+        if let Some(rt) = &self.ckks {
+            c.relin_key = rt.evaluator.keys().relin.is_some();
+            c.galois_elements = rt.evaluator.keys().galois.elements().collect();
+        }
+        c.tfhe_server_key = self.tfhe.is_some();
+        c
+    }
+
+    pub(crate) fn ckks_runtime(&self) -> Option<&CkksRuntime> {
+        self.ckks.as_ref()
+    }
+
+    pub(crate) fn tfhe_engine(&self) -> Option<&TfheEngine> {
+        self.tfhe.as_ref()
+    }
+}
+
+/// Size of a serialized CKKS ciphertext of `components` polynomials at `level`.
+pub fn ckks_ciphertext_bytes(params: &CkksParameters, level: usize, components: usize) -> u64 {
+    (HEADER_LEN + params.rlwe().poly_bytes(level) * components) as u64
+}

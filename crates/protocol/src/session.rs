@@ -1,0 +1,517 @@
+//! Sessions and objects: which parameter set a session computes under, which
+//! evaluation keys it uses, and the descriptors of stored objects.
+//!
+//! ```
+//! use hecloud_protocol::{CkksParamSpec, Message, ParamSpec, SessionSpec, TfheParamSpec};
+//! use hecloud_ckks::Preset;
+//! let spec = SessionSpec {
+//!     params: ParamSpec {
+//!         ckks: Some(CkksParamSpec::Preset(Preset::N16)),
+//!         tfhe: Some(TfheParamSpec::Message2Carry2),
+//!     },
+//!     relin_key: None,
+//!     galois_keys: vec![],
+//!     tfhe_server_key: None,
+//! };
+//! let bytes = spec.encode();
+//! assert_eq!(SessionSpec::decode(&bytes).unwrap(), spec);
+//! ```
+
+use std::fmt;
+use std::sync::Arc;
+
+use hecloud_ckks::{CkksParameters, Preset};
+use hecloud_rlwe::{ParametersLiteral, SecretDistribution, params::SIGMA};
+
+use crate::codec::{DecodeError, DecodeResult, Message, MessageKind, Reader, Writer};
+use crate::error::SessionError;
+
+/// Most Galois keys one session may reference.
+pub const MAX_GALOIS_KEYS: usize = 4096;
+/// Most primes in a literal CKKS modulus chain (Q and P each).
+pub const MAX_PRIMES: usize = 64;
+
+/// The identity of a stored object: the BLAKE3 hash of its payload bytes
+/// (content addressed: equal bytes, equal id).
+#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ObjectId(pub [u8; 32]);
+
+impl ObjectId {
+    /// The id of `payload`.
+    pub fn of(payload: &[u8]) -> Self {
+        Self(*blake3::hash(payload).as_bytes())
+    }
+
+    /// Lower-case hex (64 characters).
+    pub fn to_hex(&self) -> String {
+        self.0.iter().map(|b| format!("{b:02x}")).collect()
+    }
+
+    /// Parses 64 hex characters.
+    pub fn from_hex(s: &str) -> Option<Self> {
+        let s = s.as_bytes();
+        if s.len() != 64 {
+            return None;
+        }
+        let mut out = [0u8; 32];
+        for (i, o) in out.iter_mut().enumerate() {
+            let hex = std::str::from_utf8(&s[2 * i..2 * i + 2]).ok()?;
+            *o = u8::from_str_radix(hex, 16).ok()?;
+        }
+        Some(Self(out))
+    }
+}
+
+impl fmt::Debug for ObjectId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "ObjectId({})", &self.to_hex()[..16])
+    }
+}
+
+impl fmt::Display for ObjectId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.to_hex())
+    }
+}
+
+/// A CKKS parameter set: a named 128-bit preset or a literal.
+#[derive(Debug, Clone, PartialEq)]
+pub enum CkksParamSpec {
+    /// A named preset ([`Preset`]).
+    Preset(Preset),
+    /// A literal chain; built with the 128-bit check unless the server
+    /// explicitly allows insecure sets (tests).
+    Literal {
+        /// log2 N (10..=17).
+        log_n: u32,
+        /// Bit sizes of the ciphertext primes, q_0 first.
+        log_q: Vec<u32>,
+        /// Bit sizes of the special primes.
+        log_p: Vec<u32>,
+        /// Hamming weight of a sparse ternary secret; `None`: uniform ternary.
+        hamming_weight: Option<u32>,
+        /// Key-switching digits; `None`: ⌈|Q|/|P|⌉.
+        dnum: Option<u32>,
+        /// log2 of the default scale.
+        log_scale: u32,
+    },
+}
+
+impl CkksParamSpec {
+    /// The literal spec of `literal` with default scale 2^log_scale.
+    pub fn from_literal(literal: &ParametersLiteral, log_scale: u32) -> Self {
+        Self::Literal {
+            log_n: literal.log_n,
+            log_q: literal.log_q.clone(),
+            log_p: literal.log_p.clone(),
+            hamming_weight: match literal.secret {
+                SecretDistribution::Ternary => None,
+                SecretDistribution::TernaryHamming(h) => Some(h as u32),
+            },
+            dnum: literal.dnum.map(|d| d as u32),
+            log_scale,
+        }
+    }
+
+    /// Builds the parameters. Insecure literals are refused unless
+    /// `allow_insecure` (tests and local demos only).
+    pub fn build(&self, allow_insecure: bool) -> Result<Arc<CkksParameters>, SessionError> {
+        match self {
+            Self::Preset(p) => Ok(p.build()?),
+            Self::Literal {
+                log_n,
+                log_q,
+                log_p,
+                hamming_weight,
+                dnum,
+                log_scale,
+            } => {
+                let lit = ParametersLiteral {
+                    log_n: *log_n,
+                    log_q: log_q.clone(),
+                    log_p: log_p.clone(),
+                    secret: match hamming_weight {
+                        None => SecretDistribution::Ternary,
+                        Some(h) => SecretDistribution::TernaryHamming(*h as usize),
+                    },
+                    sigma: SIGMA,
+                    dnum: dnum.map(|d| d as usize),
+                };
+                Ok(if allow_insecure {
+                    CkksParameters::new_insecure_for_tests(lit, *log_scale)?
+                } else {
+                    CkksParameters::new(lit, *log_scale)?
+                })
+            }
+        }
+    }
+
+    fn write(&self, w: &mut Writer) {
+        match self {
+            Self::Preset(p) => {
+                w.u8(1);
+                w.u8(match p {
+                    Preset::N13 => 13,
+                    Preset::N14 => 14,
+                    Preset::N15 => 15,
+                    Preset::N16 => 16,
+                    Preset::N17 => 17,
+                });
+            }
+            Self::Literal {
+                log_n,
+                log_q,
+                log_p,
+                hamming_weight,
+                dnum,
+                log_scale,
+            } => {
+                w.u8(2);
+                w.u32(*log_n);
+                w.len(log_q.len());
+                log_q.iter().for_each(|&x| w.u32(x));
+                w.len(log_p.len());
+                log_p.iter().for_each(|&x| w.u32(x));
+                w.u32(hamming_weight.unwrap_or(0));
+                w.u32(dnum.unwrap_or(0));
+                w.u32(*log_scale);
+            }
+        }
+    }
+
+    fn read(r: &mut Reader<'_>) -> DecodeResult<Self> {
+        match r.u8()? {
+            1 => {
+                let t = r.u8()?;
+                let p = match t {
+                    13 => Preset::N13,
+                    14 => Preset::N14,
+                    15 => Preset::N15,
+                    16 => Preset::N16,
+                    17 => Preset::N17,
+                    _ => {
+                        return Err(DecodeError::UnknownTag {
+                            field: "ckks preset",
+                            tag: t as u64,
+                        });
+                    }
+                };
+                Ok(Self::Preset(p))
+            }
+            2 => {
+                let log_n = r.u32()?;
+                if !(10..=17).contains(&log_n) {
+                    return Err(DecodeError::InvalidField {
+                        field: "log_n",
+                        reason: format!("{log_n} is outside 10..=17"),
+                    });
+                }
+                let mut primes = |field| -> DecodeResult<Vec<u32>> {
+                    let n = r.count(field, MAX_PRIMES, 4)?;
+                    let mut v = Vec::with_capacity(n);
+                    for _ in 0..n {
+                        let b = r.u32()?;
+                        if !(17..=61).contains(&b) {
+                            return Err(DecodeError::InvalidField {
+                                field,
+                                reason: format!("prime of {b} bits (17..=61 accepted)"),
+                            });
+                        }
+                        v.push(b);
+                    }
+                    Ok(v)
+                };
+                let log_q = primes("log_q")?;
+                let log_p = primes("log_p")?;
+                let h = r.u32()?;
+                let d = r.u32()?;
+                let log_scale = r.u32()?;
+                Ok(Self::Literal {
+                    log_n,
+                    log_q,
+                    log_p,
+                    hamming_weight: (h != 0).then_some(h),
+                    dnum: (d != 0).then_some(d),
+                    log_scale,
+                })
+            }
+            t => Err(DecodeError::UnknownTag {
+                field: "ckks parameters",
+                tag: t as u64,
+            }),
+        }
+    }
+}
+
+/// The TFHE parameter set (only one so far: the one the circuits use).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TfheParamSpec {
+    /// [`hecloud_circuits::TFHE_PARAMS`]: TFHE-rs shortint
+    /// `PARAM_MESSAGE_2_CARRY_2_KS_PBS_TUNIFORM_2M128`.
+    Message2Carry2,
+}
+
+impl TfheParamSpec {
+    /// The identity objects of this set are checked against (the analogue of
+    /// the RLWE parameter hash).
+    pub fn hash(self) -> [u8; 32] {
+        match self {
+            Self::Message2Carry2 => *blake3::hash(
+                b"hecloud tfhe-rs 1.8 shortint PARAM_MESSAGE_2_CARRY_2_KS_PBS_TUNIFORM_2M128",
+            )
+            .as_bytes(),
+        }
+    }
+}
+
+/// The parameter sets of a session: CKKS, TFHE, or both.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct ParamSpec {
+    /// The CKKS parameter set, if the session computes with CKKS.
+    pub ckks: Option<CkksParamSpec>,
+    /// The TFHE parameter set, if the session runs integer circuits.
+    pub tfhe: Option<TfheParamSpec>,
+}
+
+impl ParamSpec {
+    /// Writes the spec (no envelope).
+    pub fn write(&self, w: &mut Writer) {
+        match &self.ckks {
+            None => w.u8(0),
+            Some(c) => {
+                w.u8(1);
+                c.write(w);
+            }
+        }
+        w.u8(match self.tfhe {
+            None => 0,
+            Some(TfheParamSpec::Message2Carry2) => 1,
+        });
+    }
+
+    /// Reads a spec written by [`ParamSpec::write`].
+    pub fn read(r: &mut Reader<'_>) -> DecodeResult<Self> {
+        let ckks = match r.u8()? {
+            0 => None,
+            1 => Some(CkksParamSpec::read(r)?),
+            t => {
+                return Err(DecodeError::UnknownTag {
+                    field: "ckks presence",
+                    tag: t as u64,
+                });
+            }
+        };
+        let tfhe = match r.u8()? {
+            0 => None,
+            1 => Some(TfheParamSpec::Message2Carry2),
+            t => {
+                return Err(DecodeError::UnknownTag {
+                    field: "tfhe parameters",
+                    tag: t as u64,
+                });
+            }
+        };
+        Ok(Self { ckks, tfhe })
+    }
+}
+
+fn write_opt_id(w: &mut Writer, id: &Option<ObjectId>) {
+    match id {
+        None => w.u8(0),
+        Some(id) => {
+            w.u8(1);
+            w.bytes_raw(&id.0);
+        }
+    }
+}
+
+fn read_opt_id(r: &mut Reader<'_>, field: &'static str) -> DecodeResult<Option<ObjectId>> {
+    Ok(if r.bool(field)? {
+        Some(ObjectId(r.hash()?))
+    } else {
+        None
+    })
+}
+
+/// What a session computes under: its parameter sets and the evaluation keys
+/// (stored objects, by id) the server may use. No secret is ever part of it.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct SessionSpec {
+    /// Parameter sets.
+    pub params: ParamSpec,
+    /// The CKKS relinearization key.
+    pub relin_key: Option<ObjectId>,
+    /// The CKKS Galois keys (rotations, conjugation).
+    pub galois_keys: Vec<ObjectId>,
+    /// The TFHE server key.
+    pub tfhe_server_key: Option<ObjectId>,
+}
+
+impl SessionSpec {
+    /// The session's identity: the BLAKE3 hash of its encoding.
+    pub fn id(&self) -> ObjectId {
+        ObjectId::of(&self.encode())
+    }
+}
+
+impl Message for SessionSpec {
+    const KIND: MessageKind = MessageKind::SessionSpec;
+
+    fn write_body(&self, w: &mut Writer) {
+        self.params.write(w);
+        write_opt_id(w, &self.relin_key);
+        w.len(self.galois_keys.len());
+        self.galois_keys.iter().for_each(|id| w.bytes_raw(&id.0));
+        write_opt_id(w, &self.tfhe_server_key);
+    }
+
+    fn read_body(r: &mut Reader<'_>) -> DecodeResult<Self> {
+        let params = ParamSpec::read(r)?;
+        let relin_key = read_opt_id(r, "relin key presence")?;
+        let n = r.count("galois keys", MAX_GALOIS_KEYS, 32)?;
+        let mut galois_keys = Vec::with_capacity(n);
+        for _ in 0..n {
+            galois_keys.push(ObjectId(r.hash()?));
+        }
+        let tfhe_server_key = read_opt_id(r, "tfhe server key presence")?;
+        Ok(Self {
+            params,
+            relin_key,
+            galois_keys,
+            tfhe_server_key,
+        })
+    }
+}
+
+/// Kinds of stored objects. The numbering is part of the wire format.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[repr(u8)]
+#[non_exhaustive]
+pub enum ObjectKind {
+    /// A CKKS ciphertext ([`hecloud_rlwe::Ciphertext::to_bytes`]).
+    CkksCiphertext = 1,
+    /// A CKKS plaintext ([`hecloud_rlwe::Plaintext::to_bytes`]).
+    CkksPlaintext = 2,
+    /// A CKKS public key.
+    CkksPublicKey = 3,
+    /// A CKKS relinearization key.
+    CkksRelinKey = 4,
+    /// A CKKS Galois key (one Galois element).
+    CkksGaloisKey = 5,
+    /// A TFHE server key (bootstrapping and key-switching keys).
+    TfheServerKey = 16,
+    /// An encrypted unsigned integer, one TFHE ciphertext per bit.
+    TfheUint = 17,
+    /// One encrypted bit (TFHE).
+    TfheBit = 18,
+}
+
+impl ObjectKind {
+    /// Parses a kind byte.
+    pub fn from_u8(t: u8) -> DecodeResult<Self> {
+        Ok(match t {
+            1 => Self::CkksCiphertext,
+            2 => Self::CkksPlaintext,
+            3 => Self::CkksPublicKey,
+            4 => Self::CkksRelinKey,
+            5 => Self::CkksGaloisKey,
+            16 => Self::TfheServerKey,
+            17 => Self::TfheUint,
+            18 => Self::TfheBit,
+            32..=47 => {
+                return Err(DecodeError::InvalidField {
+                    field: "object kind",
+                    reason: format!(
+                        "kind {t} is a BGV object, and BGV is not available in this build"
+                    ),
+                });
+            }
+            _ => {
+                return Err(DecodeError::UnknownTag {
+                    field: "object kind",
+                    tag: t as u64,
+                });
+            }
+        })
+    }
+
+    /// Whether objects of this kind are keys (not job inputs).
+    pub fn is_key(self) -> bool {
+        matches!(
+            self,
+            Self::CkksPublicKey | Self::CkksRelinKey | Self::CkksGaloisKey | Self::TfheServerKey
+        )
+    }
+}
+
+/// What the server knows about a stored object, read from its payload (never
+/// from a client's claim).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ObjectDescriptor {
+    /// Content hash of the payload.
+    pub id: ObjectId,
+    /// Kind.
+    pub kind: ObjectKind,
+    /// Payload size in bytes.
+    pub size: u64,
+    /// Hash of the parameter set the object belongs to.
+    pub param_hash: [u8; 32],
+    /// CKKS level (ciphertexts, plaintexts; the top level for keys), else 0.
+    pub level: u32,
+    /// CKKS scale (ciphertexts, plaintexts), else 1.
+    pub scale: f64,
+    /// Ciphertext components, key digits, integer width in bits, 1 for a bit.
+    pub count: u32,
+    /// The Galois element of a Galois key, else 0.
+    pub galois_element: u64,
+}
+
+impl Message for ObjectDescriptor {
+    const KIND: MessageKind = MessageKind::ObjectDescriptor;
+
+    fn write_body(&self, w: &mut Writer) {
+        write_descriptor(w, self);
+    }
+
+    fn read_body(r: &mut Reader<'_>) -> DecodeResult<Self> {
+        read_descriptor(r)
+    }
+}
+
+pub(crate) fn write_descriptor(w: &mut Writer, d: &ObjectDescriptor) {
+    w.bytes_raw(&d.id.0);
+    w.u8(d.kind as u8);
+    w.u64(d.size);
+    w.bytes_raw(&d.param_hash);
+    w.u32(d.level);
+    w.f64(d.scale);
+    w.u32(d.count);
+    w.u64(d.galois_element);
+}
+
+pub(crate) fn read_descriptor(r: &mut Reader<'_>) -> DecodeResult<ObjectDescriptor> {
+    let id = ObjectId(r.hash()?);
+    let kind = ObjectKind::from_u8(r.u8()?)?;
+    let size = r.u64()?;
+    let param_hash = r.hash()?;
+    let level = r.u32()?;
+    let scale = r.f64()?;
+    if !(scale.is_finite() && scale > 0.0) {
+        return Err(DecodeError::InvalidField {
+            field: "scale",
+            reason: format!("{scale} is not a positive finite number"),
+        });
+    }
+    let count = r.u32()?;
+    let galois_element = r.u64()?;
+    Ok(ObjectDescriptor {
+        id,
+        kind,
+        size,
+        param_hash,
+        level,
+        scale,
+        count,
+        galois_element,
+    })
+}
