@@ -176,6 +176,20 @@ pub enum ValidationError {
         /// The level.
         level: usize,
     },
+    /// A scale so small that the message is lost in the noise.
+    #[error(
+        "node {node} ({op}): scale 2^{log_scale:.1} is below the minimum 2^{min} — the message would drown in noise (rescaled once too often?)"
+    )]
+    ScaleUnderflow {
+        /// The node.
+        node: NodeId,
+        /// Its operation.
+        op: &'static str,
+        /// log2 of the scale.
+        log_scale: f64,
+        /// Smallest log2 accepted.
+        min: f64,
+    },
     /// The relinearization key is needed but the session has none.
     #[error("node {node} ({op}) needs the relinearization key, which the session does not have")]
     MissingRelinKey {
@@ -239,6 +253,7 @@ impl ValidationError {
             | Self::LevelsExhausted { node, .. }
             | Self::ScaleMismatch { node, .. }
             | Self::ScaleOverflow { node, .. }
+            | Self::ScaleUnderflow { node, .. }
             | Self::MissingRelinKey { node, .. }
             | Self::MissingGaloisKey { node, .. }
             | Self::MissingServerKey { node, .. }

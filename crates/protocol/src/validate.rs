@@ -48,6 +48,9 @@ pub const MAX_CIRCUIT_BITS: usize = 1 << 18;
 /// Approximate serialized size of one TFHE bit (an LWE ciphertext of
 /// dimension 2048 and its metadata).
 pub const TFHE_BIT_BYTES: u64 = 2049 * 8 + 120;
+/// Smallest log2 of a ciphertext scale accepted: below it the message
+/// drowns in the noise (a ciphertext rescaled once too often).
+pub const MIN_LOG_SCALE: f64 = 20.0;
 /// Estimated seconds per TFHE bootstrap on one core (for the cost estimate).
 pub const BOOTSTRAP_SECONDS: f64 = 0.012;
 
@@ -76,6 +79,8 @@ pub enum ValueType {
     Plain {
         /// Number of values.
         len: usize,
+        /// Largest magnitude among them.
+        max_abs: f64,
     },
     /// An encrypted unsigned integer (TFHE).
     Uint {
@@ -104,7 +109,7 @@ impl ValueType {
                 )
             }
             ValueType::Constant(c) => format!("constant {c}"),
-            ValueType::Plain { len } => format!("clear vector of {len} values"),
+            ValueType::Plain { len, .. } => format!("clear vector of {len} values"),
             ValueType::Uint { width } => format!("{width}-bit encrypted integer"),
             ValueType::Bit => "encrypted bit".into(),
         }
@@ -648,10 +653,13 @@ impl<'a> Checker<'a> {
                     level,
                 });
             }
-            if scale < 1.0 {
-                return Err(self.invalid(format!(
-                    "scale 2^{log_scale:.2} is below 1: the message is lost (too many rescales)"
-                )));
+            if log_scale < MIN_LOG_SCALE {
+                return Err(ValidationError::ScaleUnderflow {
+                    node: self.node,
+                    op: self.op,
+                    log_scale,
+                    min: MIN_LOG_SCALE,
+                });
             }
         }
         Ok(t)
@@ -780,7 +788,10 @@ impl<'a> Checker<'a> {
                 if v.iter().any(|x| !x.is_finite()) {
                     return Err(self.invalid("the vector holds a non-finite value"));
                 }
-                Ok(T::Plain { len: v.len() })
+                Ok(T::Plain {
+                    len: v.len(),
+                    max_abs: v.iter().fold(0.0, |m, x| x.abs().max(m)),
+                })
             }
             Op::Add(..) | Op::Sub(..) => {
                 let accepted = "ciphertext with ciphertext, plaintext, vector or constant";
@@ -843,7 +854,16 @@ impl<'a> Checker<'a> {
                                     return Err(self.invalid(format!("constant {c} is too large")));
                                 }
                             }
-                            T::Plain { .. } => {}
+                            T::Plain { max_abs, .. } => {
+                                // Encoded at the ciphertext's scale: the encoder takes
+                                // |value · scale| < 2^126.
+                                if max_abs * scale >= 2f64.powi(125) {
+                                    return Err(self.invalid(format!(
+                                        "a vector up to {max_abs} at scale 2^{:.1} is too large to encode (rescale first)",
+                                        scale.log2()
+                                    )));
+                                }
+                            }
                             _ => return Err(self.mismatch(args, accepted)),
                         }
                         Ok(ct(

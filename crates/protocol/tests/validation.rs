@@ -1,0 +1,521 @@
+//! Every way a graph is refused before it runs, each with its typed error.
+
+use std::sync::Arc;
+
+use hecloud_ckks::{CkksParameters, params::test_literal};
+use hecloud_protocol::{
+    Capabilities, Graph, Op, Relation, ValidationError, ValueType, graph::MAX_NODES, validate,
+};
+
+fn params() -> Arc<CkksParameters> {
+    CkksParameters::new_insecure_for_tests(test_literal(10, 3), 45).unwrap()
+}
+
+fn ct(p: &CkksParameters, level: usize) -> ValueType {
+    ValueType::CkksCiphertext {
+        level,
+        scale: p.default_scale(),
+        degree: 1,
+    }
+}
+
+fn full_caps(p: &Arc<CkksParameters>) -> Capabilities {
+    Capabilities::ckks(p)
+        .with_relin_key()
+        .with_rotations(&[1, 2, 4, -1])
+        .with_conjugation()
+        .with_tfhe_server_key()
+}
+
+/// One-input graph `f(x)` with output "y".
+fn unary(f: impl FnOnce(&mut Graph, u32) -> u32) -> Graph {
+    let mut g = Graph::new();
+    let x = g.input(0);
+    let y = f(&mut g, x);
+    g.output("y", y);
+    g
+}
+
+#[test]
+fn a_good_graph_passes_with_exact_levels_scales_and_costs() {
+    let p = params();
+    let caps = full_caps(&p);
+    let mut g = Graph::new();
+    let x = g.input(0);
+    let y = g.input(1);
+    let m = g.mul(x, y);
+    let m = g.rescale(m);
+    let h = g.constant(0.5);
+    let h = g.mul(m, h); // non-integer constant: one level, scale kept
+    let r = g.rotate_and_sum(h, 4);
+    g.output("r", r);
+    let v = validate(&g, &caps, &[ct(&p, 3), ct(&p, 3)]).unwrap();
+    let ValueType::CkksCiphertext {
+        level,
+        scale,
+        degree,
+    } = v.node_type(r).unwrap().clone()
+    else {
+        panic!()
+    };
+    assert_eq!((level, degree), (1, 1));
+    let want = p.default_scale() * p.default_scale() / p.q_f64(3);
+    assert!((scale / want - 1.0).abs() < 1e-12);
+    let c = v.cost();
+    assert_eq!(c.key_switches, 1 + 2); // relinearization, rotations by 1 and 2
+    assert_eq!(c.rescales, 2);
+    assert_eq!(c.bootstraps, 0);
+    assert_eq!(c.nodes, 7);
+    assert!(c.est_seconds > 0.0);
+    assert_eq!(c.output_bytes, 64 + 2 * 2 * 1024 * 8);
+}
+
+#[test]
+fn structure_errors() {
+    let p = params();
+    let caps = full_caps(&p);
+    let inputs = [ct(&p, 3)];
+
+    // No outputs.
+    let mut g = Graph::new();
+    g.input(0);
+    assert_eq!(
+        validate(&g, &caps, &inputs).unwrap_err(),
+        ValidationError::NoOutputs
+    );
+
+    // Dangling operand.
+    let g = unary(|g, x| g.add(x, 7));
+    assert!(matches!(
+        validate(&g, &caps, &inputs).unwrap_err(),
+        ValidationError::DanglingOperand {
+            node: 1,
+            operand: 7,
+            ..
+        }
+    ));
+
+    // Input past the job's inputs.
+    let g = unary(|g, _| g.input(3));
+    assert!(matches!(
+        validate(&g, &caps, &inputs).unwrap_err(),
+        ValidationError::MissingInput {
+            index: 3,
+            count: 1,
+            ..
+        }
+    ));
+
+    // A cycle: 1 -> 2 -> 1.
+    let mut g = Graph::new();
+    let x = g.input(0);
+    g.nodes.push(Op::Add(x, 2));
+    g.nodes.push(Op::Add(1, x));
+    g.output("y", 2);
+    let e = validate(&g, &caps, &inputs).unwrap_err();
+    assert!(
+        matches!(e, ValidationError::Cycle { node } if node == 1 || node == 2),
+        "{e}"
+    );
+    // A self-loop.
+    let mut g = Graph::new();
+    g.input(0);
+    g.nodes.push(Op::Neg(1));
+    g.output("y", 1);
+    assert_eq!(
+        validate(&g, &caps, &inputs).unwrap_err(),
+        ValidationError::Cycle { node: 1 }
+    );
+
+    // Outputs: unknown node, duplicate name, empty name.
+    let mut g = unary(|_, x| x);
+    g.output("z", 9);
+    assert!(
+        matches!(validate(&g, &caps, &inputs).unwrap_err(), ValidationError::BadOutput { name, .. } if name == "z")
+    );
+    let mut g = unary(|_, x| x);
+    g.output("y", 0);
+    assert!(matches!(
+        validate(&g, &caps, &inputs).unwrap_err(),
+        ValidationError::BadOutput { .. }
+    ));
+    let mut g = Graph::new();
+    let x = g.input(0);
+    g.output("", x);
+    assert!(matches!(
+        validate(&g, &caps, &inputs).unwrap_err(),
+        ValidationError::BadOutput { .. }
+    ));
+    // A clear constant is not an output object.
+    let g = unary(|g, _| g.constant(1.0));
+    assert!(matches!(
+        validate(&g, &caps, &inputs).unwrap_err(),
+        ValidationError::BadOutput { .. }
+    ));
+
+    // Too many nodes.
+    let mut g = Graph::new();
+    for _ in 0..=MAX_NODES {
+        g.input(0);
+    }
+    g.output("y", 0);
+    assert!(matches!(
+        validate(&g, &caps, &inputs).unwrap_err(),
+        ValidationError::TooLarge { what: "nodes", .. }
+    ));
+}
+
+#[test]
+fn type_mismatches() {
+    let p = params();
+    let caps = full_caps(&p);
+    let u8t = ValueType::Uint { width: 8 };
+    let inputs = [ct(&p, 3), u8t.clone(), ValueType::Uint { width: 16 }];
+    let check = |g: &Graph| {
+        let e = validate(g, &caps, &inputs).unwrap_err();
+        assert!(
+            matches!(e, ValidationError::TypeMismatch { .. }),
+            "{e:?} for {g:?}"
+        );
+        e.to_string()
+    };
+    // CKKS op on an encrypted integer.
+    let mut g = Graph::new();
+    let (x, u) = (g.input(0), g.input(1));
+    let s = g.add(x, u);
+    g.output("s", s);
+    let msg = check(&g);
+    assert!(msg.contains("8-bit encrypted integer"), "{msg}");
+    // Integer circuit on a CKKS ciphertext.
+    let mut g = Graph::new();
+    let (x, u) = (g.input(0), g.input(1));
+    let s = g.int_compare(x, u, Relation::Lt);
+    g.output("s", s);
+    check(&g);
+    // Integers of different widths.
+    let mut g = Graph::new();
+    let (a, b) = (g.input(1), g.input(2));
+    let s = g.int_max(a, b);
+    g.output("s", s);
+    check(&g);
+    // Two constants cannot be added (no ciphertext).
+    let mut g = Graph::new();
+    g.input(0);
+    let (c, d) = (g.constant(1.0), g.constant(2.0));
+    let s = g.add(c, d);
+    g.output("s", s);
+    check(&g);
+    // Rotating a degree-2 ciphertext.
+    let deg2 = [ValueType::CkksCiphertext {
+        level: 3,
+        scale: p.default_scale(),
+        degree: 2,
+    }];
+    let g = unary(|g, x| g.rotate(x, 1));
+    assert!(matches!(
+        validate(&g, &caps, &deg2).unwrap_err(),
+        ValidationError::TypeMismatch { .. }
+    ));
+}
+
+#[test]
+fn exhausted_levels() {
+    let p = params();
+    let caps = full_caps(&p);
+    // Rescale at level 0.
+    let g = unary(|g, x| g.rescale(x));
+    assert!(matches!(
+        validate(&g, &caps, &[ct(&p, 0)]).unwrap_err(),
+        ValidationError::LevelsExhausted {
+            level: 0,
+            need: 1,
+            ..
+        }
+    ));
+    // Four products by 0.5 on three levels: the fourth fails.
+    let g = unary(|g, x| {
+        let c = g.constant(0.5);
+        let mut y = x;
+        for _ in 0..4 {
+            y = g.mul(y, c);
+        }
+        y
+    });
+    let e = validate(&g, &caps, &[ct(&p, 3)]).unwrap_err();
+    assert!(
+        matches!(e, ValidationError::LevelsExhausted { node: 5, .. }),
+        "{e:?}"
+    );
+    // Multiply-rescale down to level 0, then one more product: its scale
+    // 2^90 no longer fits the 60-bit modulus.
+    let g = unary(|g, x| {
+        let mut y = x;
+        for _ in 0..4 {
+            let m = g.mul(y, y);
+            y = g.rescale(m);
+        }
+        y
+    });
+    let e = validate(&g, &caps, &[ct(&p, 3)]).unwrap_err();
+    assert!(
+        matches!(
+            e,
+            ValidationError::ScaleOverflow {
+                node: 7,
+                level: 0,
+                ..
+            }
+        ),
+        "{e:?}"
+    );
+    // A non-integer constant product needs a level.
+    let g = unary(|g, x| {
+        let c = g.constant(0.25);
+        g.mul(x, c)
+    });
+    assert!(matches!(
+        validate(&g, &caps, &[ct(&p, 0)]).unwrap_err(),
+        ValidationError::LevelsExhausted { .. }
+    ));
+    // …an integer one does not.
+    let g = unary(|g, x| {
+        let c = g.constant(-3.0);
+        g.mul(x, c)
+    });
+    assert!(validate(&g, &caps, &[ct(&p, 0)]).is_ok());
+    // A degree-7 polynomial needs 4 levels (3 for T_7, 1 for the leaves).
+    let g = unary(|g, x| g.chebyshev(x, vec![0.1; 8], -1.0, 1.0));
+    assert!(matches!(
+        validate(&g, &caps, &[ct(&p, 3)]).unwrap_err(),
+        ValidationError::LevelsExhausted { need: 4, .. }
+    ));
+    let p4 = CkksParameters::new_insecure_for_tests(test_literal(10, 4), 45).unwrap();
+    let v = validate(&g, &Capabilities::ckks(&p4).with_relin_key(), &[ct(&p4, 4)]).unwrap();
+    assert!(v.cost().key_switches >= 4);
+}
+
+#[test]
+fn mismatched_scales() {
+    let p = params();
+    let caps = full_caps(&p);
+    // x·x (scale Δ², not rescaled) + x (scale Δ).
+    let g = unary(|g, x| {
+        let sq = g.mul(x, x);
+        g.add(sq, x)
+    });
+    let e = validate(&g, &caps, &[ct(&p, 3)]).unwrap_err();
+    assert!(
+        matches!(e, ValidationError::ScaleMismatch { node: 2, left, right, .. } if (left - 90.0).abs() < 0.01 && (right - 45.0).abs() < 0.01),
+        "{e:?}"
+    );
+    assert!(e.to_string().contains("rescale"));
+    // A plaintext input at another scale.
+    let mut g = Graph::new();
+    let (x, pt) = (g.input(0), g.input(1));
+    let s = g.sub(x, pt);
+    g.output("s", s);
+    let pt_t = ValueType::CkksPlaintext {
+        level: 3,
+        scale: p.default_scale() * 2.0,
+    };
+    assert!(matches!(
+        validate(&g, &caps, &[ct(&p, 3), pt_t]).unwrap_err(),
+        ValidationError::ScaleMismatch { .. }
+    ));
+    // Rescaling a fresh ciphertext leaves a scale of about 1: the message is lost.
+    let g = unary(|g, x| g.rescale(x));
+    assert!(matches!(
+        validate(&g, &caps, &[ct(&p, 3)]).unwrap_err(),
+        ValidationError::ScaleUnderflow { node: 1, .. }
+    ));
+    // Products without rescaling until the scale outgrows the modulus.
+    let g = unary(|g, x| {
+        let a = g.mul(x, x);
+        let b = g.mul(a, a);
+        g.mul(b, b)
+    });
+    assert!(matches!(
+        validate(&g, &caps, &[ct(&p, 3)]).unwrap_err(),
+        ValidationError::ScaleOverflow { .. }
+    ));
+}
+
+#[test]
+fn missing_keys() {
+    let p = params();
+    let x = [ct(&p, 3)];
+    let none = Capabilities::ckks(&p);
+    // Relinearization key for a product of ciphertexts.
+    let g = unary(|g, x| g.mul(x, x));
+    assert!(matches!(
+        validate(&g, &none, &x).unwrap_err(),
+        ValidationError::MissingRelinKey { node: 1, .. }
+    ));
+    // …but not for a product with a clear vector.
+    let g2 = unary(|g, x| {
+        let v = g.plain(vec![1.0, 2.0]);
+        g.mul(x, v)
+    });
+    assert!(validate(&g2, &none, &x).is_ok());
+    // Galois keys: rotation by 3 with keys for 1, 2, 4.
+    let caps = Capabilities::ckks(&p).with_rotations(&[1, 2, 4]);
+    let g = unary(|g, x| g.rotate(x, 3));
+    let e = validate(&g, &caps, &x).unwrap_err();
+    assert!(
+        matches!(&e, ValidationError::MissingGaloisKey { what, .. } if what == "rotation by 3"),
+        "{e:?}"
+    );
+    // A rotation by a multiple of the slot count is the identity: no key needed.
+    let g = unary(|g, x| g.rotate(x, 512));
+    assert_eq!(validate(&g, &caps, &x).unwrap().cost().key_switches, 0);
+    // Rotate-and-sum over 16 slots needs the key of 8.
+    let g = unary(|g, x| g.rotate_and_sum(x, 16));
+    assert!(matches!(
+        validate(&g, &caps, &x).unwrap_err(),
+        ValidationError::MissingGaloisKey { element, .. } if element == hecloud_rlwe::keys::galois_element_for_rotation(8, 1024)
+    ));
+    let g = unary(|g, x| g.rotate_and_sum(x, 8));
+    assert!(validate(&g, &caps, &x).is_ok());
+    // Conjugation key.
+    let g = unary(|g, x| g.conjugate(x));
+    assert!(matches!(
+        validate(&g, &caps, &x).unwrap_err(),
+        ValidationError::MissingGaloisKey { what, .. } if what == "conjugation"
+    ));
+    // TFHE server key.
+    let mut g = Graph::new();
+    let (a, b) = (g.input(0), g.input(1));
+    let s = g.int_sum(vec![a, b], true);
+    g.output("s", s);
+    let u = ValueType::Uint { width: 8 };
+    assert!(matches!(
+        validate(&g, &Capabilities::default(), &[u.clone(), u.clone()]).unwrap_err(),
+        ValidationError::MissingServerKey { .. }
+    ));
+    // No CKKS parameters at all.
+    let g = unary(|g, x| g.neg(x));
+    assert!(matches!(
+        validate(&g, &Capabilities::tfhe(), &x).unwrap_err(),
+        ValidationError::SchemeUnavailable { scheme: "CKKS", .. }
+    ));
+}
+
+#[test]
+fn invalid_arguments() {
+    let p = params();
+    let caps = full_caps(&p);
+    let x = [ct(&p, 3)];
+    let bad = |g: Graph| {
+        let e = validate(&g, &caps, &x).unwrap_err();
+        assert!(
+            matches!(e, ValidationError::InvalidArgument { .. }),
+            "{e:?}"
+        );
+    };
+    bad(unary(|g, x| g.rotate_and_sum(x, 3)));
+    bad(unary(|g, x| g.rotate_and_sum(x, 1024)));
+    bad(unary(|g, x| g.chebyshev(x, vec![], -1.0, 1.0)));
+    bad(unary(|g, x| g.chebyshev(x, vec![1.0, f64::NAN], -1.0, 1.0)));
+    bad(unary(|g, x| g.chebyshev(x, vec![1.0, 2.0], 1.0, -1.0)));
+    bad(unary(|g, x| {
+        let v = g.plain(vec![0.0; 513]);
+        g.add(x, v)
+    }));
+    bad(unary(|g, x| {
+        let c = g.constant(f64::INFINITY);
+        g.add(x, c)
+    }));
+    // A plaintext below the ciphertext's level.
+    let mut g = Graph::new();
+    let (c, pt) = (g.input(0), g.input(1));
+    let s = g.add(c, pt);
+    g.output("s", s);
+    let pt_t = ValueType::CkksPlaintext {
+        level: 1,
+        scale: p.default_scale(),
+    };
+    assert!(matches!(
+        validate(&g, &caps, &[ct(&p, 3), pt_t]).unwrap_err(),
+        ValidationError::InvalidArgument { .. }
+    ));
+    // Integer sums: empty, too wide.
+    let u = ValueType::Uint { width: 1024 };
+    let mut g = Graph::new();
+    g.input(0);
+    let s = g.int_sum(vec![], false);
+    g.output("s", s);
+    assert!(matches!(
+        validate(&g, &caps, std::slice::from_ref(&u)).unwrap_err(),
+        ValidationError::InvalidArgument { .. }
+    ));
+    let mut g = Graph::new();
+    let a = g.input(0);
+    let s = g.int_sum(vec![a, a], true);
+    g.output("s", s);
+    assert!(matches!(
+        validate(&g, &caps, &[u]).unwrap_err(),
+        ValidationError::InvalidArgument { .. }
+    ));
+    // An impossible input level.
+    let g = unary(|g, x| g.neg(x));
+    assert!(matches!(
+        validate(&g, &caps, &[ct(&p, 9)]).unwrap_err(),
+        ValidationError::InvalidArgument { .. }
+    ));
+}
+
+#[test]
+fn integer_circuit_costs_match_the_clear_engine() {
+    let caps = Capabilities::tfhe();
+    let u = ValueType::Uint { width: 8 };
+    let mut g = Graph::new();
+    let xs: Vec<u32> = (0..4).map(|i| g.input(i)).collect();
+    let s = g.int_sum(xs.clone(), true);
+    let c = g.int_compare(xs[0], xs[1], Relation::Ge);
+    let m = g.int_min(xs[2], xs[3]);
+    g.output("sum", s);
+    g.output("ge", c);
+    g.output("min", m);
+    let v = validate(&g, &caps, &vec![u; 4]).unwrap();
+    assert_eq!(v.node_type(s), Some(&ValueType::Uint { width: 10 }));
+    assert_eq!(v.node_type(c), Some(&ValueType::Bit));
+    assert_eq!(v.node_type(m), Some(&ValueType::Uint { width: 8 }));
+    // The same circuits on the clear engine, counted directly.
+    use hecloud_circuits::circuits::{self, AdderKind, SumMode};
+    use hecloud_circuits::{ClearEngine, EncryptedUint, with_cost};
+    let e = ClearEngine::new();
+    let ins: Vec<_> = (0..4)
+        .map(|v| EncryptedUint::encrypt_u128(&e, v, 8).unwrap())
+        .collect();
+    let (_, a) = with_cost(&e, || {
+        circuits::sum(&e, &ins, SumMode::Full, AdderKind::Auto).unwrap()
+    });
+    let (_, b) = with_cost(&e, || {
+        circuits::compare(&e, &ins[0], &ins[1], circuits::Relation::Ge).unwrap()
+    });
+    let (_, c) = with_cost(&e, || circuits::min(&e, &ins[2], &ins[3]).unwrap());
+    assert_eq!(
+        v.cost().bootstraps,
+        a.bootstraps + b.bootstraps + c.bootstraps
+    );
+    assert!(v.cost().bootstraps > 0);
+    assert_eq!(v.cost().key_switches, 0);
+}
+
+#[test]
+fn dead_nodes_are_validated_but_not_scheduled() {
+    let p = params();
+    let caps = full_caps(&p);
+    let mut g = Graph::new();
+    let x = g.input(0);
+    let _dead = g.rotate(x, 1);
+    let y = g.neg(x);
+    g.output("y", y);
+    let v = validate(&g, &caps, &[ct(&p, 3)]).unwrap();
+    assert_eq!(v.schedule(), &[0, 2]);
+    assert_eq!(v.cost().key_switches, 0);
+    // A dead node with an error still refuses the graph.
+    let mut g2 = g.clone();
+    g2.nodes[1] = Op::Rotate(x, 3);
+    assert!(validate(&g2, &caps, &[ct(&p, 3)]).is_err());
+}
