@@ -1,0 +1,347 @@
+//! Randomized decoder test: random, truncated, bit-flipped and
+//! oversized-length bytes for every message and CKKS object payload give a
+//! typed error (or a well-formed value), never a panic — and no decode
+//! allocates much more than its input (a counting allocator checks the
+//! largest single allocation made while decoding).
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::cell::Cell;
+
+use hecloud_ckks::{CkksParameters, Encoder, KeySet, params::test_literal};
+use hecloud_protocol::*;
+use rand_chacha::ChaCha20Rng;
+use rand_core::{RngCore, SeedableRng, TryRngCore};
+
+struct Counting;
+
+thread_local! {
+    static LARGEST: Cell<usize> = const { Cell::new(0) };
+}
+
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        let _ = LARGEST.try_with(|m| m.set(m.get().max(layout.size())));
+        unsafe { System.alloc(layout) }
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        unsafe { System.dealloc(ptr, layout) }
+    }
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        let _ = LARGEST.try_with(|m| m.set(m.get().max(new_size)));
+        unsafe { System.realloc(ptr, layout, new_size) }
+    }
+}
+
+#[global_allocator]
+static ALLOC: Counting = Counting;
+
+/// Runs `f` and returns its result with the largest allocation it made.
+fn largest_alloc<T>(f: impl FnOnce() -> T) -> (T, usize) {
+    LARGEST.with(|m| m.set(0));
+    let r = f();
+    (r, LARGEST.with(|m| m.get()))
+}
+
+fn sample_graph() -> Graph {
+    let mut g = Graph::new();
+    let x = g.input(0);
+    let y = g.input(1);
+    let v = g.plain(vec![0.5, -1.5, 2.0]);
+    let c = g.constant(3.25);
+    let m = g.mul(x, y);
+    let m = g.rescale(m);
+    let a = g.add(m, v);
+    let s = g.sub(c, a);
+    let r = g.rotate(s, -7);
+    let r = g.rotate_and_sum(r, 16);
+    let j = g.conjugate(r);
+    let n = g.neg(j);
+    let p = g.chebyshev(n, vec![0.1, 0.2, -0.3, 0.4], -2.0, 3.0);
+    g.output("p", p);
+    let u: Vec<u32> = (2..6).map(|i| g.input(i)).collect();
+    let su = g.int_sum(u.clone(), true);
+    let lt = g.int_compare(u[0], u[1], Relation::Le);
+    let mn = g.int_min(u[2], u[3]);
+    let mx = g.int_max(u[2], u[3]);
+    g.output("sum", su);
+    g.output("le", lt);
+    g.output("min", mn);
+    g.output("max", mx);
+    g
+}
+
+fn descriptor(i: u8) -> ObjectDescriptor {
+    ObjectDescriptor {
+        id: ObjectId([i; 32]),
+        kind: ObjectKind::CkksCiphertext,
+        size: 123_456,
+        param_hash: [i ^ 0x5a; 32],
+        level: 3,
+        scale: 2f64.powi(45),
+        count: 2,
+        galois_element: 0,
+    }
+}
+
+/// Every message type, encoded.
+fn messages() -> Vec<(&'static str, Vec<u8>)> {
+    let spec = SessionSpec {
+        params: ParamSpec {
+            ckks: Some(CkksParamSpec::from_literal(&test_literal(10, 3), 45)),
+            tfhe: Some(TfheParamSpec::Message2Carry2),
+        },
+        relin_key: Some(ObjectId([1; 32])),
+        galois_keys: vec![ObjectId([2; 32]), ObjectId([3; 32])],
+        tfhe_server_key: Some(ObjectId([4; 32])),
+    };
+    let preset = SessionSpec {
+        params: ParamSpec {
+            ckks: Some(CkksParamSpec::Preset(hecloud_ckks::Preset::N16)),
+            tfhe: None,
+        },
+        ..SessionSpec::default()
+    };
+    let job = JobSubmission {
+        session: spec.id(),
+        graph: sample_graph(),
+        inputs: (0..6).map(|i| ObjectId([i; 32])).collect(),
+    };
+    let status = JobStatus {
+        job: JobId([9; 16]),
+        state: JobState::Running,
+        nodes_done: 3,
+        nodes_total: 17,
+        message: "running node 4 (rotate)".into(),
+    };
+    let result = JobResult {
+        job: JobId([9; 16]),
+        outputs: vec![
+            NamedObject {
+                name: "p".into(),
+                object: descriptor(1),
+            },
+            NamedObject {
+                name: "sum".into(),
+                object: descriptor(2),
+            },
+        ],
+    };
+    vec![
+        ("spec", spec.encode()),
+        ("preset", preset.encode()),
+        ("descriptor", descriptor(7).encode()),
+        ("job", job.encode()),
+        ("status", status.encode()),
+        ("result", result.encode()),
+        ("graph", sample_graph().encode()),
+    ]
+}
+
+/// Decodes `bytes` as every message type; returns how many accepted them.
+fn decode_all(bytes: &[u8]) -> usize {
+    [
+        SessionSpec::decode(bytes).is_ok(),
+        ObjectDescriptor::decode(bytes).is_ok(),
+        JobSubmission::decode(bytes).is_ok(),
+        JobStatus::decode(bytes).is_ok(),
+        JobResult::decode(bytes).is_ok(),
+        Graph::decode(bytes).is_ok(),
+    ]
+    .iter()
+    .filter(|&&b| b)
+    .count()
+}
+
+fn mutate(rng: &mut ChaCha20Rng, b: &[u8]) -> Vec<u8> {
+    let mut m = b.to_vec();
+    let r = |rng: &mut ChaCha20Rng, n: usize| (rng.next_u32() as usize) % n.max(1);
+    match rng.next_u32() % 6 {
+        0 => {
+            for _ in 0..1 + r(rng, 4) {
+                let k = r(rng, m.len());
+                if let Some(x) = m.get_mut(k) {
+                    *x ^= 1 << (rng.next_u32() % 8);
+                }
+            }
+        }
+        1 => m.truncate(r(rng, m.len())),
+        2 => {
+            // An oversized length or count anywhere.
+            if m.len() >= 4 {
+                let k = r(rng, m.len() - 3);
+                let big = [u32::MAX, u32::MAX / 2, 1 << 20, 65_537][r(rng, 4)];
+                m[k..k + 4].copy_from_slice(&big.to_le_bytes());
+            }
+        }
+        3 => {
+            let k = r(rng, m.len());
+            m.insert(k, rng.next_u32() as u8);
+        }
+        4 => {
+            let n = r(rng, 64);
+            m.extend((0..n).map(|_| rng.next_u32() as u8));
+        }
+        _ => {
+            // Random bytes behind a valid envelope prefix.
+            let keep = r(rng, 9).min(m.len());
+            let n = r(rng, 256);
+            m.truncate(keep);
+            m.extend((0..n).map(|_| rng.next_u32() as u8));
+        }
+    }
+    m
+}
+
+#[test]
+fn messages_round_trip_and_every_prefix_is_refused() {
+    for (name, bytes) in messages() {
+        assert_eq!(decode_all(&bytes), 1, "{name} decodes as exactly one kind");
+        for cut in 0..bytes.len() {
+            assert_eq!(decode_all(&bytes[..cut]), 0, "{name} cut at {cut}");
+        }
+        let mut longer = bytes.clone();
+        longer.push(0);
+        assert_eq!(decode_all(&longer), 0, "{name} with a trailing byte");
+    }
+    // Named refusals.
+    let spec = &messages()[0].1;
+    let mut m = spec.clone();
+    m[0] = b'X';
+    assert_eq!(SessionSpec::decode(&m), Err(DecodeError::BadMagic));
+    let mut m = spec.clone();
+    m[4] = 2;
+    assert!(matches!(
+        SessionSpec::decode(&m),
+        Err(DecodeError::UnsupportedVersion { found: 2, .. })
+    ));
+    assert!(matches!(
+        JobSubmission::decode(spec),
+        Err(DecodeError::WrongKind { .. })
+    ));
+    let mut m = spec.clone();
+    m[7] = 1;
+    assert!(matches!(
+        SessionSpec::decode(&m),
+        Err(DecodeError::InvalidField { field: "flags", .. })
+    ));
+    // A BGV operation tag is refused with its reason.
+    let mut g = Graph::new().encode();
+    g.truncate(8);
+    g.extend_from_slice(&1u32.to_le_bytes());
+    g.push(64);
+    g.extend_from_slice(&[0; 8]);
+    let e = Graph::decode(&g).unwrap_err();
+    assert!(e.to_string().contains("BGV"), "{e}");
+}
+
+#[test]
+fn random_and_mutated_bytes_never_panic_or_overallocate() {
+    let seed = rand_core::OsRng.try_next_u64().unwrap_or(3);
+    eprintln!("seed {seed}");
+    let mut rng = ChaCha20Rng::seed_from_u64(seed);
+    let msgs = messages();
+    let mut accepted = 0;
+    let mut worst = 0.0f64;
+    for i in 0..60_000 {
+        let bytes = if i % 10 == 0 {
+            let n = (rng.next_u32() % 300) as usize;
+            (0..n).map(|_| rng.next_u32() as u8).collect()
+        } else {
+            let (_, b) = &msgs[i % msgs.len()];
+            let mut m = mutate(&mut rng, b);
+            if rng.next_u32() % 4 == 0 {
+                m = mutate(&mut rng, &m);
+            }
+            m
+        };
+        let (n, largest) = largest_alloc(|| decode_all(&bytes));
+        accepted += n;
+        let ratio = largest as f64 / (bytes.len() + 64) as f64;
+        worst = worst.max(ratio);
+        assert!(
+            largest <= 64 * (bytes.len() + 64),
+            "seed {seed}: {largest} bytes allocated decoding {} bytes",
+            bytes.len()
+        );
+    }
+    eprintln!("accepted {accepted}, worst allocation/input ratio {worst:.1}");
+}
+
+#[test]
+fn ckks_payloads_refuse_mutations_with_typed_errors() {
+    let seed = rand_core::OsRng.try_next_u64().unwrap_or(5);
+    eprintln!("seed {seed}");
+    let mut rng = ChaCha20Rng::seed_from_u64(seed);
+    let params = CkksParameters::new_insecure_for_tests(test_literal(10, 2), 45).unwrap();
+    let ks = KeySet::generate(&params, &[1], false).unwrap();
+    let enc = Encoder::new(&params);
+    let pt = enc
+        .encode_real(&[0.5, 0.25], 2, params.default_scale())
+        .unwrap();
+    let ct = ks.encrypt(&pt).unwrap();
+    let ct_sk = ks.encrypt_sk(&pt).unwrap();
+    let ev = ks.evaluation_keys();
+    let payloads: Vec<(ObjectKind, Vec<u8>)> = vec![
+        (ObjectKind::CkksCiphertext, ct.to_bytes()),
+        (ObjectKind::CkksCiphertext, ct_sk.to_bytes()),
+        (ObjectKind::CkksPlaintext, pt.to_bytes()),
+        (ObjectKind::CkksPublicKey, ks.public_key().to_bytes()),
+        (ObjectKind::CkksRelinKey, ev.relin.unwrap().to_bytes(true)),
+        (
+            ObjectKind::CkksGaloisKey,
+            ev.galois
+                .get(ev.galois.elements().next().unwrap())
+                .unwrap()
+                .to_bytes(false),
+        ),
+    ];
+    let sp = SessionParams {
+        ckks: Some(params.clone()),
+        tfhe: None,
+    };
+    for (kind, bytes) in &payloads {
+        let (d, _) = sp.describe(*kind, bytes).unwrap();
+        assert_eq!(d.size as usize, bytes.len());
+        assert!(sp.decode(ObjectKind::TfheBit, bytes).is_err());
+    }
+    // Another parameter set refuses them.
+    let other = CkksParameters::new_insecure_for_tests(test_literal(10, 3), 45).unwrap();
+    let osp = SessionParams {
+        ckks: Some(other),
+        tfhe: None,
+    };
+    assert!(matches!(
+        osp.decode(ObjectKind::CkksCiphertext, &payloads[0].1),
+        Err(ObjectError::Rlwe(_))
+    ));
+    let mut refused = 0;
+    let mut tried = 0;
+    for i in 0..3000 {
+        let (kind, bytes) = &payloads[i % payloads.len()];
+        // Mutations mostly in the header (the body is residues).
+        let mut m = bytes.clone();
+        match i % 4 {
+            0 => {
+                let k = (rng.next_u32() % 64) as usize;
+                m[k] ^= 1 << (rng.next_u32() % 8);
+            }
+            1 => m.truncate((rng.next_u32() as usize) % m.len()),
+            2 => {
+                let k = (rng.next_u32() % 61) as usize;
+                m[k..k + 4].copy_from_slice(&u32::MAX.to_le_bytes());
+            }
+            _ => {
+                let k = (rng.next_u32() as usize) % m.len();
+                m[k] ^= 0x80;
+            }
+        }
+        tried += 1;
+        let (r, largest) = largest_alloc(|| sp.decode(*kind, &m));
+        if r.is_err() {
+            refused += 1;
+        }
+        // Keys expand seeds into full polynomials: bounded by the parameters, not the bytes.
+        assert!(largest <= 4 * params.rlwe().qp_basis().len() * params.n() * 8 + 4 * m.len());
+    }
+    assert!(refused * 2 > tried, "{refused} of {tried}");
+}

@@ -1,0 +1,137 @@
+//! Integer circuits over TFHE through the whole server path: the server key
+//! and the encrypted integers go through their payload bytes, the graph is
+//! validated and executed, the outputs go back through bytes and are
+//! decrypted by the client — checked against plaintext arithmetic on fresh
+//! random inputs. TFHE is slow: one key generation and a handful of small
+//! circuits. Mutated TFHE payloads are refused with typed errors.
+
+use std::sync::atomic::AtomicBool;
+
+use hecloud_circuits::{BitEngine, EncryptedUint, TfheEngine};
+use hecloud_protocol::*;
+use rand_chacha::ChaCha20Rng;
+use rand_core::{RngCore, SeedableRng, TryRngCore};
+
+#[test]
+fn tfhe_sum_compare_min_max_through_bytes() {
+    let seed = rand_core::OsRng.try_next_u64().unwrap_or(7);
+    eprintln!("seed {seed}");
+    let mut rng = ChaCha20Rng::seed_from_u64(seed);
+
+    // Client: keys and inputs.
+    let client = TfheEngine::generate();
+    let sk_bytes = Object::TfheServerKey(Box::new(client.server_key().clone())).to_bytes();
+    const W: usize = 4;
+    let vals: Vec<u128> = (0..3).map(|_| (rng.next_u32() % 16) as u128).collect();
+    let payloads: Vec<Vec<u8>> = vals
+        .iter()
+        .map(|&v| Object::TfheUint(EncryptedUint::encrypt_u128(&client, v, W).unwrap()).to_bytes())
+        .collect();
+
+    // Server: session, objects, graph.
+    let spec = SessionSpec {
+        params: ParamSpec {
+            ckks: None,
+            tfhe: Some(TfheParamSpec::Message2Carry2),
+        },
+        tfhe_server_key: Some(ObjectId::of(&sk_bytes)),
+        ..SessionSpec::default()
+    };
+    let sp = SessionParams::build(&spec.params, false).unwrap();
+    let keys = SessionKeys::load(&spec, sp.clone(), |id| {
+        (*id == ObjectId::of(&sk_bytes)).then(|| sk_bytes.clone())
+    })
+    .unwrap();
+    let mut types = Vec::new();
+    let mut inputs = Vec::new();
+    for p in &payloads {
+        let (d, obj) = sp.describe(ObjectKind::TfheUint, p).unwrap();
+        assert_eq!(d.count as usize, W);
+        types.push(value_type_of(&d).unwrap());
+        inputs.push(obj);
+    }
+    let mut g = Graph::new();
+    let x: Vec<u32> = (0..3).map(|i| g.input(i)).collect();
+    let sum = g.int_sum(x.clone(), true);
+    let lt = g.int_compare(x[0], x[1], Relation::Lt);
+    let ge = g.int_compare(x[2], x[0], Relation::Ge);
+    let mn = g.int_min(x[1], x[2]);
+    let mx = g.int_max(x[0], x[2]);
+    for (name, n) in [
+        ("sum", sum),
+        ("lt", lt),
+        ("ge", ge),
+        ("min", mn),
+        ("max", mx),
+    ] {
+        g.output(name, n);
+    }
+    let v = validate(&g, &keys.capabilities(), &types).unwrap();
+    assert!(v.cost().bootstraps > 0);
+    let mut progress = 0;
+    let out = execute(&v, &keys, &inputs, &AtomicBool::new(false), &mut |p| {
+        progress = p.done
+    })
+    .unwrap();
+    assert_eq!(progress, v.schedule().len());
+
+    // Client: outputs back through bytes, decrypted.
+    let back: Vec<Object> = out
+        .iter()
+        .map(|(_, o)| sp.decode(o.kind(), &o.to_bytes()).unwrap())
+        .collect();
+    let uint = |o: &Object| match o {
+        Object::TfheUint(u) => u.decrypt_u128(&client).unwrap(),
+        _ => panic!("not an integer"),
+    };
+    let bit = |o: &Object| match o {
+        Object::TfheBit(b) => client.decrypt_bit(b).unwrap(),
+        _ => panic!("not a bit"),
+    };
+    let (a, b, c) = (vals[0], vals[1], vals[2]);
+    assert_eq!(uint(&back[0]), a + b + c, "sum of {vals:?}");
+    assert_eq!(bit(&back[1]), a < b, "{a} < {b}");
+    assert_eq!(bit(&back[2]), c >= a, "{c} >= {a}");
+    assert_eq!(uint(&back[3]), b.min(c));
+    assert_eq!(uint(&back[4]), a.max(c));
+    assert!(matches!(&out[0].1, Object::TfheUint(u) if u.width() == W + 2));
+
+    // Mutated payloads: a typed error or a well-formed object, never a panic.
+    let bit_bytes = back[1].to_bytes();
+    let mut refused = 0;
+    for i in 0..300 {
+        let mut m = bit_bytes.clone();
+        match i % 3 {
+            0 => {
+                let k = (rng.next_u32() as usize) % m.len();
+                m[k] ^= 1 << (rng.next_u32() % 8);
+            }
+            1 => m.truncate((rng.next_u32() as usize) % m.len()),
+            _ => {
+                // A huge length anywhere in the first 64 bytes.
+                let k = (rng.next_u32() as usize) % 60;
+                m[k..k + 4].copy_from_slice(&u32::MAX.to_le_bytes());
+            }
+        }
+        if sp.decode(ObjectKind::TfheBit, &m).is_err() {
+            refused += 1;
+        }
+    }
+    assert!(refused > 100, "{refused}");
+    // The wrong kind, foreign parameters, a truncated server key.
+    assert!(sp.decode(ObjectKind::TfheUint, &bit_bytes).is_err());
+    assert!(matches!(
+        SessionParams::build(&ParamSpec::default(), false)
+            .unwrap()
+            .decode(ObjectKind::TfheBit, &bit_bytes),
+        Err(ObjectError::NoParameters { .. })
+    ));
+    assert!(
+        sp.decode(ObjectKind::TfheServerKey, &sk_bytes[..sk_bytes.len() / 2])
+            .is_err()
+    );
+    let mut bad_key = sk_bytes.clone();
+    let mid = bad_key.len() / 3;
+    bad_key[mid..mid + 64].fill(0xff);
+    let _ = sp.decode(ObjectKind::TfheServerKey, &bad_key);
+}
