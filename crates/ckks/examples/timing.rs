@@ -14,6 +14,7 @@ fn main() -> Result<()> {
         .into_iter()
         .find(|p| p.name() == which)
         .unwrap_or(Preset::N14);
+    hecloud_rlwe::pool::retain_freed_memory();
     let pool = rayon::ThreadPoolBuilder::new()
         .num_threads(1)
         .build()

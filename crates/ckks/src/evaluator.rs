@@ -4,12 +4,13 @@
 
 use std::sync::Arc;
 
-use hecloud_math::{Domain, RnsPoly};
+use hecloud_math::{Domain, MathError, RnsPoly, backend::default_backend};
 use hecloud_rlwe::keys::{galois_element_conjugate, galois_element_for_rotation};
 use hecloud_rlwe::keyswitch::{add_times_p_assign, key_switch_ext, mod_down_rescale};
-use hecloud_rlwe::pool::{pooled_copy, recycle};
+use hecloud_rlwe::pool::{pooled_uninit, recycle};
 use hecloud_rlwe::{Ciphertext, GaloisKeys, Plaintext, RelinearizationKey, RlweError, ops};
 use num_complex::Complex64;
+use rayon::prelude::*;
 
 use crate::error::{CkksError, Result};
 use crate::params::CkksParameters;
@@ -441,14 +442,50 @@ impl Evaluator {
     }
 }
 
-/// (a0 + a1·s)(b0 + b1·s) = d0 + d1·s + d2·s².
+/// Limb i of the three tensor outputs.
+type OutputLimbs<'a> = ((&'a mut [u64], &'a mut [u64]), &'a mut [u64]);
+
+/// (a0 + a1·s)(b0 + b1·s) = d0 + d1·s + d2·s², limb by limb into pooled
+/// buffers (each limb is copied and multiplied while it sits in cache).
 fn tensor(a0: &RnsPoly, a1: &RnsPoly, b0: &RnsPoly, b1: &RnsPoly) -> Result<[RnsPoly; 3]> {
-    let mut d0 = pooled_copy(a0);
-    d0.mul_assign(b0)?;
-    let mut d2 = pooled_copy(a1);
-    d2.mul_assign(b1)?;
-    let mut d1 = pooled_copy(a0);
-    d1.mul_assign(b1)?;
-    d1.mul_add_assign(a1, b0)?;
+    for p in [a1, b0, b1] {
+        if !a0.same_basis(p) {
+            return Err(MathError::BasisMismatch.into());
+        }
+    }
+    for p in [a0, a1, b0, b1] {
+        if p.domain() != Domain::Ntt {
+            return Err(MathError::DomainMismatch {
+                expected: Domain::Ntt,
+                found: p.domain(),
+            }
+            .into());
+        }
+    }
+    let (basis, n) = (a0.basis(), a0.degree());
+    let be = default_backend();
+    let [mut d0, mut d1, mut d2] = [(); 3].map(|_| pooled_uninit(basis, Domain::Ntt));
+    let work = |(i, ((o0, o1), o2)): (usize, OutputLimbs)| {
+        let m = &basis.moduli()[i];
+        let (x0, x1, y0, y1) = (a0.limb(i), a1.limb(i), b0.limb(i), b1.limb(i));
+        o0.copy_from_slice(x0);
+        be.mul_pointwise(m, o0, y0);
+        o2.copy_from_slice(x1);
+        be.mul_pointwise(m, o2, y1);
+        o1.copy_from_slice(x0);
+        be.mul_pointwise(m, o1, y1);
+        be.mul_add_pointwise(m, x1, y0, o1);
+    };
+    let (o0, o1, o2) = (d0.data_mut(), d1.data_mut(), d2.data_mut());
+    if n >= 1 << 11 {
+        let limbs = o0.par_chunks_exact_mut(n).zip(o1.par_chunks_exact_mut(n));
+        limbs
+            .zip(o2.par_chunks_exact_mut(n))
+            .enumerate()
+            .for_each(work);
+    } else {
+        let limbs = o0.chunks_exact_mut(n).zip(o1.chunks_exact_mut(n));
+        limbs.zip(o2.chunks_exact_mut(n)).enumerate().for_each(work);
+    }
     Ok([d0, d1, d2])
 }

@@ -22,7 +22,7 @@ use rayon::prelude::*;
 use crate::error::{Result, RlweError};
 use crate::keys::SwitchingKey;
 use crate::params::{DigitTables, LevelTables, ModDownTables, Parameters};
-use crate::pool::{give, poly_uninit, recycle, take};
+use crate::pool::{give, pooled_uninit, recycle, take};
 
 /// Below this many coefficients per limb, limb loops stay on one thread.
 const PARALLEL_MIN_N: usize = 1 << 11;
@@ -107,10 +107,10 @@ fn key_index(params: &Parameters, level: usize, t: usize) -> usize {
 fn modup_prepare(lt: &LevelTables, d: &RnsPoly) -> Vec<u64> {
     let n = d.degree();
     let mut y = take(d.data().len());
-    y.copy_from_slice(d.data());
     let be = default_backend();
     let work = |(i, limb): (usize, &mut [u64])| {
         let table = &lt.q.tables()[i];
+        limb.copy_from_slice(d.limb(i));
         be.ntt_inverse(table, limb);
         let dg = digit_of(&lt.digits, i);
         be.mul_scalar(table.modulus(), limb, dg.qhat_inv[i - dg.start].0);
@@ -148,7 +148,10 @@ fn convert_digit(lt: &LevelTables, j: usize, t: usize, y: &[u64], vj: &[u64], ou
     srcs.push(vj);
     let mut w = dg.qhat_mod_t[t].clone();
     w.push(m.neg(dg.qj_mod_t[t]));
-    let bits = lt.q.moduli()[dg.start..dg.end].iter().map(Modulus::bits).max();
+    let bits = lt.q.moduli()[dg.start..dg.end]
+        .iter()
+        .map(Modulus::bits)
+        .max();
     default_backend().linear_combination(&m, out, None, &srcs, &w, bits.unwrap_or(64));
 }
 
@@ -215,31 +218,35 @@ pub fn key_switch_ext(params: &Parameters, d: &RnsPoly, key: &SwitchingKey) -> R
     let n = params.n();
     let y = modup_prepare(lt, d);
     let v = digit_centers(lt, &y, n);
-    let mut out0 = poly_uninit(&lt.qp, Domain::Ntt);
-    let mut out1 = poly_uninit(&lt.qp, Domain::Ntt);
+    let mut out0 = pooled_uninit(&lt.qp, Domain::Ntt);
+    let mut out1 = pooled_uninit(&lt.qp, Domain::Ntt);
     let digits = lt.digits.len();
     for_each_target(n, digits, &mut out0, &mut out1, |t, o0, o1, s| {
         let m = lt.qp.moduli()[t];
         let ki = key_index(params, level, t);
-        // Every digit's ModUp'ed limb t first, then one blocked pass of the
-        // inner product with 128-bit sums that stay in L1.
-        let mut srcs: Vec<&[u64]> = Vec::with_capacity(digits);
+        // Every digit's ModUp'ed limb t first, then their transforms back to
+        // back (the twiddles of prime t stay in cache, while conversions
+        // stream megabytes), then one pass of the inner product.
         if s.digits.len() < digits * n {
             s.digits.resize(digits * n, 0);
         }
-        let mut rest: &mut [u64] = &mut s.digits[..digits * n];
-        for j in 0..digits {
-            let (head, tail) = rest.split_at_mut(n);
-            rest = tail;
-            let dg = &lt.digits[j];
-            if (dg.start..dg.end).contains(&t) {
-                srcs.push(d.limb(t));
-            } else {
-                convert_digit(lt, j, t, &y, &v[j * n..(j + 1) * n], head);
-                default_backend().ntt_forward(&lt.qp.tables()[t], head);
-                srcs.push(head);
+        let own = |j: usize| (lt.digits[j].start..lt.digits[j].end).contains(&t);
+        let scratch = &mut s.digits[..digits * n];
+        for (j, limb) in scratch.chunks_exact_mut(n).enumerate() {
+            if !own(j) {
+                convert_digit(lt, j, t, &y, &v[j * n..(j + 1) * n], limb);
             }
         }
+        for (j, limb) in scratch.chunks_exact_mut(n).enumerate() {
+            if !own(j) {
+                default_backend().ntt_forward(&lt.qp.tables()[t], limb);
+            }
+        }
+        let srcs: Vec<&[u64]> = s.digits[..digits * n]
+            .chunks_exact(n)
+            .enumerate()
+            .map(|(j, limb)| if own(j) { d.limb(t) } else { limb })
+            .collect();
         let (kb, ka) = key_limbs(key, ki, digits);
         default_backend().dot_product_pair(&m, &srcs, &kb, &ka, o0, o1);
     });
@@ -261,7 +268,7 @@ pub fn decompose(params: &Parameters, d: &RnsPoly) -> Result<Decomposed> {
     let v = digit_centers(lt, &y, n);
     let digits = (0..lt.digits.len())
         .map(|j| {
-            let mut out = poly_uninit(&lt.qp, Domain::Ntt);
+            let mut out = pooled_uninit(&lt.qp, Domain::Ntt);
             let work = |(t, o): (usize, &mut [u64])| {
                 let dg = &lt.digits[j];
                 if (dg.start..dg.end).contains(&t) {
@@ -298,8 +305,8 @@ pub fn key_switch_hoisted_ext(
     {
         return Err(RlweError::ParameterMismatch);
     }
-    let mut out0 = poly_uninit(&lt.qp, Domain::Ntt);
-    let mut out1 = poly_uninit(&lt.qp, Domain::Ntt);
+    let mut out0 = pooled_uninit(&lt.qp, Domain::Ntt);
+    let mut out1 = pooled_uninit(&lt.qp, Domain::Ntt);
     let digits = dec.digits.len();
     let scratch = if perm.is_some() { digits } else { 0 };
     for_each_target(n, scratch, &mut out0, &mut out1, |t, o0, o1, s| {
@@ -365,7 +372,7 @@ fn divide_out(
             .sum();
         *e = f.round() as u64;
     }
-    let mut out = poly_uninit(target, Domain::Ntt);
+    let mut out = pooled_uninit(target, Domain::Ntt);
     let mut srcs: Vec<&[u64]> = y.chunks_exact(n).collect();
     srcs.push(&v);
     let bits = removed.iter().map(|&r| basis.moduli()[r].bits()).max();

@@ -83,7 +83,7 @@ pub(crate) fn permute(x: &RnsPoly, perm: &[usize]) -> Result<RnsPoly> {
     if perm.len() != n || x.domain() != hecloud_math::Domain::Ntt {
         return Err(RlweError::ParameterMismatch);
     }
-    let mut out = crate::pool::poly_uninit(x.basis(), x.domain());
+    let mut out = crate::pool::pooled_uninit(x.basis(), x.domain());
     for (o, s) in out
         .data_mut()
         .chunks_exact_mut(n)

@@ -224,18 +224,32 @@ pub(crate) fn linear_combination(
     const U: usize = 4;
     let whole = out.len() / LANES * LANES;
     let unrolled = whole / (U * LANES) * (U * LANES);
-    for c in (0..unrolled).step_by(U * LANES) {
-        combine_vectors::<U>(&k, out, srcs, c);
-    }
-    for c in (unrolled..whole).step_by(LANES) {
-        combine_vectors::<1>(&k, out, srcs, c);
+    if k.split {
+        for c in (0..unrolled).step_by(U * LANES) {
+            combine_vectors::<U, true>(&k, out, srcs, c);
+        }
+        for c in (unrolled..whole).step_by(LANES) {
+            combine_vectors::<1, true>(&k, out, srcs, c);
+        }
+    } else {
+        for c in (0..unrolled).step_by(U * LANES) {
+            combine_vectors::<U, false>(&k, out, srcs, c);
+        }
+        for c in (unrolled..whole).step_by(LANES) {
+            combine_vectors::<1, false>(&k, out, srcs, c);
+        }
     }
 }
 
 /// [`linear_combination`] on the U vectors of `out` from entry `c`.
 #[inline]
 #[target_feature(enable = "avx512f,avx512dq,avx512ifma")]
-fn combine_vectors<const U: usize>(k: &Combination, out: &mut [u64], srcs: &[&[u64]], c: usize) {
+fn combine_vectors<const U: usize, const SPLIT: bool>(
+    k: &Combination,
+    out: &mut [u64],
+    srcs: &[&[u64]],
+    c: usize,
+) {
     const RUN: usize = 15;
     let zero = _mm512_setzero_si512();
     let mask32 = splat(u32::MAX as u64);
@@ -251,7 +265,7 @@ fn combine_vectors<const U: usize>(k: &Combination, out: &mut [u64], srcs: &[&[u
     for (s, &(wl, wh)) in srcs.iter().zip(&k.weights) {
         for u in 0..U {
             let x = load(&s[c + u * LANES..]);
-            if k.split {
+            if SPLIT {
                 let (xl, xh) = (_mm512_and_si512(x, mask32), _mm512_srli_epi64(x, 32));
                 lo[u] = _mm512_madd52lo_epu64(lo[u], xl, wl);
                 hi[u] = _mm512_madd52hi_epu64(hi[u], xl, wl);
@@ -262,7 +276,7 @@ fn combine_vectors<const U: usize>(k: &Combination, out: &mut [u64], srcs: &[&[u
                 hi[u] = _mm512_madd52hi_epu64(hi[u], x, wl);
             }
         }
-        terms += if k.split { 2 } else { 1 };
+        terms += if SPLIT { 2 } else { 1 };
         if terms >= RUN - 1 {
             for u in 0..U {
                 lo[u] = k.fold.apply(lo[u], hi[u]);
