@@ -596,10 +596,24 @@ impl<'a> Checker<'a> {
         }
         self.key_switch(l);
         self.cur.rescales += 1;
-        Ok(Ls {
+        self.fits(Ls {
+            level: l,
+            scale: a.scale * b.scale,
+        })?;
+        self.fits(Ls {
             level: l - 1,
             scale: a.scale * b.scale / self.q(l)?,
         })
+    }
+
+    /// An intermediate value (inside a polynomial evaluation) must fit too.
+    fn fits(&self, x: Ls) -> VResult<Ls> {
+        self.check_scale(ValueType::CkksCiphertext {
+            level: x.level,
+            scale: x.scale,
+            degree: 1,
+        })?;
+        Ok(x)
     }
 
     fn mul_const(&mut self, a: Ls, c: f64) -> VResult<Ls> {
@@ -945,10 +959,19 @@ impl<'a> Checker<'a> {
                                     scale: scale * sp,
                                 }
                             }
-                            T::Plain { .. } => Ls {
-                                level: *level,
-                                scale: scale * self.q(*level)?,
-                            },
+                            T::Plain { max_abs, .. } => {
+                                // Encoded at scale q_l: the encoder takes |value · q_l| < 2^126.
+                                let q = self.q(*level)?;
+                                if max_abs * q >= 2f64.powi(125) {
+                                    return Err(self.invalid(format!(
+                                        "a vector up to {max_abs} is too large to encode"
+                                    )));
+                                }
+                                Ls {
+                                    level: *level,
+                                    scale: scale * q,
+                                }
+                            }
                             T::Constant(c) => self.mul_const(a, *c)?,
                             _ => return Err(self.mismatch(args, accepted)),
                         };
@@ -1205,10 +1228,10 @@ impl<'a> Checker<'a> {
         let ql = self.q(level)?;
         let mut acc: Option<Ls> = None;
         for &k in &terms {
-            let term = Ls {
+            let term = self.fits(Ls {
                 level,
                 scale: baby[k].scale * ql,
-            };
+            })?;
             acc = Some(match acc {
                 None => term,
                 Some(a) => self.add(a, term)?,

@@ -328,6 +328,16 @@ fn mismatched_scales() {
         validate(&g, &caps, &[ct(&p, 3)]).unwrap_err(),
         ValidationError::ScaleUnderflow { node: 1, .. }
     ));
+    // A polynomial of an unrescaled product: its intermediate products
+    // outgrow the modulus, refused rather than computed wrong.
+    let g = unary(|g, x| {
+        let sq = g.mul(x, x);
+        g.chebyshev(sq, vec![0.5, 0.25, 0.125, 0.0625], -1.0, 1.0)
+    });
+    assert!(matches!(
+        validate(&g, &caps, &[ct(&p, 3)]).unwrap_err(),
+        ValidationError::ScaleOverflow { node: 2, .. }
+    ));
     // Products without rescaling until the scale outgrows the modulus.
     let g = unary(|g, x| {
         let a = g.mul(x, x);
