@@ -92,6 +92,18 @@ pub trait Backend: Send + Sync + std::fmt::Debug {
         }
     }
 
+    /// [`Backend::linear_combination`] (without `keep`) for several outputs
+    /// of the same sources: the conversion of one set of limbs to several
+    /// primes. Backends read each source once for a group of outputs.
+    ///
+    /// # Panics
+    /// As [`Backend::linear_combination`], for any output.
+    fn linear_combinations(&self, outputs: &mut [Combination<'_>], srcs: &[&[u64]], src_bits: u32) {
+        for o in outputs {
+            self.linear_combination(o.q, o.out, None, srcs, o.w, src_bits);
+        }
+    }
+
     /// `o0[i] = Σ_j s[j][i]·b[j][i]` and `o1[i] = Σ_j s[j][i]·a[j][i]`
     /// (mod q), every entry below q: the inner product of key switching
     /// with both halves of a key.
@@ -125,6 +137,18 @@ pub trait Backend: Send + Sync + std::fmt::Debug {
             *r1 = q.reduce_u128(acc1);
         }
     }
+}
+
+/// One output of [`Backend::linear_combinations`]: `out = Σ_k srcs[k]·w[k]`
+/// modulo `q`.
+#[derive(Debug)]
+pub struct Combination<'a> {
+    /// The output's modulus.
+    pub q: &'a Modulus,
+    /// The output limb.
+    pub out: &'a mut [u64],
+    /// One weight (below q) per source.
+    pub w: &'a [u64],
 }
 
 fn check_sources(len: usize, srcs: &[&[u64]], weights: usize) {
@@ -318,6 +342,52 @@ impl Backend for Simd {
         Scalar.linear_combination(q, out, keep, srcs, w, src_bits);
     }
 
+    fn linear_combinations(&self, outputs: &mut [Combination<'_>], srcs: &[&[u64]], src_bits: u32) {
+        #[cfg(target_arch = "x86_64")]
+        if self.level == SimdLevel::Avx512Ifma {
+            use crate::ntt::avx512ifma::{GROUP, MAX_MODULUS, linear_combination_group};
+            // Groups of IFMA-sized outputs share one pass over the sources.
+            let (small, rest): (Vec<_>, Vec<_>) =
+                outputs.iter_mut().partition(|o| o.q.value() < MAX_MODULUS);
+            let mut small = small;
+            for group in small.chunks_mut(GROUP) {
+                let n = group[0].out.len();
+                for o in group.iter() {
+                    assert_eq!(o.out.len(), n, "output lengths");
+                    check_sources(n, srcs, o.w.len());
+                }
+                let whole = whole_vectors(n);
+                let qs: Vec<&Modulus> = group.iter().map(|o| o.q).collect();
+                let ws: Vec<&[u64]> = group.iter().map(|o| o.w).collect();
+                let mut outs: Vec<&mut [u64]> =
+                    group.iter_mut().map(|o| &mut o.out[..whole]).collect();
+                // SAFETY: `Simd::new` checked the CPU supports AVX-512 IFMA;
+                // every modulus is below the kernel's bound.
+                unsafe { linear_combination_group(&qs, &mut outs, srcs, &ws, src_bits) };
+                if whole < n {
+                    let tails: Vec<&[u64]> = srcs.iter().map(|s| &s[whole..]).collect();
+                    for o in group.iter_mut() {
+                        Scalar.linear_combination(
+                            o.q,
+                            &mut o.out[whole..],
+                            None,
+                            &tails,
+                            o.w,
+                            src_bits,
+                        );
+                    }
+                }
+            }
+            for o in rest {
+                self.linear_combination(o.q, o.out, None, srcs, o.w, src_bits);
+            }
+            return;
+        }
+        for o in outputs {
+            self.linear_combination(o.q, o.out, None, srcs, o.w, src_bits);
+        }
+    }
+
     fn dot_product_pair(
         &self,
         q: &Modulus,
@@ -452,6 +522,53 @@ pub mod parity {
                     }
                 }
                 check_combinations(backend, &m, n, &mut rng)?;
+            }
+            check_multi(backend, n, &mut rng)?;
+        }
+        Ok(())
+    }
+
+    /// `linear_combinations` into outputs of mixed sizes (IFMA pairs, an odd
+    /// one out, 61-bit primes) against one `linear_combination` each.
+    fn check_multi(backend: &dyn Backend, n: usize, rng: &mut ChaCha20Rng) -> Result<(), String> {
+        let mut primes = ntt_primes(50, n, 3, &[]).map_err(|e| e.to_string())?;
+        primes.extend(ntt_primes(61, n, 1, &[]).map_err(|e| e.to_string())?);
+        primes.extend(ntt_primes(30, n, 1, &[]).map_err(|e| e.to_string())?);
+        let moduli: Vec<Modulus> = primes
+            .iter()
+            .map(|&q| Modulus::new(q).expect("prime"))
+            .collect();
+        for (count, src_bits) in [(5, 50), (5, 61), (1, 64)] {
+            let bound = if src_bits == 64 {
+                u64::MAX
+            } else {
+                1u64 << src_bits
+            };
+            let srcs: Vec<Vec<u64>> = (0..count)
+                .map(|_| (0..n).map(|_| rng.next_u64() % bound).collect())
+                .collect();
+            let refs: Vec<&[u64]> = srcs.iter().map(Vec::as_slice).collect();
+            let weights: Vec<Vec<u64>> = primes
+                .iter()
+                .map(|&q| (0..count).map(|_| rng.next_u64() % q).collect())
+                .collect();
+            let mut want = vec![vec![0u64; n]; primes.len()];
+            for ((m, w), o) in moduli.iter().zip(&weights).zip(&mut want) {
+                Scalar.linear_combination(m, o, None, &refs, w, src_bits);
+            }
+            let mut got = vec![vec![0u64; n]; primes.len()];
+            let mut outputs: Vec<super::Combination<'_>> = moduli
+                .iter()
+                .zip(&weights)
+                .zip(&mut got)
+                .map(|((q, w), out)| super::Combination { q, out, w })
+                .collect();
+            backend.linear_combinations(&mut outputs, &refs, src_bits);
+            if want != got {
+                return Err(format!(
+                    "linear_combinations differs ({} n={n} sources={count}x{src_bits} bits)",
+                    backend.name()
+                ));
             }
         }
         Ok(())

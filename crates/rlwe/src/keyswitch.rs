@@ -16,7 +16,8 @@
 
 use std::sync::Arc;
 
-use hecloud_math::{Domain, Modulus, RnsBasis, RnsPoly, backend::default_backend};
+use hecloud_math::backend::{Combination, default_backend};
+use hecloud_math::{Domain, Modulus, RnsBasis, RnsPoly};
 use rayon::prelude::*;
 
 use crate::error::{Result, RlweError};
@@ -139,20 +140,30 @@ fn digit_centers(lt: &LevelTables, y: &[u64], n: usize) -> Vec<u64> {
     v
 }
 
-/// The centered digit j at target t: Σ y_i·(Q_j/q_i) − v_j·Q_j (mod t),
-/// with −Q_j folded into the weight of v_j.
-fn convert_digit(lt: &LevelTables, j: usize, t: usize, y: &[u64], vj: &[u64], out: &mut [u64]) {
-    let (dg, n) = (&lt.digits[j], vj.len());
-    let m = lt.qp.moduli()[t];
+/// The sources of digit j's conversion: its y limbs and v_j (whose weight
+/// carries −Q_j), with their bit width.
+fn digit_sources<'a>(
+    lt: &LevelTables,
+    j: usize,
+    y: &'a [u64],
+    v: &'a [u64],
+) -> (Vec<&'a [u64]>, u32) {
+    let (dg, n) = (&lt.digits[j], v.len() / lt.digits.len());
     let mut srcs: Vec<&[u64]> = y[dg.start * n..dg.end * n].chunks_exact(n).collect();
-    srcs.push(vj);
-    let mut w = dg.qhat_mod_t[t].clone();
-    w.push(m.neg(dg.qj_mod_t[t]));
+    srcs.push(&v[j * n..(j + 1) * n]);
     let bits = lt.q.moduli()[dg.start..dg.end]
         .iter()
         .map(Modulus::bits)
         .max();
-    default_backend().linear_combination(&m, out, None, &srcs, &w, bits.unwrap_or(64));
+    (srcs, bits.unwrap_or(64))
+}
+
+/// Weights of [`digit_sources`] at target t: (Q_j/q_i) mod t, then −Q_j mod t.
+fn conversion_weights(lt: &LevelTables, j: usize, t: usize) -> Vec<u64> {
+    let (dg, m) = (&lt.digits[j], lt.qp.moduli()[t]);
+    let mut w = dg.qhat_mod_t[t].clone();
+    w.push(m.neg(dg.qj_mod_t[t]));
+    w
 }
 
 fn digit_of(digits: &[DigitTables], i: usize) -> &DigitTables {
@@ -164,47 +175,67 @@ fn digit_of(digits: &[DigitTables], i: usize) -> &DigitTables {
 
 /// Per-thread scratch of the inner product.
 struct Scratch {
-    limb: Vec<u64>,
-    /// Every digit's limb for one target.
+    /// Every digit's limb for each target of a group.
     digits: Vec<u64>,
 }
 
 impl Scratch {
     fn new(n: usize, digits: usize) -> Self {
         Self {
-            limb: take(n),
-            digits: take(digits * n),
+            digits: take(TARGET_GROUP * digits * n),
         }
     }
 }
 
 impl Drop for Scratch {
     fn drop(&mut self) {
-        give(std::mem::take(&mut self.limb));
         give(std::mem::take(&mut self.digits));
     }
 }
 
-/// Runs `f(t, out0_t, out1_t, scratch)` for every target limb of Q_l ∪ P.
+/// Target limbs converted together: each conversion pass over a digit's
+/// sources (megabytes, read from beyond L2) serves the whole group.
+const TARGET_GROUP: usize = 4;
+
+/// Runs `work(first, limbs)` on groups of up to TARGET_GROUP n-coefficient
+/// limbs of `data`, `first` being the index of the group's first limb.
+fn for_each_limb_group<F>(data: &mut [u64], n: usize, work: F)
+where
+    F: Fn(usize, &mut [u64]) + Sync + Send,
+{
+    let g = TARGET_GROUP * n;
+    if n >= PARALLEL_MIN_N {
+        data.par_chunks_mut(g)
+            .enumerate()
+            .for_each(|(i, group)| work(i * TARGET_GROUP, group));
+    } else {
+        for (i, group) in data.chunks_mut(g).enumerate() {
+            work(i * TARGET_GROUP, group);
+        }
+    }
+}
+
+/// Runs `f(t0, out0, out1, scratch)` on groups of up to TARGET_GROUP target
+/// limbs of Q_l ∪ P, the first being t0 (`out0`, `out1`: the group's limbs).
 fn for_each_target<F>(n: usize, digits: usize, out0: &mut RnsPoly, out1: &mut RnsPoly, f: F)
 where
     F: Fn(usize, &mut [u64], &mut [u64], &mut Scratch) + Sync + Send,
 {
     let o0 = out0.data_mut();
     let o1 = out1.data_mut();
+    let g = TARGET_GROUP * n;
     if n >= PARALLEL_MIN_N {
-        o0.par_chunks_exact_mut(n)
-            .zip(o1.par_chunks_exact_mut(n))
+        o0.par_chunks_mut(g)
+            .zip(o1.par_chunks_mut(g))
             .enumerate()
-            .for_each_init(|| Scratch::new(n, digits), |s, (t, (a, b))| f(t, a, b, s));
+            .for_each_init(
+                || Scratch::new(n, digits),
+                |s, (i, (a, b))| f(i * TARGET_GROUP, a, b, s),
+            );
     } else {
         let mut s = Scratch::new(n, digits);
-        for (t, (a, b)) in o0
-            .chunks_exact_mut(n)
-            .zip(o1.chunks_exact_mut(n))
-            .enumerate()
-        {
-            f(t, a, b, &mut s);
+        for (i, (a, b)) in o0.chunks_mut(g).zip(o1.chunks_mut(g)).enumerate() {
+            f(i * TARGET_GROUP, a, b, &mut s);
         }
     }
 }
@@ -221,34 +252,59 @@ pub fn key_switch_ext(params: &Parameters, d: &RnsPoly, key: &SwitchingKey) -> R
     let mut out0 = pooled_uninit(&lt.qp, Domain::Ntt);
     let mut out1 = pooled_uninit(&lt.qp, Domain::Ntt);
     let digits = lt.digits.len();
-    for_each_target(n, digits, &mut out0, &mut out1, |t, o0, o1, s| {
-        let m = lt.qp.moduli()[t];
-        let ki = key_index(params, level, t);
-        // Every digit's ModUp'ed limb t first, then their transforms back to
-        // back (the twiddles of prime t stay in cache, while conversions
-        // stream megabytes), then one pass of the inner product.
-        if s.digits.len() < digits * n {
-            s.digits.resize(digits * n, 0);
+    let be = default_backend();
+    for_each_target(n, digits, &mut out0, &mut out1, |t0, o0, o1, s| {
+        let g = o0.len() / n;
+        let own = |j: usize, t: usize| (lt.digits[j].start..lt.digits[j].end).contains(&t);
+        // Every digit's ModUp'ed limbs for the group first (one pass over
+        // each digit's sources), then each target's transforms back to back
+        // (its twiddles stay in cache), then its inner product.
+        if s.digits.len() < g * digits * n {
+            s.digits.resize(g * digits * n, 0);
         }
-        let own = |j: usize| (lt.digits[j].start..lt.digits[j].end).contains(&t);
-        let scratch = &mut s.digits[..digits * n];
-        for (j, limb) in scratch.chunks_exact_mut(n).enumerate() {
-            if !own(j) {
-                convert_digit(lt, j, t, &y, &v[j * n..(j + 1) * n], limb);
+        let scratch = &mut s.digits[..g * digits * n];
+        let mut limbs: Vec<Option<&mut [u64]>> = scratch.chunks_exact_mut(n).map(Some).collect();
+        for j in 0..digits {
+            let (srcs, bits) = digit_sources(lt, j, &y, &v);
+            let targets: Vec<usize> = (t0..t0 + g).filter(|&t| !own(j, t)).collect();
+            let weights: Vec<Vec<u64>> = targets
+                .iter()
+                .map(|&t| conversion_weights(lt, j, t))
+                .collect();
+            let mut outputs: Vec<Combination<'_>> = targets
+                .iter()
+                .zip(&weights)
+                .map(|(&t, w)| Combination {
+                    q: &lt.qp.moduli()[t],
+                    out: limbs[(t - t0) * digits + j]
+                        .take()
+                        .expect("one output per limb"),
+                    w,
+                })
+                .collect();
+            be.linear_combinations(&mut outputs, &srcs, bits);
+        }
+        let scratch = &mut s.digits[..g * digits * n];
+        for (k, target_limbs) in scratch.chunks_exact_mut(digits * n).enumerate() {
+            let t = t0 + k;
+            for (j, limb) in target_limbs.chunks_exact_mut(n).enumerate() {
+                if !own(j, t) {
+                    be.ntt_forward(&lt.qp.tables()[t], limb);
+                }
             }
         }
-        for (j, limb) in scratch.chunks_exact_mut(n).enumerate() {
-            if !own(j) {
-                default_backend().ntt_forward(&lt.qp.tables()[t], limb);
-            }
+        let outs = o0.chunks_exact_mut(n).zip(o1.chunks_exact_mut(n));
+        for (k, (r0, r1)) in outs.enumerate() {
+            let t = t0 + k;
+            let target_limbs = &s.digits[k * digits * n..(k + 1) * digits * n];
+            let srcs: Vec<&[u64]> = target_limbs
+                .chunks_exact(n)
+                .enumerate()
+                .map(|(j, limb)| if own(j, t) { d.limb(t) } else { limb })
+                .collect();
+            let (kb, ka) = key_limbs(key, key_index(params, level, t), digits);
+            be.dot_product_pair(&lt.qp.moduli()[t], &srcs, &kb, &ka, r0, r1);
         }
-        let srcs: Vec<&[u64]> = s.digits[..digits * n]
-            .chunks_exact(n)
-            .enumerate()
-            .map(|(j, limb)| if own(j) { d.limb(t) } else { limb })
-            .collect();
-        let (kb, ka) = key_limbs(key, ki, digits);
-        default_backend().dot_product_pair(&m, &srcs, &kb, &ka, o0, o1);
     });
     give(y);
     give(v);
@@ -269,16 +325,32 @@ pub fn decompose(params: &Parameters, d: &RnsPoly) -> Result<Decomposed> {
     let digits = (0..lt.digits.len())
         .map(|j| {
             let mut out = pooled_uninit(&lt.qp, Domain::Ntt);
-            let work = |(t, o): (usize, &mut [u64])| {
-                let dg = &lt.digits[j];
-                if (dg.start..dg.end).contains(&t) {
+            let dg = &lt.digits[j];
+            let own = |t: usize| (dg.start..dg.end).contains(&t);
+            let (srcs, bits) = digit_sources(lt, j, &y, &v);
+            for_each_limb_group(out.data_mut(), n, |first, group| {
+                let limbs = (first..).zip(group.chunks_exact_mut(n));
+                let (inside, converted): (Vec<_>, Vec<_>) = limbs.partition(|(t, _)| own(*t));
+                for (t, o) in inside {
                     o.copy_from_slice(d.limb(t));
-                } else {
-                    convert_digit(lt, j, t, &y, &v[j * n..(j + 1) * n], o);
-                    default_backend().ntt_forward(&lt.qp.tables()[t], o);
                 }
-            };
-            for_each_limb(out.data_mut(), n, work);
+                let ts: Vec<usize> = converted.iter().map(|(t, _)| *t).collect();
+                let weights: Vec<Vec<u64>> =
+                    ts.iter().map(|&t| conversion_weights(lt, j, t)).collect();
+                let mut outputs: Vec<Combination<'_>> = converted
+                    .into_iter()
+                    .zip(&weights)
+                    .map(|((t, out), w)| Combination {
+                        q: &lt.qp.moduli()[t],
+                        out,
+                        w,
+                    })
+                    .collect();
+                default_backend().linear_combinations(&mut outputs, &srcs, bits);
+                for (&t, o) in ts.iter().zip(outputs) {
+                    default_backend().ntt_forward(&lt.qp.tables()[t], o.out);
+                }
+            });
             out
         })
         .collect();
@@ -309,23 +381,25 @@ pub fn key_switch_hoisted_ext(
     let mut out1 = pooled_uninit(&lt.qp, Domain::Ntt);
     let digits = dec.digits.len();
     let scratch = if perm.is_some() { digits } else { 0 };
-    for_each_target(n, scratch, &mut out0, &mut out1, |t, o0, o1, s| {
-        let m = lt.qp.moduli()[t];
-        let (kb, ka) = key_limbs(key, key_index(params, level, t), digits);
-        let srcs: Vec<&[u64]> = match perm {
-            // The automorphism permutes NTT slots: gather each digit's limb.
-            Some(p) => {
-                for (dj, buf) in dec.digits.iter().zip(s.digits.chunks_exact_mut(n)) {
-                    let src = dj.limb(t);
-                    for (b, &i) in buf.iter_mut().zip(p) {
-                        *b = src[i];
+    for_each_target(n, scratch, &mut out0, &mut out1, |t0, o0, o1, s| {
+        let outs = o0.chunks_exact_mut(n).zip(o1.chunks_exact_mut(n));
+        for (t, (r0, r1)) in (t0..).zip(outs) {
+            let (kb, ka) = key_limbs(key, key_index(params, level, t), digits);
+            let srcs: Vec<&[u64]> = match perm {
+                // The automorphism permutes NTT slots: gather each digit's limb.
+                Some(p) => {
+                    for (dj, buf) in dec.digits.iter().zip(s.digits.chunks_exact_mut(n)) {
+                        let src = dj.limb(t);
+                        for (b, &i) in buf.iter_mut().zip(p) {
+                            *b = src[i];
+                        }
                     }
+                    s.digits.chunks_exact(n).take(digits).collect()
                 }
-                s.digits.chunks_exact(n).take(digits).collect()
-            }
-            None => dec.digits.iter().map(|dj| dj.limb(t)).collect(),
-        };
-        default_backend().dot_product_pair(&m, &srcs, &kb, &ka, o0, o1);
+                None => dec.digits.iter().map(|dj| dj.limb(t)).collect(),
+            };
+            default_backend().dot_product_pair(&lt.qp.moduli()[t], &srcs, &kb, &ka, r0, r1);
+        }
     });
     Ok(ExtPair {
         c0: out0,
@@ -375,21 +449,42 @@ fn divide_out(
     let mut out = pooled_uninit(target, Domain::Ntt);
     let mut srcs: Vec<&[u64]> = y.chunks_exact(n).collect();
     srcs.push(&v);
-    let bits = removed.iter().map(|&r| basis.moduli()[r].bits()).max();
-    let work = |(i, o): (usize, &mut [u64])| {
-        let table = &target.tables()[i];
-        let m = table.modulus();
+    let bits = removed
+        .iter()
+        .map(|&r| basis.moduli()[r].bits())
+        .max()
+        .unwrap_or(64);
+    let work = |first: usize, group: &mut [u64]| {
         // x mod R in the centered representative: −R folded into v's weight.
-        let mut w = tables.phat_mod_q[i].clone();
-        w.push(m.neg(tables.r_mod_q[i]));
-        be.linear_combination(m, o, None, &srcs, &w, bits.unwrap_or(64));
-        be.ntt_forward(table, o);
-        // (x_i − o)·R^-1 as o·(−R^-1) + x_i·R^-1.
-        let r_inv = tables.p_inv[i].0;
-        be.linear_combination(m, o, Some(m.neg(r_inv)), &[x.limb(i)], &[r_inv], m.bits());
+        let weights: Vec<Vec<u64>> = (first..first + group.len() / n)
+            .map(|i| {
+                let mut w = tables.phat_mod_q[i].clone();
+                w.push(target.moduli()[i].neg(tables.r_mod_q[i]));
+                w
+            })
+            .collect();
+        let mut outputs: Vec<Combination<'_>> = group
+            .chunks_exact_mut(n)
+            .zip(&weights)
+            .enumerate()
+            .map(|(k, (out, w))| Combination {
+                q: &target.moduli()[first + k],
+                out,
+                w,
+            })
+            .collect();
+        be.linear_combinations(&mut outputs, &srcs, bits);
+        for (i, o) in (first..).zip(group.chunks_exact_mut(n)) {
+            let table = &target.tables()[i];
+            let m = table.modulus();
+            be.ntt_forward(table, o);
+            // (x_i − o)·R^-1 as o·(−R^-1) + x_i·R^-1.
+            let r_inv = tables.p_inv[i].0;
+            be.linear_combination(m, o, Some(m.neg(r_inv)), &[x.limb(i)], &[r_inv], m.bits());
+        }
     };
     debug_assert_eq!(target.len(), keep);
-    for_each_limb(out.data_mut(), n, work);
+    for_each_limb_group(out.data_mut(), n, work);
     give(y);
     give(v);
     Ok(out)

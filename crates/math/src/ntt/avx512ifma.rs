@@ -289,3 +289,99 @@ fn combine_vectors<const U: usize, const SPLIT: bool>(
         store(&mut out[c + u * LANES..], k.fold.apply(lo[u], hi[u]));
     }
 }
+
+/// [`linear_combination`] without `keep` into up to [`GROUP`] outputs
+/// (moduli below 2^50) in one pass over the sources: conversions are bound
+/// by reading the sources, and each is read once for the whole group.
+pub(crate) const GROUP: usize = 4;
+
+/// See [`GROUP`]; every output has the same length.
+#[target_feature(enable = "avx512f,avx512dq,avx512ifma")]
+pub(crate) fn linear_combination_group(
+    m: &[&crate::Modulus],
+    out: &mut [&mut [u64]],
+    srcs: &[&[u64]],
+    w: &[&[u64]],
+    src_bits: u32,
+) {
+    let split = src_bits > 50;
+    let ks: Vec<Combination> = m
+        .iter()
+        .zip(w)
+        .map(|(m, w)| {
+            let two32 = (1u64 << 32) % m.value();
+            Combination {
+                weights: w
+                    .iter()
+                    .map(|&x| (splat(x), splat(m.mul(x, two32))))
+                    .collect(),
+                keep: None,
+                split,
+                fold: Fold104::new(m),
+            }
+        })
+        .collect();
+    let whole = out[0].len() / LANES * LANES;
+    macro_rules! run {
+        ($t:literal) => {{
+            let ks: &[Combination; $t] = ks.as_slice().try_into().expect("group size");
+            for c in (0..whole).step_by(LANES) {
+                if split {
+                    combine_group::<$t, true>(ks, out, srcs, c);
+                } else {
+                    combine_group::<$t, false>(ks, out, srcs, c);
+                }
+            }
+        }};
+    }
+    match ks.len() {
+        1 => run!(1),
+        2 => run!(2),
+        3 => run!(3),
+        4 => run!(4),
+        g => unreachable!("group of {g} outputs"),
+    }
+}
+
+/// One vector from entry `c` of each of the T outputs of
+/// [`linear_combination_group`]; 2T independent multiply-add chains.
+#[inline]
+#[target_feature(enable = "avx512f,avx512dq,avx512ifma")]
+fn combine_group<const T: usize, const SPLIT: bool>(
+    ks: &[Combination; T],
+    out: &mut [&mut [u64]],
+    srcs: &[&[u64]],
+    c: usize,
+) {
+    const RUN: usize = 15;
+    let zero = _mm512_setzero_si512();
+    let mask32 = splat(u32::MAX as u64);
+    let (mut lo, mut hi, mut terms) = ([zero; T], [zero; T], 0);
+    for (k, s) in srcs.iter().enumerate() {
+        let x = load(&s[c..]);
+        let (xl, xh) = (_mm512_and_si512(x, mask32), _mm512_srli_epi64(x, 32));
+        for t in 0..T {
+            let (wl, wh) = ks[t].weights[k];
+            if SPLIT {
+                lo[t] = _mm512_madd52lo_epu64(lo[t], xl, wl);
+                hi[t] = _mm512_madd52hi_epu64(hi[t], xl, wl);
+                lo[t] = _mm512_madd52lo_epu64(lo[t], xh, wh);
+                hi[t] = _mm512_madd52hi_epu64(hi[t], xh, wh);
+            } else {
+                lo[t] = _mm512_madd52lo_epu64(lo[t], x, wl);
+                hi[t] = _mm512_madd52hi_epu64(hi[t], x, wl);
+            }
+        }
+        terms += if SPLIT { 2 } else { 1 };
+        if terms >= RUN - 1 {
+            for t in 0..T {
+                lo[t] = ks[t].fold.apply(lo[t], hi[t]);
+                hi[t] = zero;
+            }
+            terms = 0;
+        }
+    }
+    for t in 0..T {
+        store(&mut out[t][c..], ks[t].fold.apply(lo[t], hi[t]));
+    }
+}
