@@ -1,157 +1,167 @@
-//! `hecloud demo`: a tour of what hecloud does, on embedded defaults, with
-//! every result checked against an independent plaintext computation.
+//! `hecloud demo`: the end-to-end tour on embedded defaults. It starts a
+//! server on loopback (TLS, temporary store), then acts as a client: keys are
+//! generated here and only evaluation keys and ciphertexts are uploaded; the
+//! server computes; results are downloaded, decrypted and checked against a
+//! plaintext computation.
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use hecloud_bench::report::Table;
-use hecloud_math::backend::default_backend;
-use hecloud_math::poly::negacyclic_coefficient;
-use hecloud_math::prime::ntt_primes;
-use hecloud_math::{Domain, RnsBasis, Sampler};
+use hecloud_ckks::Preset;
+use hecloud_client::workload::{self, StepReport};
 
-/// One line of the closing summary.
-struct Step {
-    name: &'static str,
-    ok: bool,
-    detail: String,
-    time: Duration,
-}
+use crate::embedded::Embedded;
 
 fn ms(d: Duration) -> String {
-    format!("{:.1} ms", d.as_secs_f64() * 1e3)
+    if d >= Duration::from_secs(10) {
+        format!("{:.1} s", d.as_secs_f64())
+    } else {
+        format!("{:.0} ms", d.as_secs_f64() * 1e3)
+    }
 }
 
-/// Runs every step, prints the summary, and fails if any check failed.
+/// Human-readable bytes.
+pub fn bytes(n: u64) -> String {
+    match n {
+        n if n >= 1 << 30 => format!("{:.2} GiB", n as f64 / (1u64 << 30) as f64),
+        n if n >= 1 << 20 => format!("{:.1} MiB", n as f64 / (1u64 << 20) as f64),
+        n if n >= 1 << 10 => format!("{:.1} KiB", n as f64 / 1024.0),
+        n => format!("{n} B"),
+    }
+}
+
+/// Runs the tour, prints the summary, and fails if any check failed.
 pub fn run() -> anyhow::Result<()> {
-    println!("hecloud demo: every result below is checked against a plaintext reference.\n");
-    let steps = vec![ntt_product()?, ckks_statistics()?, tfhe_integers()?];
-    let mut table = Table::new("demo", &["step", "result", "time", "detail"]);
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    rt.block_on(tour())
+}
+
+async fn tour() -> anyhow::Result<()> {
+    println!(
+        "hecloud demo: a server on loopback, this process as its client; every result is checked \
+         against a plaintext reference.\n"
+    );
+    let t = Instant::now();
+    let emb = Embedded::start(2, 16).await?;
+    let client = emb.client().await?;
+    let info = client.info().await?;
+    println!(
+        "[server] {} (TLS, local CA), tenant `{}`, protocol v{}, started in {}",
+        emb.server.url(),
+        info.tenant,
+        info.protocol_version,
+        ms(t.elapsed())
+    );
+    let mut steps: Vec<StepReport> = vec![];
+
+    // Key-holder session: the server calls the client back and waits.
+    let session = client
+        .open_session(
+            &[hecloud_protocol::rpc::CALLBACK_ECHO],
+            Arc::new(|_, payload: &[u8]| Ok(payload.to_vec())),
+        )
+        .await?;
+    let t = Instant::now();
+    let (s0, r0) = client.traffic();
+    let ping = b"hecloud callback".to_vec();
+    let job = client
+        .submit(hecloud_protocol::rpc::JOB_KIND_ECHO, ping.clone(), "")
+        .await?;
+    let job = client.wait(&job.job_id, &|_| {}).await?;
+    let echoed = match job.outputs.first() {
+        Some(o) => client.download(&o.object_id, None).await?,
+        None => vec![],
+    };
+    let (s1, r1) = client.traffic();
+    println!(
+        "\n[session] server → key holder callback round trip: {}",
+        if echoed == ping { "ok" } else { "FAILED" }
+    );
+    steps.push(StepReport {
+        name: "key-holder callback (session stream)".into(),
+        ok: echoed == ping,
+        detail: format!("{} bytes echoed", echoed.len()),
+        time: t.elapsed(),
+        compute: Duration::from_micros(job.compute_micros),
+        sent: s1 - s0,
+        received: r1 - r0,
+    });
+    drop(session);
+
+    // CKKS statistics.
+    const COUNT: usize = 1000;
+    println!("\n[ckks] keygen (N = 2^14, 128-bit preset), upload evaluation keys …");
+    let ck = workload::ckks_setup(
+        &client,
+        Preset::N14,
+        &workload::sum_rotations(COUNT.next_power_of_two()),
+    )
+    .await?;
+    println!(
+        "  keygen {}, {} of evaluation keys uploaded in {}",
+        ms(ck.keygen),
+        bytes(ck.key_bytes),
+        ms(ck.upload)
+    );
+    let values = workload::random_values(COUNT);
+    let r = workload::ckks_statistics(&client, &ck, &values).await?;
+    println!("  {}: {}", r.name, r.detail);
+    steps.push(r);
+
+    // TFHE sum and compare.
+    println!("\n[tfhe] keygen (TFHE-rs shortint, 128-bit), upload the server key …");
+    let t = Instant::now();
+    let tf = workload::tfhe_setup(&client).await?;
+    println!(
+        "  keygen {}, {} server key uploaded; setup {}",
+        ms(tf.keygen),
+        bytes(tf.key_bytes),
+        ms(t.elapsed())
+    );
+    let r = workload::tfhe_sum(&client, &tf, 4, 32).await?;
+    println!("  {}: {}", r.name, r.detail);
+    steps.push(r);
+    let r = workload::tfhe_compare(&client, &tf, 32).await?;
+    println!("  {}: {}", r.name, r.detail);
+    steps.push(r);
+
+    let mut table = Table::new(
+        "demo",
+        &[
+            "operation",
+            "result",
+            "time",
+            "server compute",
+            "sent",
+            "received",
+        ],
+    );
     for s in &steps {
         table.push(vec![
-            s.name.into(),
+            s.name.clone(),
             if s.ok { "ok" } else { "FAILED" }.into(),
             ms(s.time),
-            s.detail.clone(),
+            ms(s.compute),
+            bytes(s.sent),
+            bytes(s.received),
         ]);
     }
     print!("\n{}", table.render());
-    let failed: Vec<_> = steps.iter().filter(|s| !s.ok).map(|s| s.name).collect();
+    let (sent, recv) = client.traffic();
+    println!(
+        "total: {} sent (keys included), {} received; the server never saw a secret key or a plaintext.",
+        bytes(sent),
+        bytes(recv)
+    );
+    emb.server.stop().await?;
+    let failed: Vec<_> = steps
+        .iter()
+        .filter(|s| !s.ok)
+        .map(|s| s.name.clone())
+        .collect();
     anyhow::ensure!(failed.is_empty(), "checks failed: {}", failed.join(", "));
     Ok(())
-}
-
-/// Product of two random polynomials of degree 2^16 over a 28-prime RNS
-/// basis through the NTT, spot-checked against direct negacyclic sums.
-fn ntt_product() -> anyhow::Result<Step> {
-    const LOG_N: u32 = 16;
-    const LIMBS: usize = 28;
-    const CHECKED: usize = 8;
-    let n = 1usize << LOG_N;
-    println!(
-        "[ntt] a·b in Z_Q[X]/(X^{n} + 1), Q = 28 primes (one of 60 bits, 27 of 50), backend {}",
-        default_backend().name()
-    );
-    let start = Instant::now();
-    let primes: Vec<u64> = ntt_primes(60, n, 1, &[])?
-        .into_iter()
-        .chain(ntt_primes(50, n, LIMBS - 1, &[])?)
-        .collect();
-    let basis = RnsBasis::new(n, &primes)?;
-    let t_tables = start.elapsed();
-    let mut rng = Sampler::from_os();
-    let a = rng.uniform_poly(&basis, Domain::Coefficient);
-    let b = rng.uniform_poly(&basis, Domain::Coefficient);
-
-    let t0 = Instant::now();
-    let (mut fa, mut fb) = (a.clone(), b.clone());
-    fa.to_ntt();
-    fb.to_ntt();
-    let t_fwd = t0.elapsed();
-    let t1 = Instant::now();
-    fa.mul_assign(&fb)?;
-    let t_mul = t1.elapsed();
-    let t2 = Instant::now();
-    fa.to_coefficient();
-    let t_inv = t2.elapsed();
-    let product = fa;
-
-    let t3 = Instant::now();
-    let mut mismatches = 0;
-    for (i, m) in basis.moduli().iter().enumerate() {
-        for _ in 0..CHECKED {
-            let k = rng.uniform_mod(n as u64) as usize;
-            if negacyclic_coefficient(m, a.limb(i), b.limb(i), k) != product.limb(i)[k] {
-                mismatches += 1;
-            }
-        }
-    }
-    let t_check = t3.elapsed();
-    let total = t_fwd + t_mul + t_inv;
-    println!(
-        "  tables {}  2 forward NTTs {}  pointwise {}  inverse NTT {}  (product {})",
-        ms(t_tables),
-        ms(t_fwd),
-        ms(t_mul),
-        ms(t_inv),
-        ms(total)
-    );
-    println!(
-        "  checked {} coefficients ({CHECKED} per prime) against O(n) sums in {}: {} mismatches",
-        CHECKED * LIMBS,
-        ms(t_check),
-        mismatches
-    );
-    Ok(Step {
-        name: "NTT product, n=2^16, 28 primes",
-        ok: mismatches == 0,
-        detail: format!(
-            "{} coefficients checked, {mismatches} wrong",
-            CHECKED * LIMBS
-        ),
-        time: total,
-    })
-}
-
-/// CKKS: encrypted mean and variance of real numbers, against plaintext.
-fn ckks_statistics() -> anyhow::Result<Step> {
-    const COUNT: usize = 1000;
-    /// CKKS is approximate: the decrypted statistics must match to 1e-4 (relative).
-    const TOLERANCE: f64 = 1e-4;
-    let mut rng = Sampler::from_os();
-    let values: Vec<f64> = (0..COUNT)
-        .map(|_| (rng.next_u64() >> 11) as f64 / (1u64 << 53) as f64 * 20.0 - 10.0)
-        .collect();
-    println!("\n[ckks] mean and variance of {COUNT} encrypted reals in [-10, 10]");
-    let r = hecloud_ckks::demo::mean_variance_demo(&values)?;
-    println!("  {}", r.to_string().replace('\n', "\n  "));
-    let err = r.max_rel_error();
-    Ok(Step {
-        name: "CKKS mean + variance",
-        ok: err <= TOLERANCE,
-        detail: format!(
-            "N={}, max relative error {err:.1e} (bound {TOLERANCE:.0e})",
-            r.n
-        ),
-        time: Duration::from_secs_f64((r.encrypt_ms + r.compute_ms + r.decrypt_ms) / 1e3),
-    })
-}
-
-/// TFHE: encrypted sum of 32-bit numbers and an encrypted comparison.
-fn tfhe_integers() -> anyhow::Result<Step> {
-    println!(
-        "\n[tfhe] encrypted sum of four 32-bit numbers and a 32-bit comparison (bit-level circuits)"
-    );
-    let r = hecloud_circuits::demo::run_tfhe_demo()?;
-    println!("  {}", r.to_string().replace('\n', "\n  "));
-    Ok(Step {
-        name: "TFHE sum + compare, 32-bit",
-        ok: r.ok(),
-        detail: format!(
-            "{} + {} bootstraps (keygen {:.1} s)",
-            r.sum_bootstraps,
-            r.cmp_bootstraps,
-            r.keygen.as_secs_f64()
-        ),
-        time: r.sum_time + r.cmp_time,
-    })
 }

@@ -1,6 +1,9 @@
 //! `hecloud`: the command line of the hecloud encrypted-computation system.
 
+mod bench_service;
+mod cmd;
 mod demo;
+mod embedded;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -27,6 +30,88 @@ enum Command {
     /// Runs the end-to-end tour on embedded defaults and checks every result
     /// against a plaintext computation.
     Demo,
+    /// Runs the hecloud server (untrusted compute node).
+    Serve(cmd::ServeArgs),
+    /// Generates CKKS keys into a folder (the secret key never leaves it).
+    Keygen {
+        /// Key folder.
+        #[arg(long, default_value = "hecloud-keys")]
+        dir: PathBuf,
+        /// Parameter preset (n13 … n17).
+        #[arg(long, default_value = "n14")]
+        preset: String,
+        /// Adds the Galois keys to sum this many slots (a power of two).
+        #[arg(long, default_value_t = 1024)]
+        sum_slots: usize,
+        /// Extra rotations (comma separated).
+        #[arg(long, value_delimiter = ',', allow_hyphen_values = true)]
+        rotations: Vec<i64>,
+    },
+    /// Encrypts real numbers (a text file, comma or whitespace separated).
+    Encrypt {
+        /// Key folder.
+        #[arg(long, default_value = "hecloud-keys")]
+        keys: PathBuf,
+        /// Input text file.
+        input: PathBuf,
+        /// Ciphertext file to write.
+        #[arg(long, short)]
+        out: PathBuf,
+    },
+    /// Uploads files (ciphertexts, keys) to the server; resumable.
+    Upload {
+        #[command(flatten)]
+        conn: cmd::Conn,
+        /// Uploads the evaluation keys and session spec of a key folder.
+        #[arg(long)]
+        keys: Option<PathBuf>,
+        /// Object kind (default: from the file name; ciphertext otherwise).
+        #[arg(long)]
+        kind: Option<String>,
+        /// Files to upload.
+        files: Vec<PathBuf>,
+    },
+    /// Submits a job.
+    Submit {
+        #[command(flatten)]
+        conn: cmd::Conn,
+        #[command(flatten)]
+        args: cmd::SubmitArgs,
+    },
+    /// Shows (or follows, or cancels) a job.
+    Status {
+        #[command(flatten)]
+        conn: cmd::Conn,
+        /// Job id.
+        job: String,
+        /// Follow its progress until it ends.
+        #[arg(long)]
+        watch: bool,
+        /// Cancel it.
+        #[arg(long)]
+        cancel: bool,
+    },
+    /// Downloads an object (checked against its content hash).
+    Download {
+        #[command(flatten)]
+        conn: cmd::Conn,
+        /// Object id.
+        object: String,
+        /// File to write.
+        #[arg(long, short)]
+        out: PathBuf,
+    },
+    /// Decrypts a ciphertext file and prints its first values.
+    Decrypt {
+        /// Key folder.
+        #[arg(long, default_value = "hecloud-keys")]
+        keys: PathBuf,
+        /// Ciphertext file.
+        input: PathBuf,
+        /// Values to print.
+        #[arg(long, default_value_t = 8)]
+        count: usize,
+    },
     /// Runs an experiment side by side with its peer libraries.
     ///
     /// Prints a table, writes `<out>/<experiment>.csv` and ends with one line
@@ -61,6 +146,29 @@ fn main() -> ExitCode {
 fn run(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
         Command::Demo => demo::run(),
+        Command::Serve(a) => cmd::serve(a),
+        Command::Keygen {
+            dir,
+            preset,
+            sum_slots,
+            rotations,
+        } => cmd::keygen(&dir, &preset, sum_slots, &rotations),
+        Command::Encrypt { keys, input, out } => cmd::encrypt(&keys, &input, &out),
+        Command::Upload {
+            conn,
+            keys,
+            kind,
+            files,
+        } => cmd::upload(&conn, keys.as_deref(), kind.as_deref(), &files),
+        Command::Submit { conn, args } => cmd::submit(&conn, &args),
+        Command::Status {
+            conn,
+            job,
+            watch,
+            cancel,
+        } => cmd::status(&conn, &job, watch, cancel),
+        Command::Download { conn, object, out } => cmd::download(&conn, &object, &out),
+        Command::Decrypt { keys, input, count } => cmd::decrypt(&keys, &input, count),
         Command::Bench {
             experiment,
             quick,
@@ -71,12 +179,25 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 for e in hecloud_bench::EXPERIMENTS {
                     println!("{:<10} {}", e.name, e.about);
                 }
+                println!(
+                    "{:<10} service overhead (serialize, transfer, store, dispatch) of a CKKS job; 16 concurrent clients",
+                    "service"
+                );
                 return Ok(());
             }
             let name = experiment.unwrap_or_default();
+            if name == "service" {
+                return bench_service::run(&hecloud_bench::BenchOptions {
+                    quick,
+                    out_dir: out,
+                });
+            }
             let Some(exp) = hecloud_bench::find(&name) else {
                 let known: Vec<_> = hecloud_bench::EXPERIMENTS.iter().map(|e| e.name).collect();
-                anyhow::bail!("unknown experiment `{name}`; known: {}", known.join(", "));
+                anyhow::bail!(
+                    "unknown experiment `{name}`; known: {}, service",
+                    known.join(", ")
+                );
             };
             (exp.run)(&hecloud_bench::BenchOptions {
                 quick,

@@ -2,4 +2,618 @@
 //!
 //! The client SDK: the secret key stays here; data is encrypted before it
 //! leaves and decrypted after results come back.
+//!
+//! * [`Client`]: a connection to a hecloud server (TLS, bearer token):
+//!   resumable chunked uploads and downloads, jobs, key-holder sessions;
+//! * [`keys`]: CKKS key files on disk (secret key 0600, zeroized in memory);
+//! * [`workload`]: the end-to-end workloads of `hecloud demo` and
+//!   `hecloud bench service` (CKKS statistics, TFHE sum and compare,
+//!   CKKS multiply-rotate-sum), each checked against plaintext.
 #![deny(missing_docs)]
+
+pub mod keys;
+pub mod workload;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use hecloud_protocol::rpc::{
+    CallbackReply, DownloadRequest, InfoReply, InfoRequest, JobInfo, JobRef, JobState,
+    ListObjectsRequest, ObjectInfo, ObjectRef, SessionClientMsg, SessionHello, SubmitRequest,
+    UploadChunk, UploadHeader, UploadOffsetRequest, hecloud_client::HecloudClient,
+    session_client_msg, session_server_msg,
+};
+use thiserror::Error;
+use tokio::sync::mpsc;
+use tonic::metadata::MetadataValue;
+use tonic::service::interceptor::InterceptedService;
+use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint};
+use tonic::{Code, Request, Status};
+
+/// Client errors.
+#[derive(Debug, Error)]
+pub enum ClientError {
+    /// The server answered with an error status.
+    #[error("server: {code:?}: {message}")]
+    Status {
+        /// gRPC code.
+        code: Code,
+        /// The server's reason.
+        message: String,
+    },
+    /// Could not connect.
+    #[error("transport: {0}")]
+    Transport(#[from] tonic::transport::Error),
+    /// The data received is not what was asked for.
+    #[error("integrity: {0}")]
+    Integrity(String),
+    /// Bad argument on the client side.
+    #[error("{0}")]
+    Invalid(String),
+    /// Local I/O.
+    #[error("i/o: {0}")]
+    Io(#[from] std::io::Error),
+    /// Encryption library error.
+    #[error("crypto: {0}")]
+    Crypto(String),
+}
+
+impl From<Status> for ClientError {
+    fn from(s: Status) -> Self {
+        Self::Status {
+            code: s.code(),
+            message: s.message().to_string(),
+        }
+    }
+}
+
+impl ClientError {
+    /// The gRPC code, when the server answered with one.
+    pub fn code(&self) -> Option<Code> {
+        match self {
+            Self::Status { code, .. } => Some(*code),
+            _ => None,
+        }
+    }
+
+    fn retryable(&self) -> bool {
+        matches!(
+            self.code(),
+            Some(Code::Unavailable | Code::Unknown | Code::Cancelled | Code::Aborted)
+        ) || matches!(self, Self::Transport(_))
+    }
+}
+
+/// Result with [`ClientError`].
+pub type Result<T> = std::result::Result<T, ClientError>;
+
+/// Adds `authorization: Bearer <token>` to every call.
+#[derive(Clone)]
+pub struct Auth(MetadataValue<tonic::metadata::Ascii>);
+
+impl std::fmt::Debug for Auth {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Auth(..)")
+    }
+}
+
+impl tonic::service::Interceptor for Auth {
+    fn call(&mut self, mut req: Request<()>) -> std::result::Result<Request<()>, Status> {
+        req.metadata_mut().insert("authorization", self.0.clone());
+        Ok(req)
+    }
+}
+
+/// Bytes moved by a client (payload bytes of uploads, downloads, specs).
+#[derive(Debug, Default)]
+pub struct Traffic {
+    /// Bytes sent.
+    pub sent: AtomicU64,
+    /// Bytes received.
+    pub received: AtomicU64,
+}
+
+/// A progress callback: (bytes done, total).
+pub type ProgressFn = Arc<dyn Fn(u64, u64) + Send + Sync>;
+
+/// A connection to a hecloud server.
+#[derive(Debug, Clone)]
+pub struct Client {
+    rpc: HecloudClient<InterceptedService<Channel, Auth>>,
+    traffic: Arc<Traffic>,
+    chunk: usize,
+}
+
+/// Default upload chunk size.
+pub const UPLOAD_CHUNK: usize = 1 << 20;
+/// Largest message the client accepts.
+const MAX_MESSAGE: usize = 16 << 20;
+
+fn rand_hex(n: usize) -> String {
+    use rand_core::{OsRng, TryRngCore};
+    let mut b = vec![0u8; n];
+    OsRng.try_fill_bytes(&mut b).expect("OS randomness");
+    hex::encode(b)
+}
+
+impl Client {
+    /// Connects to `url` (`https://host:port` or `http://…`) with a bearer
+    /// token; `ca_pem` is the CA certificate to trust for TLS.
+    pub async fn connect(url: &str, token: &str, ca_pem: Option<&str>) -> Result<Self> {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let mut ep = Endpoint::from_shared(url.to_string())?
+            .connect_timeout(Duration::from_secs(10))
+            .http2_keep_alive_interval(Duration::from_secs(20))
+            .initial_stream_window_size(Some(4 << 20))
+            .initial_connection_window_size(Some(16 << 20));
+        if let Some(ca) = ca_pem {
+            let host = url
+                .split("://")
+                .nth(1)
+                .and_then(|h| h.rsplit_once(':').map(|(h, _)| h))
+                .unwrap_or("localhost")
+                .trim_matches(|c| c == '[' || c == ']');
+            let domain = if host.parse::<std::net::IpAddr>().is_ok() {
+                "localhost"
+            } else {
+                host
+            };
+            ep = ep.tls_config(
+                ClientTlsConfig::new()
+                    .ca_certificate(Certificate::from_pem(ca))
+                    .domain_name(domain),
+            )?;
+        }
+        let channel = ep.connect().await?;
+        let auth = MetadataValue::try_from(format!("Bearer {token}"))
+            .map_err(|_| ClientError::Invalid("token must be printable ASCII".into()))?;
+        let rpc = HecloudClient::with_interceptor(channel, Auth(auth))
+            .max_decoding_message_size(MAX_MESSAGE)
+            .max_encoding_message_size(MAX_MESSAGE);
+        Ok(Self {
+            rpc,
+            traffic: Arc::new(Traffic::default()),
+            chunk: UPLOAD_CHUNK,
+        })
+    }
+
+    /// Sets the upload chunk size.
+    pub fn with_chunk_size(mut self, bytes: usize) -> Self {
+        self.chunk = bytes.max(1);
+        self
+    }
+
+    /// Bytes moved so far by this client (and its clones).
+    pub fn traffic(&self) -> (u64, u64) {
+        (
+            self.traffic.sent.load(Ordering::Relaxed),
+            self.traffic.received.load(Ordering::Relaxed),
+        )
+    }
+
+    /// The raw gRPC client (for tests of malformed requests).
+    pub fn raw(&self) -> HecloudClient<InterceptedService<Channel, Auth>> {
+        self.rpc.clone()
+    }
+
+    /// Server version, limits and the caller's tenant.
+    pub async fn info(&self) -> Result<InfoReply> {
+        Ok(self.rpc.clone().info(InfoRequest {}).await?.into_inner())
+    }
+
+    /// Uploads `bytes` as an object of `kind`, in chunks; an interrupted
+    /// transfer resumes from the offset the server holds. The upload id is
+    /// derived from the content, so re-running the same upload (even from a
+    /// new process) resumes it.
+    pub async fn upload(
+        &self,
+        kind: &str,
+        bytes: Arc<Vec<u8>>,
+        progress: Option<ProgressFn>,
+    ) -> Result<ObjectInfo> {
+        if bytes.is_empty() {
+            return Err(ClientError::Invalid("cannot upload an empty object".into()));
+        }
+        let hash = blake3::hash(&bytes);
+        let upload_id = format!(
+            "{}-{}",
+            &hash.to_hex()[..32],
+            kind.replace(|c: char| !c.is_ascii_alphanumeric(), "_")
+        );
+        let upload_id: String = upload_id.chars().take(64).collect();
+        self.upload_with_id(&upload_id, kind, bytes, progress).await
+    }
+
+    /// [`Self::upload`] with an explicit upload id (16..64 of `[0-9A-Za-z_-]`).
+    pub async fn upload_with_id(
+        &self,
+        upload_id: &str,
+        kind: &str,
+        bytes: Arc<Vec<u8>>,
+        progress: Option<ProgressFn>,
+    ) -> Result<ObjectInfo> {
+        let header = UploadHeader {
+            upload_id: upload_id.into(),
+            kind: kind.into(),
+            total_bytes: bytes.len() as u64,
+            blake3: blake3::hash(&bytes).as_bytes().to_vec(),
+        };
+        let mut attempt = 0;
+        loop {
+            let offset = if attempt == 0 {
+                0
+            } else {
+                self.upload_offset(upload_id).await?
+            };
+            match self
+                .upload_from(&header, bytes.clone(), offset, progress.clone())
+                .await
+            {
+                Ok(info) => return Ok(info),
+                Err(e) if e.retryable() && attempt < 5 => {
+                    attempt += 1;
+                    tokio::time::sleep(Duration::from_millis(100 << attempt)).await;
+                }
+                Err(e) => {
+                    // The server says where it stands: resume from there once.
+                    if e.code() == Some(Code::InvalidArgument)
+                        && attempt == 0
+                        && matches!(&e, ClientError::Status { message, .. } if message.contains("resume from"))
+                    {
+                        attempt += 1;
+                        continue;
+                    }
+                    return Err(e);
+                }
+            }
+        }
+    }
+
+    /// Bytes of a pending upload the server holds.
+    pub async fn upload_offset(&self, upload_id: &str) -> Result<u64> {
+        Ok(self
+            .rpc
+            .clone()
+            .upload_offset(UploadOffsetRequest {
+                upload_id: upload_id.into(),
+            })
+            .await?
+            .into_inner()
+            .received)
+    }
+
+    /// Sends one upload stream of `bytes[offset..]` (the first message holds
+    /// the header). Exposed for resume tests; use [`Self::upload`].
+    pub async fn upload_from(
+        &self,
+        header: &UploadHeader,
+        bytes: Arc<Vec<u8>>,
+        offset: u64,
+        progress: Option<ProgressFn>,
+    ) -> Result<ObjectInfo> {
+        self.upload_range(header, bytes, offset, u64::MAX, progress)
+            .await
+    }
+
+    /// Like [`Self::upload_from`] but stops sending after `end` bytes (a
+    /// deliberately interrupted upload, for tests and resume demos).
+    pub async fn upload_range(
+        &self,
+        header: &UploadHeader,
+        bytes: Arc<Vec<u8>>,
+        offset: u64,
+        end: u64,
+        progress: Option<ProgressFn>,
+    ) -> Result<ObjectInfo> {
+        let total = bytes.len() as u64;
+        let end = end.min(total);
+        let chunk = self.chunk as u64;
+        let traffic = self.traffic.clone();
+        let (tx, rx) = mpsc::channel::<UploadChunk>(4);
+        let header = header.clone();
+        let prog = progress.clone();
+        let producer = tokio::spawn(async move {
+            let mut off = offset.min(end);
+            let mut first = true;
+            loop {
+                let n = chunk.min(end - off);
+                let msg = UploadChunk {
+                    header: first.then(|| header.clone()),
+                    offset: off,
+                    data: bytes[off as usize..(off + n) as usize].to_vec(),
+                };
+                first = false;
+                traffic.sent.fetch_add(n, Ordering::Relaxed);
+                if tx.send(msg).await.is_err() {
+                    return;
+                }
+                off += n;
+                if let Some(p) = &prog {
+                    p(off, total);
+                }
+                if off >= end {
+                    return;
+                }
+            }
+        });
+        let stream = tokio_stream::wrappers::ReceiverStream::new(rx);
+        let r = self.rpc.clone().upload(stream).await;
+        producer.abort();
+        Ok(r?.into_inner())
+    }
+
+    /// Downloads an object and checks it against its id (content hash); an
+    /// interrupted stream resumes from the bytes already received.
+    pub async fn download(&self, object_id: &str, progress: Option<ProgressFn>) -> Result<Vec<u8>> {
+        let mut out: Vec<u8> = Vec::new();
+        let mut attempt = 0;
+        loop {
+            match self
+                .download_from(object_id, &mut out, progress.clone())
+                .await
+            {
+                Ok(()) => break,
+                Err(e) if e.retryable() && attempt < 5 => {
+                    attempt += 1;
+                    tokio::time::sleep(Duration::from_millis(100 << attempt)).await;
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        if blake3::hash(&out).to_hex().as_str() != object_id {
+            return Err(ClientError::Integrity(format!(
+                "object {object_id}: the bytes received do not match its hash"
+            )));
+        }
+        Ok(out)
+    }
+
+    async fn download_from(
+        &self,
+        object_id: &str,
+        out: &mut Vec<u8>,
+        progress: Option<ProgressFn>,
+    ) -> Result<()> {
+        let mut s = self
+            .rpc
+            .clone()
+            .download(DownloadRequest {
+                object_id: object_id.into(),
+                offset: out.len() as u64,
+            })
+            .await?
+            .into_inner();
+        let mut total = None;
+        while let Some(c) = s.message().await? {
+            if c.offset != out.len() as u64 {
+                return Err(ClientError::Integrity(format!(
+                    "chunk at offset {} where {} was expected",
+                    c.offset,
+                    out.len()
+                )));
+            }
+            if c.total_bytes > 1 << 40 || (c.offset + c.data.len() as u64) > c.total_bytes {
+                return Err(ClientError::Integrity(
+                    "chunk past the announced size".into(),
+                ));
+            }
+            if total.is_none() {
+                out.reserve(c.total_bytes as usize - out.len());
+            }
+            total = Some(c.total_bytes);
+            self.traffic
+                .received
+                .fetch_add(c.data.len() as u64, Ordering::Relaxed);
+            out.extend_from_slice(&c.data);
+            if let Some(p) = &progress {
+                p(out.len() as u64, c.total_bytes);
+            }
+        }
+        match total {
+            Some(t) if out.len() as u64 == t => Ok(()),
+            None if !out.is_empty() => Ok(()),
+            _ => Err(ClientError::Status {
+                code: Code::Unavailable,
+                message: "download stream ended early".into(),
+            }),
+        }
+    }
+
+    /// Objects of this tenant.
+    pub async fn list(&self) -> Result<Vec<ObjectInfo>> {
+        Ok(self
+            .rpc
+            .clone()
+            .list_objects(ListObjectsRequest {})
+            .await?
+            .into_inner()
+            .objects)
+    }
+
+    /// Deletes an object.
+    pub async fn delete(&self, object_id: &str) -> Result<ObjectInfo> {
+        Ok(self
+            .rpc
+            .clone()
+            .delete_object(ObjectRef {
+                object_id: object_id.into(),
+            })
+            .await?
+            .into_inner())
+    }
+
+    /// Submits a job.
+    pub async fn submit(&self, kind: &str, spec: Vec<u8>, client_ref: &str) -> Result<JobInfo> {
+        self.traffic
+            .sent
+            .fetch_add(spec.len() as u64, Ordering::Relaxed);
+        Ok(self
+            .rpc
+            .clone()
+            .submit(SubmitRequest {
+                kind: kind.into(),
+                spec,
+                inputs: Default::default(),
+                client_ref: client_ref.into(),
+            })
+            .await?
+            .into_inner())
+    }
+
+    /// A job's status.
+    pub async fn job(&self, job_id: &str) -> Result<JobInfo> {
+        Ok(self
+            .rpc
+            .clone()
+            .get_job(JobRef {
+                job_id: job_id.into(),
+            })
+            .await?
+            .into_inner())
+    }
+
+    /// Cancels a job.
+    pub async fn cancel(&self, job_id: &str) -> Result<JobInfo> {
+        Ok(self
+            .rpc
+            .clone()
+            .cancel_job(JobRef {
+                job_id: job_id.into(),
+            })
+            .await?
+            .into_inner())
+    }
+
+    /// Follows a job's progress events until it ends; returns the final
+    /// state. `on_event` sees every event.
+    pub async fn wait(
+        &self,
+        job_id: &str,
+        on_event: &(dyn Fn(&JobInfo) + Sync),
+    ) -> Result<JobInfo> {
+        let mut attempt = 0;
+        loop {
+            let r: Result<Option<JobInfo>> = async {
+                let mut s = self
+                    .rpc
+                    .clone()
+                    .watch_job(JobRef {
+                        job_id: job_id.into(),
+                    })
+                    .await?
+                    .into_inner();
+                let mut last = None;
+                while let Some(ev) = s.message().await? {
+                    on_event(&ev);
+                    last = Some(ev);
+                }
+                Ok(last)
+            }
+            .await;
+            match r {
+                Ok(Some(j)) if is_final(&j) => return Ok(j),
+                Ok(_) => {}
+                Err(e) if e.retryable() && attempt < 5 => attempt += 1,
+                Err(e) => return Err(e),
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    /// Opens a key-holder session answering the callback kinds in
+    /// `capabilities` with `handler`; runs until the returned handle is
+    /// dropped or the server closes the stream. Returns once the server has
+    /// welcomed the session.
+    pub async fn open_session(
+        &self,
+        capabilities: &[&str],
+        handler: Arc<dyn Fn(&str, &[u8]) -> std::result::Result<Vec<u8>, String> + Send + Sync>,
+    ) -> Result<SessionHandle> {
+        let (tx, rx) = mpsc::channel::<SessionClientMsg>(16);
+        tx.send(SessionClientMsg {
+            msg: Some(session_client_msg::Msg::Hello(SessionHello {
+                capabilities: capabilities.iter().map(|s| s.to_string()).collect(),
+            })),
+        })
+        .await
+        .map_err(|_| ClientError::Invalid("session channel closed".into()))?;
+        let mut inbound = self
+            .rpc
+            .clone()
+            .session(tokio_stream::wrappers::ReceiverStream::new(rx))
+            .await?
+            .into_inner();
+        let session_id = match inbound.message().await? {
+            Some(m) => match m.msg {
+                Some(session_server_msg::Msg::Welcome(w)) => w.session_id,
+                _ => {
+                    return Err(ClientError::Integrity(
+                        "session did not start with a welcome".into(),
+                    ));
+                }
+            },
+            None => return Err(ClientError::Integrity("session closed at once".into())),
+        };
+        let task = tokio::spawn(async move {
+            while let Ok(Some(m)) = inbound.message().await {
+                if let Some(session_server_msg::Msg::Request(r)) = m.msg {
+                    let h = handler.clone();
+                    let (kind, payload) = (r.kind, r.payload);
+                    let reply = tokio::task::spawn_blocking(move || h(&kind, &payload))
+                        .await
+                        .unwrap_or_else(|_| Err("handler panicked".into()));
+                    let msg = match reply {
+                        Ok(payload) => CallbackReply {
+                            request_id: r.request_id,
+                            payload,
+                            error: String::new(),
+                        },
+                        Err(error) => CallbackReply {
+                            request_id: r.request_id,
+                            payload: vec![],
+                            error,
+                        },
+                    };
+                    if tx
+                        .send(SessionClientMsg {
+                            msg: Some(session_client_msg::Msg::Reply(msg)),
+                        })
+                        .await
+                        .is_err()
+                    {
+                        break;
+                    }
+                }
+            }
+        });
+        Ok(SessionHandle { session_id, task })
+    }
+}
+
+/// Whether a job will not change again.
+pub fn is_final(j: &JobInfo) -> bool {
+    matches!(
+        JobState::try_from(j.state),
+        Ok(JobState::Succeeded | JobState::Failed | JobState::Cancelled)
+    )
+}
+
+/// An open key-holder session; dropping it closes the session.
+#[derive(Debug)]
+pub struct SessionHandle {
+    /// The server's id for the session.
+    pub session_id: String,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for SessionHandle {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// A fresh random upload id.
+pub fn random_upload_id() -> String {
+    format!("u{}", rand_hex(16))
+}

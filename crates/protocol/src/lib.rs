@@ -60,6 +60,7 @@ pub mod exec;
 pub mod graph;
 pub mod job;
 pub mod object;
+pub mod rpc;
 pub mod session;
 pub mod validate;
 

@@ -1,5 +1,147 @@
 //! # hecloud-server
 //!
 //! The untrusted compute node: it stores public and evaluation keys and
-//! ciphertexts per tenant and runs computation graphs on them.
+//! ciphertexts per tenant and runs computation graphs on them. It never sees
+//! a secret key or a plaintext.
+//!
+//! * [`config`]: TOML file + environment (+ flags in the CLI);
+//! * [`store`]: SQLite (WAL) metadata + fsynced content-addressed blobs;
+//! * [`jobs`]: bounded worker pool, quotas, progress, cancellation, recovery;
+//! * [`exec`]: the executors (computation graphs, key-holder echo);
+//! * [`hub`]: key-holder sessions for server → client callbacks;
+//! * [`service`]: the gRPC API (tonic) with bearer-token tenants;
+//! * [`tls`]: a local CA and server certificate for the embedded setup.
 #![deny(missing_docs)]
+
+pub mod config;
+pub mod error;
+pub mod exec;
+pub mod hub;
+pub mod jobs;
+pub mod service;
+pub mod store;
+pub mod tls;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use hecloud_protocol::rpc::hecloud_server::HecloudServer;
+use tokio::sync::oneshot;
+use tokio_stream::wrappers::TcpListenerStream;
+use tonic::transport::{Identity, Server, ServerTlsConfig};
+
+pub use config::{Quota, ServerConfig, TenantConfig};
+pub use error::{Result, ServerError};
+
+/// A running server.
+#[derive(Debug)]
+pub struct RunningServer {
+    /// The address it listens on.
+    pub addr: SocketAddr,
+    /// The CA certificate clients must trust (when serving TLS).
+    pub ca_pem: Option<String>,
+    shutdown: Option<oneshot::Sender<()>>,
+    task: tokio::task::JoinHandle<std::result::Result<(), tonic::transport::Error>>,
+    jobs: Arc<jobs::Jobs>,
+}
+
+impl RunningServer {
+    /// The URL clients connect to.
+    pub fn url(&self) -> String {
+        let scheme = if self.ca_pem.is_some() {
+            "https"
+        } else {
+            "http"
+        };
+        format!("{scheme}://{}", self.addr)
+    }
+
+    /// Stops accepting requests and waits for the server to end.
+    pub async fn stop(mut self) -> Result<()> {
+        if let Some(tx) = self.shutdown.take() {
+            let _ = tx.send(());
+        }
+        self.jobs.shutdown();
+        self.task
+            .await
+            .map_err(|e| ServerError::Internal(e.to_string()))??;
+        Ok(())
+    }
+
+    /// Waits until the server ends (it runs until [`Self::stop`] or an error).
+    pub async fn wait(self) -> Result<()> {
+        self.task
+            .await
+            .map_err(|e| ServerError::Internal(e.to_string()))??;
+        Ok(())
+    }
+}
+
+/// Installs ring as rustls's process-wide crypto provider (once).
+pub fn install_crypto_provider() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+}
+
+/// Opens the store, recovers interrupted jobs and starts serving. Must be
+/// called inside a multi-threaded tokio runtime.
+pub async fn start(config: ServerConfig) -> Result<RunningServer> {
+    config.validate()?;
+    install_crypto_provider();
+    std::fs::create_dir_all(&config.data_dir)?;
+    let store = Arc::new(store::Store::open(&config.data_dir)?);
+    let hub = Arc::new(hub::SessionHub::default());
+    let jobs = jobs::Jobs::start(
+        store.clone(),
+        exec::builtin(config.allow_insecure_params),
+        hub.clone(),
+        config.workers,
+        config.quota.max_concurrent_jobs,
+        config.max_job_attempts,
+        tokio::runtime::Handle::current(),
+    )?;
+    let svc = service::Service::new(&config, store, jobs.clone(), hub);
+    let limit = config.max_chunk_bytes as usize * 2 + (64 << 10);
+    let grpc = HecloudServer::new(svc)
+        .max_decoding_message_size(limit)
+        .max_encoding_message_size(limit);
+
+    let mut builder = Server::builder();
+    let mut ca_pem = None;
+    if config.tls {
+        let (cert, key, ca) = match (&config.tls_cert, &config.tls_key) {
+            (Some(c), Some(k)) => (
+                std::fs::read_to_string(c)?,
+                std::fs::read_to_string(k)?,
+                None,
+            ),
+            _ => {
+                let m = tls::load_or_generate(&config.data_dir.join("tls"))?;
+                (m.cert_pem, m.key_pem, Some(m.ca_pem))
+            }
+        };
+        builder =
+            builder.tls_config(ServerTlsConfig::new().identity(Identity::from_pem(cert, key)))?;
+        ca_pem = Some(ca.unwrap_or_default());
+    }
+    let listener = tokio::net::TcpListener::bind(config.listen).await?;
+    let addr = listener.local_addr()?;
+    let (tx, rx) = oneshot::channel::<()>();
+    let router = builder
+        .http2_keepalive_interval(Some(std::time::Duration::from_secs(20)))
+        .add_service(grpc);
+    let task = tokio::spawn(router.serve_with_incoming_shutdown(
+        TcpListenerStream::new(listener),
+        async {
+            let _ = rx.await;
+        },
+    ));
+    tracing::info!(%addr, tls = config.tls, workers = config.workers, tenants = config.tenants.len(),
+        data_dir = %config.data_dir.display(), "hecloud server listening");
+    Ok(RunningServer {
+        addr,
+        ca_pem,
+        shutdown: Some(tx),
+        task,
+        jobs,
+    })
+}

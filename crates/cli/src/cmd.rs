@@ -1,0 +1,453 @@
+//! The service commands: `serve`, `keygen`, `encrypt`, `upload`, `submit`,
+//! `status`, `download`, `decrypt`.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use clap::Args;
+use hecloud_client::keys::{self, KeyDir};
+use hecloud_client::{Client, ProgressFn, workload};
+use hecloud_protocol::rpc::{self, JobState};
+use hecloud_protocol::{Message, ObjectId};
+use indicatif::{ProgressBar, ProgressStyle};
+
+use crate::demo::bytes;
+
+/// How to reach the server (flags or `HECLOUD_SERVER`, `HECLOUD_TOKEN`, `HECLOUD_CA`).
+#[derive(Debug, Args)]
+pub struct Conn {
+    /// Server URL.
+    #[arg(long, env = "HECLOUD_SERVER", default_value = "https://localhost:7443")]
+    server: String,
+    /// Bearer token of your tenant.
+    #[arg(long, env = "HECLOUD_TOKEN", hide_env_values = true)]
+    token: String,
+    /// CA certificate to trust (PEM); `hecloud serve` writes `<data-dir>/tls/ca.pem`.
+    #[arg(long, env = "HECLOUD_CA", default_value = "hecloud-data/tls/ca.pem")]
+    ca: PathBuf,
+}
+
+impl Conn {
+    /// Connects.
+    pub async fn connect(&self) -> anyhow::Result<Client> {
+        let ca = if self.server.starts_with("https://") {
+            Some(
+                std::fs::read_to_string(&self.ca)
+                    .with_context(|| format!("reading the CA certificate {}", self.ca.display()))?,
+            )
+        } else {
+            None
+        };
+        Client::connect(&self.server, &self.token, ca.as_deref())
+            .await
+            .with_context(|| format!("connecting to {}", self.server))
+    }
+}
+
+/// `hecloud serve` options.
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// TOML configuration file (flags and `HECLOUD_*` variables override it).
+    #[arg(long)]
+    config: Option<PathBuf>,
+    /// Address to listen on.
+    #[arg(long)]
+    listen: Option<std::net::SocketAddr>,
+    /// Store folder.
+    #[arg(long)]
+    data_dir: Option<PathBuf>,
+    /// Job workers.
+    #[arg(long)]
+    workers: Option<usize>,
+    /// Serve plain HTTP/2 (no TLS): for tests on loopback only.
+    #[arg(long)]
+    no_tls: bool,
+    /// Adds a tenant `name:token` (repeatable).
+    #[arg(long)]
+    tenant: Vec<String>,
+    /// Accept insecure (test) CKKS parameter literals.
+    #[arg(long)]
+    allow_insecure_params: bool,
+}
+
+fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+    Ok(tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?)
+}
+
+/// `hecloud serve`.
+pub fn serve(a: ServeArgs) -> anyhow::Result<()> {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("HECLOUD_LOG")
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
+        .with_target(false)
+        .init();
+    let mut config = match &a.config {
+        Some(p) => hecloud_server::ServerConfig::from_file(p)?,
+        None => hecloud_server::ServerConfig::default(),
+    };
+    config.apply_env(|k| std::env::var(k).ok())?;
+    if let Some(l) = a.listen {
+        config.listen = l;
+    }
+    if let Some(d) = a.data_dir {
+        config.data_dir = d;
+    }
+    if let Some(w) = a.workers {
+        config.workers = w;
+    }
+    if a.no_tls {
+        config.tls = false;
+    }
+    if a.allow_insecure_params {
+        config.allow_insecure_params = true;
+    }
+    for t in &a.tenant {
+        let (name, token) = t.split_once(':').context("--tenant takes name:token")?;
+        config.tenants.push(hecloud_server::TenantConfig {
+            name: name.into(),
+            token: Some(token.into()),
+            token_blake3: None,
+        });
+    }
+    if config.tenants.is_empty() {
+        // First start without tenants: one `default` tenant whose token is
+        // kept (0600) in the store folder.
+        std::fs::create_dir_all(&config.data_dir)?;
+        let path = config.data_dir.join("default.token");
+        let token = match std::fs::read_to_string(&path) {
+            Ok(t) => t.trim().to_string(),
+            Err(_) => {
+                let t = crate::embedded::random_token();
+                keys::write_private(&path, t.as_bytes())?;
+                t
+            }
+        };
+        eprintln!(
+            "no tenants configured: tenant `default`, token in {} (export HECLOUD_TOKEN=$(cat {}))",
+            path.display(),
+            path.display()
+        );
+        config.tenants.push(hecloud_server::TenantConfig {
+            name: "default".into(),
+            token: Some(token),
+            token_blake3: None,
+        });
+    }
+    runtime()?.block_on(async move {
+        let server = hecloud_server::start(config).await?;
+        eprintln!("hecloud serving on {}", server.url());
+        tokio::select! {
+            r = tokio::signal::ctrl_c() => { r?; eprintln!("stopping"); server.stop().await?; }
+        }
+        Ok(())
+    })
+}
+
+/// `hecloud keygen`.
+pub fn keygen(dir: &Path, preset: &str, sum_slots: usize, rotations: &[i64]) -> anyhow::Result<()> {
+    let preset = keys::parse_preset(preset)?;
+    let mut rots = rotations.to_vec();
+    if sum_slots > 1 {
+        anyhow::ensure!(
+            sum_slots.is_power_of_two(),
+            "--sum-slots must be a power of two"
+        );
+        rots.extend(workload::sum_rotations(sum_slots));
+    }
+    rots.sort();
+    rots.dedup();
+    let spinner = ProgressBar::new_spinner().with_message(format!(
+        "generating {} keys with {} rotations",
+        preset.name(),
+        rots.len()
+    ));
+    spinner.enable_steady_tick(Duration::from_millis(100));
+    let r = keys::keygen(dir, preset, &rots)?;
+    spinner.finish_and_clear();
+    for (p, n) in &r.files {
+        println!("{:>10}  {}", bytes(*n), p.display());
+    }
+    println!("session {}", r.session);
+    println!(
+        "secret.key stays here (mode 0600); upload the rest with `hecloud upload --keys {}`",
+        dir.display()
+    );
+    Ok(())
+}
+
+fn parse_values(text: &str) -> anyhow::Result<Vec<f64>> {
+    text.split(|c: char| c == ',' || c.is_whitespace())
+        .filter(|s| !s.is_empty())
+        .map(|s| {
+            s.parse::<f64>()
+                .with_context(|| format!("not a number: {s:?}"))
+        })
+        .collect()
+}
+
+/// `hecloud encrypt`.
+pub fn encrypt(keys_dir: &Path, input: &Path, out: &Path) -> anyhow::Result<()> {
+    let kd = KeyDir::open(keys_dir)?;
+    let values = parse_values(&std::fs::read_to_string(input)?)?;
+    anyhow::ensure!(!values.is_empty(), "no values in {}", input.display());
+    let ct = kd.encrypt(&values)?;
+    std::fs::write(out, &ct)?;
+    println!(
+        "{} values → {} ({}), object id {}",
+        values.len(),
+        out.display(),
+        bytes(ct.len() as u64),
+        ObjectId::of(&ct)
+    );
+    Ok(())
+}
+
+/// `hecloud decrypt`.
+pub fn decrypt(keys_dir: &Path, input: &Path, count: usize) -> anyhow::Result<()> {
+    let kd = KeyDir::open(keys_dir)?;
+    let v = kd.decrypt(&std::fs::read(input)?)?;
+    for x in v.iter().take(count) {
+        println!("{x}");
+    }
+    Ok(())
+}
+
+fn bar(total: u64, what: &str) -> (ProgressBar, ProgressFn) {
+    let pb = ProgressBar::new(total);
+    pb.set_style(
+        ProgressStyle::with_template(
+            "{msg:12} [{bar:40}] {bytes}/{total_bytes} {bytes_per_sec} eta {eta}",
+        )
+        .expect("valid template")
+        .progress_chars("=> "),
+    );
+    pb.set_message(what.to_string());
+    let p = pb.clone();
+    (
+        pb,
+        Arc::new(move |done, total| {
+            p.set_length(total);
+            p.set_position(done);
+        }),
+    )
+}
+
+fn kind_of(path: &Path) -> &'static str {
+    let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
+    if name == "relin.key" {
+        "ckks.relin_key"
+    } else if name.starts_with("galois-") {
+        "ckks.galois_key"
+    } else if name.ends_with(".spec") {
+        rpc::SESSION_KIND
+    } else {
+        "ckks.ciphertext"
+    }
+}
+
+/// `hecloud upload`.
+pub fn upload(
+    conn: &Conn,
+    keys_dir: Option<&Path>,
+    kind: Option<&str>,
+    files: &[PathBuf],
+) -> anyhow::Result<()> {
+    let mut todo: Vec<(PathBuf, String)> = vec![];
+    if let Some(k) = keys_dir {
+        for (p, kind) in KeyDir::open(k)?.uploads()? {
+            todo.push((p, kind.to_string()));
+        }
+    }
+    for f in files {
+        anyhow::ensure!(
+            !f.ends_with("secret.key"),
+            "refusing to upload a secret key ({})",
+            f.display()
+        );
+        todo.push((f.clone(), kind.unwrap_or_else(|| kind_of(f)).to_string()));
+    }
+    anyhow::ensure!(!todo.is_empty(), "nothing to upload (give files or --keys)");
+    runtime()?.block_on(async {
+        let c = conn.connect().await?;
+        for (p, kind) in todo {
+            let data = Arc::new(std::fs::read(&p).with_context(|| p.display().to_string())?);
+            let (pb, f) = bar(data.len() as u64, "upload");
+            let o = c.upload(&kind, data, Some(f)).await?;
+            pb.finish_and_clear();
+            println!(
+                "{}  {:16} {:>10}  {}",
+                o.object_id,
+                o.kind,
+                bytes(o.size),
+                p.display()
+            );
+        }
+        Ok(())
+    })
+}
+
+/// What to run for `hecloud submit`.
+#[derive(Debug, Args)]
+pub struct SubmitArgs {
+    /// The operation: `stats` (mean and variance of one ciphertext of
+    /// `--count` values), `mul-rotate-sum` (Σ x·y over `--count` slots), or
+    /// `spec` (an encoded job submission from `--spec`).
+    #[arg(long, default_value = "stats")]
+    op: String,
+    /// Key folder (for the session id).
+    #[arg(long)]
+    keys: Option<PathBuf>,
+    /// Input object ids.
+    #[arg(long = "input")]
+    inputs: Vec<String>,
+    /// Number of values (a power of two is rounded up to for sums).
+    #[arg(long, default_value_t = 1)]
+    count: usize,
+    /// An encoded job submission (`--op spec`).
+    #[arg(long)]
+    spec: Option<PathBuf>,
+    /// Follow the job until it ends.
+    #[arg(long)]
+    wait: bool,
+}
+
+fn object_id(s: &str) -> anyhow::Result<ObjectId> {
+    ObjectId::from_hex(s).with_context(|| format!("{s:?} is not an object id (64 hex)"))
+}
+
+/// `hecloud submit`.
+pub fn submit(conn: &Conn, a: &SubmitArgs) -> anyhow::Result<()> {
+    let spec = match a.op.as_str() {
+        "spec" => std::fs::read(a.spec.as_ref().context("--op spec needs --spec FILE")?)?,
+        "stats" | "mul-rotate-sum" => {
+            let kd = KeyDir::open(
+                a.keys
+                    .as_deref()
+                    .context("--keys DIR is needed for the session")?,
+            )?;
+            let session = kd.session()?;
+            let ids: Vec<ObjectId> = a
+                .inputs
+                .iter()
+                .map(|s| object_id(s))
+                .collect::<anyhow::Result<_>>()?;
+            if a.op == "stats" {
+                anyhow::ensure!(ids.len() == 1, "stats takes one --input");
+                workload::statistics_graph(session, ids[0], a.count).encode()
+            } else {
+                anyhow::ensure!(ids.len() == 2, "mul-rotate-sum takes two --input");
+                workload::mul_rotate_sum_graph(session, ids[0], ids[1], a.count.next_power_of_two())
+                    .encode()
+            }
+        }
+        other => anyhow::bail!("unknown --op {other:?} (stats, mul-rotate-sum, spec)"),
+    };
+    runtime()?.block_on(async {
+        let c = conn.connect().await?;
+        let j = c.submit(rpc::JOB_KIND_GRAPH, spec, "").await?;
+        println!("job {}", j.job_id);
+        if a.wait {
+            follow(&c, &j.job_id).await?;
+        }
+        Ok(())
+    })
+}
+
+fn state_name(s: i32) -> &'static str {
+    match JobState::try_from(s).unwrap_or(JobState::Unspecified) {
+        JobState::Queued => "queued",
+        JobState::Running => "running",
+        JobState::Succeeded => "succeeded",
+        JobState::Failed => "failed",
+        JobState::Cancelled => "cancelled",
+        JobState::Unspecified => "unknown",
+    }
+}
+
+fn print_job(j: &rpc::JobInfo) {
+    println!(
+        "job {} {} ({:.0}%) {}",
+        j.job_id,
+        state_name(j.state),
+        j.progress * 100.0,
+        j.message
+    );
+    if !j.error.is_empty() {
+        println!("  error: {}", j.error);
+    }
+    if j.compute_micros > 0 {
+        println!("  compute {:.1} ms", j.compute_micros as f64 / 1e3);
+    }
+    for o in &j.outputs {
+        println!(
+            "  output {:12} {} {} {}",
+            o.name,
+            o.object_id,
+            o.kind,
+            bytes(o.size)
+        );
+    }
+}
+
+async fn follow(c: &Client, job: &str) -> anyhow::Result<()> {
+    let pb = ProgressBar::new(1000);
+    pb.set_style(
+        ProgressStyle::with_template("job [{bar:40}] {percent:>3}% {msg}")
+            .expect("valid template")
+            .progress_chars("=> "),
+    );
+    let p = pb.clone();
+    let j = c
+        .wait(job, &move |j| {
+            p.set_position((j.progress * 1000.0) as u64);
+            p.set_message(j.message.clone());
+        })
+        .await?;
+    pb.finish_and_clear();
+    print_job(&j);
+    anyhow::ensure!(
+        j.state == JobState::Succeeded as i32,
+        "job {} did not succeed",
+        j.job_id
+    );
+    Ok(())
+}
+
+/// `hecloud status`.
+pub fn status(conn: &Conn, job: &str, watch: bool, cancel: bool) -> anyhow::Result<()> {
+    runtime()?.block_on(async {
+        let c = conn.connect().await?;
+        if cancel {
+            print_job(&c.cancel(job).await?);
+        } else if watch {
+            follow(&c, job).await?;
+        } else {
+            print_job(&c.job(job).await?);
+        }
+        Ok(())
+    })
+}
+
+/// `hecloud download`.
+pub fn download(conn: &Conn, object: &str, out: &Path) -> anyhow::Result<()> {
+    runtime()?.block_on(async {
+        let c = conn.connect().await?;
+        let (pb, f) = bar(0, "download");
+        let data = c.download(object, Some(f)).await?;
+        pb.finish_and_clear();
+        std::fs::write(out, &data)?;
+        println!(
+            "{} → {} ({}, hash checked)",
+            object,
+            out.display(),
+            bytes(data.len() as u64)
+        );
+        Ok(())
+    })
+}

@@ -1,0 +1,530 @@
+//! End-to-end workloads run against a server, each checked against a
+//! plaintext computation: what `hecloud demo`, `hecloud bench service` and
+//! the service tests run.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use hecloud_circuits::{BitEngine, EncryptedUint, TfheEngine};
+use hecloud_ckks::{CkksParameters, Encoder, KeySet, Preset};
+use hecloud_protocol::rpc::{self, JOB_KIND_GRAPH, JobInfo, JobState};
+use hecloud_protocol::{
+    CkksParamSpec, Graph, JobSubmission, Message, Object, ObjectId, ObjectKind, ParamSpec,
+    Relation, SessionParams, SessionSpec, TfheParamSpec,
+};
+use hecloud_rlwe::Ciphertext;
+
+use crate::{Client, ClientError, Result};
+
+/// One checked operation.
+#[derive(Debug, Clone)]
+pub struct StepReport {
+    /// What ran.
+    pub name: String,
+    /// Whether the decrypted result matched the plaintext reference.
+    pub ok: bool,
+    /// Result and reference, readable.
+    pub detail: String,
+    /// End-to-end time (encrypt → upload → job → download → decrypt).
+    pub time: Duration,
+    /// Server-side homomorphic compute time.
+    pub compute: Duration,
+    /// Payload bytes sent.
+    pub sent: u64,
+    /// Payload bytes received.
+    pub received: u64,
+}
+
+fn crypto<E: std::fmt::Display>(e: E) -> ClientError {
+    ClientError::Crypto(e.to_string())
+}
+
+async fn blocking<T: Send + 'static>(f: impl FnOnce() -> Result<T> + Send + 'static) -> Result<T> {
+    tokio::task::spawn_blocking(f)
+        .await
+        .map_err(|e| ClientError::Invalid(format!("worker panicked: {e}")))?
+}
+
+/// Runs a graph job to its end; fails unless it succeeded.
+pub async fn run_job(client: &Client, job: &JobSubmission) -> Result<JobInfo> {
+    let info = client.submit(JOB_KIND_GRAPH, job.encode(), "").await?;
+    let done = client.wait(&info.job_id, &|_| {}).await?;
+    if done.state != JobState::Succeeded as i32 {
+        return Err(ClientError::Invalid(format!(
+            "job {} ended {:?}: {}",
+            done.job_id,
+            JobState::try_from(done.state).unwrap_or(JobState::Unspecified),
+            done.error
+        )));
+    }
+    Ok(done)
+}
+
+/// Downloads output `name` of a finished job.
+pub async fn output(client: &Client, job: &JobInfo, name: &str) -> Result<Vec<u8>> {
+    let o = job
+        .outputs
+        .iter()
+        .find(|o| o.name == name)
+        .ok_or_else(|| ClientError::Invalid(format!("job has no output `{name}`")))?;
+    client.download(&o.object_id, None).await
+}
+
+/// A CKKS key holder: its keys (secret included) and the server session
+/// made of its evaluation keys.
+#[derive(Debug)]
+pub struct CkksSession {
+    /// Parameters.
+    pub params: Arc<CkksParameters>,
+    /// The key set (secret key stays here).
+    pub keys: Arc<KeySet>,
+    /// The session spec uploaded.
+    pub spec: SessionSpec,
+    /// Its id.
+    pub id: ObjectId,
+    /// Bytes uploaded to set the session up.
+    pub key_bytes: u64,
+    /// Key generation time.
+    pub keygen: Duration,
+    /// Key upload time.
+    pub upload: Duration,
+}
+
+/// Generates CKKS keys (relinearization and the given rotations) on the
+/// client and uploads the evaluation keys and the session spec.
+pub async fn ckks_setup(client: &Client, preset: Preset, rotations: &[i64]) -> Result<CkksSession> {
+    let rot = rotations.to_vec();
+    let t = Instant::now();
+    let (params, keys, mut blobs) = blocking(move || {
+        let params = preset.build().map_err(crypto)?;
+        let keys = KeySet::generate(&params, &rot, false).map_err(crypto)?;
+        let ev = keys.evaluation_keys();
+        let mut blobs = vec![];
+        if let Some(r) = &ev.relin {
+            blobs.push((ObjectKind::CkksRelinKey, r.to_bytes(true)));
+        }
+        for g in ev.galois.elements().collect::<Vec<_>>() {
+            let k = ev.galois.get(g).map_err(crypto)?;
+            blobs.push((ObjectKind::CkksGaloisKey, k.to_bytes(true)));
+        }
+        Ok((params, keys, blobs))
+    })
+    .await?;
+    let keygen = t.elapsed();
+    let t = Instant::now();
+    let mut spec = SessionSpec {
+        params: ParamSpec {
+            ckks: Some(CkksParamSpec::Preset(preset)),
+            tfhe: None,
+        },
+        ..SessionSpec::default()
+    };
+    let mut key_bytes = 0;
+    for (kind, bytes) in blobs.drain(..) {
+        let id = ObjectId::of(&bytes);
+        key_bytes += bytes.len() as u64;
+        client
+            .upload(rpc::object_kind_name(kind), Arc::new(bytes), None)
+            .await?;
+        match kind {
+            ObjectKind::CkksRelinKey => spec.relin_key = Some(id),
+            _ => spec.galois_keys.push(id),
+        }
+    }
+    let enc = spec.encode();
+    client
+        .upload(rpc::SESSION_KIND, Arc::new(enc), None)
+        .await?;
+    Ok(CkksSession {
+        params,
+        keys: Arc::new(keys),
+        id: spec.id(),
+        spec,
+        key_bytes,
+        keygen,
+        upload: t.elapsed(),
+    })
+}
+
+impl CkksSession {
+    /// Encrypts `values` (full slots, zero-padded) at the top level.
+    pub fn encrypt(&self, values: &[f64]) -> Result<Vec<u8>> {
+        let enc = Encoder::new(&self.params);
+        let pt = enc
+            .encode_real(values, self.params.max_level(), self.params.default_scale())
+            .map_err(crypto)?;
+        Ok(self.keys.encrypt(&pt).map_err(crypto)?.to_bytes())
+    }
+
+    /// Decodes and decrypts a ciphertext payload.
+    pub fn decrypt(&self, bytes: &[u8]) -> Result<Vec<f64>> {
+        let ct = Ciphertext::from_bytes(self.params.rlwe(), bytes).map_err(crypto)?;
+        let enc = Encoder::new(&self.params);
+        enc.decode_real(&self.keys.decrypt(&ct).map_err(crypto)?)
+            .map_err(crypto)
+    }
+}
+
+/// Rotations `rotate_and_sum(·, n)` needs.
+pub fn sum_rotations(n: usize) -> Vec<i64> {
+    (0..n.trailing_zeros()).map(|i| 1i64 << i).collect()
+}
+
+/// Random reals in [-10, 10].
+pub fn random_values(count: usize) -> Vec<f64> {
+    use rand_core::{OsRng, TryRngCore};
+    (0..count)
+        .map(|_| {
+            let x = OsRng.try_next_u64().expect("OS randomness");
+            (x >> 11) as f64 / (1u64 << 53) as f64 * 20.0 - 10.0
+        })
+        .collect()
+}
+
+/// The mean and variance graph of `count` values (one input ciphertext).
+pub fn statistics_graph(session: ObjectId, input: ObjectId, count: usize) -> JobSubmission {
+    let slots = count.next_power_of_two() as u32;
+    let inv = 1.0 / count as f64;
+    let mut g = Graph::new();
+    let x = g.input(0);
+    let c = g.constant(inv);
+    let s = g.rotate_and_sum(x, slots);
+    let mean = g.mul(s, c);
+    let sq = g.mul(x, x);
+    let sq = g.rescale(sq);
+    let sqs = g.rotate_and_sum(sq, slots);
+    let c2 = g.constant(inv);
+    let sq_mean = g.mul(sqs, c2);
+    let m2 = g.mul(mean, mean);
+    let m2 = g.rescale(m2);
+    let var = g.sub(sq_mean, m2);
+    g.output("mean", mean);
+    g.output("variance", var);
+    JobSubmission {
+        session,
+        graph: g,
+        inputs: vec![input],
+    }
+}
+
+/// CKKS statistics: encrypt `values`, upload, run the mean/variance graph,
+/// download, decrypt, compare with the plaintext (relative error ≤ 1e-4).
+pub async fn ckks_statistics(
+    client: &Client,
+    s: &CkksSession,
+    values: &[f64],
+) -> Result<StepReport> {
+    let (sent0, recv0) = client.traffic();
+    let t = Instant::now();
+    let ct = s.encrypt(values)?;
+    let input = ObjectId::of(&ct);
+    client
+        .upload(
+            rpc::object_kind_name(ObjectKind::CkksCiphertext),
+            Arc::new(ct),
+            None,
+        )
+        .await?;
+    let job = run_job(client, &statistics_graph(s.id, input, values.len())).await?;
+    let mean = s.decrypt(&output(client, &job, "mean").await?)?[0];
+    let var = s.decrypt(&output(client, &job, "variance").await?)?[0];
+    let time = t.elapsed();
+    let n = values.len() as f64;
+    let pm = values.iter().sum::<f64>() / n;
+    let pv = values.iter().map(|x| x * x).sum::<f64>() / n - pm * pm;
+    let rel = |a: f64, b: f64| (a - b).abs() / b.abs().max(1e-12);
+    let err = rel(mean, pm).max(rel(var, pv));
+    let (sent1, recv1) = client.traffic();
+    Ok(StepReport {
+        name: format!("CKKS mean + variance of {} reals", values.len()),
+        ok: err <= 1e-4,
+        detail: format!(
+            "mean {mean:.6} (plain {pm:.6}), variance {var:.6} (plain {pv:.6}), rel. error {err:.1e}"
+        ),
+        time,
+        compute: Duration::from_micros(job.compute_micros),
+        sent: sent1 - sent0,
+        received: recv1 - recv0,
+    })
+}
+
+/// The multiply-rotate-sum job: `rotate_and_sum(rescale(x · y), n)`.
+pub fn mul_rotate_sum_graph(
+    session: ObjectId,
+    x: ObjectId,
+    y: ObjectId,
+    n: usize,
+) -> JobSubmission {
+    let mut g = Graph::new();
+    let a = g.input(0);
+    let b = g.input(1);
+    let p = g.mul(a, b);
+    let p = g.rescale(p);
+    let s = g.rotate_and_sum(p, n as u32);
+    g.output("sum", s);
+    JobSubmission {
+        session,
+        graph: g,
+        inputs: vec![x, y],
+    }
+}
+
+/// Timings of one multiply-rotate-sum job.
+#[derive(Debug, Clone, Copy)]
+pub struct MrsTiming {
+    /// Client encryption (not service overhead: the client's own work).
+    pub encrypt: Duration,
+    /// Serialize + upload + submit + wait + download (service + compute).
+    pub service: Duration,
+    /// Homomorphic compute on the server.
+    pub compute: Duration,
+    /// Decrypt + check.
+    pub decrypt: Duration,
+    /// Whether the result matched the plaintext.
+    pub ok: bool,
+}
+
+/// One multiply-rotate-sum job on fresh random vectors of `n` values; the
+/// encrypted inner product is checked against the plaintext.
+pub async fn mul_rotate_sum(client: &Client, s: &CkksSession, n: usize) -> Result<MrsTiming> {
+    let xs = random_values(n);
+    let ys = random_values(n);
+    let t = Instant::now();
+    let (cx, cy) = {
+        let (a, b) = (xs.clone(), ys.clone());
+        let keys = s.keys.clone();
+        let params = s.params.clone();
+        blocking(move || {
+            let enc = Encoder::new(&params);
+            let top = params.max_level();
+            let e = |v: &[f64]| -> Result<Ciphertext> {
+                let pt = enc
+                    .encode_real(v, top, params.default_scale())
+                    .map_err(crypto)?;
+                keys.encrypt(&pt).map_err(crypto)
+            };
+            Ok((e(&a)?, e(&b)?))
+        })
+        .await?
+    };
+    let encrypt = t.elapsed();
+    let t = Instant::now();
+    let (bx, by) = (cx.to_bytes(), cy.to_bytes());
+    let (ix, iy) = (ObjectId::of(&bx), ObjectId::of(&by));
+    let kind = rpc::object_kind_name(ObjectKind::CkksCiphertext);
+    let (ux, uy) = tokio::join!(
+        client.upload(kind, Arc::new(bx), None),
+        client.upload(kind, Arc::new(by), None)
+    );
+    ux?;
+    uy?;
+    let job = run_job(client, &mul_rotate_sum_graph(s.id, ix, iy, n)).await?;
+    let out = output(client, &job, "sum").await?;
+    let service = t.elapsed();
+    let t = Instant::now();
+    let got = s.decrypt(&out)?[0];
+    let want: f64 = xs.iter().zip(&ys).map(|(a, b)| a * b).sum();
+    let decrypt = t.elapsed();
+    // Best effort: the inputs and output are not needed any more.
+    for id in [ix.to_hex(), iy.to_hex()] {
+        let _ = client.delete(&id).await;
+    }
+    Ok(MrsTiming {
+        encrypt,
+        service,
+        compute: Duration::from_micros(job.compute_micros),
+        decrypt,
+        ok: (got - want).abs() <= 1e-3 * want.abs().max(1.0),
+    })
+}
+
+/// A TFHE key holder: the engine with its client key, and the session made
+/// of its server key.
+#[derive(Debug)]
+pub struct TfheSession {
+    /// Client + server keys.
+    pub engine: Arc<TfheEngine>,
+    /// Session id.
+    pub id: ObjectId,
+    /// Server key bytes uploaded.
+    pub key_bytes: u64,
+    /// Key generation time.
+    pub keygen: Duration,
+}
+
+/// Generates TFHE keys on the client and uploads the server key and session.
+pub async fn tfhe_setup(client: &Client) -> Result<TfheSession> {
+    let t = Instant::now();
+    let (engine, sk) = blocking(|| {
+        let e = TfheEngine::generate();
+        let sk = Object::TfheServerKey(Box::new(e.server_key().clone())).to_bytes();
+        Ok((e, sk))
+    })
+    .await?;
+    let keygen = t.elapsed();
+    let spec = SessionSpec {
+        params: ParamSpec {
+            ckks: None,
+            tfhe: Some(TfheParamSpec::Message2Carry2),
+        },
+        tfhe_server_key: Some(ObjectId::of(&sk)),
+        ..SessionSpec::default()
+    };
+    let key_bytes = sk.len() as u64;
+    client
+        .upload(
+            rpc::object_kind_name(ObjectKind::TfheServerKey),
+            Arc::new(sk),
+            None,
+        )
+        .await?;
+    client
+        .upload(rpc::SESSION_KIND, Arc::new(spec.encode()), None)
+        .await?;
+    Ok(TfheSession {
+        engine: Arc::new(engine),
+        id: spec.id(),
+        key_bytes,
+        keygen,
+    })
+}
+
+fn random_u32s(n: usize) -> Vec<u32> {
+    use rand_core::{OsRng, TryRngCore};
+    (0..n)
+        .map(|_| OsRng.try_next_u32().expect("OS randomness"))
+        .collect()
+}
+
+async fn upload_uint(
+    client: &Client,
+    e: &Arc<TfheEngine>,
+    v: u32,
+    width: usize,
+) -> Result<ObjectId> {
+    let e = e.clone();
+    let bytes = blocking(move || {
+        let u = EncryptedUint::encrypt_u128(&*e, u128::from(v), width).map_err(crypto)?;
+        Ok(Object::TfheUint(u).to_bytes())
+    })
+    .await?;
+    let id = ObjectId::of(&bytes);
+    client
+        .upload(
+            rpc::object_kind_name(ObjectKind::TfheUint),
+            Arc::new(bytes),
+            None,
+        )
+        .await?;
+    Ok(id)
+}
+
+fn tfhe_params() -> SessionParams {
+    SessionParams {
+        ckks: None,
+        tfhe: Some(TfheParamSpec::Message2Carry2),
+    }
+}
+
+/// TFHE: encrypted full-width sum of `count` random `width`-bit numbers.
+pub async fn tfhe_sum(
+    client: &Client,
+    s: &TfheSession,
+    count: usize,
+    width: usize,
+) -> Result<StepReport> {
+    let (sent0, recv0) = client.traffic();
+    let mask = if width >= 32 {
+        u32::MAX
+    } else {
+        (1u32 << width) - 1
+    };
+    let xs: Vec<u32> = random_u32s(count).into_iter().map(|x| x & mask).collect();
+    let t = Instant::now();
+    let mut ids = vec![];
+    for &x in &xs {
+        ids.push(upload_uint(client, &s.engine, x, width).await?);
+    }
+    let mut g = Graph::new();
+    let inputs: Vec<_> = (0..count as u32).map(|i| g.input(i)).collect();
+    let sum = g.int_sum(inputs, true);
+    g.output("sum", sum);
+    let job = run_job(
+        client,
+        &JobSubmission {
+            session: s.id,
+            graph: g,
+            inputs: ids,
+        },
+    )
+    .await?;
+    let bytes = output(client, &job, "sum").await?;
+    let e = s.engine.clone();
+    let got = blocking(
+        move || match tfhe_params().decode(ObjectKind::TfheUint, &bytes) {
+            Ok(Object::TfheUint(u)) => u.decrypt_u128(&*e).map_err(crypto),
+            Ok(_) => Err(ClientError::Integrity("sum is not an integer".into())),
+            Err(err) => Err(crypto(err)),
+        },
+    )
+    .await?;
+    let want: u128 = xs.iter().map(|&x| u128::from(x)).sum();
+    let (sent1, recv1) = client.traffic();
+    Ok(StepReport {
+        name: format!("TFHE sum of {count} × {width}-bit"),
+        ok: got == want,
+        detail: format!("{xs:?} → {got} (plain {want})"),
+        time: t.elapsed(),
+        compute: Duration::from_micros(job.compute_micros),
+        sent: sent1 - sent0,
+        received: recv1 - recv0,
+    })
+}
+
+/// TFHE: encrypted `a < b` of two random `width`-bit numbers.
+pub async fn tfhe_compare(client: &Client, s: &TfheSession, width: usize) -> Result<StepReport> {
+    let (sent0, recv0) = client.traffic();
+    let mask = if width >= 32 {
+        u32::MAX
+    } else {
+        (1u32 << width) - 1
+    };
+    let v = random_u32s(2);
+    let (a, b) = (v[0] & mask, v[1] & mask);
+    let t = Instant::now();
+    let ia = upload_uint(client, &s.engine, a, width).await?;
+    let ib = upload_uint(client, &s.engine, b, width).await?;
+    let mut g = Graph::new();
+    let (x, y) = (g.input(0), g.input(1));
+    let lt = g.int_compare(x, y, Relation::Lt);
+    g.output("lt", lt);
+    let job = run_job(
+        client,
+        &JobSubmission {
+            session: s.id,
+            graph: g,
+            inputs: vec![ia, ib],
+        },
+    )
+    .await?;
+    let bytes = output(client, &job, "lt").await?;
+    let e = s.engine.clone();
+    let got = blocking(
+        move || match tfhe_params().decode(ObjectKind::TfheBit, &bytes) {
+            Ok(Object::TfheBit(w)) => e.decrypt_bit(&w).map_err(crypto),
+            Ok(_) => Err(ClientError::Integrity("comparison is not a bit".into())),
+            Err(err) => Err(crypto(err)),
+        },
+    )
+    .await?;
+    let (sent1, recv1) = client.traffic();
+    Ok(StepReport {
+        name: format!("TFHE compare, {width}-bit"),
+        ok: got == (a < b),
+        detail: format!("{a} < {b} is {got} (plain {})", a < b),
+        time: t.elapsed(),
+        compute: Duration::from_micros(job.compute_micros),
+        sent: sent1 - sent0,
+        received: recv1 - recv0,
+    })
+}

@@ -1,0 +1,583 @@
+//! The service end to end over TLS on loopback: uploads and resumes,
+//! malformed input, tenant isolation, quotas, jobs, callbacks, and 16
+//! concurrent clients on the demo workload.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use hecloud_ckks::params::test_literal;
+use hecloud_ckks::{CkksParameters, Encoder, KeySet};
+use hecloud_client::{Client, workload};
+use hecloud_protocol::rpc::{self, JobState, UploadChunk, UploadHeader};
+use hecloud_protocol::{CkksParamSpec, Message, ObjectId, ObjectKind, ParamSpec, SessionSpec};
+use hecloud_server::{Quota, RunningServer, ServerConfig, TenantConfig};
+use tonic::Code;
+
+const ALICE: &str = "alice-token-0123456789";
+const BOB: &str = "bob-token-0123456789ab";
+
+struct Setup {
+    server: RunningServer,
+    _dir: tempfile::TempDir,
+}
+
+async fn server(quota: Quota, workers: usize) -> Setup {
+    let dir = tempfile::tempdir().unwrap();
+    let config = ServerConfig {
+        listen: "127.0.0.1:0".parse().unwrap(),
+        data_dir: dir.path().to_path_buf(),
+        workers,
+        tls: true,
+        max_chunk_bytes: 256 << 10,
+        allow_insecure_params: true,
+        quota,
+        tenants: vec![
+            TenantConfig {
+                name: "alice".into(),
+                token: Some(ALICE.into()),
+                token_blake3: None,
+            },
+            TenantConfig {
+                name: "bob".into(),
+                token: None,
+                token_blake3: Some(blake3::hash(BOB.as_bytes()).to_hex().to_string()),
+            },
+        ],
+        ..ServerConfig::default()
+    };
+    Setup {
+        server: hecloud_server::start(config).await.unwrap(),
+        _dir: dir,
+    }
+}
+
+async fn connect(s: &Setup, token: &str) -> Client {
+    Client::connect(
+        &format!("https://localhost:{}", s.server.addr.port()),
+        token,
+        s.server.ca_pem.as_deref(),
+    )
+    .await
+    .unwrap()
+    .with_chunk_size(64 << 10)
+}
+
+fn random_bytes(n: usize) -> Vec<u8> {
+    use rand_core::{OsRng, TryRngCore};
+    let mut v = vec![0u8; n];
+    OsRng.try_fill_bytes(&mut v).unwrap();
+    v
+}
+
+fn code<T: std::fmt::Debug>(r: Result<T, hecloud_client::ClientError>) -> (Code, String) {
+    match r {
+        Err(hecloud_client::ClientError::Status { code, message }) => (code, message),
+        other => panic!("expected a status error, got {other:?}"),
+    }
+}
+
+fn header(bytes: &[u8], kind: &str, id: &str) -> UploadHeader {
+    UploadHeader {
+        upload_id: id.into(),
+        kind: kind.into(),
+        total_bytes: bytes.len() as u64,
+        blake3: blake3::hash(bytes).as_bytes().to_vec(),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn upload_resume_download_and_isolation() {
+    let s = server(Quota::default(), 2).await;
+    let alice = connect(&s, ALICE).await;
+    let bob = connect(&s, BOB).await;
+    assert_eq!(alice.info().await.unwrap().tenant, "alice");
+    assert_eq!(bob.info().await.unwrap().tenant, "bob");
+
+    // A multi-chunk object, interrupted after ~40% and resumed.
+    let data = Arc::new(random_bytes(3_000_000 + 17));
+    let h = header(&data, "ckks.ciphertext", "resume-test-upload-0001");
+    let r = alice
+        .upload_range(&h, data.clone(), 0, 1_200_000, None)
+        .await;
+    let (c, m) = code(r);
+    assert_eq!(c, Code::InvalidArgument, "{m}");
+    assert!(m.contains("resume from"), "{m}");
+    let have = alice
+        .upload_offset("resume-test-upload-0001")
+        .await
+        .unwrap();
+    assert_eq!(have, 1_200_000);
+    // Resuming at a wrong offset is refused with the offset to use.
+    let (c, m) = code(alice.upload_from(&h, data.clone(), 5, None).await);
+    assert_eq!(c, Code::InvalidArgument);
+    assert!(m.contains("1200000"), "{m}");
+    let o = alice
+        .upload_from(&h, data.clone(), have, None)
+        .await
+        .unwrap();
+    assert_eq!(o.object_id, blake3::hash(&data).to_hex().as_str());
+    assert_eq!(o.size, data.len() as u64);
+    let back = alice.download(&o.object_id, None).await.unwrap();
+    assert_eq!(&back, &*data);
+    // The SDK's own upload of the same content is deduplicated.
+    let again = alice
+        .upload("ckks.ciphertext", data.clone(), None)
+        .await
+        .unwrap();
+    assert_eq!(again.object_id, o.object_id);
+
+    // Bob sees nothing of Alice's.
+    let (c, _) = code(bob.download(&o.object_id, None).await);
+    assert_eq!(c, Code::NotFound);
+    assert!(bob.list().await.unwrap().is_empty());
+    let (c, _) = code(bob.delete(&o.object_id).await);
+    assert_eq!(c, Code::NotFound);
+    assert_eq!(
+        bob.upload_offset("resume-test-upload-0001").await.unwrap(),
+        0
+    );
+    // Nor can he use it in a job.
+    let mut g = hecloud_protocol::Graph::new();
+    let x = g.input(0);
+    g.output("x", x);
+    let job = hecloud_protocol::JobSubmission {
+        session: ObjectId::of(b"no such session"),
+        graph: g,
+        inputs: vec![ObjectId::from_hex(&o.object_id).unwrap()],
+    };
+    let (c, m) = code(bob.submit(rpc::JOB_KIND_GRAPH, job.encode(), "").await);
+    assert_eq!(c, Code::InvalidArgument);
+    assert!(m.contains("not found"), "{m}");
+    // Alice's job ids are invisible to Bob.
+    let _session = alice
+        .open_session(
+            &[rpc::CALLBACK_ECHO],
+            Arc::new(|_, p: &[u8]| Ok(p.to_vec())),
+        )
+        .await
+        .unwrap();
+    let j = alice
+        .submit(rpc::JOB_KIND_ECHO, b"ping".to_vec(), "")
+        .await
+        .unwrap();
+    let (c, _) = code(bob.job(&j.job_id).await);
+    assert_eq!(c, Code::NotFound);
+    let (c, _) = code(bob.cancel(&j.job_id).await);
+    assert_eq!(c, Code::NotFound);
+    // The echo job calls Alice's key holder back over her session stream.
+    let done = alice.wait(&j.job_id, &|_| {}).await.unwrap();
+    assert_eq!(done.state, JobState::Succeeded as i32, "{}", done.error);
+    let reply = alice
+        .download(&done.outputs[0].object_id, None)
+        .await
+        .unwrap();
+    assert_eq!(reply, b"ping");
+    // Bob has no key holder connected: his echo job fails with a reason.
+    let j = bob
+        .submit(rpc::JOB_KIND_ECHO, b"ping".to_vec(), "")
+        .await
+        .unwrap();
+    let done = bob.wait(&j.job_id, &|_| {}).await.unwrap();
+    assert_eq!(done.state, JobState::Failed as i32);
+    assert!(
+        done.error.contains("no key-holder session"),
+        "{}",
+        done.error
+    );
+
+    // Deleting leaves nothing to download.
+    alice.delete(&o.object_id).await.unwrap();
+    let (c, _) = code(alice.download(&o.object_id, None).await);
+    assert_eq!(c, Code::NotFound);
+    s.server.stop().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn malformed_and_oversized_input_is_invalid_argument() {
+    let quota = Quota {
+        max_object_bytes: 1 << 20,
+        max_objects: 3,
+        max_concurrent_jobs: 1,
+    };
+    let s = server(quota, 1).await;
+    let alice = connect(&s, ALICE).await;
+    let raw = alice.raw();
+    let data = Arc::new(random_bytes(10_000));
+
+    // No token / a wrong token.
+    let anon = Client::connect(
+        &format!("https://localhost:{}", s.server.addr.port()),
+        "not-a-valid-token-xx",
+        s.server.ca_pem.as_deref(),
+    )
+    .await
+    .unwrap();
+    assert_eq!(code(anon.info().await).0, Code::Unauthenticated);
+
+    let cases: Vec<(UploadHeader, &str)> = vec![
+        (
+            header(&data, "nonsense.kind", "bad-kind-upload-0001"),
+            "unknown object kind",
+        ),
+        (header(&data, "ckks.ciphertext", "short"), "upload_id"),
+        (
+            UploadHeader {
+                total_bytes: 2 << 20,
+                ..header(&data, "ckks.ciphertext", "too-big-upload-00001")
+            },
+            "exceeds the limit",
+        ),
+        (
+            UploadHeader {
+                blake3: vec![1, 2, 3],
+                ..header(&data, "ckks.ciphertext", "bad-hash-upload-0001")
+            },
+            "blake3",
+        ),
+        (
+            UploadHeader {
+                total_bytes: 0,
+                ..header(&data, "ckks.ciphertext", "empty-upload-0000001")
+            },
+            "at least one byte",
+        ),
+    ];
+    for (h, why) in cases {
+        let (c, m) = code(alice.upload_from(&h, data.clone(), 0, None).await);
+        assert_eq!(c, Code::InvalidArgument, "{why}: {m}");
+        assert!(m.contains(why), "{why}: {m}");
+    }
+    // Content that does not match its announced hash.
+    let mut h = header(&data, "ckks.ciphertext", "hash-mismatch-upload-1");
+    h.blake3 = blake3::hash(b"other").as_bytes().to_vec();
+    let (c, m) = code(alice.upload_from(&h, data.clone(), 0, None).await);
+    assert_eq!(c, Code::InvalidArgument);
+    assert!(m.contains("hash mismatch"), "{m}");
+    // More bytes than announced.
+    let mut h = header(&data, "ckks.ciphertext", "overlong-upload-00001");
+    h.total_bytes = 5_000;
+    let (c, m) = code(alice.upload_from(&h, data.clone(), 0, None).await);
+    assert_eq!(c, Code::InvalidArgument);
+    assert!(m.contains("more bytes"), "{m}");
+    // A stream without a header, an empty stream, a chunk above the limit.
+    let s1 = tokio_stream::iter(vec![UploadChunk {
+        header: None,
+        offset: 0,
+        data: vec![1, 2, 3],
+    }]);
+    let e = raw.clone().upload(s1).await.unwrap_err();
+    assert_eq!(e.code(), Code::InvalidArgument);
+    assert!(e.message().contains("header"));
+    let e = raw
+        .clone()
+        .upload(tokio_stream::iter(Vec::<UploadChunk>::new()))
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), Code::InvalidArgument);
+    let big = random_bytes(300 << 10);
+    let s2 = tokio_stream::iter(vec![UploadChunk {
+        header: Some(header(&big, "ckks.ciphertext", "big-chunk-upload-0001")),
+        offset: 0,
+        data: big.clone(),
+    }]);
+    let e = raw.clone().upload(s2).await.unwrap_err();
+    assert_eq!(e.code(), Code::InvalidArgument);
+    assert!(e.message().contains("chunk of"), "{}", e.message());
+    // A malformed session spec is refused at upload.
+    let junk = Arc::new(b"HCPR this is not a session".to_vec());
+    let (c, m) = code(alice.upload(rpc::SESSION_KIND, junk, None).await);
+    assert_eq!(c, Code::InvalidArgument);
+    assert!(m.contains("session spec"), "{m}");
+    // Malformed ids.
+    assert_eq!(
+        code(alice.download("xyz", None).await).0,
+        Code::InvalidArgument
+    );
+    assert_eq!(code(alice.job("not-hex").await).0, Code::InvalidArgument);
+    // Job specs: unknown kind, garbage, truncated, random.
+    let (c, m) = code(alice.submit("nope.v9", vec![], "").await);
+    assert_eq!(c, Code::InvalidArgument);
+    assert!(m.contains("unknown job kind"), "{m}");
+    let mut g = hecloud_protocol::Graph::new();
+    let x = g.input(0);
+    g.output("x", x);
+    let good = hecloud_protocol::JobSubmission {
+        session: ObjectId::of(b"s"),
+        graph: g,
+        inputs: vec![ObjectId::of(b"i")],
+    }
+    .encode();
+    for cut in [0, 1, 7, good.len() / 2, good.len() - 1] {
+        let (c, m) = code(
+            alice
+                .submit(rpc::JOB_KIND_GRAPH, good[..cut].to_vec(), "")
+                .await,
+        );
+        assert_eq!(c, Code::InvalidArgument, "cut at {cut}: {m}");
+    }
+    for _ in 0..50 {
+        let n = 1 + (random_bytes(1)[0] as usize) * 4;
+        let (c, _) = code(alice.submit(rpc::JOB_KIND_GRAPH, random_bytes(n), "").await);
+        assert_eq!(c, Code::InvalidArgument);
+    }
+    let mut flipped = good.clone();
+    let last = flipped.len() - 40;
+    flipped[last] ^= 0xff;
+    let (c, _) = code(alice.submit(rpc::JOB_KIND_GRAPH, flipped, "").await);
+    assert_eq!(c, Code::InvalidArgument);
+
+    // Object-count quota (3): pending uploads count too.
+    for i in 0..3 {
+        let d = Arc::new(random_bytes(100 + i));
+        alice.upload("ckks.ciphertext", d, None).await.unwrap();
+    }
+    let (c, m) = code(
+        alice
+            .upload("ckks.ciphertext", Arc::new(random_bytes(50)), None)
+            .await,
+    );
+    assert_eq!(c, Code::ResourceExhausted, "{m}");
+    // The server is still healthy.
+    assert_eq!(alice.info().await.unwrap().tenant, "alice");
+    s.server.stop().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn job_quota_and_cancellation() {
+    let quota = Quota {
+        max_object_bytes: 1 << 20,
+        max_objects: 100,
+        max_concurrent_jobs: 2,
+    };
+    let s = server(quota, 1).await;
+    let alice = connect(&s, ALICE).await;
+    // A slow key holder keeps the single worker busy.
+    let _session = alice
+        .open_session(
+            &[rpc::CALLBACK_ECHO],
+            Arc::new(|_, p: &[u8]| {
+                std::thread::sleep(Duration::from_millis(1500));
+                Ok(p.to_vec())
+            }),
+        )
+        .await
+        .unwrap();
+    let j1 = alice
+        .submit(rpc::JOB_KIND_ECHO, b"one".to_vec(), "")
+        .await
+        .unwrap();
+    let j2 = alice
+        .submit(rpc::JOB_KIND_ECHO, b"two".to_vec(), "ref-2")
+        .await
+        .unwrap();
+    // Idempotent resubmission by client_ref.
+    let j2b = alice
+        .submit(rpc::JOB_KIND_ECHO, b"two".to_vec(), "ref-2")
+        .await
+        .unwrap();
+    assert_eq!(j2.job_id, j2b.job_id);
+    // A third concurrent job exceeds the quota.
+    let (c, m) = code(
+        alice
+            .submit(rpc::JOB_KIND_ECHO, b"three".to_vec(), "")
+            .await,
+    );
+    assert_eq!(c, Code::ResourceExhausted, "{m}");
+    // j2 is still queued behind j1: cancel it.
+    let c2 = alice.cancel(&j2.job_id).await.unwrap();
+    assert_eq!(c2.state, JobState::Cancelled as i32);
+    let events = std::sync::Mutex::new(vec![]);
+    let d1 = alice
+        .wait(&j1.job_id, &|j| events.lock().unwrap().push(j.state))
+        .await
+        .unwrap();
+    assert_eq!(d1.state, JobState::Succeeded as i32, "{}", d1.error);
+    assert!(
+        events.lock().unwrap().len() >= 2,
+        "progress events were streamed"
+    );
+    let d2 = alice.job(&j2.job_id).await.unwrap();
+    assert_eq!(d2.state, JobState::Cancelled as i32);
+    assert!(d2.outputs.is_empty());
+    s.server.stop().await.unwrap();
+}
+
+/// A small (insecure, test-only) CKKS session, uploaded.
+async fn small_ckks(client: &Client) -> (Arc<CkksParameters>, KeySet, ObjectId) {
+    let lit = test_literal(11, 4);
+    let params = CkksParameters::new_insecure_for_tests(lit.clone(), 40).unwrap();
+    let keys = KeySet::generate(&params, &[1, 2, 4, 8, 16], false).unwrap();
+    let ev = keys.evaluation_keys();
+    let mut spec = SessionSpec {
+        params: ParamSpec {
+            ckks: Some(CkksParamSpec::from_literal(&lit, 40)),
+            tfhe: None,
+        },
+        ..SessionSpec::default()
+    };
+    let relin = ev.relin.as_ref().unwrap().to_bytes(true);
+    spec.relin_key = Some(ObjectId::of(&relin));
+    client
+        .upload("ckks.relin_key", Arc::new(relin), None)
+        .await
+        .unwrap();
+    for g in ev.galois.elements().collect::<Vec<_>>() {
+        let b = ev.galois.get(g).unwrap().to_bytes(true);
+        spec.galois_keys.push(ObjectId::of(&b));
+        client
+            .upload("ckks.galois_key", Arc::new(b), None)
+            .await
+            .unwrap();
+    }
+    client
+        .upload(rpc::SESSION_KIND, Arc::new(spec.encode()), None)
+        .await
+        .unwrap();
+    (params, keys, spec.id())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn ckks_graph_jobs_match_plaintext_and_bad_graphs_are_refused() {
+    let s = server(Quota::default(), 2).await;
+    let alice = connect(&s, ALICE).await;
+    let bob = connect(&s, BOB).await;
+    let (params, keys, session) = small_ckks(&alice).await;
+    let enc = Encoder::new(&params);
+    for count in [1usize, 5, 32] {
+        let values = workload::random_values(count);
+        let ct = keys
+            .encrypt(
+                &enc.encode_real(&values, params.max_level(), params.default_scale())
+                    .unwrap(),
+            )
+            .unwrap()
+            .to_bytes();
+        let id = ObjectId::of(&ct);
+        alice
+            .upload("ckks.ciphertext", Arc::new(ct.clone()), None)
+            .await
+            .unwrap();
+        let job = workload::statistics_graph(session, id, count);
+        let done = workload::run_job(&alice, &job).await.unwrap();
+        let dec = |b: &[u8]| {
+            let c = hecloud_rlwe::Ciphertext::from_bytes(params.rlwe(), b).unwrap();
+            enc.decode_real(&keys.decrypt(&c).unwrap()).unwrap()[0]
+        };
+        let mean = dec(&workload::output(&alice, &done, "mean").await.unwrap());
+        let var = dec(&workload::output(&alice, &done, "variance").await.unwrap());
+        let n = count as f64;
+        let pm = values.iter().sum::<f64>() / n;
+        let pv = values.iter().map(|x| x * x).sum::<f64>() / n - pm * pm;
+        assert!(
+            (mean - pm).abs() < 1e-3,
+            "count {count}: mean {mean} vs {pm}"
+        );
+        assert!(
+            (var - pv).abs() < 1e-2 * pv.abs().max(1.0),
+            "count {count}: var {var} vs {pv}"
+        );
+
+        // Bob uploads the same ciphertext bytes but has no such session.
+        bob.upload("ckks.ciphertext", Arc::new(ct), None)
+            .await
+            .unwrap();
+        let (c, m) = code(bob.submit(rpc::JOB_KIND_GRAPH, job.encode(), "").await);
+        assert_eq!(c, Code::InvalidArgument);
+        assert!(m.contains("not found"), "{m}");
+    }
+    // A graph that needs a rotation key the session lacks is refused up front.
+    let values = workload::random_values(4);
+    let ct = keys
+        .encrypt(
+            &enc.encode_real(&values, params.max_level(), params.default_scale())
+                .unwrap(),
+        )
+        .unwrap()
+        .to_bytes();
+    let id = ObjectId::of(&ct);
+    alice
+        .upload("ckks.ciphertext", Arc::new(ct), None)
+        .await
+        .unwrap();
+    let mut g = hecloud_protocol::Graph::new();
+    let x = g.input(0);
+    let r = g.rotate(x, 3);
+    g.output("r", r);
+    let job = hecloud_protocol::JobSubmission {
+        session,
+        graph: g,
+        inputs: vec![id],
+    };
+    let (c, m) = code(alice.submit(rpc::JOB_KIND_GRAPH, job.encode(), "").await);
+    assert_eq!(c, Code::InvalidArgument);
+    assert!(m.contains("graph refused"), "{m}");
+    // An input that is not a ciphertext of this session.
+    let junk = Arc::new(random_bytes(5000));
+    let o = alice.upload("ckks.ciphertext", junk, None).await.unwrap();
+    let mut g = hecloud_protocol::Graph::new();
+    let x = g.input(0);
+    g.output("x", x);
+    let job = hecloud_protocol::JobSubmission {
+        session,
+        graph: g,
+        inputs: vec![ObjectId::from_hex(&o.object_id).unwrap()],
+    };
+    let (c, m) = code(alice.submit(rpc::JOB_KIND_GRAPH, job.encode(), "").await);
+    assert_eq!(c, Code::InvalidArgument);
+    assert!(m.contains("input 0"), "{m}");
+    let _ = ObjectKind::CkksCiphertext;
+    s.server.stop().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn sixteen_concurrent_clients_run_the_demo_workload() {
+    let s = server(
+        Quota {
+            max_object_bytes: 1 << 30,
+            max_objects: 10_000,
+            max_concurrent_jobs: 64,
+        },
+        2,
+    )
+    .await;
+    let setup = connect(&s, ALICE).await;
+    // One key holder's sessions (as for 16 clients of one tenant): CKKS
+    // (128-bit preset N13) and TFHE.
+    let ck = Arc::new(
+        workload::ckks_setup(
+            &setup,
+            hecloud_ckks::Preset::N13,
+            &workload::sum_rotations(64),
+        )
+        .await
+        .unwrap(),
+    );
+    let tf = Arc::new(workload::tfhe_setup(&setup).await.unwrap());
+    let mut tasks = vec![];
+    for i in 0..16 {
+        let c = connect(&s, ALICE).await;
+        let (ck, tf) = (ck.clone(), tf.clone());
+        tasks.push(tokio::spawn(async move {
+            let values = workload::random_values(10 + 3 * i);
+            let a = workload::ckks_statistics(&c, &ck, &values).await?;
+            let b = workload::tfhe_compare(&c, &tf, 4).await?;
+            let d = workload::tfhe_sum(&c, &tf, 2, 3).await?;
+            Ok::<_, hecloud_client::ClientError>([a, b, d])
+        }));
+    }
+    let mut errors = vec![];
+    for t in tasks {
+        match t.await.unwrap() {
+            Ok(steps) => {
+                for s in steps {
+                    if !s.ok {
+                        errors.push(format!("{}: {}", s.name, s.detail));
+                    }
+                }
+            }
+            Err(e) => errors.push(e.to_string()),
+        }
+    }
+    assert!(errors.is_empty(), "{errors:?}");
+    s.server.stop().await.unwrap();
+}

@@ -1,0 +1,257 @@
+//! Server configuration: a TOML file, then `HECLOUD_*` environment
+//! variables, then command-line flags (applied by the caller), each
+//! overriding the one before.
+//!
+//! ```toml
+//! listen = "127.0.0.1:7443"
+//! data_dir = "/var/lib/hecloud"
+//! workers = 2
+//! tls = true            # certificates under <data_dir>/tls, generated on first start
+//!
+//! [quota]
+//! max_object_bytes = 1073741824
+//! max_objects = 10000
+//! max_concurrent_jobs = 4
+//!
+//! [[tenants]]
+//! name = "alice"
+//! token_blake3 = "…64 hex…"   # or `token = "…"` (plain, for tests)
+//! ```
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use serde::Deserialize;
+
+use crate::error::{Result, ServerError};
+
+/// Per-tenant limits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Quota {
+    /// Largest object in bytes.
+    pub max_object_bytes: u64,
+    /// Most objects (stored plus pending uploads).
+    pub max_objects: u64,
+    /// Most jobs queued or running at once.
+    pub max_concurrent_jobs: u32,
+}
+
+impl Default for Quota {
+    fn default() -> Self {
+        Self {
+            max_object_bytes: 2 << 30,
+            max_objects: 10_000,
+            max_concurrent_jobs: 16,
+        }
+    }
+}
+
+/// One tenant.
+#[derive(Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TenantConfig {
+    /// Name (1..64 chars of `[a-z0-9_-]`).
+    pub name: String,
+    /// Bearer token in clear (tests, embedded setups).
+    #[serde(default)]
+    pub token: Option<String>,
+    /// Hex BLAKE3 of the bearer token (production configs).
+    #[serde(default)]
+    pub token_blake3: Option<String>,
+}
+
+impl std::fmt::Debug for TenantConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TenantConfig")
+            .field("name", &self.name)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The whole configuration.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ServerConfig {
+    /// Address to listen on.
+    pub listen: SocketAddr,
+    /// Folder of the durable store (and of generated TLS material).
+    pub data_dir: PathBuf,
+    /// Worker threads for jobs.
+    pub workers: usize,
+    /// Serve TLS (certificates from `tls_cert`/`tls_key`, or generated under
+    /// `<data_dir>/tls`).
+    pub tls: bool,
+    /// Server certificate chain (PEM).
+    pub tls_cert: Option<PathBuf>,
+    /// Server private key (PEM).
+    pub tls_key: Option<PathBuf>,
+    /// Largest upload chunk in bytes.
+    pub max_chunk_bytes: u32,
+    /// Times a job interrupted by a restart is run again before it fails.
+    pub max_job_attempts: u32,
+    /// Accept insecure (test) CKKS parameter sets.
+    pub allow_insecure_params: bool,
+    /// Per-tenant limits.
+    pub quota: Quota,
+    /// Tenants.
+    pub tenants: Vec<TenantConfig>,
+}
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        Self {
+            listen: "127.0.0.1:7443".parse().expect("valid address"),
+            data_dir: PathBuf::from("hecloud-data"),
+            workers: 2,
+            tls: true,
+            tls_cert: None,
+            tls_key: None,
+            max_chunk_bytes: 4 << 20,
+            max_job_attempts: 2,
+            allow_insecure_params: false,
+            quota: Quota::default(),
+            tenants: vec![],
+        }
+    }
+}
+
+fn valid_name(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= 64
+        && s.bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_' || b == b'-')
+}
+
+impl ServerConfig {
+    /// Parses a TOML configuration.
+    pub fn from_toml(text: &str) -> Result<Self> {
+        toml::from_str(text).map_err(|e| ServerError::Config(e.to_string()))
+    }
+
+    /// Reads a TOML configuration file.
+    pub fn from_file(path: &std::path::Path) -> Result<Self> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| ServerError::Config(format!("{}: {e}", path.display())))?;
+        Self::from_toml(&text)
+    }
+
+    /// Applies `HECLOUD_LISTEN`, `HECLOUD_DATA_DIR`, `HECLOUD_WORKERS`,
+    /// `HECLOUD_TLS` (0/1) and `HECLOUD_TENANT=name:token` from `env`.
+    pub fn apply_env(&mut self, env: impl Fn(&str) -> Option<String>) -> Result<()> {
+        let bad = |k: &str, v: &str| ServerError::Config(format!("{k}={v:?} is not valid"));
+        if let Some(v) = env("HECLOUD_LISTEN") {
+            self.listen = v.parse().map_err(|_| bad("HECLOUD_LISTEN", &v))?;
+        }
+        if let Some(v) = env("HECLOUD_DATA_DIR") {
+            self.data_dir = v.into();
+        }
+        if let Some(v) = env("HECLOUD_WORKERS") {
+            self.workers = v.parse().map_err(|_| bad("HECLOUD_WORKERS", &v))?;
+        }
+        if let Some(v) = env("HECLOUD_TLS") {
+            self.tls = match v.as_str() {
+                "1" | "true" => true,
+                "0" | "false" => false,
+                _ => return Err(bad("HECLOUD_TLS", &v)),
+            };
+        }
+        if let Some(v) = env("HECLOUD_TENANT") {
+            let (name, token) = v
+                .split_once(':')
+                .ok_or_else(|| ServerError::Config("HECLOUD_TENANT must be name:token".into()))?;
+            self.tenants.push(TenantConfig {
+                name: name.into(),
+                token: Some(token.into()),
+                token_blake3: None,
+            });
+        }
+        Ok(())
+    }
+
+    /// Checks the configuration.
+    pub fn validate(&self) -> Result<()> {
+        if self.workers == 0 || self.workers > 1024 {
+            return Err(ServerError::Config("workers must be 1..=1024".into()));
+        }
+        if !(1024..=64 << 20).contains(&self.max_chunk_bytes) {
+            return Err(ServerError::Config(
+                "max_chunk_bytes must be 1 KiB..=64 MiB".into(),
+            ));
+        }
+        if self.tls_cert.is_some() != self.tls_key.is_some() {
+            return Err(ServerError::Config(
+                "tls_cert and tls_key go together".into(),
+            ));
+        }
+        let mut names = std::collections::HashSet::new();
+        for t in &self.tenants {
+            if !valid_name(&t.name) {
+                return Err(ServerError::Config(format!(
+                    "tenant name {:?}: 1..64 chars of [a-z0-9_-]",
+                    t.name
+                )));
+            }
+            if !names.insert(&t.name) {
+                return Err(ServerError::Config(format!("tenant {} twice", t.name)));
+            }
+            match (&t.token, &t.token_blake3) {
+                (Some(tok), None) if tok.len() >= 16 => {}
+                (None, Some(h)) if h.len() == 64 && hex::decode(h).is_ok() => {}
+                _ => {
+                    return Err(ServerError::Config(format!(
+                        "tenant {}: give exactly one of token (≥ 16 chars) or token_blake3 (64 hex)",
+                        t.name
+                    )));
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn file_env_and_checks() {
+        let mut c = ServerConfig::from_toml(
+            r#"
+            listen = "127.0.0.1:9000"
+            workers = 3
+            [quota]
+            max_objects = 5
+            [[tenants]]
+            name = "alice"
+            token = "0123456789abcdef0123"
+            "#,
+        )
+        .unwrap();
+        assert_eq!(c.workers, 3);
+        assert_eq!(c.quota.max_objects, 5);
+        assert_eq!(
+            c.quota.max_concurrent_jobs,
+            Quota::default().max_concurrent_jobs
+        );
+        c.validate().unwrap();
+        c.apply_env(|k| match k {
+            "HECLOUD_WORKERS" => Some("7".into()),
+            "HECLOUD_TENANT" => Some("bob:abcdefabcdefabcdef".into()),
+            _ => None,
+        })
+        .unwrap();
+        assert_eq!(c.workers, 7);
+        assert_eq!(c.tenants.len(), 2);
+        c.validate().unwrap();
+        // The token never shows in Debug output.
+        assert!(!format!("{c:?}").contains("0123456789abcdef0123"));
+        assert!(ServerConfig::from_toml("nonsense = 1").is_err());
+        c.tenants[1].name = "Bad Name".into();
+        assert!(c.validate().is_err());
+        assert!(
+            c.apply_env(|k| (k == "HECLOUD_WORKERS").then(|| "x".into()))
+                .is_err()
+        );
+    }
+}

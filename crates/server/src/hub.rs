@@ -1,0 +1,165 @@
+//! Key-holder sessions: the bidirectional stream on which the server calls
+//! back a tenant's key holder (e.g. to refresh a ciphertext) and waits for
+//! the answer.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use hecloud_protocol::rpc::{CallbackRequest, SessionServerMsg, session_server_msg};
+use tokio::sync::{mpsc, oneshot};
+
+use crate::error::{Result, ServerError};
+
+type Pending = HashMap<
+    u64,
+    (
+        String,
+        oneshot::Sender<std::result::Result<Vec<u8>, String>>,
+    ),
+>;
+
+#[derive(Debug)]
+struct Session {
+    id: u64,
+    tenant: String,
+    capabilities: Vec<String>,
+    tx: mpsc::Sender<std::result::Result<SessionServerMsg, tonic::Status>>,
+}
+
+/// Every open key-holder session, by tenant.
+#[derive(Debug, Default)]
+pub struct SessionHub {
+    sessions: Mutex<Vec<Session>>,
+    pending: Mutex<Pending>,
+    next: AtomicU64,
+}
+
+/// How long a callback waits for a key holder to connect.
+pub const SESSION_WAIT: Duration = Duration::from_secs(5);
+
+/// Largest callback payload (request or reply).
+pub const MAX_CALLBACK_BYTES: usize = 64 << 20;
+
+impl SessionHub {
+    /// Registers a session; returns its id.
+    pub fn register(
+        &self,
+        tenant: &str,
+        capabilities: Vec<String>,
+        tx: mpsc::Sender<std::result::Result<SessionServerMsg, tonic::Status>>,
+    ) -> u64 {
+        let id = self.next.fetch_add(1, Ordering::Relaxed) + 1;
+        self.sessions.lock().unwrap().push(Session {
+            id,
+            tenant: tenant.into(),
+            capabilities,
+            tx,
+        });
+        id
+    }
+
+    /// Removes a session (its stream ended).
+    pub fn unregister(&self, id: u64) {
+        self.sessions.lock().unwrap().retain(|s| s.id != id);
+    }
+
+    /// Number of open sessions of a tenant.
+    pub fn count(&self, tenant: &str) -> usize {
+        self.sessions
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|s| s.tenant == tenant)
+            .count()
+    }
+
+    /// Routes a key holder's reply to the waiting call. Replies to unknown
+    /// request ids (late, or for another tenant) are dropped.
+    pub fn deliver(
+        &self,
+        tenant: &str,
+        request_id: u64,
+        reply: std::result::Result<Vec<u8>, String>,
+    ) {
+        // A reply is accepted only from a session of the tenant the request went to.
+        let mut p = self.pending.lock().unwrap();
+        if p.get(&request_id).is_some_and(|(t, _)| t == tenant) {
+            if let Some((_, tx)) = p.remove(&request_id) {
+                let _ = tx.send(reply);
+            }
+        }
+    }
+
+    /// Sends `kind`/`payload` to one of `tenant`'s key holders that announced
+    /// `kind` and waits up to `timeout` for its answer.
+    pub async fn call(
+        &self,
+        tenant: &str,
+        kind: &str,
+        payload: Vec<u8>,
+        timeout: Duration,
+    ) -> Result<Vec<u8>> {
+        if payload.len() > MAX_CALLBACK_BYTES {
+            return Err(ServerError::InvalidArgument(
+                "callback payload too large".into(),
+            ));
+        }
+        // A key holder may be (re)connecting: wait for one a little while.
+        let deadline = tokio::time::Instant::now() + SESSION_WAIT;
+        let tx = loop {
+            let found = {
+                let s = self.sessions.lock().unwrap();
+                s.iter()
+                    .rev()
+                    .find(|s| s.tenant == tenant && s.capabilities.iter().any(|c| c == kind))
+                    .map(|s| s.tx.clone())
+            };
+            match found {
+                Some(tx) => break tx,
+                None if tokio::time::Instant::now() < deadline => {
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+                None => {
+                    return Err(ServerError::Precondition(format!(
+                        "no key-holder session answers `{kind}` for this tenant"
+                    )));
+                }
+            }
+        };
+        let request_id = self.next.fetch_add(1, Ordering::Relaxed) + 1;
+        let (otx, orx) = oneshot::channel();
+        self.pending
+            .lock()
+            .unwrap()
+            .insert(request_id, (tenant.to_string(), otx));
+        let msg = SessionServerMsg {
+            msg: Some(session_server_msg::Msg::Request(CallbackRequest {
+                request_id,
+                kind: kind.into(),
+                payload,
+            })),
+        };
+        if tx.send(Ok(msg)).await.is_err() {
+            self.pending.lock().unwrap().remove(&request_id);
+            return Err(ServerError::Precondition(
+                "the key-holder session closed".into(),
+            ));
+        }
+        let out = tokio::time::timeout(timeout, orx).await;
+        self.pending.lock().unwrap().remove(&request_id);
+        match out {
+            Err(_) => Err(ServerError::Precondition(format!(
+                "the key holder did not answer within {timeout:?}"
+            ))),
+            Ok(Err(_)) => Err(ServerError::Precondition(
+                "the key-holder session closed".into(),
+            )),
+            Ok(Ok(Err(e))) => Err(ServerError::Precondition(format!(
+                "the key holder refused: {e}"
+            ))),
+            Ok(Ok(Ok(bytes))) => Ok(bytes),
+        }
+    }
+}

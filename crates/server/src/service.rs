@@ -1,0 +1,614 @@
+//! The gRPC service: authentication, uploads, downloads, jobs and sessions.
+
+use std::collections::HashMap;
+use std::io::{Read, Seek, Write};
+use std::pin::Pin;
+use std::sync::Arc;
+
+use hecloud_protocol::rpc::{
+    self, DataChunk, DownloadRequest, InfoReply, InfoRequest, JobInfo, JobRef, ListObjectsReply,
+    ListObjectsRequest, ObjectInfo, ObjectRef, SessionClientMsg, SessionServerMsg, SessionWelcome,
+    SubmitRequest, UploadChunk, UploadOffsetReply, UploadOffsetRequest, hecloud_server::Hecloud,
+    session_client_msg, session_server_msg,
+};
+use tokio::sync::mpsc;
+use tokio_stream::wrappers::ReceiverStream;
+use tokio_stream::{Stream, StreamExt};
+use tonic::{Request, Response, Status, Streaming};
+
+use crate::config::{Quota, ServerConfig};
+use crate::error::ServerError;
+use crate::hub::{MAX_CALLBACK_BYTES, SessionHub};
+use crate::jobs::Jobs;
+use crate::store::{JobRecord, ObjectMeta, Store, UploadMeta};
+
+/// Bytes per download chunk.
+pub const DOWNLOAD_CHUNK: usize = 1 << 20;
+
+/// The service state.
+pub struct Service {
+    store: Arc<Store>,
+    jobs: Arc<Jobs>,
+    hub: Arc<SessionHub>,
+    /// BLAKE3(token) → tenant.
+    tokens: HashMap<[u8; 32], String>,
+    quota: Quota,
+    max_chunk: u32,
+}
+
+impl std::fmt::Debug for Service {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Service").finish_non_exhaustive()
+    }
+}
+
+type BoxStream<T> = Pin<Box<dyn Stream<Item = Result<T, Status>> + Send + 'static>>;
+
+async fn blocking<T: Send + 'static>(
+    f: impl FnOnce() -> Result<T, ServerError> + Send + 'static,
+) -> Result<T, Status> {
+    tokio::task::spawn_blocking(f)
+        .await
+        .map_err(|_| Status::internal("internal server error"))?
+        .map_err(Status::from)
+}
+
+fn valid_upload_id(s: &str) -> bool {
+    (16..=64).contains(&s.len())
+        && s.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+}
+
+fn valid_object_id(s: &str) -> bool {
+    s.len() == 64 && s.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
+}
+
+fn check_object_id(s: &str) -> Result<(), Status> {
+    if valid_object_id(s) {
+        Ok(())
+    } else {
+        Err(Status::invalid_argument(
+            "object id must be 64 lower-case hex characters (a BLAKE3 hash)",
+        ))
+    }
+}
+
+fn check_job_id(s: &str) -> Result<(), Status> {
+    if s.len() == 32 && s.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f')) {
+        Ok(())
+    } else {
+        Err(Status::invalid_argument(
+            "job id must be 32 lower-case hex characters",
+        ))
+    }
+}
+
+/// Wire form of an object's metadata.
+pub fn object_info(m: &ObjectMeta) -> ObjectInfo {
+    ObjectInfo {
+        object_id: m.id.clone(),
+        kind: m.kind.clone(),
+        size: m.size,
+        created_unix_ms: m.created_ms,
+    }
+}
+
+/// Wire form of a job.
+pub fn job_info(r: &JobRecord) -> JobInfo {
+    JobInfo {
+        job_id: r.id.clone(),
+        kind: r.kind.clone(),
+        state: r.state as i32,
+        progress: r.progress,
+        message: r.message.clone(),
+        outputs: r
+            .outputs
+            .iter()
+            .map(|o| rpc::JobOutput {
+                name: o.name.clone(),
+                object_id: o.object.id.clone(),
+                kind: o.object.kind.clone(),
+                size: o.object.size,
+            })
+            .collect(),
+        error: r.error.clone(),
+        created_unix_ms: r.created_ms,
+        finished_unix_ms: r.finished_ms,
+        compute_micros: r.compute_us,
+    }
+}
+
+impl Service {
+    /// A service over a store, a job manager and a session hub.
+    pub fn new(
+        config: &ServerConfig,
+        store: Arc<Store>,
+        jobs: Arc<Jobs>,
+        hub: Arc<SessionHub>,
+    ) -> Self {
+        let mut tokens = HashMap::new();
+        for t in &config.tenants {
+            let h = match (&t.token, &t.token_blake3) {
+                (Some(tok), _) => *blake3::hash(tok.as_bytes()).as_bytes(),
+                (None, Some(h)) => match hex::decode(h)
+                    .ok()
+                    .and_then(|v| <[u8; 32]>::try_from(v).ok())
+                {
+                    Some(a) => a,
+                    None => continue,
+                },
+                (None, None) => continue,
+            };
+            tokens.insert(h, t.name.clone());
+        }
+        Self {
+            store,
+            jobs,
+            hub,
+            tokens,
+            quota: config.quota,
+            max_chunk: config.max_chunk_bytes,
+        }
+    }
+
+    fn tenant<T>(&self, req: &Request<T>) -> Result<String, Status> {
+        let v = req
+            .metadata()
+            .get("authorization")
+            .ok_or_else(|| Status::unauthenticated("missing `authorization: Bearer <token>`"))?;
+        let v = v
+            .to_str()
+            .map_err(|_| Status::unauthenticated("malformed authorization header"))?;
+        let tok = v
+            .strip_prefix("Bearer ")
+            .ok_or_else(|| Status::unauthenticated("authorization must be `Bearer <token>`"))?;
+        let h = *blake3::hash(tok.trim().as_bytes()).as_bytes();
+        self.tokens
+            .get(&h)
+            .cloned()
+            .ok_or_else(|| Status::unauthenticated("unknown token"))
+    }
+}
+
+#[tonic::async_trait]
+impl Hecloud for Service {
+    async fn info(&self, req: Request<InfoRequest>) -> Result<Response<InfoReply>, Status> {
+        let tenant = self.tenant(&req)?;
+        Ok(Response::new(InfoReply {
+            server_version: env!("CARGO_PKG_VERSION").into(),
+            protocol_version: rpc::PROTOCOL_VERSION,
+            tenant,
+            max_object_bytes: self.quota.max_object_bytes,
+            max_objects: self.quota.max_objects,
+            max_concurrent_jobs: self.quota.max_concurrent_jobs,
+            max_chunk_bytes: self.max_chunk,
+            job_kinds: self.jobs.kinds(),
+        }))
+    }
+
+    async fn upload(
+        &self,
+        req: Request<Streaming<UploadChunk>>,
+    ) -> Result<Response<ObjectInfo>, Status> {
+        let tenant = self.tenant(&req)?;
+        let mut stream = req.into_inner();
+        let first = stream
+            .message()
+            .await?
+            .ok_or_else(|| Status::invalid_argument("empty upload stream"))?;
+        let h = first.header.clone().ok_or_else(|| {
+            Status::invalid_argument("the first upload message must carry the header")
+        })?;
+        if !valid_upload_id(&h.upload_id) {
+            return Err(Status::invalid_argument(
+                "upload_id must be 16..64 characters of [0-9A-Za-z_-]",
+            ));
+        }
+        if !rpc::is_known_kind(&h.kind) {
+            return Err(Status::invalid_argument(format!(
+                "unknown object kind {:?}",
+                h.kind
+            )));
+        }
+        if h.total_bytes == 0 {
+            return Err(Status::invalid_argument("an object has at least one byte"));
+        }
+        if h.total_bytes > self.quota.max_object_bytes {
+            return Err(Status::invalid_argument(format!(
+                "object of {} bytes exceeds the limit of {} bytes",
+                h.total_bytes, self.quota.max_object_bytes
+            )));
+        }
+        if h.blake3.len() != 32 {
+            return Err(Status::invalid_argument("blake3 must be 32 bytes"));
+        }
+        if h.kind == rpc::SESSION_KIND && h.total_bytes > 1 << 20 {
+            return Err(Status::invalid_argument("a session spec is at most 1 MiB"));
+        }
+        let meta = UploadMeta {
+            kind: h.kind.clone(),
+            total: h.total_bytes,
+            hash: hex::encode(&h.blake3),
+        };
+        // Already stored for this tenant: nothing to transfer.
+        let (store, t, m) = (self.store.clone(), tenant.clone(), meta.clone());
+        if let Some(o) = blocking(move || store.object(&t, &m.hash)).await? {
+            if o.kind == meta.kind {
+                return Ok(Response::new(object_info(&o)));
+            }
+        }
+        let (store, t, m, uid, max) = (
+            self.store.clone(),
+            tenant.clone(),
+            meta.clone(),
+            h.upload_id.clone(),
+            self.quota.max_objects,
+        );
+        let have = blocking(move || {
+            if store.upload(&t, &uid)?.is_none()
+                && store.count_objects(&t)? + store.count_uploads(&t)? >= max
+            {
+                return Err(ServerError::Quota(format!("object limit of {max} reached")));
+            }
+            store.begin_upload(&t, &uid, &m)
+        })
+        .await?;
+        let (store, t, uid) = (self.store.clone(), tenant.clone(), h.upload_id.clone());
+        let mut file = blocking(move || store.open_part(&t, &uid, have)).await?;
+        let mut received = have;
+        let mut next = Some(first);
+        let mut stream_error = None;
+        loop {
+            let msg = match next.take() {
+                Some(m) => m,
+                None => match stream.next().await {
+                    None => break,
+                    Some(Ok(m)) => {
+                        if m.header.is_some() {
+                            stream_error = Some(Status::invalid_argument(
+                                "only the first upload message carries a header",
+                            ));
+                            break;
+                        }
+                        m
+                    }
+                    Some(Err(e)) => {
+                        stream_error = Some(e);
+                        break;
+                    }
+                },
+            };
+            if msg.data.is_empty() {
+                continue;
+            }
+            if msg.offset != received {
+                stream_error = Some(Status::invalid_argument(format!(
+                    "chunk at offset {} but {received} bytes are held: resume from {received}",
+                    msg.offset
+                )));
+                break;
+            }
+            if msg.data.len() > self.max_chunk as usize {
+                stream_error = Some(Status::invalid_argument(format!(
+                    "chunk of {} bytes exceeds the limit of {}",
+                    msg.data.len(),
+                    self.max_chunk
+                )));
+                break;
+            }
+            if received + msg.data.len() as u64 > meta.total {
+                stream_error = Some(Status::invalid_argument(format!(
+                    "more bytes than the {} announced",
+                    meta.total
+                )));
+                break;
+            }
+            if let Err(e) = tokio::task::block_in_place(|| file.write_all(&msg.data)) {
+                return Err(ServerError::Io(e).into());
+            }
+            received += msg.data.len() as u64;
+        }
+        // What was received is kept (durably) for a resume.
+        let synced = tokio::task::block_in_place(|| file.sync_all());
+        drop(file);
+        synced.map_err(ServerError::Io)?;
+        if let Some(e) = stream_error {
+            return Err(e);
+        }
+        if received < meta.total {
+            return Err(Status::invalid_argument(format!(
+                "upload stream ended at {received} of {} bytes: resume from {received}",
+                meta.total
+            )));
+        }
+        let (store, t, uid) = (self.store.clone(), tenant.clone(), h.upload_id.clone());
+        let obj = blocking(move || {
+            if meta.kind == rpc::SESSION_KIND {
+                // A session spec is small: check it decodes before accepting it.
+                let part = store
+                    .root()
+                    .join("uploads")
+                    .join(&t)
+                    .join(format!("{uid}.part"));
+                let bytes = std::fs::read(part)?;
+                if let Err(e) =
+                    <hecloud_protocol::SessionSpec as hecloud_protocol::Message>::decode(&bytes)
+                {
+                    return Err(ServerError::InvalidArgument(format!("session spec: {e}")));
+                }
+            }
+            store.finish_upload(&t, &uid, &meta)
+        })
+        .await?;
+        tracing::info!(%tenant, object = %obj.id, kind = %obj.kind, size = obj.size, "object stored");
+        Ok(Response::new(object_info(&obj)))
+    }
+
+    async fn upload_offset(
+        &self,
+        req: Request<UploadOffsetRequest>,
+    ) -> Result<Response<UploadOffsetReply>, Status> {
+        let tenant = self.tenant(&req)?;
+        let uid = req.into_inner().upload_id;
+        if !valid_upload_id(&uid) {
+            return Err(Status::invalid_argument(
+                "upload_id must be 16..64 characters of [0-9A-Za-z_-]",
+            ));
+        }
+        let store = self.store.clone();
+        let r = blocking(move || store.upload(&tenant, &uid)).await?;
+        Ok(Response::new(match r {
+            Some((_, have)) => UploadOffsetReply {
+                received: have,
+                complete: false,
+                object_id: String::new(),
+            },
+            None => UploadOffsetReply::default(),
+        }))
+    }
+
+    type DownloadStream = BoxStream<DataChunk>;
+
+    async fn download(
+        &self,
+        req: Request<DownloadRequest>,
+    ) -> Result<Response<Self::DownloadStream>, Status> {
+        let tenant = self.tenant(&req)?;
+        let r = req.into_inner();
+        check_object_id(&r.object_id)?;
+        let store = self.store.clone();
+        let id = r.object_id.clone();
+        let meta = blocking(move || store.object(&tenant, &id))
+            .await?
+            .ok_or_else(|| Status::not_found(format!("object {} not found", r.object_id)))?;
+        if r.offset > meta.size {
+            return Err(Status::invalid_argument(format!(
+                "offset {} is past the end ({} bytes)",
+                r.offset, meta.size
+            )));
+        }
+        let path = self.store.blob_path(&meta.id);
+        let (tx, rx) = mpsc::channel(4);
+        tokio::task::spawn_blocking(move || {
+            let mut f = match std::fs::File::open(&path) {
+                Ok(f) => f,
+                Err(e) => {
+                    tracing::error!(error = %e, "blob missing");
+                    let _ = tx.blocking_send(Err(Status::internal("internal server error")));
+                    return;
+                }
+            };
+            let mut off = r.offset;
+            if f.seek(std::io::SeekFrom::Start(off)).is_err() {
+                let _ = tx.blocking_send(Err(Status::internal("internal server error")));
+                return;
+            }
+            while off < meta.size {
+                let n = DOWNLOAD_CHUNK.min((meta.size - off) as usize);
+                let mut buf = vec![0u8; n];
+                if f.read_exact(&mut buf).is_err() {
+                    let _ = tx.blocking_send(Err(Status::internal("internal server error")));
+                    return;
+                }
+                let chunk = DataChunk {
+                    offset: off,
+                    data: buf,
+                    total_bytes: meta.size,
+                };
+                off += n as u64;
+                if tx.blocking_send(Ok(chunk)).is_err() {
+                    return;
+                }
+            }
+        });
+        Ok(Response::new(Box::pin(ReceiverStream::new(rx))))
+    }
+
+    async fn list_objects(
+        &self,
+        req: Request<ListObjectsRequest>,
+    ) -> Result<Response<ListObjectsReply>, Status> {
+        let tenant = self.tenant(&req)?;
+        let store = self.store.clone();
+        let objs = blocking(move || store.list_objects(&tenant)).await?;
+        Ok(Response::new(ListObjectsReply {
+            objects: objs.iter().map(object_info).collect(),
+        }))
+    }
+
+    async fn delete_object(&self, req: Request<ObjectRef>) -> Result<Response<ObjectInfo>, Status> {
+        let tenant = self.tenant(&req)?;
+        let id = req.into_inner().object_id;
+        check_object_id(&id)?;
+        let store = self.store.clone();
+        let i = id.clone();
+        let m = blocking(move || store.delete_object(&tenant, &i))
+            .await?
+            .ok_or_else(|| Status::not_found(format!("object {id} not found")))?;
+        Ok(Response::new(object_info(&m)))
+    }
+
+    async fn submit(&self, req: Request<SubmitRequest>) -> Result<Response<JobInfo>, Status> {
+        let tenant = self.tenant(&req)?;
+        let r = req.into_inner();
+        if r.client_ref.len() > 128 {
+            return Err(Status::invalid_argument("client_ref is at most 128 bytes"));
+        }
+        if !r.inputs.is_empty() {
+            return Err(Status::invalid_argument(
+                "inputs are named inside the job spec for the built-in job kinds; leave `inputs` empty",
+            ));
+        }
+        let jobs = self.jobs.clone();
+        let rec = blocking(move || jobs.submit(&tenant, &r.kind, &r.spec, &r.client_ref)).await?;
+        Ok(Response::new(job_info(&rec)))
+    }
+
+    async fn get_job(&self, req: Request<JobRef>) -> Result<Response<JobInfo>, Status> {
+        let tenant = self.tenant(&req)?;
+        let id = req.into_inner().job_id;
+        check_job_id(&id)?;
+        let store = self.store.clone();
+        let i = id.clone();
+        let rec = blocking(move || store.job(&tenant, &i))
+            .await?
+            .ok_or_else(|| Status::not_found(format!("job {id} not found")))?;
+        Ok(Response::new(job_info(&rec)))
+    }
+
+    type WatchJobStream = BoxStream<JobInfo>;
+
+    async fn watch_job(
+        &self,
+        req: Request<JobRef>,
+    ) -> Result<Response<Self::WatchJobStream>, Status> {
+        let tenant = self.tenant(&req)?;
+        let id = req.into_inner().job_id;
+        check_job_id(&id)?;
+        let mut events = self.jobs.subscribe();
+        let store = self.store.clone();
+        let (t, i) = (tenant.clone(), id.clone());
+        let first = blocking(move || store.job(&t, &i))
+            .await?
+            .ok_or_else(|| Status::not_found(format!("job {id} not found")))?;
+        let (tx, rx) = mpsc::channel(16);
+        let store = self.store.clone();
+        tokio::spawn(async move {
+            let mut last = job_info(&first);
+            let done = first.state.is_final();
+            if tx.send(Ok(last.clone())).await.is_err() || done {
+                return;
+            }
+            loop {
+                // Wake on an event for this job, or every second regardless.
+                let wake = tokio::time::timeout(std::time::Duration::from_secs(1), async {
+                    loop {
+                        match events.recv().await {
+                            Ok((t, j)) if t == tenant && j == id => return true,
+                            Ok(_) => continue,
+                            Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {
+                                return true;
+                            }
+                            Err(_) => return false,
+                        }
+                    }
+                })
+                .await;
+                if wake == Ok(false) {
+                    return;
+                }
+                let (s, t, i) = (store.clone(), tenant.clone(), id.clone());
+                let rec = match tokio::task::spawn_blocking(move || s.job(&t, &i)).await {
+                    Ok(Ok(Some(r))) => r,
+                    _ => return,
+                };
+                let info = job_info(&rec);
+                if info != last {
+                    last = info.clone();
+                    if tx.send(Ok(info)).await.is_err() {
+                        return;
+                    }
+                }
+                if rec.state.is_final() {
+                    return;
+                }
+            }
+        });
+        Ok(Response::new(Box::pin(ReceiverStream::new(rx))))
+    }
+
+    async fn cancel_job(&self, req: Request<JobRef>) -> Result<Response<JobInfo>, Status> {
+        let tenant = self.tenant(&req)?;
+        let id = req.into_inner().job_id;
+        check_job_id(&id)?;
+        let jobs = self.jobs.clone();
+        let rec = blocking(move || jobs.cancel(&tenant, &id)).await?;
+        Ok(Response::new(job_info(&rec)))
+    }
+
+    type SessionStream = BoxStream<SessionServerMsg>;
+
+    async fn session(
+        &self,
+        req: Request<Streaming<SessionClientMsg>>,
+    ) -> Result<Response<Self::SessionStream>, Status> {
+        let tenant = self.tenant(&req)?;
+        let mut inbound = req.into_inner();
+        let hello = match inbound.message().await? {
+            Some(SessionClientMsg {
+                msg: Some(session_client_msg::Msg::Hello(h)),
+            }) => h,
+            _ => {
+                return Err(Status::invalid_argument(
+                    "a session starts with a hello message",
+                ));
+            }
+        };
+        if hello.capabilities.len() > 64 || hello.capabilities.iter().any(|c| c.len() > 64) {
+            return Err(Status::invalid_argument(
+                "at most 64 capabilities of 64 bytes",
+            ));
+        }
+        let (tx, rx) = mpsc::channel(16);
+        let sid = self.hub.register(&tenant, hello.capabilities, tx.clone());
+        tracing::info!(%tenant, session = sid, "key-holder session opened");
+        let _ = tx
+            .send(Ok(SessionServerMsg {
+                msg: Some(session_server_msg::Msg::Welcome(SessionWelcome {
+                    session_id: sid.to_string(),
+                })),
+            }))
+            .await;
+        let hub = self.hub.clone();
+        tokio::spawn(async move {
+            while let Some(m) = inbound.next().await {
+                match m {
+                    Ok(SessionClientMsg {
+                        msg: Some(session_client_msg::Msg::Reply(r)),
+                    }) => {
+                        let reply = if !r.error.is_empty() {
+                            Err(r.error.chars().take(512).collect())
+                        } else if r.payload.len() > MAX_CALLBACK_BYTES {
+                            Err("reply too large".into())
+                        } else {
+                            Ok(r.payload)
+                        };
+                        hub.deliver(&tenant, r.request_id, reply);
+                    }
+                    Ok(_) => {
+                        let _ = tx
+                            .send(Err(Status::invalid_argument(
+                                "only replies are expected after the hello",
+                            )))
+                            .await;
+                        break;
+                    }
+                    Err(_) => break,
+                }
+            }
+            hub.unregister(sid);
+            tracing::info!(%tenant, session = sid, "key-holder session closed");
+        });
+        Ok(Response::new(Box::pin(ReceiverStream::new(rx))))
+    }
+}

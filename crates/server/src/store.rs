@@ -1,0 +1,666 @@
+//! The durable store: SQLite (WAL, `synchronous=FULL`) for metadata and
+//! content-addressed blob files for object bytes.
+//!
+//! A blob is written to a temporary file, fsynced, renamed to
+//! `blobs/<2 hex>/<64 hex>` and its directory fsynced; only then is the
+//! metadata row committed and the object acknowledged. A crash at any point
+//! leaves either no object or a complete one. Partial uploads live in
+//! `uploads/<tenant>/<upload id>.part` so that a client can resume them.
+
+use std::fs::{self, File, OpenOptions};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use rusqlite::{Connection, OptionalExtension, params};
+
+use crate::error::{Result, ServerError};
+
+/// Metadata of one stored object.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ObjectMeta {
+    /// Hex BLAKE3 of the content.
+    pub id: String,
+    /// Object kind (e.g. `ckks.ciphertext`).
+    pub kind: String,
+    /// Size in bytes.
+    pub size: u64,
+    /// Creation time (Unix ms).
+    pub created_ms: i64,
+}
+
+/// A pending (resumable) upload.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UploadMeta {
+    /// Object kind.
+    pub kind: String,
+    /// Announced total length.
+    pub total: u64,
+    /// Announced hex BLAKE3.
+    pub hash: String,
+}
+
+/// Job states as stored (the same numbering as the wire's `JobState`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum JobState {
+    /// Waiting for a worker.
+    Queued = 1,
+    /// On a worker.
+    Running = 2,
+    /// Done; outputs stored.
+    Succeeded = 3,
+    /// Failed; `error` says why.
+    Failed = 4,
+    /// Cancelled.
+    Cancelled = 5,
+}
+
+impl JobState {
+    fn from_i64(v: i64) -> Self {
+        match v {
+            1 => Self::Queued,
+            2 => Self::Running,
+            3 => Self::Succeeded,
+            5 => Self::Cancelled,
+            _ => Self::Failed,
+        }
+    }
+
+    /// Whether the state is final.
+    pub fn is_final(self) -> bool {
+        matches!(self, Self::Succeeded | Self::Failed | Self::Cancelled)
+    }
+}
+
+/// One output of a job.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JobOutputMeta {
+    /// Output name.
+    pub name: String,
+    /// The stored object.
+    pub object: ObjectMeta,
+}
+
+/// A job row.
+#[derive(Debug, Clone, PartialEq)]
+pub struct JobRecord {
+    /// Owner.
+    pub tenant: String,
+    /// Job id (32 hex).
+    pub id: String,
+    /// Job kind.
+    pub kind: String,
+    /// Kind-specific description.
+    pub spec: Vec<u8>,
+    /// State.
+    pub state: JobState,
+    /// 0..1.
+    pub progress: f32,
+    /// Human-readable note (never a secret or plaintext).
+    pub message: String,
+    /// Failure reason.
+    pub error: String,
+    /// Creation time (Unix ms).
+    pub created_ms: i64,
+    /// End time (Unix ms, 0 while running).
+    pub finished_ms: i64,
+    /// Homomorphic evaluation time.
+    pub compute_us: u64,
+    /// Times a worker started it.
+    pub attempts: u32,
+    /// Outputs (when succeeded).
+    pub outputs: Vec<JobOutputMeta>,
+}
+
+/// The store.
+#[derive(Debug)]
+pub struct Store {
+    root: PathBuf,
+    db: Mutex<Connection>,
+}
+
+/// Current time in Unix milliseconds.
+pub fn now_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
+}
+
+fn fsync_dir(dir: &Path) -> std::io::Result<()> {
+    File::open(dir)?.sync_all()
+}
+
+const SCHEMA: &str = "
+CREATE TABLE IF NOT EXISTS objects(
+  tenant TEXT NOT NULL, id TEXT NOT NULL, kind TEXT NOT NULL, size INTEGER NOT NULL,
+  created INTEGER NOT NULL, PRIMARY KEY(tenant, id));
+CREATE TABLE IF NOT EXISTS uploads(
+  tenant TEXT NOT NULL, upload_id TEXT NOT NULL, kind TEXT NOT NULL, total INTEGER NOT NULL,
+  hash TEXT NOT NULL, created INTEGER NOT NULL, PRIMARY KEY(tenant, upload_id));
+CREATE TABLE IF NOT EXISTS jobs(
+  tenant TEXT NOT NULL, id TEXT NOT NULL, kind TEXT NOT NULL, spec BLOB NOT NULL,
+  state INTEGER NOT NULL, progress REAL NOT NULL, message TEXT NOT NULL, error TEXT NOT NULL,
+  created INTEGER NOT NULL, finished INTEGER NOT NULL, compute_us INTEGER NOT NULL,
+  attempts INTEGER NOT NULL, client_ref TEXT NOT NULL, PRIMARY KEY(tenant, id));
+CREATE INDEX IF NOT EXISTS jobs_state ON jobs(state);
+CREATE TABLE IF NOT EXISTS job_outputs(
+  tenant TEXT NOT NULL, job TEXT NOT NULL, pos INTEGER NOT NULL, name TEXT NOT NULL,
+  object TEXT NOT NULL, PRIMARY KEY(tenant, job, pos));
+";
+
+impl Store {
+    /// Opens (creating if needed) the store under `root`.
+    pub fn open(root: &Path) -> Result<Self> {
+        for d in ["blobs", "uploads", "tmp"] {
+            fs::create_dir_all(root.join(d))?;
+        }
+        let db = Connection::open(root.join("meta.sqlite"))?;
+        db.pragma_update(None, "journal_mode", "WAL")?;
+        db.pragma_update(None, "synchronous", "FULL")?;
+        db.busy_timeout(std::time::Duration::from_secs(10))?;
+        db.execute_batch(SCHEMA)?;
+        // Stale temporary files from a crash are never referenced.
+        if let Ok(rd) = fs::read_dir(root.join("tmp")) {
+            for e in rd.flatten() {
+                let _ = fs::remove_file(e.path());
+            }
+        }
+        Ok(Self {
+            root: root.to_path_buf(),
+            db: Mutex::new(db),
+        })
+    }
+
+    /// The store's folder.
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    fn db(&self) -> std::sync::MutexGuard<'_, Connection> {
+        self.db.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Path of the blob with hex hash `id`.
+    pub fn blob_path(&self, id: &str) -> PathBuf {
+        self.root.join("blobs").join(&id[..2]).join(id)
+    }
+
+    fn part_path(&self, tenant: &str, upload_id: &str) -> PathBuf {
+        self.root
+            .join("uploads")
+            .join(tenant)
+            .join(format!("{upload_id}.part"))
+    }
+
+    /// Moves a complete, fsynced file into the blob store (atomic rename +
+    /// directory fsync). An existing blob with the same hash is kept.
+    fn install_blob(&self, file: &Path, id: &str) -> Result<()> {
+        let dest = self.blob_path(id);
+        let dir = dest.parent().expect("blob path has a parent");
+        fs::create_dir_all(dir)?;
+        if dest.exists() {
+            fs::remove_file(file)?;
+            return Ok(());
+        }
+        fs::rename(file, &dest)?;
+        fsync_dir(dir)?;
+        Ok(())
+    }
+
+    /// Writes `bytes` as a blob (temp file, fsync, rename, dir fsync) and
+    /// returns its hex BLAKE3.
+    pub fn put_blob(&self, bytes: &[u8]) -> Result<String> {
+        let id = blake3::hash(bytes).to_hex().to_string();
+        if self.blob_path(&id).exists() {
+            return Ok(id);
+        }
+        let tmp = self
+            .root
+            .join("tmp")
+            .join(format!("{id}.{}", hex::encode(rand_bytes::<8>())));
+        {
+            let mut f = File::create(&tmp)?;
+            f.write_all(bytes)?;
+            f.sync_all()?;
+        }
+        self.install_blob(&tmp, &id)?;
+        Ok(id)
+    }
+
+    /// Reads a whole blob.
+    pub fn read_blob(&self, id: &str) -> Result<Vec<u8>> {
+        Ok(fs::read(self.blob_path(id))?)
+    }
+
+    /// Records an object for a tenant (idempotent).
+    pub fn insert_object(
+        &self,
+        tenant: &str,
+        id: &str,
+        kind: &str,
+        size: u64,
+    ) -> Result<ObjectMeta> {
+        let db = self.db();
+        let created = now_ms();
+        db.execute(
+            "INSERT OR IGNORE INTO objects(tenant,id,kind,size,created) VALUES(?1,?2,?3,?4,?5)",
+            params![tenant, id, kind, size as i64, created],
+        )?;
+        drop(db);
+        self.object(tenant, id)?
+            .ok_or_else(|| ServerError::Internal("object vanished after insert".into()))
+    }
+
+    /// An object of a tenant.
+    pub fn object(&self, tenant: &str, id: &str) -> Result<Option<ObjectMeta>> {
+        Ok(self
+            .db()
+            .query_row(
+                "SELECT id,kind,size,created FROM objects WHERE tenant=?1 AND id=?2",
+                params![tenant, id],
+                |r| {
+                    Ok(ObjectMeta {
+                        id: r.get(0)?,
+                        kind: r.get(1)?,
+                        size: r.get::<_, i64>(2)? as u64,
+                        created_ms: r.get(3)?,
+                    })
+                },
+            )
+            .optional()?)
+    }
+
+    /// All objects of a tenant.
+    pub fn list_objects(&self, tenant: &str) -> Result<Vec<ObjectMeta>> {
+        let db = self.db();
+        let mut st = db.prepare(
+            "SELECT id,kind,size,created FROM objects WHERE tenant=?1 ORDER BY created, id",
+        )?;
+        let rows = st.query_map(params![tenant], |r| {
+            Ok(ObjectMeta {
+                id: r.get(0)?,
+                kind: r.get(1)?,
+                size: r.get::<_, i64>(2)? as u64,
+                created_ms: r.get(3)?,
+            })
+        })?;
+        Ok(rows.collect::<std::result::Result<_, _>>()?)
+    }
+
+    /// Number of objects of a tenant.
+    pub fn count_objects(&self, tenant: &str) -> Result<u64> {
+        Ok(self.db().query_row(
+            "SELECT COUNT(*) FROM objects WHERE tenant=?1",
+            params![tenant],
+            |r| r.get::<_, i64>(0),
+        )? as u64)
+    }
+
+    /// Deletes a tenant's object; the blob goes when no tenant references it.
+    pub fn delete_object(&self, tenant: &str, id: &str) -> Result<Option<ObjectMeta>> {
+        let Some(meta) = self.object(tenant, id)? else {
+            return Ok(None);
+        };
+        let db = self.db();
+        db.execute(
+            "DELETE FROM objects WHERE tenant=?1 AND id=?2",
+            params![tenant, id],
+        )?;
+        let left: i64 = db.query_row(
+            "SELECT COUNT(*) FROM objects WHERE id=?1",
+            params![id],
+            |r| r.get(0),
+        )?;
+        if left == 0 {
+            let _ = fs::remove_file(self.blob_path(id));
+        }
+        Ok(Some(meta))
+    }
+
+    /// A pending upload and the bytes durably received so far.
+    pub fn upload(&self, tenant: &str, upload_id: &str) -> Result<Option<(UploadMeta, u64)>> {
+        let meta = self
+            .db()
+            .query_row(
+                "SELECT kind,total,hash FROM uploads WHERE tenant=?1 AND upload_id=?2",
+                params![tenant, upload_id],
+                |r| {
+                    Ok(UploadMeta {
+                        kind: r.get(0)?,
+                        total: r.get::<_, i64>(1)? as u64,
+                        hash: r.get(2)?,
+                    })
+                },
+            )
+            .optional()?;
+        Ok(match meta {
+            Some(m) => {
+                let have = fs::metadata(self.part_path(tenant, upload_id))
+                    .map(|m| m.len())
+                    .unwrap_or(0);
+                Some((m, have))
+            }
+            None => None,
+        })
+    }
+
+    /// Starts (or finds) a pending upload; returns the bytes already held.
+    /// A pending upload with a different header is refused.
+    pub fn begin_upload(&self, tenant: &str, upload_id: &str, meta: &UploadMeta) -> Result<u64> {
+        if let Some((old, have)) = self.upload(tenant, upload_id)? {
+            if old != *meta {
+                return Err(ServerError::InvalidArgument(format!(
+                    "upload {upload_id} was started with a different kind, length or hash"
+                )));
+            }
+            return Ok(have.min(meta.total));
+        }
+        let dir = self.root.join("uploads").join(tenant);
+        fs::create_dir_all(&dir)?;
+        File::create(self.part_path(tenant, upload_id))?.sync_all()?;
+        fsync_dir(&dir)?;
+        self.db().execute(
+            "INSERT INTO uploads(tenant,upload_id,kind,total,hash,created) VALUES(?1,?2,?3,?4,?5,?6)",
+            params![tenant, upload_id, meta.kind, meta.total as i64, meta.hash, now_ms()],
+        )?;
+        Ok(0)
+    }
+
+    /// Opens the part file of a pending upload for appending at `offset`
+    /// (anything past `offset` from an interrupted write is cut off).
+    pub fn open_part(&self, tenant: &str, upload_id: &str, offset: u64) -> Result<File> {
+        let f = OpenOptions::new()
+            .write(true)
+            .open(self.part_path(tenant, upload_id))?;
+        f.set_len(offset)?;
+        let mut f = f;
+        use std::io::Seek;
+        f.seek(std::io::SeekFrom::Start(offset))?;
+        Ok(f)
+    }
+
+    /// Finishes an upload whose part file holds every byte: checks the hash,
+    /// installs the blob, records the object and drops the upload row.
+    pub fn finish_upload(
+        &self,
+        tenant: &str,
+        upload_id: &str,
+        meta: &UploadMeta,
+    ) -> Result<ObjectMeta> {
+        let part = self.part_path(tenant, upload_id);
+        let mut hasher = blake3::Hasher::new();
+        std::io::copy(
+            &mut std::io::BufReader::with_capacity(1 << 20, File::open(&part)?),
+            &mut hasher,
+        )?;
+        let got = hasher.finalize().to_hex().to_string();
+        if got != meta.hash {
+            // A corrupt upload cannot be resumed: start over.
+            let _ = fs::remove_file(&part);
+            self.db().execute(
+                "DELETE FROM uploads WHERE tenant=?1 AND upload_id=?2",
+                params![tenant, upload_id],
+            )?;
+            return Err(ServerError::InvalidArgument(format!(
+                "content hash mismatch: header says {}, bytes hash to {got}",
+                meta.hash
+            )));
+        }
+        File::open(&part)?.sync_all()?;
+        self.install_blob(&part, &got)?;
+        let obj = self.insert_object(tenant, &got, &meta.kind, meta.total)?;
+        self.db().execute(
+            "DELETE FROM uploads WHERE tenant=?1 AND upload_id=?2",
+            params![tenant, upload_id],
+        )?;
+        Ok(obj)
+    }
+
+    /// Number of pending uploads of a tenant.
+    pub fn count_uploads(&self, tenant: &str) -> Result<u64> {
+        Ok(self.db().query_row(
+            "SELECT COUNT(*) FROM uploads WHERE tenant=?1",
+            params![tenant],
+            |r| r.get::<_, i64>(0),
+        )? as u64)
+    }
+
+    /// Inserts a queued job; with a non-empty `client_ref` an existing job
+    /// with the same ref is returned instead.
+    pub fn insert_job(
+        &self,
+        tenant: &str,
+        kind: &str,
+        spec: &[u8],
+        client_ref: &str,
+    ) -> Result<(JobRecord, bool)> {
+        if !client_ref.is_empty() {
+            let existing: Option<String> = self
+                .db()
+                .query_row(
+                    "SELECT id FROM jobs WHERE tenant=?1 AND client_ref=?2",
+                    params![tenant, client_ref],
+                    |r| r.get(0),
+                )
+                .optional()?;
+            if let Some(id) = existing {
+                return Ok((self.job(tenant, &id)?.expect("job just found"), false));
+            }
+        }
+        let id = hex::encode(rand_bytes::<16>());
+        self.db().execute(
+            "INSERT INTO jobs(tenant,id,kind,spec,state,progress,message,error,created,finished,compute_us,attempts,client_ref)
+             VALUES(?1,?2,?3,?4,1,0,'queued','',?5,0,0,0,?6)",
+            params![tenant, id, kind, spec, now_ms(), client_ref],
+        )?;
+        Ok((self.job(tenant, &id)?.expect("job just inserted"), true))
+    }
+
+    /// A job of a tenant, with its outputs.
+    pub fn job(&self, tenant: &str, id: &str) -> Result<Option<JobRecord>> {
+        let db = self.db();
+        let rec = db
+            .query_row(
+                "SELECT kind,spec,state,progress,message,error,created,finished,compute_us,attempts
+                 FROM jobs WHERE tenant=?1 AND id=?2",
+                params![tenant, id],
+                |r| {
+                    Ok(JobRecord {
+                        tenant: tenant.to_string(),
+                        id: id.to_string(),
+                        kind: r.get(0)?,
+                        spec: r.get(1)?,
+                        state: JobState::from_i64(r.get(2)?),
+                        progress: r.get::<_, f64>(3)? as f32,
+                        message: r.get(4)?,
+                        error: r.get(5)?,
+                        created_ms: r.get(6)?,
+                        finished_ms: r.get(7)?,
+                        compute_us: r.get::<_, i64>(8)? as u64,
+                        attempts: r.get::<_, i64>(9)? as u32,
+                        outputs: vec![],
+                    })
+                },
+            )
+            .optional()?;
+        let Some(mut rec) = rec else { return Ok(None) };
+        let mut st = db.prepare(
+            "SELECT o.name, b.id, b.kind, b.size, b.created FROM job_outputs o
+             JOIN objects b ON b.tenant=o.tenant AND b.id=o.object
+             WHERE o.tenant=?1 AND o.job=?2 ORDER BY o.pos",
+        )?;
+        rec.outputs = st
+            .query_map(params![tenant, id], |r| {
+                Ok(JobOutputMeta {
+                    name: r.get(0)?,
+                    object: ObjectMeta {
+                        id: r.get(1)?,
+                        kind: r.get(2)?,
+                        size: r.get::<_, i64>(3)? as u64,
+                        created_ms: r.get(4)?,
+                    },
+                })
+            })?
+            .collect::<std::result::Result<_, _>>()?;
+        Ok(Some(rec))
+    }
+
+    /// Jobs of a tenant not yet final.
+    pub fn count_active_jobs(&self, tenant: &str) -> Result<u64> {
+        Ok(self.db().query_row(
+            "SELECT COUNT(*) FROM jobs WHERE tenant=?1 AND state IN (1,2)",
+            params![tenant],
+            |r| r.get::<_, i64>(0),
+        )? as u64)
+    }
+
+    /// Every job not yet final (for recovery after a restart), oldest first.
+    pub fn unfinished_jobs(&self) -> Result<Vec<(String, String, JobState, u32)>> {
+        let db = self.db();
+        let mut st = db.prepare(
+            "SELECT tenant,id,state,attempts FROM jobs WHERE state IN (1,2) ORDER BY created",
+        )?;
+        let rows = st.query_map([], |r| {
+            Ok((
+                r.get(0)?,
+                r.get(1)?,
+                JobState::from_i64(r.get(2)?),
+                r.get::<_, i64>(3)? as u32,
+            ))
+        })?;
+        Ok(rows.collect::<std::result::Result<_, _>>()?)
+    }
+
+    /// Marks a job running (one more attempt) unless it is already final;
+    /// returns whether it should run.
+    pub fn start_job(&self, tenant: &str, id: &str) -> Result<bool> {
+        let n = self.db().execute(
+            "UPDATE jobs SET state=2, attempts=attempts+1, message='running' WHERE tenant=?1 AND id=?2 AND state IN (1,2)",
+            params![tenant, id],
+        )?;
+        Ok(n == 1)
+    }
+
+    /// Records progress of a running job.
+    pub fn set_progress(&self, tenant: &str, id: &str, progress: f32, message: &str) -> Result<()> {
+        self.db().execute(
+            "UPDATE jobs SET progress=?3, message=?4 WHERE tenant=?1 AND id=?2 AND state=2",
+            params![tenant, id, progress as f64, message],
+        )?;
+        Ok(())
+    }
+
+    /// Ends a job (failed or cancelled) unless it is already final.
+    pub fn end_job(&self, tenant: &str, id: &str, state: JobState, error: &str) -> Result<()> {
+        self.db().execute(
+            "UPDATE jobs SET state=?3, error=?4, message=?5, finished=?6 WHERE tenant=?1 AND id=?2 AND state IN (1,2)",
+            params![tenant, id, state as i64, error, format!("{state:?}").to_lowercase(), now_ms()],
+        )?;
+        Ok(())
+    }
+
+    /// Stores a job's outputs (blobs first, then one transaction for the
+    /// object rows, the output list and the final state).
+    pub fn complete_job(
+        &self,
+        tenant: &str,
+        id: &str,
+        outputs: &[(String, String, Vec<u8>)],
+        compute_us: u64,
+    ) -> Result<()> {
+        let mut ids = Vec::with_capacity(outputs.len());
+        for (_, _, bytes) in outputs {
+            ids.push(self.put_blob(bytes)?);
+        }
+        let mut db = self.db();
+        let tx = db.transaction()?;
+        let now = now_ms();
+        for (pos, ((name, kind, bytes), oid)) in outputs.iter().zip(&ids).enumerate() {
+            tx.execute(
+                "INSERT OR IGNORE INTO objects(tenant,id,kind,size,created) VALUES(?1,?2,?3,?4,?5)",
+                params![tenant, oid, kind, bytes.len() as i64, now],
+            )?;
+            tx.execute(
+                "INSERT OR REPLACE INTO job_outputs(tenant,job,pos,name,object) VALUES(?1,?2,?3,?4,?5)",
+                params![tenant, id, pos as i64, name, oid],
+            )?;
+        }
+        tx.execute(
+            "UPDATE jobs SET state=3, progress=1, message='succeeded', finished=?3, compute_us=?4 WHERE tenant=?1 AND id=?2",
+            params![tenant, id, now, compute_us as i64],
+        )?;
+        tx.commit()?;
+        Ok(())
+    }
+}
+
+/// `N` bytes from the OS CSPRNG.
+pub fn rand_bytes<const N: usize>() -> [u8; N] {
+    use rand_core::{OsRng, TryRngCore};
+    let mut b = [0u8; N];
+    OsRng
+        .try_fill_bytes(&mut b)
+        .expect("the OS random number generator failed");
+    b
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn blobs_objects_and_tenants() {
+        let dir = tempfile::tempdir().unwrap();
+        let s = Store::open(dir.path()).unwrap();
+        let bytes = rand_bytes::<1000>().to_vec();
+        let id = s.put_blob(&bytes).unwrap();
+        assert_eq!(id, blake3::hash(&bytes).to_hex().to_string());
+        s.insert_object("a", &id, "raw", 1000).unwrap();
+        assert_eq!(s.read_blob(&id).unwrap(), bytes);
+        assert!(s.object("a", &id).unwrap().is_some());
+        assert!(s.object("b", &id).unwrap().is_none());
+        s.insert_object("b", &id, "raw", 1000).unwrap();
+        s.delete_object("a", &id).unwrap();
+        // Still referenced by b.
+        assert_eq!(s.read_blob(&id).unwrap(), bytes);
+        s.delete_object("b", &id).unwrap();
+        assert!(s.read_blob(&id).is_err());
+    }
+
+    #[test]
+    fn resumable_upload_survives_reopen() {
+        let dir = tempfile::tempdir().unwrap();
+        let data: Vec<u8> = (0..100_000u32).map(|i| (i * 7 % 251) as u8).collect();
+        let meta = UploadMeta {
+            kind: "raw".into(),
+            total: data.len() as u64,
+            hash: blake3::hash(&data).to_hex().to_string(),
+        };
+        {
+            let s = Store::open(dir.path()).unwrap();
+            assert_eq!(s.begin_upload("t", "u1", &meta).unwrap(), 0);
+            let mut f = s.open_part("t", "u1", 0).unwrap();
+            f.write_all(&data[..40_000]).unwrap();
+            f.sync_all().unwrap();
+        }
+        let s = Store::open(dir.path()).unwrap();
+        let have = s.begin_upload("t", "u1", &meta).unwrap();
+        assert_eq!(have, 40_000);
+        let mut f = s.open_part("t", "u1", have).unwrap();
+        f.write_all(&data[have as usize..]).unwrap();
+        f.sync_all().unwrap();
+        let obj = s.finish_upload("t", "u1", &meta).unwrap();
+        assert_eq!(obj.id, meta.hash);
+        assert_eq!(s.read_blob(&obj.id).unwrap(), data);
+        assert!(s.upload("t", "u1").unwrap().is_none());
+        // A different header for a pending upload id is refused.
+        s.begin_upload("t", "u2", &meta).unwrap();
+        let other = UploadMeta { total: 5, ..meta };
+        assert!(matches!(
+            s.begin_upload("t", "u2", &other),
+            Err(ServerError::InvalidArgument(_))
+        ));
+    }
+}
