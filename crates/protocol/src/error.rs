@@ -60,6 +60,9 @@ pub enum ObjectError {
         /// The object kind.
         kind: ObjectKind,
     },
+    /// An object of another parameter set than the session's.
+    #[error("object {0} belongs to another parameter set than the session's")]
+    ParameterMismatch(ObjectId),
     /// A kind that cannot be used here (a key where a job input is expected…).
     #[error("a {kind:?} object cannot be used as {usage}")]
     WrongKind {

@@ -46,7 +46,8 @@
 //! let y = g.add(y, x);       // 4x
 //! g.output("y", y);
 //! let job = JobSubmission::decode(&JobSubmission { session: spec.id(), graph: g, inputs: vec![desc.id] }.encode()).unwrap();
-//! let v = validate(&job.graph, &keys.capabilities(), &[value_type_of(&desc).unwrap()]).unwrap();
+//! let types = keys.params().input_types(&[desc]).unwrap();   // from stored descriptors
+//! let v = validate(&job.graph, &keys.capabilities(), &types).unwrap();
 //! let out = execute(&v, &keys, &[input], &AtomicBool::new(false), &mut |_| {}).unwrap();
 //! let Object::CkksCiphertext(r) = &out[0].1 else { panic!() };
 //! let back = enc.decode_real(&ks.decrypt(r).unwrap()).unwrap();   // client

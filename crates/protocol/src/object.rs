@@ -236,6 +236,26 @@ impl SessionParams {
         }
     }
 
+    /// The job-input types of stored objects from their descriptors, after
+    /// checking that each is a job input (not a key) of these parameters.
+    pub fn input_types(&self, objects: &[ObjectDescriptor]) -> Result<Vec<ValueType>, ObjectError> {
+        objects
+            .iter()
+            .map(|d| {
+                let want = match d.kind {
+                    ObjectKind::TfheUint | ObjectKind::TfheBit | ObjectKind::TfheServerKey => {
+                        self.tfhe.map(|t| t.hash())
+                    }
+                    _ => self.ckks.as_ref().map(|p| *p.rlwe().hash()),
+                };
+                if want != Some(d.param_hash) {
+                    return Err(ObjectError::ParameterMismatch(d.id));
+                }
+                value_type_of(d)
+            })
+            .collect()
+    }
+
     /// Decodes and checks a payload, and describes it (id, size, level, …).
     pub fn describe(
         &self,

@@ -532,4 +532,23 @@ fn session_keys_load_from_payloads_and_check_hashes() {
     assert_eq!(d.id, spec.galois_keys[0]);
     assert!(d.galois_element % 2 == 1 && d.level as usize == LEVELS);
     assert!(value_type_of(&d).is_err()); // a key is not a job input
+    assert!(matches!(
+        sp().input_types(&[d]),
+        Err(ObjectError::WrongKind { .. })
+    ));
+    // Ciphertext descriptors give the input types; foreign ones are refused.
+    let ct = s.encrypt(&[1.0]);
+    let (d, _) = sp()
+        .describe(ObjectKind::CkksCiphertext, &ct.to_bytes())
+        .unwrap();
+    assert_eq!(
+        sp().input_types(std::slice::from_ref(&d)).unwrap(),
+        vec![ct.value_type().unwrap()]
+    );
+    let mut foreign = d.clone();
+    foreign.param_hash[0] ^= 1;
+    assert_eq!(
+        sp().input_types(&[d, foreign.clone()]),
+        Err(ObjectError::ParameterMismatch(foreign.id))
+    );
 }
