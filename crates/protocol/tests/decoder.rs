@@ -52,11 +52,11 @@ fn sample_graph() -> Graph {
     let m = g.rescale(m);
     let a = g.add(m, v);
     let s = g.sub(c, a);
-    let r = g.rotate(s, -7);
-    let r = g.rotate_and_sum(r, 16);
+    let r = g.rotate(s, -1);
+    let r = g.rotate_and_sum(r, 8);
     let j = g.conjugate(r);
     let n = g.neg(j);
-    let p = g.chebyshev(n, vec![0.1, 0.2, -0.3, 0.4], -2.0, 3.0);
+    let p = g.chebyshev(n, vec![0.1, 0.2], -1.0, 1.0);
     g.output("p", p);
     let u: Vec<u32> = (2..6).map(|i| g.input(i)).collect();
     let su = g.int_sum(u.clone(), true);
@@ -344,4 +344,63 @@ fn ckks_payloads_refuse_mutations_with_typed_errors() {
         assert!(largest <= 4 * params.rlwe().qp_basis().len() * params.n() * 8 + 4 * m.len());
     }
     assert!(refused * 2 > tried, "{refused} of {tried}");
+}
+
+/// The fuzz target's body on 10^6 mutated inputs without libFuzzer (for
+/// machines without a nightly toolchain): decoders, validation of whatever
+/// graph decodes, CKKS payloads. Run with
+/// `cargo test -p hecloud-protocol --release --test decoder -- --ignored`.
+#[test]
+#[ignore]
+fn a_million_mutated_inputs() {
+    let seed = rand_core::OsRng.try_next_u64().unwrap_or(11);
+    eprintln!("seed {seed}");
+    let mut rng = ChaCha20Rng::seed_from_u64(seed);
+    let params = CkksParameters::new_insecure_for_tests(test_literal(10, 3), 45).unwrap();
+    let caps = Capabilities::ckks(&params)
+        .with_relin_key()
+        .with_rotations(&[1, 2, 4, -1])
+        .with_conjugation()
+        .with_tfhe_server_key();
+    let ct = ValueType::CkksCiphertext {
+        level: 3,
+        scale: params.default_scale(),
+        degree: 1,
+    };
+    let u8t = ValueType::Uint { width: 8 };
+    let inputs = vec![ct.clone(), ct, u8t.clone(), u8t.clone(), u8t.clone(), u8t];
+    validate(&sample_graph(), &caps, &inputs).unwrap();
+    let graph_body = {
+        let mut w = hecloud_protocol::codec::Writer::new();
+        sample_graph().write(&mut w);
+        w.into_bytes()
+    };
+    let msgs = messages();
+    let start = std::time::Instant::now();
+    let (mut graphs, mut valid) = (0, 0);
+    let n = 1_000_000;
+    for i in 0..n {
+        let base = if i % 2 == 0 {
+            &graph_body
+        } else {
+            &msgs[i % msgs.len()].1
+        };
+        let mut m = mutate(&mut rng, base);
+        for _ in 0..rng.next_u32() % 3 {
+            m = mutate(&mut rng, &m);
+        }
+        decode_all(&m);
+        let mut r = hecloud_protocol::codec::Reader::new(&m);
+        if let Ok(g) = Graph::read(&mut r) {
+            graphs += 1;
+            if validate(&g, &caps, &inputs).is_ok() {
+                valid += 1;
+            }
+        }
+    }
+    eprintln!(
+        "{n} inputs in {:.1} s: {graphs} decoded as graphs, {valid} of them valid, no panic",
+        start.elapsed().as_secs_f64()
+    );
+    assert!(graphs > 0 && valid > 0);
 }
