@@ -45,9 +45,11 @@ use crate::object::ckks_ciphertext_bytes;
 
 /// Most bits (operands × width) one integer operation may touch.
 pub const MAX_CIRCUIT_BITS: usize = 1 << 18;
-/// Approximate serialized size of one TFHE bit (an LWE ciphertext of
-/// dimension 2048 and its metadata).
-pub const TFHE_BIT_BYTES: u64 = 2049 * 8 + 120;
+/// Serialized size of one TFHE bit in a container (an LWE ciphertext of
+/// dimension 2048, its metadata and length prefix).
+pub const TFHE_BIT_BYTES: u64 = 16_558;
+/// Header of a TFHE container.
+pub const TFHE_CONTAINER_HEADER: u64 = 44;
 /// Smallest log2 of a ciphertext scale accepted: below it the message
 /// drowns in the noise (a ciphertext rescaled once too often).
 pub const MIN_LOG_SCALE: f64 = 20.0;
@@ -397,8 +399,8 @@ pub fn validate(
                 .as_ref()
                 .map(|p| ckks_ciphertext_bytes(p, *level, 1))
                 .unwrap_or(0),
-            ValueType::Uint { width } => *width as u64 * TFHE_BIT_BYTES,
-            ValueType::Bit => TFHE_BIT_BYTES,
+            ValueType::Uint { width } => TFHE_CONTAINER_HEADER + *width as u64 * TFHE_BIT_BYTES,
+            ValueType::Bit => TFHE_CONTAINER_HEADER + TFHE_BIT_BYTES,
             ValueType::Constant(_) | ValueType::Plain { .. } => 0,
         };
     }

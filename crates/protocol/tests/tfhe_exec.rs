@@ -28,6 +28,12 @@ fn tfhe_sum_compare_min_max_through_bytes() {
         .map(|&v| Object::TfheUint(EncryptedUint::encrypt_u128(&client, v, W).unwrap()).to_bytes())
         .collect();
 
+    eprintln!(
+        "server key payload {} bytes, {W}-bit integer payload {} bytes",
+        sk_bytes.len(),
+        payloads[0].len()
+    );
+
     // Server: session, objects, graph.
     let spec = SessionSpec {
         params: ParamSpec {
@@ -74,6 +80,10 @@ fn tfhe_sum_compare_min_max_through_bytes() {
     })
     .unwrap();
     assert_eq!(progress, v.schedule().len());
+
+    // The size estimate is exact for TFHE outputs.
+    let sizes: u64 = out.iter().map(|(_, o)| o.to_bytes().len() as u64).sum();
+    assert_eq!(v.cost().output_bytes, sizes);
 
     // Client: outputs back through bytes, decrypted.
     let back: Vec<Object> = out
