@@ -13,6 +13,8 @@ use std::sync::Arc;
 
 use rayon::prelude::*;
 
+use crate::Modulus;
+use crate::backend::{Combination, default_backend};
 use crate::error::{MathError, Result};
 use crate::poly::{Domain, RnsBasis, RnsPoly};
 
@@ -32,8 +34,8 @@ use crate::poly::{Domain, RnsBasis, RnsPoly};
 pub struct BaseConverter {
     from: Arc<RnsBasis>,
     to: Arc<RnsBasis>,
-    /// (Q/q_i)^-1 mod q_i with Shoup companions.
-    qhat_inv: Vec<(u64, u64)>,
+    /// (Q/q_i)^-1 mod q_i.
+    qhat_inv: Vec<u64>,
     /// (Q/q_i) mod p_j, indexed [j][i].
     qhat_mod_p: Vec<Vec<u64>>,
 }
@@ -53,7 +55,7 @@ impl BaseConverter {
                 .filter(|(k, _)| *k != i)
                 .fold(1u64, |acc, (_, qk)| m.mul(acc, m.reduce(qk.value())));
             let inv = m.inv(h)?;
-            qhat_inv.push((inv, m.shoup(inv)));
+            qhat_inv.push(inv);
         }
         let qhat_mod_p = to
             .moduli()
@@ -118,44 +120,32 @@ impl BaseConverter {
 
     /// Converts coefficients `start..start + outs[0].len()`: first
     /// y_i = x_i · (Q/q_i)^-1 mod q_i for the whole chunk (small enough to
-    /// stay in L1), then out_j = Σ_i y_i · (Q/q_i) mod p_j with 128-bit
-    /// accumulators reduced every 16 terms (each term is below 2^124).
+    /// stay in L1), then out_j = Σ_i y_i · (Q/q_i) mod p_j for every j in
+    /// one backend call (which reads the chunk once per group of outputs).
     fn convert_chunk(&self, x: &RnsPoly, start: usize, outs: &mut [&mut [u64]]) {
-        const TERMS: usize = 16;
+        let be = default_backend();
         let len = outs[0].len();
         let qs = self.from.moduli();
         let mut y = vec![0u64; qs.len() * len];
         for (i, (yi, m)) in y.chunks_exact_mut(len).zip(qs).enumerate() {
-            let (c, cs) = self.qhat_inv[i];
-            for (v, &xv) in yi.iter_mut().zip(&x.limb(i)[start..start + len]) {
-                *v = m.mul_shoup(xv, c, cs);
-            }
+            yi.copy_from_slice(&x.limb(i)[start..start + len]);
+            be.mul_scalar(m, yi, self.qhat_inv[i]);
         }
-        let mut acc = [0u128; CHUNK];
-        let acc = &mut acc[..len];
-        for (j, out) in outs.iter_mut().enumerate() {
-            let p = &self.to.moduli()[j];
-            acc.fill(0);
-            for (block_y, block_c) in y.chunks(TERMS * len).zip(self.qhat_mod_p[j].chunks(TERMS)) {
-                for (yi, &ci) in block_y.chunks_exact(len).zip(block_c) {
-                    for (a, &v) in acc.iter_mut().zip(yi) {
-                        *a += v as u128 * ci as u128;
-                    }
-                }
-                for a in acc.iter_mut() {
-                    *a = p.reduce_u128(*a) as u128;
-                }
-            }
-            for (o, a) in out.iter_mut().zip(acc.iter()) {
-                *o = *a as u64;
-            }
-        }
+        let srcs: Vec<&[u64]> = y.chunks_exact(len).collect();
+        let bits = qs.iter().map(Modulus::bits).max().unwrap_or(64);
+        let mut outputs: Vec<Combination<'_>> = outs
+            .iter_mut()
+            .zip(self.to.moduli())
+            .zip(&self.qhat_mod_p)
+            .map(|((out, q), w)| Combination { q, out, w })
+            .collect();
+        be.linear_combinations(&mut outputs, &srcs, bits);
     }
 }
 
 /// Coefficients converted together (the scaled inputs of a chunk, 8·L·CHUNK
 /// bytes, stay in L1).
-const CHUNK: usize = 128;
+const CHUNK: usize = 256;
 
 #[cfg(test)]
 mod tests {
