@@ -194,6 +194,18 @@ fn mutate(rng: &mut ChaCha20Rng, b: &[u8]) -> Vec<u8> {
 
 #[test]
 fn messages_round_trip_and_every_prefix_is_refused() {
+    // Seeds for the fuzz target (its first byte selects the decoder).
+    if let Ok(dir) = std::env::var("HECLOUD_FUZZ_CORPUS") {
+        for (name, bytes) in messages() {
+            let mut seed = vec![0u8];
+            seed.extend_from_slice(&bytes);
+            std::fs::write(format!("{dir}/{name}"), seed).unwrap();
+        }
+        let mut w = hecloud_protocol::codec::Writer::new();
+        w.u8(1);
+        sample_graph().write(&mut w);
+        std::fs::write(format!("{dir}/graph-body"), w.into_bytes()).unwrap();
+    }
     for (name, bytes) in messages() {
         assert_eq!(decode_all(&bytes), 1, "{name} decodes as exactly one kind");
         for cut in 0..bytes.len() {
