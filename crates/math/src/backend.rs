@@ -343,13 +343,14 @@ impl Backend for Simd {
     }
 
     fn linear_combinations(&self, outputs: &mut [Combination<'_>], srcs: &[&[u64]], src_bits: u32) {
+        #[allow(unused_mut)]
+        let mut rest: Vec<&mut Combination<'_>> = outputs.iter_mut().collect();
         #[cfg(target_arch = "x86_64")]
         if self.level == SimdLevel::Avx512Ifma {
             use crate::ntt::avx512ifma::{GROUP, MAX_MODULUS, linear_combination_group};
             // Groups of IFMA-sized outputs share one pass over the sources.
-            let (small, rest): (Vec<_>, Vec<_>) =
-                outputs.iter_mut().partition(|o| o.q.value() < MAX_MODULUS);
-            let mut small = small;
+            let mut small;
+            (small, rest) = rest.into_iter().partition(|o| o.q.value() < MAX_MODULUS);
             for group in small.chunks_mut(GROUP) {
                 let n = group[0].out.len();
                 for o in group.iter() {
@@ -378,12 +379,8 @@ impl Backend for Simd {
                     }
                 }
             }
-            for o in rest {
-                self.linear_combination(o.q, o.out, None, srcs, o.w, src_bits);
-            }
-            return;
         }
-        for o in outputs {
+        for o in rest {
             self.linear_combination(o.q, o.out, None, srcs, o.w, src_bits);
         }
     }

@@ -252,7 +252,6 @@ fn combine_vectors<const U: usize, const SPLIT: bool>(
 ) {
     const RUN: usize = 15;
     let zero = _mm512_setzero_si512();
-    let mask32 = splat(u32::MAX as u64);
     let (mut lo, mut hi, mut terms) = ([zero; U], [zero; U], 0);
     if let Some(kv) = k.keep {
         for u in 0..U {
@@ -265,16 +264,7 @@ fn combine_vectors<const U: usize, const SPLIT: bool>(
     for (s, &(wl, wh)) in srcs.iter().zip(&k.weights) {
         for u in 0..U {
             let x = load(&s[c + u * LANES..]);
-            if SPLIT {
-                let (xl, xh) = (_mm512_and_si512(x, mask32), _mm512_srli_epi64(x, 32));
-                lo[u] = _mm512_madd52lo_epu64(lo[u], xl, wl);
-                hi[u] = _mm512_madd52hi_epu64(hi[u], xl, wl);
-                lo[u] = _mm512_madd52lo_epu64(lo[u], xh, wh);
-                hi[u] = _mm512_madd52hi_epu64(hi[u], xh, wh);
-            } else {
-                lo[u] = _mm512_madd52lo_epu64(lo[u], x, wl);
-                hi[u] = _mm512_madd52hi_epu64(hi[u], x, wl);
-            }
+            (lo[u], hi[u]) = add_term::<SPLIT>(lo[u], hi[u], x, wl, wh);
         }
         terms += if SPLIT { 2 } else { 1 };
         if terms >= RUN - 1 {
@@ -355,22 +345,12 @@ fn combine_group<const T: usize, const SPLIT: bool>(
 ) {
     const RUN: usize = 15;
     let zero = _mm512_setzero_si512();
-    let mask32 = splat(u32::MAX as u64);
     let (mut lo, mut hi, mut terms) = ([zero; T], [zero; T], 0);
     for (k, s) in srcs.iter().enumerate() {
         let x = load(&s[c..]);
-        let (xl, xh) = (_mm512_and_si512(x, mask32), _mm512_srli_epi64(x, 32));
         for t in 0..T {
             let (wl, wh) = ks[t].weights[k];
-            if SPLIT {
-                lo[t] = _mm512_madd52lo_epu64(lo[t], xl, wl);
-                hi[t] = _mm512_madd52hi_epu64(hi[t], xl, wl);
-                lo[t] = _mm512_madd52lo_epu64(lo[t], xh, wh);
-                hi[t] = _mm512_madd52hi_epu64(hi[t], xh, wh);
-            } else {
-                lo[t] = _mm512_madd52lo_epu64(lo[t], x, wl);
-                hi[t] = _mm512_madd52hi_epu64(hi[t], x, wl);
-            }
+            (lo[t], hi[t]) = add_term::<SPLIT>(lo[t], hi[t], x, wl, wh);
         }
         terms += if SPLIT { 2 } else { 1 };
         if terms >= RUN - 1 {
@@ -383,5 +363,31 @@ fn combine_group<const T: usize, const SPLIT: bool>(
     }
     for t in 0..T {
         store(&mut out[t][c..], ks[t].fold.apply(lo[t], hi[t]));
+    }
+}
+
+/// (lo, hi) += x·w as 52-bit halves, w given as (w, w·2^32 mod q): x below
+/// 2^50 enters whole, a wider x (SPLIT) as its two 32-bit halves.
+#[inline]
+#[target_feature(enable = "avx512f,avx512dq,avx512ifma")]
+fn add_term<const SPLIT: bool>(lo: V, hi: V, x: V, wl: V, wh: V) -> (V, V) {
+    if SPLIT {
+        let (xl, xh) = (
+            _mm512_and_si512(x, splat(u32::MAX as u64)),
+            _mm512_srli_epi64(x, 32),
+        );
+        let (lo, hi) = (
+            _mm512_madd52lo_epu64(lo, xl, wl),
+            _mm512_madd52hi_epu64(hi, xl, wl),
+        );
+        (
+            _mm512_madd52lo_epu64(lo, xh, wh),
+            _mm512_madd52hi_epu64(hi, xh, wh),
+        )
+    } else {
+        (
+            _mm512_madd52lo_epu64(lo, x, wl),
+            _mm512_madd52hi_epu64(hi, x, wl),
+        )
     }
 }
