@@ -117,11 +117,19 @@ async fn sigkill_mid_job_and_mid_upload_loses_nothing_acknowledged() {
         .upload_range(&h, partial.clone(), 0, 1_000_000, None)
         .await;
     // A job that is mid-way (its key holder has not answered yet).
+    let killed = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let k = killed.clone();
     let slow = c
         .open_session(
             &[rpc::CALLBACK_ECHO],
-            Arc::new(|_, p: &[u8]| {
-                std::thread::sleep(Duration::from_secs(60));
+            Arc::new(move |_, p: &[u8]| {
+                // Holds the job mid-way until the server is killed.
+                let t = Instant::now();
+                while !k.load(std::sync::atomic::Ordering::Relaxed)
+                    && t.elapsed() < Duration::from_secs(60)
+                {
+                    std::thread::sleep(Duration::from_millis(20));
+                }
                 Ok(p.to_vec())
             }),
         )
@@ -141,6 +149,7 @@ async fn sigkill_mid_job_and_mid_upload_loses_nothing_acknowledged() {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     kill9(s);
+    killed.store(true, std::sync::atomic::Ordering::Relaxed);
     drop(slow);
     drop(c);
 

@@ -131,6 +131,16 @@ impl Jobs {
                 self.kinds().join(", ")
             ))
         })?;
+        // A resubmission (same client_ref) returns the job it made.
+        if let Some(rec) = self.store.job_by_ref(tenant, client_ref)? {
+            return Ok(rec);
+        }
+        if self.store.count_active_jobs(tenant)? >= u64::from(self.max_concurrent) {
+            return Err(ServerError::Quota(format!(
+                "{} jobs queued or running at most",
+                self.max_concurrent
+            )));
+        }
         let objects = TenantObjects::new(self.store.clone(), tenant);
         exec.check(spec, &objects).map_err(|e| match e {
             JobError::Invalid(m) => ServerError::InvalidArgument(m),

@@ -56,15 +56,18 @@ impl RunningServer {
         format!("{scheme}://{}", self.addr)
     }
 
-    /// Stops accepting requests and waits for the server to end.
+    /// Stops accepting requests, lets in-flight calls finish for up to two
+    /// seconds (open session streams never finish by themselves), then
+    /// closes every connection.
     pub async fn stop(mut self) -> Result<()> {
         if let Some(tx) = self.shutdown.take() {
             let _ = tx.send(());
         }
         self.jobs.shutdown();
-        self.task
-            .await
-            .map_err(|e| ServerError::Internal(e.to_string()))??;
+        match tokio::time::timeout(std::time::Duration::from_secs(2), &mut self.task).await {
+            Ok(r) => r.map_err(|e| ServerError::Internal(e.to_string()))??,
+            Err(_) => self.task.abort(),
+        }
         Ok(())
     }
 
@@ -103,7 +106,7 @@ pub async fn start(config: ServerConfig) -> Result<RunningServer> {
     let limit = config.max_chunk_bytes as usize * 2 + (64 << 10);
     let grpc = HecloudServer::new(svc)
         .max_decoding_message_size(limit)
-        .max_encoding_message_size(limit);
+        .max_encoding_message_size(limit.max(service::DOWNLOAD_CHUNK + (64 << 10)));
 
     let mut builder = Server::builder();
     let mut ca_pem = None;

@@ -334,6 +334,8 @@ impl Hecloud for Service {
                 if let Err(e) =
                     <hecloud_protocol::SessionSpec as hecloud_protocol::Message>::decode(&bytes)
                 {
+                    // It can never become valid: drop it.
+                    store.abort_upload(&t, &uid)?;
                     return Err(ServerError::InvalidArgument(format!("session spec: {e}")));
                 }
             }

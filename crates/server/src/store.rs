@@ -427,6 +427,35 @@ impl Store {
         )? as u64)
     }
 
+    /// The job a tenant submitted with `client_ref`, if any.
+    pub fn job_by_ref(&self, tenant: &str, client_ref: &str) -> Result<Option<JobRecord>> {
+        if client_ref.is_empty() {
+            return Ok(None);
+        }
+        let id: Option<String> = self
+            .db()
+            .query_row(
+                "SELECT id FROM jobs WHERE tenant=?1 AND client_ref=?2",
+                params![tenant, client_ref],
+                |r| r.get(0),
+            )
+            .optional()?;
+        match id {
+            Some(id) => self.job(tenant, &id),
+            None => Ok(None),
+        }
+    }
+
+    /// Drops a pending upload and its partial data.
+    pub fn abort_upload(&self, tenant: &str, upload_id: &str) -> Result<()> {
+        let _ = fs::remove_file(self.part_path(tenant, upload_id));
+        self.db().execute(
+            "DELETE FROM uploads WHERE tenant=?1 AND upload_id=?2",
+            params![tenant, upload_id],
+        )?;
+        Ok(())
+    }
+
     /// Inserts a queued job; with a non-empty `client_ref` an existing job
     /// with the same ref is returned instead.
     pub fn insert_job(
