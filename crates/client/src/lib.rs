@@ -528,7 +528,7 @@ impl Client {
     pub async fn open_session(
         &self,
         capabilities: &[&str],
-        handler: Arc<dyn Fn(&str, &[u8]) -> std::result::Result<Vec<u8>, String> + Send + Sync>,
+        handler: CallbackHandler,
     ) -> Result<SessionHandle> {
         let (tx, rx) = mpsc::channel::<SessionClientMsg>(16);
         tx.send(SessionClientMsg {
@@ -590,6 +590,10 @@ impl Client {
         Ok(SessionHandle { session_id, task })
     }
 }
+
+/// Answers the server's callbacks: (kind, payload) → reply or refusal.
+pub type CallbackHandler =
+    Arc<dyn Fn(&str, &[u8]) -> std::result::Result<Vec<u8>, String> + Send + Sync>;
 
 /// Whether a job will not change again.
 pub fn is_final(j: &JobInfo) -> bool {

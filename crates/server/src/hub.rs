@@ -85,10 +85,10 @@ impl SessionHub {
     ) {
         // A reply is accepted only from a session of the tenant the request went to.
         let mut p = self.pending.lock().unwrap();
-        if p.get(&request_id).is_some_and(|(t, _)| t == tenant) {
-            if let Some((_, tx)) = p.remove(&request_id) {
-                let _ = tx.send(reply);
-            }
+        if p.get(&request_id).is_some_and(|(t, _)| t == tenant)
+            && let Some((_, tx)) = p.remove(&request_id)
+        {
+            let _ = tx.send(reply);
         }
     }
 

@@ -232,10 +232,10 @@ impl Hecloud for Service {
         };
         // Already stored for this tenant: nothing to transfer.
         let (store, t, m) = (self.store.clone(), tenant.clone(), meta.clone());
-        if let Some(o) = blocking(move || store.object(&t, &m.hash)).await? {
-            if o.kind == meta.kind {
-                return Ok(Response::new(object_info(&o)));
-            }
+        if let Some(o) = blocking(move || store.object(&t, &m.hash)).await?
+            && o.kind == meta.kind
+        {
+            return Ok(Response::new(object_info(&o)));
         }
         let (store, t, m, uid, max) = (
             self.store.clone(),
