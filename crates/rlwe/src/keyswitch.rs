@@ -3,10 +3,12 @@
 //! Q_l ∪ P by fast base conversion (ModUp), take the inner product with the
 //! switching key over Q_l ∪ P, and divide by P (ModDown).
 //!
-//! The inner loop runs target limb by target limb: for each limb t of
-//! Q_l ∪ P it converts every digit to t, transforms it and accumulates both
-//! key products in 128-bit lazy sums, reducing once at the end; scratch is
-//! one limb and two accumulators per thread, nothing is allocated per limb.
+//! The inner loop runs over groups of target limbs of Q_l ∪ P: each digit
+//! is converted to every target of the group in one pass over its sources
+//! (`Backend::linear_combinations`), then each target's digit limbs are
+//! transformed back to back and take the inner product with the key
+//! (`Backend::dot_product_pair`, lazy sums reduced once). Scratch is one
+//! set of digit limbs per target of a group, per thread, reused.
 //!
 //! Hoisting: [`decompose`] keeps every ModUp'ed digit, so several
 //! automorphisms of the same ciphertext pay the decomposition once
