@@ -1,5 +1,5 @@
 //! Hybrid key switching (GHS with dnum digits, as in Han–Ki 2019 and
-//! Lattigo): decompose d ∈ R_{Q_l} into digits [d]_{Q_j}, extend each to
+//! Lattigo): decompose d ∈ R_{Q_l} into digits \[d\]_{Q_j}, extend each to
 //! Q_l ∪ P by fast base conversion (ModUp), take the inner product with the
 //! switching key over Q_l ∪ P, and divide by P (ModDown).
 //!
@@ -242,7 +242,7 @@ where
     }
 }
 
-/// Σ_j ModUp([d]_{Q_j}) · (b_j, a_j) over Q_l ∪ P (NTT domain), for `d` in
+/// Σ_j ModUp(\[d\]_{Q_j}) · (b_j, a_j) over Q_l ∪ P (NTT domain), for `d` in
 /// the NTT domain over Q_l: the key-switching product before ModDown.
 pub fn key_switch_ext(params: &Parameters, d: &RnsPoly, key: &SwitchingKey) -> Result<ExtPair> {
     check_key(params, key)?;
