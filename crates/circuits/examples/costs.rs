@@ -20,14 +20,20 @@ fn main() -> Result<(), hecloud_circuits::CircuitError> {
             );
         }
     }
-    for w in [2usize, 4, 8, 16, 32, 64, 128, 256, 512, 1024] {
-        let x = EncryptedUint::encrypt_u128(&e, 0, w)?;
-        let (_, c) = with_cost(&e, || circuits::lt(&e, &x, &x));
-        let (_, p) = with_cost(&e, || circuits::lt_published(&e, &x, &x));
-        println!(
-            "cmp w={w}: tree {} bootstraps depth {}, published {} depth {}",
-            c.bootstraps, c.depth, p.bootstraps, p.depth
-        );
+    for threads in [1usize, 2, 4, 16] {
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(threads)
+            .build()
+            .map_err(|_| hecloud_circuits::CircuitError::EmptyOperands)?;
+        for w in [2usize, 4, 8, 16, 32, 64, 128, 256, 512, 1024] {
+            let x = EncryptedUint::encrypt_u128(&e, 0, w)?;
+            let (_, c) = pool.install(|| with_cost(&e, || circuits::lt(&e, &x, &x)));
+            let (_, p) = with_cost(&e, || circuits::lt_published(&e, &x, &x));
+            println!(
+                "cmp threads={threads} w={w}: tree {} bootstraps depth {}, published {} depth {}",
+                c.bootstraps, c.depth, p.bootstraps, p.depth
+            );
+        }
     }
     Ok(())
 }

@@ -12,10 +12,14 @@
 //!   `3·hi + lo` (result: `hi` unless `hi` propagates, then `lo`), which is
 //!   the Kogge–Stone prefix operator `(g, p) ∘ (g', p')` in one bootstrap
 //!   instead of two gates.
-//! * A **comparison status**: `τ = sign(x − y) + 1`. For one position it is
-//!   `x − y + 1`, free. Three statuses (most significant first) combine in one
-//!   lookup on `4τ₂ + 2τ₁ + τ₀` — its sign is the sign of the first non-zero
-//!   status — and two raw positions on `2τ₁ + τ₀`.
+//! * A **comparison status**: the trit `t = sign(x − y)`, held as `t + 1`.
+//!   For one position it is `x − y + 1`, free. Three statuses (most
+//!   significant first) combine in one lookup on `4t₂ + 2t₁ + t₀`, whose sign
+//!   is that of the first non-zero trit. The part that reaches the least
+//!   significant bit only needs the bit `b` = "greater", and `4t₃ + 2t₂ + t₁ + b
+//!   ≥ 1` combines four inputs. A lookup outputs its status already scaled by
+//!   the weight its consumer gives it, so only raw positions (two fresh bits)
+//!   pay for their weight in noise: [`compare`] costs `⌈w/2⌉` bootstraps.
 //! * Counters: the sum of up to 15 bits is one linear combination; each output
 //!   bit is one table, grouped into many-LUT bootstraps by the engine.
 //! * Ripple digits: a carry chain reads each digit's carry and sum bits from
@@ -33,7 +37,7 @@
 //! | --- | --- | --- |
 //! | sum of 8, carry chains | 63 | 32 |
 //! | sum of 16, carry chains | 157 | 48 |
-//! | comparison, tree | 24 | 4 |
+//! | comparison, two threads | 16 | 9 |
 //! | comparison, carry of `¬X + Y` | 32 | 6 |
 
 use crate::engine::{
@@ -763,20 +767,238 @@ pub enum Relation {
     Ge,
 }
 
-impl Relation {
-    fn holds(self, sign: i64) -> bool {
-        match self {
-            Relation::Lt => sign < 0,
-            Relation::Le => sign <= 0,
-            Relation::Gt => sign > 0,
-            Relation::Ge => sign >= 0,
+/// An input of a comparison lookup: the status `x_i − y_i + 1` of one raw bit
+/// position (indexed from the most significant bit), or a planned node's output.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum CmpItem {
+    Raw(usize),
+    Node(usize),
+}
+
+/// One comparison lookup: its inputs, most significant first, and its layer.
+/// Its output is a *trit* (the sign of its part, scaled by the weight its
+/// consumer gives it) unless its part reaches the least significant bit: then
+/// it is a *bit*, "greater so far" (or the relation, at the root).
+#[derive(Clone, Debug)]
+struct CmpNode {
+    inputs: Vec<CmpItem>,
+    layer: usize,
+    bottom: bool,
+}
+
+/// How a comparison is cut up (see [`compare`]): `trit_chains` chains of
+/// `pairs` position pairs each from the top, a bottom chain of
+/// `bottom_pairs` pairs, and whatever positions remain, absorbed by the merge.
+#[doc(hidden)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CmpLayout {
+    /// Chains from the top whose outputs are trits.
+    pub trit_chains: usize,
+    /// Position pairs per trit chain.
+    pub pairs: usize,
+    /// Position pairs of the bottom chain (at least one).
+    pub bottom_pairs: usize,
+}
+
+/// The lookups of a comparison; the last node is the root.
+#[derive(Clone, Debug, Default)]
+struct CmpPlan {
+    nodes: Vec<CmpNode>,
+}
+
+/// Weights of a lookup's inputs, most significant first. With the bits below
+/// summarised as a bit `b` ("greater") the inputs read `… + 2t₂ + t₁ + b`
+/// (`tᵢ` trits in −1..=1): "greater" iff that is ≥ 1, and four inputs span
+/// 16 values. Without it, `4t₂ + 2t₁ + t₀` has the sign of the first non-zero
+/// trit and three inputs span 15 values.
+fn cmp_weights(k: usize, bottom_bit: bool) -> Vec<i64> {
+    (0..k)
+        .map(|j| {
+            let from_bottom = (k - 1 - j) as u32;
+            match (bottom_bit, from_bottom) {
+                (true, 0) => 1,
+                (true, d) => 1 << (d - 1),
+                (false, d) => 1 << d,
+            }
+        })
+        .collect()
+}
+
+impl CmpPlan {
+    fn layers(&self) -> usize {
+        self.nodes.iter().map(|n| n.layer + 1).max().unwrap_or(0)
+    }
+
+    /// Rounds of `threads` parallel bootstraps the plan needs.
+    fn rounds(&self, threads: usize) -> usize {
+        let mut per_layer = vec![0usize; self.layers()];
+        for n in &self.nodes {
+            per_layer[n.layer] += 1;
         }
+        per_layer.iter().map(|&k| k.div_ceil(threads.max(1))).sum()
+    }
+
+    fn is_bottom(&self, item: CmpItem) -> bool {
+        matches!(item, CmpItem::Node(i) if self.nodes[i].bottom)
+    }
+
+    /// Whether `items` can be one lookup: at most 3 inputs (4 above a bottom
+    /// bit), raw positions only at weights 1 and 2 — a raw status has the
+    /// noise of two fresh bits, 2·4² > 25 at weight 4, while a node's output is
+    /// bootstrapped already scaled, at the noise of one fresh ciphertext.
+    fn fits(&self, items: &[CmpItem]) -> bool {
+        let bottom_bit = items.last().is_some_and(|&i| self.is_bottom(i));
+        let max = if bottom_bit { 4 } else { 3 };
+        !items.is_empty()
+            && items.len() <= max
+            && items
+                .iter()
+                .zip(cmp_weights(items.len(), bottom_bit))
+                .all(|(i, w)| matches!(i, CmpItem::Node(_)) || w <= 2)
+    }
+
+    fn add(&mut self, inputs: Vec<CmpItem>, bottom: bool) -> CmpItem {
+        let layer = inputs
+            .iter()
+            .map(|&i| match i {
+                CmpItem::Raw(_) => 0,
+                CmpItem::Node(n) => self.nodes[n].layer + 1,
+            })
+            .max()
+            .unwrap_or(0);
+        self.nodes.push(CmpNode {
+            inputs,
+            layer,
+            bottom,
+        });
+        CmpItem::Node(self.nodes.len() - 1)
+    }
+
+    /// The plan of `layout` over `width` positions, if the layout covers them.
+    ///
+    /// Trit chains start with a lookup on their top two positions and add the
+    /// next two per lookup (`status, raw, raw`); the bottom chain starts on the
+    /// two lowest positions and adds the next two above (`raw, raw, bit`). All
+    /// chains advance in lockstep. Positions left between chains join the
+    /// merge, which groups the chain outputs greedily from the top.
+    fn build(width: usize, layout: CmpLayout) -> Option<Self> {
+        let CmpLayout {
+            trit_chains: t,
+            pairs: k,
+            bottom_pairs: kb,
+        } = layout;
+        let used = 2 * (t * k + kb);
+        if kb == 0 || (t > 0 && k == 0) || used > width {
+            return None;
+        }
+        // Leftover positions: at most two under each trit chain (two on top
+        // when there is none).
+        let left = width - used;
+        let gaps = t.max(1);
+        if left > 2 * gaps {
+            return None;
+        }
+        let mut plan = CmpPlan::default();
+        let mut items = Vec::new();
+        let mut pos = 0;
+        for g in 0..gaps {
+            if t > 0 {
+                let mut status = plan.add(vec![CmpItem::Raw(pos), CmpItem::Raw(pos + 1)], false);
+                for s in 1..k {
+                    let p = pos + 2 * s;
+                    status = plan.add(vec![status, CmpItem::Raw(p), CmpItem::Raw(p + 1)], false);
+                }
+                items.push(status);
+                pos += 2 * k;
+            }
+            // The lowest gaps take the leftovers, two each.
+            let here = left.saturating_sub(2 * (gaps - 1 - g)).min(2);
+            items.extend((pos..pos + here).map(CmpItem::Raw));
+            pos += here;
+        }
+        let low = width - 2;
+        let mut bit = plan.add(vec![CmpItem::Raw(low), CmpItem::Raw(low + 1)], true);
+        for s in 1..kb {
+            let p = low - 2 * s;
+            bit = plan.add(vec![CmpItem::Raw(p), CmpItem::Raw(p + 1), bit], true);
+        }
+        items.push(bit);
+        while items.len() > 1 {
+            let mut next = Vec::new();
+            let mut i = 0;
+            while i < items.len() {
+                let rest = &items[i..];
+                let k = (1..=rest.len().min(4))
+                    .rev()
+                    .find(|&k| plan.fits(&rest[..k]))
+                    .unwrap_or(1);
+                // Two items left over at the bottom of a long level wait for the
+                // next one, where they can join a bigger group.
+                let wait = k == 2 && rest.len() == 2 && items.len() > 3;
+                if k == 1 || wait {
+                    if k == 1 && !matches!(rest[0], CmpItem::Node(_)) && rest.len() == 1 {
+                        return None;
+                    }
+                    next.push(rest[0]);
+                    i += 1;
+                    if wait {
+                        next.push(rest[1]);
+                        i += 1;
+                    }
+                    continue;
+                }
+                let bottom = i + k == items.len();
+                next.push(plan.add(rest[..k].to_vec(), bottom));
+                i += k;
+            }
+            if next.len() == items.len() {
+                return None;
+            }
+            items = next;
+        }
+        Some(plan)
+    }
+
+    /// The plan with the fewest rounds of `threads` parallel bootstraps, then
+    /// the fewest bootstraps, then the fewest layers, over all layouts.
+    fn best(width: usize, threads: usize) -> Self {
+        let half = width / 2;
+        let mut layouts = vec![CmpLayout {
+            trit_chains: 0,
+            pairs: 0,
+            bottom_pairs: half,
+        }];
+        for t in 1..half {
+            for k in 1..=half / t {
+                for kb in k.saturating_sub(1).max(1)..=k + 1 {
+                    layouts.push(CmpLayout {
+                        trit_chains: t,
+                        pairs: k,
+                        bottom_pairs: kb,
+                    });
+                }
+            }
+        }
+        layouts
+            .into_iter()
+            .filter_map(|l| Self::build(width, l))
+            .min_by_key(|p| (p.rounds(threads), p.nodes.len(), p.layers()))
+            .unwrap_or_default()
     }
 }
 
-/// Log-depth comparator: a tree of comparison statuses, two raw bit positions
-/// or three statuses per lookup, about `0.75·w` bootstraps and
-/// `1 + ⌈log3(w/2)⌉` layers.
+/// Comparator: comparison statuses combined by chains of lookups that run side
+/// by side, then merged.
+///
+/// A position's status `x_i − y_i` is a free linear combination. A lookup
+/// combines two positions, a status and two positions, or three statuses
+/// (`4t₂ + 2t₁ + t₀` has the sign of the first non-zero trit). The part that
+/// reaches the least significant bit only needs "greater or not", a bit `b`,
+/// and `4t₃ + 2t₂ + t₁ + b ≥ 1` combines four inputs in 16 values. So one
+/// chain of lookups from the bottom costs `⌈w/2⌉` bootstraps; with `t`
+/// threads the comparator picks the cut into chains and merges that needs the
+/// fewest rounds of `t` bootstraps (depth about `w/4 + 1` on two threads, down
+/// to logarithmic with `w/2` threads).
 ///
 /// ```
 /// use hecloud_circuits::{circuits::{self, Relation}, BitEngine, ClearEngine, EncryptedUint};
@@ -792,79 +1014,130 @@ pub fn compare<E: BitEngine>(
     y: &UintOf<E>,
     rel: Relation,
 ) -> Result<WireOf<E>> {
-    same_width(x, y)?;
-    // Statuses, most significant first: τ = x_i − y_i + 1 (free).
-    let mut items: Vec<WireOf<E>> = x
-        .bits()
-        .iter()
-        .zip(y.bits())
-        .rev()
-        .map(|(a, b)| e.linear(&Expr::new().term(a, 1).term(b, -1).plus(1)))
-        .collect::<Result<_>>()?;
-    loop {
-        // Greedy groups from the top: 3 if the noise allows, else 2, else 1.
-        let mut groups: Vec<(usize, usize)> = Vec::new();
-        let mut i = 0;
-        while i < items.len() {
-            let rest = items.len() - i;
-            let noise = |k: usize| -> u64 {
-                (0..k)
-                    .map(|j| (1u64 << (2 * (k - 1 - j))) * items[i + j].noise())
-                    .sum()
-            };
-            // Two fresh statuses left over at the bottom of a level wait for
-            // the next one, where they can join a group of three.
-            let fresh_pair = rest == 2 && items.len() > 3 && noise(2) <= 5;
-            let k = if rest >= 3 && noise(3) <= NOISE_BUDGET {
-                3
-            } else if rest >= 2 && noise(2) <= NOISE_BUDGET && !fresh_pair {
-                2
-            } else {
-                1
-            };
-            groups.push((i, k));
-            i += k;
-        }
-        let is_final = groups.len() == 1;
-        let ops: Vec<LutOp<'_, E::Ct>> = groups
-            .iter()
-            .filter(|&&(_, k)| k > 1 || is_final)
-            .map(|&(s, k)| {
-                let mut x = Expr::new();
-                for j in 0..k {
-                    x = x.term(&items[s + j], 1 << (k - 1 - j));
-                }
-                let mid = (1i64 << k) - 1; // value of "all equal"
-                let lut = if is_final {
-                    Lut::new(move |v| u64::from(rel.holds((v as i64 - mid).signum())))
-                } else {
-                    Lut::new(move |v| ((v as i64 - mid).signum() + 1) as u64)
-                };
-                LutOp::new(x, vec![lut])
-            })
-            .collect();
-        let mut outs = e.eval_layer(&ops)?.into_iter();
-        let mut next = Vec::with_capacity(groups.len());
-        for &(s, k) in &groups {
-            if k > 1 || is_final {
-                next.push(one(outs.next().unwrap_or_default())?);
-            } else {
-                next.push(items[s].clone());
-            }
-        }
-        if is_final {
-            return one(next);
-        }
-        items = next;
-    }
+    let width = same_width(x, y)?;
+    run_compare(e, x, y, rel, &best_plan(width, e.threads()))
 }
 
-/// `x < y` (log-depth comparator).
+/// [`CmpPlan::best`], memoised: the search builds thousands of plans at 1024 bits.
+fn best_plan(width: usize, threads: usize) -> std::sync::Arc<CmpPlan> {
+    use std::collections::HashMap;
+    use std::sync::{Arc, Mutex, OnceLock};
+    type Plans = HashMap<(usize, usize), Arc<CmpPlan>>;
+    static PLANS: OnceLock<Mutex<Plans>> = OnceLock::new();
+    let plans = PLANS.get_or_init(Default::default);
+    if let Some(p) = plans
+        .lock()
+        .ok()
+        .and_then(|m| m.get(&(width, threads)).cloned())
+    {
+        return p;
+    }
+    let plan = Arc::new(CmpPlan::best(width, threads));
+    if let Ok(mut m) = plans.lock() {
+        m.insert((width, threads), plan.clone());
+    }
+    plan
+}
+
+/// [`compare`] with a given layout (`None` if it does not cover the width),
+/// so that tests reach every plan shape.
+#[doc(hidden)]
+pub fn compare_with_layout<E: BitEngine>(
+    e: &E,
+    x: &UintOf<E>,
+    y: &UintOf<E>,
+    rel: Relation,
+    layout: CmpLayout,
+) -> Result<Option<WireOf<E>>> {
+    let width = same_width(x, y)?;
+    CmpPlan::build(width, layout)
+        .map(|p| run_compare(e, x, y, rel, &p))
+        .transpose()
+}
+
+fn run_compare<E: BitEngine>(
+    e: &E,
+    x: &UintOf<E>,
+    y: &UintOf<E>,
+    rel: Relation,
+    plan: &CmpPlan,
+) -> Result<WireOf<E>> {
+    // The plan computes "a > b"; the other relations swap or negate it.
+    let ((a, b), negate) = match rel {
+        Relation::Gt => ((x, y), false),
+        Relation::Le => ((x, y), true),
+        Relation::Lt => ((y, x), false),
+        Relation::Ge => ((y, x), true),
+    };
+    // Raw statuses, most significant first: τ = a_i − b_i + 1 (free).
+    let raw: Vec<WireOf<E>> = a
+        .bits()
+        .iter()
+        .zip(b.bits())
+        .rev()
+        .map(|(p, q)| e.linear(&Expr::new().term(p, 1).term(q, -1).plus(1)))
+        .collect::<Result<_>>()?;
+    // Each node's output is bootstrapped at the weight its consumer gives it.
+    let mut scale = vec![None; plan.nodes.len()];
+    for n in &plan.nodes {
+        let w = cmp_weights(n.inputs.len(), plan.is_bottom(n.inputs[n.inputs.len() - 1]));
+        for (item, w) in n.inputs.iter().zip(w) {
+            if let CmpItem::Node(c) = *item {
+                scale[c] = Some(w);
+            }
+        }
+    }
+    let mut out: Vec<Option<WireOf<E>>> = vec![None; plan.nodes.len()];
+    for layer in 0..plan.layers() {
+        let ids: Vec<usize> = (0..plan.nodes.len())
+            .filter(|&i| plan.nodes[i].layer == layer)
+            .collect();
+        let ops: Vec<LutOp<'_, E::Ct>> = ids
+            .iter()
+            .map(|&i| {
+                let node = &plan.nodes[i];
+                let bottom_bit = plan.is_bottom(node.inputs[node.inputs.len() - 1]);
+                let weights = cmp_weights(node.inputs.len(), bottom_bit);
+                let mut expr = Expr::new();
+                // Value when every trit is 0 ("equal") and the bit, if any, is 0.
+                let mut mid = 0;
+                for (item, &w) in node.inputs.iter().zip(&weights) {
+                    expr = match *item {
+                        CmpItem::Raw(p) => expr.term(&raw[p], w),
+                        CmpItem::Node(c) => {
+                            let wire = out[c].as_ref().ok_or(CircuitError::EmptyOperands)?;
+                            expr.term(wire, 1)
+                        }
+                    };
+                    if !plan.is_bottom(*item) {
+                        mid += w;
+                    }
+                }
+                let lut = match (node.bottom, scale[i]) {
+                    (false, s) => {
+                        let s = s.unwrap_or(1);
+                        Lut::new(move |v| (((v as i64 - mid).signum() + 1) * s) as u64)
+                    }
+                    (true, Some(_)) => Lut::new(move |v| u64::from(v as i64 > mid)),
+                    (true, None) => Lut::new(move |v| u64::from((v as i64 > mid) != negate)),
+                };
+                Ok(LutOp::new(expr, vec![lut]))
+            })
+            .collect::<Result<_>>()?;
+        let results = e.eval_layer(&ops)?;
+        for (&i, r) in ids.iter().zip(results) {
+            out[i] = Some(one(r)?);
+        }
+    }
+    out.pop().flatten().ok_or(CircuitError::EmptyOperands)
+}
+
+/// `x < y` ([`compare`]).
 pub fn lt<E: BitEngine>(e: &E, x: &UintOf<E>, y: &UintOf<E>) -> Result<WireOf<E>> {
     compare(e, x, y, Relation::Lt)
 }
 
-/// `x > y` (log-depth comparator).
+/// `x > y` ([`compare`]).
 pub fn gt<E: BitEngine>(e: &E, x: &UintOf<E>, y: &UintOf<E>) -> Result<WireOf<E>> {
     compare(e, x, y, Relation::Gt)
 }
@@ -958,7 +1231,7 @@ pub fn mux<E: BitEngine>(e: &E, s: &WireOf<E>, a: &UintOf<E>, b: &UintOf<E>) -> 
     )
 }
 
-/// `(min(x, y), max(x, y))`: the log-depth comparator, then one many-LUT
+/// `(min(x, y), max(x, y))`: [`compare`], then one many-LUT
 /// bootstrap per bit giving both the min and the max bit.
 ///
 /// ```

@@ -3,7 +3,8 @@
 //! Integers of any width from 2 to 1024 bits are held one bit per wire
 //! ([`EncryptedUint`]); circuits ([`circuits`]) — carry-save counter trees,
 //! Kogge–Stone and ripple adders, multi-operand sums, subtraction, comparison
-//! (the published carry-of-`¬X + Y` method and a faster log-depth tree),
+//! (the published carry-of-`¬X + Y` method and a faster one at half a
+//! bootstrap per bit),
 //! equality, min/max — are generic over a [`BitEngine`]:
 //!
 //! * [`ClearEngine`]: plaintext values, the test oracle; it enforces the same

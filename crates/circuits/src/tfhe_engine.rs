@@ -193,8 +193,9 @@ impl BitEngine for TfheEngine {
 
     fn eval_layer(&self, ops: &[LutOp<'_, Ciphertext>]) -> Result<Vec<Vec<WireOf<Self>>>> {
         let plans: Vec<Plan> = ops.iter().map(plan).collect::<Result<_>>()?;
+        // Linear combinations are cheap (a few thousand additions): computed here.
         let inputs: Vec<Ciphertext> = ops
-            .par_iter()
+            .iter()
             .zip(&plans)
             .map(|(op, p)| self.combine(&op.expr, p.max))
             .collect();
@@ -204,14 +205,18 @@ impl BitEngine for TfheEngine {
             .enumerate()
             .flat_map(|(i, p)| (0..p.bootstraps).map(move |g| (i, g)))
             .collect();
-        let results: Vec<Vec<Ciphertext>> = jobs
-            .par_iter()
-            .map(|&(i, g)| {
-                let per = plans[i].per_bootstrap;
-                let luts = &ops[i].luts[g * per..((g + 1) * per).min(ops[i].luts.len())];
-                self.run_group(&inputs[i], luts)
-            })
-            .collect();
+        let run = |&(i, g): &(usize, usize)| {
+            let per = plans[i].per_bootstrap;
+            let luts = &ops[i].luts[g * per..((g + 1) * per).min(ops[i].luts.len())];
+            self.run_group(&inputs[i], luts)
+        };
+        // A lone bootstrap runs on the calling thread: handing it to the pool
+        // costs a wake-up and a cold worker cache for no parallelism.
+        let results: Vec<Vec<Ciphertext>> = if jobs.len() == 1 {
+            jobs.iter().map(run).collect()
+        } else {
+            jobs.par_iter().map(run).collect()
+        };
         let mut out: Vec<Vec<WireOf<Self>>> = plans
             .iter()
             .map(|p| Vec::with_capacity(p.out_max.len()))

@@ -1,7 +1,7 @@
 //! Every circuit on the clear engine against big-integer arithmetic, on fresh
 //! random values and named edge cases.
 
-use hecloud_circuits::circuits::{self, AdderKind, Relation, SumMode};
+use hecloud_circuits::circuits::{self, AdderKind, CmpLayout, Relation, SumMode};
 use hecloud_circuits::{
     BitEngine, CircuitError, ClearEngine, EncryptedUint, Expr, Lut, LutOp, UintOf, plan, with_cost,
 };
@@ -321,20 +321,82 @@ fn comparisons_equality_and_min_max_match_big_integers() {
 }
 
 #[test]
+fn every_comparator_layout_matches_big_integers() {
+    let mut rng = rng();
+    let mut shapes = 0;
+    for w in [2usize, 3, 4, 5, 7, 8, 9, 16, 33, 64] {
+        let mut pairs: Vec<(BigUint, BigUint)> = (0..4)
+            .map(|_| (random(&mut rng, w), random(&mut rng, w)))
+            .collect();
+        let r = random(&mut rng, w);
+        pairs.extend([
+            (BigUint::zero(), all_ones(w)),
+            (all_ones(w), all_ones(w)),
+            (r.clone(), r.clone()),
+            (r.clone(), &r ^ BigUint::one()),
+            (r.clone(), &r ^ (BigUint::one() << (w - 1))),
+        ]);
+        for trit_chains in 0..=w / 2 {
+            for pairs_each in 0..=w / 2 {
+                for bottom_pairs in 0..=w / 2 {
+                    let layout = CmpLayout {
+                        trit_chains,
+                        pairs: pairs_each,
+                        bottom_pairs,
+                    };
+                    let e = ClearEngine::new();
+                    let (zero, ones) = (enc(&e, &BigUint::zero(), w), enc(&e, &all_ones(w), w));
+                    let probe =
+                        circuits::compare_with_layout(&e, &zero, &ones, Relation::Lt, layout);
+                    if probe.unwrap().is_none() {
+                        continue;
+                    }
+                    shapes += 1;
+                    for (x, y) in &pairs {
+                        let (cx, cy) = (enc(&e, x, w), enc(&e, y, w));
+                        for (rel, want) in [
+                            (Relation::Lt, x < y),
+                            (Relation::Le, x <= y),
+                            (Relation::Gt, x > y),
+                            (Relation::Ge, x >= y),
+                        ] {
+                            let got = circuits::compare_with_layout(&e, &cx, &cy, rel, layout);
+                            assert_eq!(
+                                e.decrypt_bit(&got.unwrap().unwrap()).unwrap(),
+                                want,
+                                "w={w} {layout:?} {rel:?} {x} {y}"
+                            );
+                        }
+                    }
+                }
+            }
+        }
+    }
+    assert!(shapes > 100, "only {shapes} layouts covered");
+}
+
+#[test]
 fn fast_comparator_is_cheaper_than_the_published_one() {
     let e = ClearEngine::new();
     for &w in &[8usize, 32, 64, 1024] {
         let (x, y) = (enc(&e, &all_ones(w), w), enc(&e, &BigUint::zero(), w));
         let (_, published) = with_cost(&e, || circuits::lt_published(&e, &x, &y).unwrap());
-        let (_, fast) = with_cost(&e, || circuits::lt(&e, &x, &y).unwrap());
-        assert!(
-            fast.bootstraps < published.bootstraps,
-            "w={w}: {fast:?} vs {published:?}"
-        );
-        // Log depth: at most 1 + ceil(log3(w/2)) + 1 layers.
-        assert!(
-            fast.depth <= 2 + (w as f64 / 2.0).log(3.0).ceil() as u64,
-            "w={w}: {fast:?}"
-        );
+        let pool = |t| {
+            rayon::ThreadPoolBuilder::new()
+                .num_threads(t)
+                .build()
+                .unwrap()
+        };
+        // One thread: a single chain, one bootstrap per pair of positions.
+        let (_, one) = pool(1).install(|| with_cost(&e, || circuits::lt(&e, &x, &y).unwrap()));
+        assert_eq!(one.bootstraps as usize, w / 2, "w={w}: {one:?}");
+        assert!(one.bootstraps < published.bootstraps);
+        // Two threads: two chains side by side, depth about w/4.
+        let (_, two) = pool(2).install(|| with_cost(&e, || circuits::lt(&e, &x, &y).unwrap()));
+        assert!(two.bootstraps <= one.bootstraps + 1, "w={w}: {two:?}");
+        assert!(two.depth as usize <= w / 4 + 2, "w={w}: {two:?}");
+        // Many threads: logarithmic depth.
+        let (_, wide) = pool(64).install(|| with_cost(&e, || circuits::lt(&e, &x, &y).unwrap()));
+        assert!(wide.depth <= 2 * u64::from(w.ilog2()), "w={w}: {wide:?}");
     }
 }

@@ -3,7 +3,7 @@
 //! generated once for this test binary. Wide widths on TFHE run in the bench
 //! (`hecloud bench tfhe`) and in the ignored test below.
 
-use hecloud_circuits::circuits::{self, AdderKind, Relation, SumMode};
+use hecloud_circuits::circuits::{self, AdderKind, CmpLayout, Relation, SumMode};
 use hecloud_circuits::{BitEngine, ClearEngine, EncryptedUint, TfheEngine, with_cost};
 use rand_chacha::ChaCha20Rng;
 use rand_core::{RngCore, SeedableRng};
@@ -108,6 +108,21 @@ fn comparisons_and_min_max_at_8_bits() {
             x < y,
             "{x} {y}"
         );
+        // Other plan shapes: every pair in parallel, then merges of three
+        // statuses over a bottom bit; one trit chain beside the bottom chain.
+        for (trit_chains, pairs, bottom_pairs) in [(3, 1, 1), (1, 2, 1), (0, 0, 4)] {
+            let layout = CmpLayout {
+                trit_chains,
+                pairs,
+                bottom_pairs,
+            };
+            let ge = circuits::compare_with_layout(e, &cx, &cy, Relation::Ge, layout).unwrap();
+            assert_eq!(
+                e.decrypt_bit(&ge.unwrap()).unwrap(),
+                x >= y,
+                "{x} {y} {layout:?}"
+            );
+        }
         assert_eq!(
             e.decrypt_bit(&circuits::lt_published(e, &cx, &cy).unwrap())
                 .unwrap(),
