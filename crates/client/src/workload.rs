@@ -147,13 +147,14 @@ pub async fn ckks_setup(client: &Client, preset: Preset, rotations: &[i64]) -> R
 }
 
 impl CkksSession {
-    /// Encrypts `values` (full slots, zero-padded) at the top level.
+    /// Encrypts `values` (full slots, zero-padded) at the top level, with the
+    /// secret key: the seeded form is half the size of a public-key encryption.
     pub fn encrypt(&self, values: &[f64]) -> Result<Vec<u8>> {
         let enc = Encoder::new(&self.params);
         let pt = enc
             .encode_real(values, self.params.max_level(), self.params.default_scale())
             .map_err(crypto)?;
-        Ok(self.keys.encrypt(&pt).map_err(crypto)?.to_bytes())
+        Ok(self.keys.encrypt_sk(&pt).map_err(crypto)?.to_bytes())
     }
 
     /// Decodes and decrypts a ciphertext payload.
@@ -198,6 +199,9 @@ pub fn statistics_graph(session: ObjectId, input: ObjectId, count: usize) -> Job
     let m2 = g.mul(mean, mean);
     let m2 = g.rescale(m2);
     let var = g.sub(sq_mean, m2);
+    // Both are only decrypted: returned at level 0.
+    let mean = g.drop_level(mean, 0);
+    let var = g.drop_level(var, 0);
     g.output("mean", mean);
     g.output("variance", var);
     JobSubmission {
@@ -248,7 +252,8 @@ pub async fn ckks_statistics(
     })
 }
 
-/// The multiply-rotate-sum job: `rotate_and_sum(rescale(x · y), n)`.
+/// The multiply-rotate-sum job: `rotate_and_sum(rescale(x · y), n)`,
+/// returned at level 0.
 pub fn mul_rotate_sum_graph(
     session: ObjectId,
     x: ObjectId,
@@ -261,6 +266,8 @@ pub fn mul_rotate_sum_graph(
     let p = g.mul(a, b);
     let p = g.rescale(p);
     let s = g.rotate_and_sum(p, n as u32);
+    // Only decrypted: returned at level 0.
+    let s = g.drop_level(s, 0);
     g.output("sum", s);
     JobSubmission {
         session,
@@ -301,7 +308,7 @@ pub async fn mul_rotate_sum(client: &Client, s: &CkksSession, n: usize) -> Resul
                 let pt = enc
                     .encode_real(v, top, params.default_scale())
                     .map_err(crypto)?;
-                keys.encrypt(&pt).map_err(crypto)
+                keys.encrypt_sk(&pt).map_err(crypto)
             };
             Ok((e(&a)?, e(&b)?))
         })

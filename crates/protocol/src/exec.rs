@@ -288,6 +288,10 @@ impl<'a> Run<'a> {
                 V::Ct(c) => ck(rt()?.evaluator.rotate_and_sum(c, *n as usize)),
                 _ => Err(internal("operand types")),
             },
+            Op::DropLevel(a, l) => match self.view(*a) {
+                V::Ct(c) => ck(rt()?.evaluator.drop_level(c, *l as usize)),
+                _ => Err(internal("operand types")),
+            },
             Op::Conjugate(a) => match self.view(*a) {
                 V::Ct(c) => ck(rt()?.evaluator.conjugate(c)),
                 _ => Err(internal("operand types")),

@@ -119,6 +119,10 @@ pub enum Op {
     RotateAndSum(NodeId, u32),
     /// Complex conjugation of every slot; needs the conjugation Galois key.
     Conjugate(NodeId),
+    /// The ciphertext reduced to the given lower level: primes dropped, value
+    /// and scale kept, no noise added. A result the client only decrypts
+    /// travels best at level 0 (one prime instead of all of them).
+    DropLevel(NodeId, u32),
     /// p(x) = Σ c_k T_k(y), y = (2x − a − b)/(b − a), slot-wise (Chebyshev basis,
     /// baby-step giant-step).
     Chebyshev {
@@ -162,6 +166,7 @@ impl Op {
             Op::Rotate(..) => "rotate",
             Op::RotateAndSum(..) => "rotate_and_sum",
             Op::Conjugate(_) => "conjugate",
+            Op::DropLevel(..) => "drop_level",
             Op::Chebyshev { .. } => "chebyshev",
             Op::IntSum { .. } => "int_sum",
             Op::IntCompare(..) => "int_compare",
@@ -179,6 +184,7 @@ impl Op {
             | Op::Rotate(a, _)
             | Op::RotateAndSum(a, _)
             | Op::Conjugate(a)
+            | Op::DropLevel(a, _)
             | Op::Chebyshev { input: a, .. } => vec![*a],
             Op::Add(a, b)
             | Op::Sub(a, b)
@@ -269,6 +275,10 @@ impl Graph {
     pub fn rotate_and_sum(&mut self, a: NodeId, n: u32) -> NodeId {
         self.push(Op::RotateAndSum(a, n))
     }
+    /// [`Op::DropLevel`].
+    pub fn drop_level(&mut self, a: NodeId, level: u32) -> NodeId {
+        self.push(Op::DropLevel(a, level))
+    }
     /// [`Op::Conjugate`].
     pub fn conjugate(&mut self, a: NodeId) -> NodeId {
         self.push(Op::Conjugate(a))
@@ -355,6 +365,7 @@ mod tag {
     pub const ROTATE_AND_SUM: u8 = 10;
     pub const CONJUGATE: u8 = 11;
     pub const CHEBYSHEV: u8 = 12;
+    pub const DROP_LEVEL: u8 = 13;
     pub const INT_SUM: u8 = 32;
     pub const INT_COMPARE: u8 = 33;
     pub const INT_MIN: u8 = 34;
@@ -391,6 +402,10 @@ fn write_op(w: &mut Writer, op: &Op) {
             w.u32(*n);
         }
         Op::Conjugate(a) => one(w, tag::CONJUGATE, *a),
+        Op::DropLevel(a, l) => {
+            one(w, tag::DROP_LEVEL, *a);
+            w.u32(*l);
+        }
         Op::Chebyshev {
             input,
             coeffs,
@@ -452,6 +467,7 @@ fn read_op(r: &mut Reader<'_>) -> DecodeResult<Op> {
         tag::ROTATE => Op::Rotate(r.u32()?, r.i64()?),
         tag::ROTATE_AND_SUM => Op::RotateAndSum(r.u32()?, r.u32()?),
         tag::CONJUGATE => Op::Conjugate(r.u32()?),
+        tag::DROP_LEVEL => Op::DropLevel(r.u32()?, r.u32()?),
         tag::CHEBYSHEV => {
             let input = r.u32()?;
             let a = r.finite_f64("chebyshev interval")?;

@@ -1027,6 +1027,28 @@ impl<'a> Checker<'a> {
                 }
                 Ok(t)
             }
+            Op::DropLevel(_, target) => match args[0] {
+                T::CkksCiphertext {
+                    level,
+                    scale,
+                    degree,
+                } => {
+                    let target = *target as usize;
+                    if target > *level {
+                        return Err(self.invalid(format!(
+                            "cannot raise a ciphertext from level {level} to {target}"
+                        )));
+                    }
+                    Ok(ct(
+                        Ls {
+                            level: target,
+                            scale: *scale,
+                        },
+                        *degree,
+                    ))
+                }
+                _ => Err(self.mismatch(args, "a ciphertext")),
+            },
             Op::Conjugate(_) => {
                 let t = self.degree_one(args)?;
                 let g = galois_element_conjugate(self.params()?.n());

@@ -167,6 +167,8 @@ fn every_operation_matches_plaintext() {
     out(&mut g, "conj", n15, x.clone());
     let n16 = g.neg(xi);
     out(&mut g, "neg", n16, x.iter().map(|a| -a).collect());
+    let n16b = g.drop_level(n6, 0);
+    out(&mut g, "x*y at level 0", n16b, zip(&x, &y, |a, b| a * b));
     let sig = ChebyshevPolynomial::interpolate(|t| 1.0 / (1.0 + (-3.0 * t).exp()), 7, -1.0, 1.0);
     let n17 = g.chebyshev(xi, sig.coeffs.clone(), -1.0, 1.0);
     out(

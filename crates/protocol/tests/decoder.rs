@@ -55,6 +55,7 @@ fn sample_graph() -> Graph {
     let r = g.rotate(s, -1);
     let r = g.rotate_and_sum(r, 8);
     let j = g.conjugate(r);
+    let j = g.drop_level(j, 1);
     let n = g.neg(j);
     let p = g.chebyshev(n, vec![0.1, 0.2], -1.0, 1.0);
     g.output("p", p);

@@ -411,6 +411,55 @@ fn missing_keys() {
 }
 
 #[test]
+fn drop_level_keeps_the_scale_and_shrinks_the_output() {
+    let p = params();
+    let caps = full_caps(&p);
+    let mut g = Graph::new();
+    let x = g.input(0);
+    let y = g.input(1);
+    let m = g.mul(x, y);
+    let m = g.rescale(m);
+    let d = g.drop_level(m, 0);
+    g.output("d", d);
+    let v = validate(&g, &caps, &[ct(&p, 3), ct(&p, 3)]).unwrap();
+    let ValueType::CkksCiphertext { level, scale, .. } = v.node_type(d).unwrap().clone() else {
+        panic!()
+    };
+    let want = p.default_scale() * p.default_scale() / p.q_f64(3);
+    assert_eq!(level, 0);
+    assert!((scale / want - 1.0).abs() < 1e-12);
+    assert_eq!(v.cost().output_bytes, 64 + 2 * 1024 * 8);
+    // No level can be gained.
+    let e = validate(&unary(|g, x| g.drop_level(x, 4)), &caps, &[ct(&p, 3)]).unwrap_err();
+    assert!(
+        matches!(e, ValidationError::InvalidArgument { .. }),
+        "{e:?}"
+    );
+    // An unrescaled product does not fit the level-0 modulus.
+    let e = validate(
+        &unary(|g, x| {
+            let m = g.mul(x, x);
+            g.drop_level(m, 0)
+        }),
+        &caps,
+        &[ct(&p, 3)],
+    )
+    .unwrap_err();
+    assert!(matches!(e, ValidationError::ScaleOverflow { .. }), "{e:?}");
+    // Only ciphertexts have levels to drop.
+    let e = validate(
+        &unary(|g, _| {
+            let c = g.constant(1.0);
+            g.drop_level(c, 0)
+        }),
+        &caps,
+        &[ct(&p, 3)],
+    )
+    .unwrap_err();
+    assert!(matches!(e, ValidationError::TypeMismatch { .. }), "{e:?}");
+}
+
+#[test]
 fn invalid_arguments() {
     let p = params();
     let caps = full_caps(&p);

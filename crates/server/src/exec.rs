@@ -173,15 +173,35 @@ type KeyCell = Arc<OnceLock<Result<Arc<SessionKeys>, String>>>;
 pub struct GraphExecutor {
     allow_insecure: bool,
     keys: Mutex<Vec<((String, ObjectId), KeyCell)>>,
+    /// Jobs checked at submission, kept decoded for their run.
+    prepared: Mutex<Vec<(PreparedKey, Instant, Arc<Prepared>)>>,
 }
 
 /// Sessions whose keys stay loaded.
 const KEY_CACHE: usize = 4;
+/// Checked jobs kept decoded (each holds its input ciphertexts): the next
+/// few to run skip reading and decoding their inputs a second time.
+const PREPARED_CACHE: usize = 4;
+/// A checked job not run within this time (cancelled, or queued behind
+/// others) gives its place up.
+const PREPARED_TTL: Duration = Duration::from_secs(60);
+
+/// A checked job: its tenant and the BLAKE3 of its spec.
+type PreparedKey = (String, [u8; 32]);
 
 struct Prepared {
     keys: Arc<SessionKeys>,
     graph: ValidatedGraph,
     inputs: Vec<hecloud_protocol::Object>,
+    input_ids: Vec<ObjectId>,
+}
+
+impl std::fmt::Debug for Prepared {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Prepared")
+            .field("inputs", &self.input_ids.len())
+            .finish_non_exhaustive()
+    }
 }
 
 impl GraphExecutor {
@@ -190,7 +210,27 @@ impl GraphExecutor {
         Self {
             allow_insecure,
             keys: Mutex::new(Vec::new()),
+            prepared: Mutex::new(Vec::new()),
         }
+    }
+
+    fn prepared_key(spec: &[u8], objects: &TenantObjects) -> PreparedKey {
+        (objects.tenant().to_string(), *blake3::hash(spec).as_bytes())
+    }
+
+    /// The job as decoded when it was checked, if it is still cached and its
+    /// inputs still exist (they may have been deleted since).
+    fn take_prepared(&self, spec: &[u8], objects: &TenantObjects) -> Option<Arc<Prepared>> {
+        let key = Self::prepared_key(spec, objects);
+        let p = {
+            let mut cache = self.prepared.lock().ok()?;
+            let pos = cache.iter().position(|(k, ..)| *k == key)?;
+            cache.swap_remove(pos).2
+        };
+        p.input_ids
+            .iter()
+            .all(|id| objects.meta(&id.to_hex()).is_ok())
+            .then_some(p)
     }
 
     fn session_keys(
@@ -285,18 +325,33 @@ impl GraphExecutor {
             keys,
             graph,
             inputs,
+            input_ids: job.inputs.clone(),
         })
     }
 }
 
 impl Executor for GraphExecutor {
     fn check(&self, spec: &[u8], objects: &TenantObjects) -> Result<(), JobError> {
-        self.prepare(spec, objects).map(|_| ())
+        let p = self.prepare(spec, objects)?;
+        if let Ok(mut cache) = self.prepared.lock() {
+            cache.retain(|(_, at, _)| at.elapsed() < PREPARED_TTL);
+            if cache.len() < PREPARED_CACHE {
+                cache.push((
+                    Self::prepared_key(spec, objects),
+                    Instant::now(),
+                    Arc::new(p),
+                ));
+            }
+        }
+        Ok(())
     }
 
     fn run(&self, spec: &[u8], ctx: JobContext<'_>) -> Result<RunOutput, JobError> {
         (ctx.progress)(0.0, "loading keys and inputs");
-        let p = self.prepare(spec, ctx.objects)?;
+        let p = match self.take_prepared(spec, ctx.objects) {
+            Some(p) => p,
+            None => Arc::new(self.prepare(spec, ctx.objects)?),
+        };
         let t = Instant::now();
         let progress = ctx.progress;
         let out = execute(&p.graph, &p.keys, &p.inputs, ctx.cancel, &mut |pr| {

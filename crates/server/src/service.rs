@@ -254,7 +254,15 @@ impl Hecloud for Service {
         })
         .await?;
         let (store, t, uid) = (self.store.clone(), tenant.clone(), h.upload_id.clone());
-        let mut file = blocking(move || store.open_part(&t, &uid, have)).await?;
+        // The bytes are hashed as they arrive (after those held from an
+        // interrupted attempt), so finishing needs no second pass over the file.
+        let (mut file, mut hasher) = blocking(move || {
+            Ok((
+                store.open_part(&t, &uid, have)?,
+                store.part_hasher(&t, &uid, have)?,
+            ))
+        })
+        .await?;
         let mut received = have;
         let mut next = Some(first);
         let mut stream_error = None;
@@ -303,7 +311,10 @@ impl Hecloud for Service {
                 )));
                 break;
             }
-            if let Err(e) = tokio::task::block_in_place(|| file.write_all(&msg.data)) {
+            if let Err(e) = tokio::task::block_in_place(|| {
+                hasher.update(&msg.data);
+                file.write_all(&msg.data)
+            }) {
                 return Err(ServerError::Io(e).into());
             }
             received += msg.data.len() as u64;
@@ -339,7 +350,7 @@ impl Hecloud for Service {
                     return Err(ServerError::InvalidArgument(format!("session spec: {e}")));
                 }
             }
-            store.finish_upload(&t, &uid, &meta)
+            store.finish_upload(&t, &uid, &meta, Some(hasher.finalize()))
         })
         .await?;
         tracing::info!(%tenant, object = %obj.id, kind = %obj.kind, size = obj.size, "object stored");

@@ -8,7 +8,7 @@
 //! `uploads/<tenant>/<upload id>.part` so that a client can resume them.
 
 use std::fs::{self, File, OpenOptions};
-use std::io::Write;
+use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -381,21 +381,35 @@ impl Store {
         Ok(f)
     }
 
-    /// Finishes an upload whose part file holds every byte: checks the hash,
-    /// installs the blob, records the object and drops the upload row.
+    /// A hasher fed with the first `len` bytes of a pending upload (to go on
+    /// hashing a resumed upload as its bytes arrive).
+    pub fn part_hasher(&self, tenant: &str, upload_id: &str, len: u64) -> Result<blake3::Hasher> {
+        let mut hasher = blake3::Hasher::new();
+        let file = File::open(self.part_path(tenant, upload_id))?;
+        std::io::copy(
+            &mut std::io::BufReader::with_capacity(1 << 20, file.take(len)),
+            &mut hasher,
+        )?;
+        Ok(hasher)
+    }
+
+    /// Finishes an upload whose part file holds every byte: checks the hash
+    /// (`hashed`, the hash of the bytes as they were written, or else read
+    /// back from the file), installs the blob, records the object and drops
+    /// the upload row.
     pub fn finish_upload(
         &self,
         tenant: &str,
         upload_id: &str,
         meta: &UploadMeta,
+        hashed: Option<blake3::Hash>,
     ) -> Result<ObjectMeta> {
         let part = self.part_path(tenant, upload_id);
-        let mut hasher = blake3::Hasher::new();
-        std::io::copy(
-            &mut std::io::BufReader::with_capacity(1 << 20, File::open(&part)?),
-            &mut hasher,
-        )?;
-        let got = hasher.finalize().to_hex().to_string();
+        let got = match hashed {
+            Some(h) => h,
+            None => self.part_hasher(tenant, upload_id, u64::MAX)?.finalize(),
+        };
+        let got = got.to_hex().to_string();
         if got != meta.hash {
             // A corrupt upload cannot be resumed: start over.
             let _ = fs::remove_file(&part);
@@ -680,7 +694,7 @@ mod tests {
         let mut f = s.open_part("t", "u1", have).unwrap();
         f.write_all(&data[have as usize..]).unwrap();
         f.sync_all().unwrap();
-        let obj = s.finish_upload("t", "u1", &meta).unwrap();
+        let obj = s.finish_upload("t", "u1", &meta, None).unwrap();
         assert_eq!(obj.id, meta.hash);
         assert_eq!(s.read_blob(&obj.id).unwrap(), data);
         assert!(s.upload("t", "u1").unwrap().is_none());
