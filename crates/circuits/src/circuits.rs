@@ -853,8 +853,14 @@ impl CmpPlan {
             && items.len() <= max
             && items
                 .iter()
-                .zip(cmp_weights(items.len(), bottom_bit))
+                .zip(self.weights(items))
                 .all(|(i, w)| matches!(i, CmpItem::Node(_)) || w <= 2)
+    }
+
+    /// [`cmp_weights`] of a lookup on `items` (most significant first).
+    fn weights(&self, items: &[CmpItem]) -> Vec<i64> {
+        let bottom_bit = items.last().is_some_and(|&i| self.is_bottom(i));
+        cmp_weights(items.len(), bottom_bit)
     }
 
     fn add(&mut self, inputs: Vec<CmpItem>, bottom: bool) -> CmpItem {
@@ -936,15 +942,9 @@ impl CmpPlan {
                 // next one, where they can join a bigger group.
                 let wait = k == 2 && rest.len() == 2 && items.len() > 3;
                 if k == 1 || wait {
-                    if k == 1 && !matches!(rest[0], CmpItem::Node(_)) && rest.len() == 1 {
-                        return None;
-                    }
-                    next.push(rest[0]);
-                    i += 1;
-                    if wait {
-                        next.push(rest[1]);
-                        i += 1;
-                    }
+                    let pass = if wait { 2 } else { 1 };
+                    next.extend_from_slice(&rest[..pass]);
+                    i += pass;
                     continue;
                 }
                 let bottom = i + k == items.len();
@@ -1080,8 +1080,7 @@ fn run_compare<E: BitEngine>(
     // Each node's output is bootstrapped at the weight its consumer gives it.
     let mut scale = vec![None; plan.nodes.len()];
     for n in &plan.nodes {
-        let w = cmp_weights(n.inputs.len(), plan.is_bottom(n.inputs[n.inputs.len() - 1]));
-        for (item, w) in n.inputs.iter().zip(w) {
+        for (item, w) in n.inputs.iter().zip(plan.weights(&n.inputs)) {
             if let CmpItem::Node(c) = *item {
                 scale[c] = Some(w);
             }
@@ -1096,8 +1095,7 @@ fn run_compare<E: BitEngine>(
             .iter()
             .map(|&i| {
                 let node = &plan.nodes[i];
-                let bottom_bit = plan.is_bottom(node.inputs[node.inputs.len() - 1]);
-                let weights = cmp_weights(node.inputs.len(), bottom_bit);
+                let weights = plan.weights(&node.inputs);
                 let mut expr = Expr::new();
                 // Value when every trit is 0 ("equal") and the bit, if any, is 0.
                 let mut mid = 0;

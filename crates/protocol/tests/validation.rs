@@ -36,15 +36,20 @@ fn unary(f: impl FnOnce(&mut Graph, u32) -> u32) -> Graph {
     g
 }
 
+/// `rescale(x · y)` of inputs 0 and 1.
+fn rescaled_product(g: &mut Graph) -> u32 {
+    let x = g.input(0);
+    let y = g.input(1);
+    let m = g.mul(x, y);
+    g.rescale(m)
+}
+
 #[test]
 fn a_good_graph_passes_with_exact_levels_scales_and_costs() {
     let p = params();
     let caps = full_caps(&p);
     let mut g = Graph::new();
-    let x = g.input(0);
-    let y = g.input(1);
-    let m = g.mul(x, y);
-    let m = g.rescale(m);
+    let m = rescaled_product(&mut g);
     let h = g.constant(0.5);
     let h = g.mul(m, h); // non-integer constant: one level, scale kept
     let r = g.rotate_and_sum(h, 4);
@@ -415,10 +420,7 @@ fn drop_level_keeps_the_scale_and_shrinks_the_output() {
     let p = params();
     let caps = full_caps(&p);
     let mut g = Graph::new();
-    let x = g.input(0);
-    let y = g.input(1);
-    let m = g.mul(x, y);
-    let m = g.rescale(m);
+    let m = rescaled_product(&mut g);
     let d = g.drop_level(m, 0);
     g.output("d", d);
     let v = validate(&g, &caps, &[ct(&p, 3), ct(&p, 3)]).unwrap();

@@ -31,6 +31,7 @@ use tokio_stream::wrappers::TcpListenerStream;
 use tonic::transport::{Identity, Server, ServerTlsConfig};
 
 pub use config::{Quota, ServerConfig, TenantConfig};
+pub use error::{Result, ServerError};
 
 /// HTTP/2 receive window per stream (uploads are paced by it).
 const STREAM_WINDOW: u32 = 8 << 20;
@@ -38,7 +39,6 @@ const STREAM_WINDOW: u32 = 8 << 20;
 const CONNECTION_WINDOW: u32 = 32 << 20;
 /// Largest HTTP/2 frame the server accepts (fewer frames per chunk).
 const MAX_FRAME: u32 = 1 << 20;
-pub use error::{Result, ServerError};
 
 /// A running server.
 #[derive(Debug)]
