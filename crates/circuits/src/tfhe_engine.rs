@@ -40,13 +40,22 @@ enum Table {
     Many(ManyLookupTableOwned),
 }
 
+/// Where the engine's server key lives: its own, or inside a TFHE-rs
+/// integer server key it shares with integer code (one copy of the
+/// bootstrapping key in memory for both).
+#[derive(Clone)]
+enum ServerKeyHandle {
+    Shortint(Arc<ServerKey>),
+    Integer(Arc<tfhe::integer::ServerKey>),
+}
+
 /// A [`BitEngine`] on TFHE-rs shortint ciphertexts.
 ///
 /// Holds the server key, and on the client side the client key too. The
 /// client key is never printed (`Debug` shows only whether it is present).
 pub struct TfheEngine {
     client: Option<ClientKey>,
-    server: ServerKey,
+    server: ServerKeyHandle,
     stats: StatCounters,
     tables: RwLock<HashMap<Vec<Lut>, Arc<Table>>>,
 }
@@ -69,6 +78,31 @@ impl TfheEngine {
 
     /// An engine from existing keys; without a client key it can only compute.
     pub fn from_keys(client: Option<ClientKey>, server: ServerKey) -> Self {
+        Self::with_handle(client, ServerKeyHandle::Shortint(Arc::new(server)))
+    }
+
+    /// An engine on the shortint key inside a TFHE-rs integer server key, so
+    /// that integer code and this engine share one bootstrapping key. The key
+    /// must use [`TFHE_PARAMS`].
+    ///
+    /// ```no_run
+    /// use hecloud_circuits::{BitEngine, TFHE_PARAMS, TfheEngine};
+    /// use std::sync::Arc;
+    ///
+    /// let cks = tfhe::integer::ClientKey::new(TFHE_PARAMS);
+    /// let sks = Arc::new(tfhe::integer::ServerKey::new_radix_server_key(&cks));
+    /// let engine = TfheEngine::from_integer_keys(Some(cks.into_raw_parts()), sks.clone());
+    /// let one = engine.encrypt_bit(true).unwrap();
+    /// assert!(!engine.decrypt_bit(&engine.not(&one).unwrap()).unwrap());
+    /// ```
+    pub fn from_integer_keys(
+        client: Option<ClientKey>,
+        server: Arc<tfhe::integer::ServerKey>,
+    ) -> Self {
+        Self::with_handle(client, ServerKeyHandle::Integer(server))
+    }
+
+    fn with_handle(client: Option<ClientKey>, server: ServerKeyHandle) -> Self {
         Self {
             client,
             server,
@@ -77,15 +111,18 @@ impl TfheEngine {
         }
     }
 
-    /// An engine with the same keys and fresh counters (to measure circuits
-    /// that run concurrently on separate counters).
+    /// An engine with the same keys (shared, not copied) and fresh counters,
+    /// to measure circuits that run concurrently on separate counters.
     pub fn fork(&self) -> Self {
-        Self::from_keys(self.client.clone(), self.server.clone())
+        Self::with_handle(self.client.clone(), self.server.clone())
     }
 
     /// The server key (to hand to a server-side engine).
     pub fn server_key(&self) -> &ServerKey {
-        &self.server
+        match &self.server {
+            ServerKeyHandle::Shortint(k) => k,
+            ServerKeyHandle::Integer(k) => k.as_ref().as_ref(),
+        }
     }
 
     fn table(&self, luts: &[Lut]) -> Arc<Table> {
@@ -94,14 +131,14 @@ impl TfheEngine {
         }
         let t = Arc::new(if let [l] = luts {
             let l = *l;
-            Table::One(self.server.generate_lookup_table(move |x| l.eval(x)))
+            Table::One(self.server_key().generate_lookup_table(move |x| l.eval(x)))
         } else {
             let fs: Vec<Box<dyn Fn(u64) -> u64>> = luts
                 .iter()
                 .map(|&l| Box::new(move |x| l.eval(x)) as Box<dyn Fn(u64) -> u64>)
                 .collect();
             let refs: Vec<&dyn Fn(u64) -> u64> = fs.iter().map(|f| f.as_ref()).collect();
-            Table::Many(self.server.generate_many_lookup_table(&refs))
+            Table::Many(self.server_key().generate_many_lookup_table(&refs))
         });
         if let Ok(mut m) = self.tables.write() {
             m.insert(luts.to_vec(), t.clone());
@@ -111,7 +148,7 @@ impl TfheEngine {
 
     /// The linear combination as a shortint ciphertext with degree `max`.
     fn combine(&self, expr: &Expr<'_, Ciphertext>, max: u64) -> Ciphertext {
-        let mut acc = self.server.create_trivial(0);
+        let mut acc = self.server_key().create_trivial(0);
         {
             let out = acc.ct.as_mut();
             for &(w, c) in &expr.terms {
@@ -129,15 +166,15 @@ impl TfheEngine {
         acc.degree = Degree::new(max);
         acc.set_noise_level_to_nominal();
         if expr.terms.iter().all(|(w, _)| w.noise == 0) {
-            acc.set_noise_level(NoiseLevel::ZERO, self.server.max_noise_level);
+            acc.set_noise_level(NoiseLevel::ZERO, self.server_key().max_noise_level);
         }
         acc
     }
 
     fn run_group(&self, input: &Ciphertext, luts: &[Lut]) -> Vec<Ciphertext> {
         match &*self.table(luts) {
-            Table::One(t) => vec![self.server.apply_lookup_table(input, t)],
-            Table::Many(t) => self.server.apply_many_lookup_table(input, t),
+            Table::One(t) => vec![self.server_key().apply_lookup_table(input, t)],
+            Table::Many(t) => self.server_key().apply_many_lookup_table(input, t),
         }
     }
 }
@@ -177,7 +214,7 @@ impl BitEngine for TfheEngine {
 
     fn constant(&self, v: u64) -> WireOf<Self> {
         let v = v % PLAINTEXT_SPACE;
-        let mut ct = self.server.create_trivial(0);
+        let mut ct = self.server_key().create_trivial(0);
         let delta = (1u64 << 63) / PLAINTEXT_SPACE;
         if let Some(body) = ct.ct.as_mut().last_mut() {
             *body = body.wrapping_add(v.wrapping_mul(delta));
