@@ -6,6 +6,7 @@ use std::hint::black_box;
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
 use hecloud_math::backend::{Backend, Scalar, available};
 use hecloud_math::prime::ntt_primes;
+use hecloud_math::sampling::expand_seed_uniform;
 use hecloud_math::{BaseConverter, Domain, NttTable, RnsBasis, Sampler};
 
 fn ntt_one_limb(c: &mut Criterion) {
@@ -70,7 +71,14 @@ fn rns_28_limbs(c: &mut Criterion) {
         g.bench_function(BenchmarkId::new("base_conversion_28_to_4", threads), |b| {
             b.iter(|| pool.install(|| black_box(conv.convert(&x).unwrap())))
         });
+        g.bench_function(BenchmarkId::new("expand_seed", threads), |b| {
+            b.iter(|| pool.install(|| black_box(expand_seed_uniform(&[3; 32], &basis))))
+        });
     }
+    // The word-by-word sampler, for comparison with the seed expansion.
+    g.bench_function("uniform_poly_word_by_word", |b| {
+        b.iter(|| black_box(s.uniform_poly(&basis, Domain::Ntt)))
+    });
     g.finish();
     let m = *basis.moduli().first().unwrap();
     let (mut a, bb) = (x.limb(0).to_vec(), y.limb(0).to_vec());

@@ -250,6 +250,10 @@ impl RnsPoly {
             });
         }
         for (limb, m) in data.chunks_exact(basis.degree()).zip(basis.moduli()) {
+            // A branch-free pass first (it vectorizes); the search only on failure.
+            if !limb.iter().fold(false, |bad, &x| bad | (x >= m.value())) {
+                continue;
+            }
             if let Some(&bad) = limb.iter().find(|&&x| x >= m.value()) {
                 return Err(MathError::ResidueOutOfRange {
                     value: bad,
@@ -365,7 +369,7 @@ impl RnsPoly {
 
     /// Runs `f(limb_index, limb, modulus, table)` on every limb, on several
     /// threads when the polynomial is large enough to pay for it.
-    fn par_limbs<F>(&mut self, f: F)
+    pub(crate) fn par_limbs<F>(&mut self, f: F)
     where
         F: Fn(usize, &mut [u64], &Modulus, &NttTable) + Sync + Send,
     {
