@@ -127,6 +127,15 @@ pub struct Client {
 
 /// Default upload chunk size.
 pub const UPLOAD_CHUNK: usize = 1 << 20;
+
+/// An upload buffer as the owner of a [`bytes::Bytes`].
+struct SharedBuf(Arc<Vec<u8>>);
+
+impl AsRef<[u8]> for SharedBuf {
+    fn as_ref(&self) -> &[u8] {
+        self.0.as_slice()
+    }
+}
 /// Largest message the client accepts.
 const MAX_MESSAGE: usize = 16 << 20;
 
@@ -313,6 +322,8 @@ impl Client {
         let (tx, rx) = mpsc::channel::<UploadChunk>(4);
         let header = header.clone();
         let prog = progress.clone();
+        // Chunks are slices of the caller's buffer, not copies.
+        let bytes = bytes::Bytes::from_owner(SharedBuf(bytes));
         let producer = tokio::spawn(async move {
             let mut off = offset.min(end);
             let mut first = true;
@@ -321,7 +332,7 @@ impl Client {
                 let msg = UploadChunk {
                     header: first.then(|| header.clone()),
                     offset: off,
-                    data: bytes[off as usize..(off + n) as usize].to_vec(),
+                    data: bytes.slice(off as usize..(off + n) as usize),
                 };
                 first = false;
                 traffic.sent.fetch_add(n, Ordering::Relaxed);

@@ -316,8 +316,15 @@ pub async fn mul_rotate_sum(client: &Client, s: &CkksSession, n: usize) -> Resul
     };
     let encrypt = t.elapsed();
     let t = Instant::now();
-    let (bx, by) = (cx.to_bytes(), cy.to_bytes());
-    let (ix, iy) = (ObjectId::of(&bx), ObjectId::of(&by));
+    let ((bx, ix), (by, iy)) = blocking(move || {
+        let ser = |c: &Ciphertext| {
+            let b = c.to_bytes();
+            let id = ObjectId::of(&b);
+            (b, id)
+        };
+        Ok(rayon::join(|| ser(&cx), || ser(&cy)))
+    })
+    .await?;
     let kind = rpc::object_kind_name(ObjectKind::CkksCiphertext);
     let (ux, uy) = tokio::join!(
         client.upload(kind, Arc::new(bx), None),

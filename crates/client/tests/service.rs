@@ -263,7 +263,7 @@ async fn malformed_and_oversized_input_is_invalid_argument() {
     let s1 = tokio_stream::iter(vec![UploadChunk {
         header: None,
         offset: 0,
-        data: vec![1, 2, 3],
+        data: vec![1, 2, 3].into(),
     }]);
     let e = raw.clone().upload(s1).await.unwrap_err();
     assert_eq!(e.code(), Code::InvalidArgument);
@@ -278,7 +278,7 @@ async fn malformed_and_oversized_input_is_invalid_argument() {
     let s2 = tokio_stream::iter(vec![UploadChunk {
         header: Some(header(&big, "ckks.ciphertext", "big-chunk-upload-0001")),
         offset: 0,
-        data: big.clone(),
+        data: big.clone().into(),
     }]);
     let e = raw.clone().upload(s2).await.unwrap_err();
     assert_eq!(e.code(), Code::InvalidArgument);

@@ -263,10 +263,20 @@ impl SessionParams {
         bytes: &[u8],
     ) -> Result<(ObjectDescriptor, Object), ObjectError> {
         let obj = self.decode(kind, bytes)?;
+        Ok((
+            self.descriptor(ObjectId::of(bytes), bytes.len() as u64, &obj),
+            obj,
+        ))
+    }
+
+    /// The descriptor of a decoded object whose id (the BLAKE3 of its
+    /// bytes) and size are already known, e.g. to a store that checked
+    /// them when the bytes arrived: saves hashing them again.
+    pub fn descriptor(&self, id: ObjectId, size: u64, obj: &Object) -> ObjectDescriptor {
         let mut d = ObjectDescriptor {
-            id: ObjectId::of(bytes),
-            kind,
-            size: bytes.len() as u64,
+            id,
+            kind: obj.kind(),
+            size,
             param_hash: [0; 32],
             level: 0,
             scale: 1.0,
@@ -276,7 +286,7 @@ impl SessionParams {
         if let Some(p) = &self.ckks {
             d.param_hash = *p.rlwe().hash();
         }
-        match &obj {
+        match obj {
             Object::CkksCiphertext(c) => {
                 d.level = c.level() as u32;
                 d.scale = c.scale();
@@ -304,7 +314,7 @@ impl SessionParams {
                 d.count = u.width() as u32;
             }
         }
-        Ok((d, obj))
+        d
     }
 }
 

@@ -2,6 +2,7 @@
 //! (`graph.v1`: a [`hecloud_protocol`] computation graph; `echo.v1`: a
 //! round trip to the tenant's key holder over its session stream).
 
+use rayon::prelude::*;
 use std::collections::HashMap;
 use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex, OnceLock};
@@ -294,31 +295,38 @@ impl GraphExecutor {
         let job = JobSubmission::decode(spec)
             .map_err(|e| JobError::Invalid(format!("job submission: {e}")))?;
         let keys = self.session_keys(objects, &job.session)?;
-        let mut inputs = Vec::with_capacity(job.inputs.len());
-        let mut types = Vec::with_capacity(job.inputs.len());
-        for (i, id) in job.inputs.iter().enumerate() {
-            let hex = id.to_hex();
-            let (meta, bytes) = objects.get(&hex).map_err(|e| match e {
-                JobError::Invalid(_) => {
-                    JobError::Invalid(format!("input {i}: object {hex} not found"))
-                }
-                other => other,
-            })?;
-            let kind = rpc::parse_object_kind(&meta.kind).ok_or_else(|| {
-                JobError::Invalid(format!(
-                    "input {i}: a {} object cannot be a job input",
-                    meta.kind
-                ))
-            })?;
-            let (desc, obj) = keys
-                .params()
-                .describe(kind, &bytes)
-                .map_err(|e| JobError::Invalid(format!("input {i} ({hex}): {e}")))?;
-            types.push(
-                value_type_of(&desc).map_err(|e| JobError::Invalid(format!("input {i}: {e}")))?,
-            );
-            inputs.push(obj);
-        }
+        // Inputs are read and decoded in parallel: decoding (residue checks,
+        // seed expansion) of multi-MiB ciphertexts is most of a check.
+        let decoded = job
+            .inputs
+            .par_iter()
+            .enumerate()
+            .map(|(i, id)| {
+                let hex = id.to_hex();
+                let (meta, bytes) = objects.get(&hex).map_err(|e| match e {
+                    JobError::Invalid(_) => {
+                        JobError::Invalid(format!("input {i}: object {hex} not found"))
+                    }
+                    other => other,
+                })?;
+                let kind = rpc::parse_object_kind(&meta.kind).ok_or_else(|| {
+                    JobError::Invalid(format!(
+                        "input {i}: a {} object cannot be a job input",
+                        meta.kind
+                    ))
+                })?;
+                let params = keys.params();
+                let obj = params
+                    .decode(kind, &bytes)
+                    .map_err(|e| JobError::Invalid(format!("input {i} ({hex}): {e}")))?;
+                // The store checked that the bytes hash to their id on upload.
+                let desc = params.descriptor(*id, bytes.len() as u64, &obj);
+                let ty = value_type_of(&desc)
+                    .map_err(|e| JobError::Invalid(format!("input {i}: {e}")))?;
+                Ok((obj, ty))
+            })
+            .collect::<Result<Vec<_>, JobError>>()?;
+        let (inputs, types): (Vec<_>, Vec<_>) = decoded.into_iter().unzip();
         let graph = validate(&job.graph, &keys.capabilities(), &types)
             .map_err(|e| JobError::Invalid(format!("graph refused: {e}")))?;
         Ok(Prepared {

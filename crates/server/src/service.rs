@@ -425,7 +425,7 @@ impl Hecloud for Service {
                 }
                 let chunk = DataChunk {
                     offset: off,
-                    data: buf,
+                    data: buf.into(),
                     total_bytes: meta.size,
                 };
                 off += n as u64;
