@@ -20,10 +20,12 @@ use crate::config::{Quota, ServerConfig};
 use crate::error::ServerError;
 use crate::hub::{MAX_CALLBACK_BYTES, SessionHub};
 use crate::jobs::Jobs;
-use crate::store::{JobRecord, ObjectMeta, Store, UploadMeta};
+use crate::store::{JobRecord, ObjectMeta, Store, UploadMeta, start_writeback};
 
 /// Bytes per download chunk.
 pub const DOWNLOAD_CHUNK: usize = 1 << 20;
+/// An upload starts writing its bytes to disk every this many bytes.
+const WRITEBACK_STEP: u64 = 4 << 20;
 
 /// The service state.
 pub struct Service {
@@ -264,6 +266,7 @@ impl Hecloud for Service {
         })
         .await?;
         let mut received = have;
+        let mut written_back = have;
         let mut next = Some(first);
         let mut stream_error = None;
         loop {
@@ -318,6 +321,10 @@ impl Hecloud for Service {
                 return Err(ServerError::Io(e).into());
             }
             received += msg.data.len() as u64;
+            if received - written_back >= WRITEBACK_STEP {
+                start_writeback(&file, written_back, received - written_back);
+                written_back = received;
+            }
         }
         // What was received is kept (durably) for a resume.
         let synced = tokio::task::block_in_place(|| file.sync_all());
