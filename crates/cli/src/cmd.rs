@@ -151,6 +151,10 @@ pub fn serve(a: ServeArgs) -> anyhow::Result<()> {
 
 /// `hecloud keygen`.
 pub fn keygen(dir: &Path, preset: &str, sum_slots: usize, rotations: &[i64]) -> anyhow::Result<()> {
+    if preset == keys::TFHE_PRESET {
+        let r = keys::tfhe_keygen(dir)?;
+        return report_keygen(dir, &r);
+    }
     let preset = keys::parse_preset(preset)?;
     let mut rots = rotations.to_vec();
     if sum_slots > 1 {
@@ -170,6 +174,10 @@ pub fn keygen(dir: &Path, preset: &str, sum_slots: usize, rotations: &[i64]) -> 
     spinner.enable_steady_tick(Duration::from_millis(100));
     let r = keys::keygen(dir, preset, &rots)?;
     spinner.finish_and_clear();
+    report_keygen(dir, &r)
+}
+
+fn report_keygen(dir: &Path, r: &keys::KeygenReport) -> anyhow::Result<()> {
     for (p, n) in &r.files {
         println!("{:>10}  {}", bytes(*n), p.display());
     }
@@ -192,7 +200,33 @@ fn parse_values(text: &str) -> anyhow::Result<Vec<f64>> {
 }
 
 /// `hecloud encrypt`.
-pub fn encrypt(keys_dir: &Path, input: &Path, out: &Path) -> anyhow::Result<()> {
+pub fn encrypt(keys_dir: &Path, input: &Path, out: &Path, width: usize) -> anyhow::Result<()> {
+    if keys::is_tfhe_dir(keys_dir) {
+        let text = std::fs::read_to_string(input)?;
+        let words: Vec<&str> = text
+            .split(|c: char| c == ',' || c.is_whitespace())
+            .filter(|w| !w.is_empty())
+            .collect();
+        let [word] = words[..] else {
+            anyhow::bail!(
+                "a TFHE ciphertext holds one integer; {} has {}",
+                input.display(),
+                words.len()
+            );
+        };
+        let v: num_bigint::BigUint = word
+            .parse()
+            .with_context(|| format!("not an unsigned integer: {word:?}"))?;
+        let ct = keys::TfheKeyDir::open(keys_dir)?.encrypt(&v, width)?;
+        std::fs::write(out, &ct)?;
+        println!(
+            "{width}-bit integer → {} ({}), object id {}",
+            out.display(),
+            bytes(ct.len() as u64),
+            ObjectId::of(&ct)
+        );
+        return Ok(());
+    }
     let kd = KeyDir::open(keys_dir)?;
     let values = parse_values(&std::fs::read_to_string(input)?)?;
     anyhow::ensure!(!values.is_empty(), "no values in {}", input.display());
@@ -210,6 +244,13 @@ pub fn encrypt(keys_dir: &Path, input: &Path, out: &Path) -> anyhow::Result<()> 
 
 /// `hecloud decrypt`.
 pub fn decrypt(keys_dir: &Path, input: &Path, count: usize) -> anyhow::Result<()> {
+    if keys::is_tfhe_dir(keys_dir) {
+        println!(
+            "{}",
+            keys::TfheKeyDir::open(keys_dir)?.decrypt(&std::fs::read(input)?)?
+        );
+        return Ok(());
+    }
     let kd = KeyDir::open(keys_dir)?;
     let v = kd.decrypt(&std::fs::read(input)?)?;
     for x in v.iter().take(count) {
@@ -238,9 +279,11 @@ fn bar(total: u64, what: &str) -> (ProgressBar, ProgressFn) {
     )
 }
 
-fn kind_of(path: &Path) -> &'static str {
+fn kind_of(path: &Path, data: &[u8]) -> &'static str {
     let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
-    if name == "relin.key" {
+    if let Some(k) = keys::tfhe_kind(data) {
+        rpc::object_kind_name(k)
+    } else if name == "relin.key" {
         "ckks.relin_key"
     } else if name.starts_with("galois-") {
         "ckks.galois_key"
@@ -258,11 +301,14 @@ pub fn upload(
     kind: Option<&str>,
     files: &[PathBuf],
 ) -> anyhow::Result<()> {
-    let mut todo: Vec<(PathBuf, String)> = vec![];
+    let mut todo: Vec<(PathBuf, Option<&str>)> = vec![];
     if let Some(k) = keys_dir {
-        for (p, kind) in KeyDir::open(k)?.uploads()? {
-            todo.push((p, kind.to_string()));
-        }
+        let uploads = if keys::is_tfhe_dir(k) {
+            keys::TfheKeyDir::open(k)?.uploads()
+        } else {
+            KeyDir::open(k)?.uploads()?
+        };
+        todo.extend(uploads.into_iter().map(|(p, kind)| (p, Some(kind))));
     }
     for f in files {
         anyhow::ensure!(
@@ -270,15 +316,16 @@ pub fn upload(
             "refusing to upload a secret key ({})",
             f.display()
         );
-        todo.push((f.clone(), kind.unwrap_or_else(|| kind_of(f)).to_string()));
+        todo.push((f.clone(), kind));
     }
     anyhow::ensure!(!todo.is_empty(), "nothing to upload (give files or --keys)");
     runtime()?.block_on(async {
         let c = conn.connect().await?;
         for (p, kind) in todo {
             let data = Arc::new(std::fs::read(&p).with_context(|| p.display().to_string())?);
+            let kind = kind.unwrap_or_else(|| kind_of(&p, &data));
             let (pb, f) = bar(data.len() as u64, "upload");
-            let o = c.upload(&kind, data, Some(f)).await?;
+            let o = c.upload(kind, data, Some(f)).await?;
             pb.finish_and_clear();
             println!(
                 "{}  {:16} {:>10}  {}",
@@ -296,8 +343,10 @@ pub fn upload(
 #[derive(Debug, Args)]
 pub struct SubmitArgs {
     /// The operation: `stats` (mean and variance of one ciphertext of
-    /// `--count` values), `mul-rotate-sum` (Σ x·y over `--count` slots), or
-    /// `spec` (an encoded job submission from `--spec`).
+    /// `--count` values), `mul-rotate-sum` (Σ x·y over `--count` slots),
+    /// on TFHE integers `int-sum` (full-width sum of the inputs), `int-lt`,
+    /// `int-gt` (an encrypted bit), `int-min`, `int-max`, or `spec` (an
+    /// encoded job submission from `--spec`).
     #[arg(long, default_value = "stats")]
     op: String,
     /// Key folder (for the session id).
@@ -325,28 +374,44 @@ fn object_id(s: &str) -> anyhow::Result<ObjectId> {
 pub fn submit(conn: &Conn, a: &SubmitArgs) -> anyhow::Result<()> {
     let spec = match a.op.as_str() {
         "spec" => std::fs::read(a.spec.as_ref().context("--op spec needs --spec FILE")?)?,
-        "stats" | "mul-rotate-sum" => {
-            let kd = KeyDir::open(
-                a.keys
-                    .as_deref()
-                    .context("--keys DIR is needed for the session")?,
-            )?;
-            let session = kd.session()?;
+        op => {
+            let dir = a
+                .keys
+                .as_deref()
+                .context("--keys DIR is needed for the session")?;
             let ids: Vec<ObjectId> = a
                 .inputs
                 .iter()
                 .map(|s| object_id(s))
                 .collect::<anyhow::Result<_>>()?;
-            if a.op == "stats" {
-                anyhow::ensure!(ids.len() == 1, "stats takes one --input");
-                workload::statistics_graph(session, ids[0], a.count).encode()
+            let session = if keys::is_tfhe_dir(dir) {
+                keys::TfheKeyDir::open(dir)?.session()?
             } else {
-                anyhow::ensure!(ids.len() == 2, "mul-rotate-sum takes two --input");
-                workload::mul_rotate_sum_graph(session, ids[0], ids[1], a.count.next_power_of_two())
+                KeyDir::open(dir)?.session()?
+            };
+            match op {
+                "stats" => {
+                    anyhow::ensure!(ids.len() == 1, "stats takes one --input");
+                    workload::statistics_graph(session, ids[0], a.count).encode()
+                }
+                "mul-rotate-sum" => {
+                    anyhow::ensure!(ids.len() == 2, "mul-rotate-sum takes two --input");
+                    workload::mul_rotate_sum_graph(
+                        session,
+                        ids[0],
+                        ids[1],
+                        a.count.next_power_of_two(),
+                    )
                     .encode()
+                }
+                "int-sum" | "int-lt" | "int-gt" | "int-min" | "int-max" => {
+                    workload::integer_graph(session, op, ids)?.encode()
+                }
+                other => anyhow::bail!(
+                    "unknown --op {other:?} (stats, mul-rotate-sum, int-sum, int-lt, int-gt, int-min, int-max, spec)"
+                ),
             }
         }
-        other => anyhow::bail!("unknown --op {other:?} (stats, mul-rotate-sum, spec)"),
     };
     runtime()?.block_on(async {
         let c = conn.connect().await?;

@@ -32,12 +32,12 @@ enum Command {
     Demo,
     /// Runs the hecloud server (untrusted compute node).
     Serve(cmd::ServeArgs),
-    /// Generates CKKS keys into a folder (the secret key never leaves it).
+    /// Generates CKKS or TFHE keys into a folder (the secret key never leaves it).
     Keygen {
         /// Key folder.
         #[arg(long, default_value = "hecloud-keys")]
         dir: PathBuf,
-        /// Parameter preset (n13 … n17).
+        /// Parameter preset: CKKS `n13` … `n17`, or `tfhe`.
         #[arg(long, default_value = "n14")]
         preset: String,
         /// Adds the Galois keys to sum this many slots (a power of two).
@@ -47,7 +47,8 @@ enum Command {
         #[arg(long, value_delimiter = ',', allow_hyphen_values = true)]
         rotations: Vec<i64>,
     },
-    /// Encrypts real numbers (a text file, comma or whitespace separated).
+    /// Encrypts real numbers (a text file, comma or whitespace separated),
+    /// or with a TFHE key folder one unsigned integer.
     Encrypt {
         /// Key folder.
         #[arg(long, default_value = "hecloud-keys")]
@@ -57,6 +58,9 @@ enum Command {
         /// Ciphertext file to write.
         #[arg(long, short)]
         out: PathBuf,
+        /// Bits of a TFHE integer (2..=1024).
+        #[arg(long, default_value_t = 32)]
+        width: usize,
     },
     /// Uploads files (ciphertexts, keys) to the server; resumable.
     Upload {
@@ -101,7 +105,8 @@ enum Command {
         #[arg(long, short)]
         out: PathBuf,
     },
-    /// Decrypts a ciphertext file and prints its first values.
+    /// Decrypts a ciphertext file and prints its first values (a TFHE
+    /// integer or bit: its value).
     Decrypt {
         /// Key folder.
         #[arg(long, default_value = "hecloud-keys")]
@@ -153,7 +158,12 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             sum_slots,
             rotations,
         } => cmd::keygen(&dir, &preset, sum_slots, &rotations),
-        Command::Encrypt { keys, input, out } => cmd::encrypt(&keys, &input, &out),
+        Command::Encrypt {
+            keys,
+            input,
+            out,
+            width,
+        } => cmd::encrypt(&keys, &input, &out, width),
         Command::Upload {
             conn,
             keys,

@@ -1,6 +1,6 @@
-//! CKKS key files of a key holder.
+//! Key files of a key holder.
 //!
-//! `keygen` writes a folder:
+//! [`keygen`] writes a CKKS folder:
 //!
 //! | file | content | leaves the client? |
 //! | --- | --- | --- |
@@ -10,15 +10,24 @@
 //! | `session.spec` | the session spec naming them | uploaded |
 //! | `preset` | the parameter preset name | — |
 //!
+//! [`tfhe_keygen`] writes a TFHE folder: `secret.key` (the TFHE-rs client
+//! key, 0600), `server.key` (uploaded), `session.spec` (uploaded) and
+//! `preset` holding [`TFHE_PRESET`].
+//!
 //! The secret key is held in [`zeroize::Zeroizing`] buffers while read or
 //! written, and the rlwe `SecretKey` zeroizes itself on drop.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use hecloud_circuits::{BitEngine, EncryptedUint, TFHE_PARAMS, TfheEngine};
 use hecloud_ckks::{CkksParameters, Encoder, KeySet, Preset};
-use hecloud_protocol::{CkksParamSpec, Message, ObjectId, ParamSpec, SessionSpec};
+use hecloud_protocol::{
+    CkksParamSpec, Message, Object, ObjectId, ObjectKind, ParamSpec, SessionParams, SessionSpec,
+    TfheParamSpec, rpc,
+};
 use hecloud_rlwe::{Ciphertext, Decryptor, Encryptor, PublicKey, SecretKey};
+use num_bigint::BigUint;
 
 use crate::{ClientError, Result};
 
@@ -72,12 +81,7 @@ pub struct KeygenReport {
 /// Generates keys for `preset` with Galois keys for `rotations` and writes
 /// them to `dir` (created; existing key files are not overwritten).
 pub fn keygen(dir: &Path, preset: Preset, rotations: &[i64]) -> Result<KeygenReport> {
-    if dir.join("secret.key").exists() {
-        return Err(ClientError::Invalid(format!(
-            "{} already holds a secret key; refusing to overwrite it",
-            dir.display()
-        )));
-    }
+    refuse_overwrite(dir)?;
     std::fs::create_dir_all(dir)?;
     let params = preset.build().map_err(crypto)?;
     let keys = KeySet::generate(&params, rotations, false).map_err(crypto)?;
@@ -206,6 +210,214 @@ impl KeyDir {
     }
 }
 
+/// The `preset` of a TFHE key folder.
+pub const TFHE_PRESET: &str = "tfhe";
+
+/// Whether `dir` is a TFHE key folder (its `preset` file says [`TFHE_PRESET`]).
+pub fn is_tfhe_dir(dir: &Path) -> bool {
+    std::fs::read_to_string(dir.join("preset")).is_ok_and(|p| p.trim() == TFHE_PRESET)
+}
+
+fn refuse_overwrite(dir: &Path) -> Result<()> {
+    if dir.join("secret.key").exists() {
+        return Err(ClientError::Invalid(format!(
+            "{} already holds a secret key; refusing to overwrite it",
+            dir.display()
+        )));
+    }
+    Ok(())
+}
+
+/// bincode options of the TFHE client key file (TFHE-rs's versioned form).
+fn bin() -> impl bincode::Options {
+    use bincode::Options;
+    bincode::DefaultOptions::new()
+        .with_fixint_encoding()
+        .reject_trailing_bytes()
+}
+
+fn unversion<T: tfhe::Unversionize>(bytes: &[u8]) -> std::result::Result<T, String> {
+    use bincode::Options;
+    let versioned: T::VersionedOwned = bin()
+        .with_limit(MAX_TFHE_CLIENT_KEY_BYTES)
+        .deserialize(bytes)
+        .map_err(|e| e.to_string())?;
+    T::unversionize(versioned).map_err(|e| e.to_string())
+}
+
+/// Largest TFHE client key file read (the key itself takes a few KiB).
+const MAX_TFHE_CLIENT_KEY_BYTES: u64 = 1 << 20;
+
+/// Generates TFHE keys ([`TFHE_PARAMS`]) into `dir` (created; an existing
+/// secret key is not overwritten).
+pub fn tfhe_keygen(dir: &Path) -> Result<KeygenReport> {
+    use bincode::Options;
+    refuse_overwrite(dir)?;
+    std::fs::create_dir_all(dir)?;
+    let (ck, sk) = tfhe::shortint::gen_keys(TFHE_PARAMS);
+    let secret = zeroize::Zeroizing::new(
+        bin()
+            .serialize(&tfhe::Versionize::versionize(&ck))
+            .map_err(crypto)?,
+    );
+    let server = Object::TfheServerKey(Box::new(sk)).to_bytes();
+    let spec = SessionSpec {
+        params: ParamSpec {
+            ckks: None,
+            tfhe: Some(TfheParamSpec::Message2Carry2),
+        },
+        tfhe_server_key: Some(ObjectId::of(&server)),
+        ..SessionSpec::default()
+    };
+    let mut files = vec![];
+    for (name, bytes, private) in [
+        ("secret.key", &secret[..], true),
+        ("server.key", &server[..], false),
+        ("session.spec", &spec.encode()[..], false),
+        ("preset", TFHE_PRESET.as_bytes(), false),
+    ] {
+        let p = dir.join(name);
+        if private {
+            write_private(&p, bytes)?;
+        } else {
+            std::fs::write(&p, bytes)?;
+        }
+        files.push((p, bytes.len() as u64));
+    }
+    Ok(KeygenReport {
+        files,
+        session: spec.id(),
+    })
+}
+
+/// A TFHE key folder opened for encryption and decryption of integers.
+pub struct TfheKeyDir {
+    dir: PathBuf,
+    client: tfhe::shortint::ClientKey,
+    engine: std::sync::OnceLock<TfheEngine>,
+}
+
+impl std::fmt::Debug for TfheKeyDir {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TfheKeyDir")
+            .field("dir", &self.dir)
+            .finish_non_exhaustive()
+    }
+}
+
+impl TfheKeyDir {
+    /// Opens a folder written by [`tfhe_keygen`], reading its client key.
+    pub fn open(dir: &Path) -> Result<Self> {
+        if !is_tfhe_dir(dir) {
+            return Err(ClientError::Invalid(format!(
+                "{} is not a TFHE key folder",
+                dir.display()
+            )));
+        }
+        let raw = zeroize::Zeroizing::new(std::fs::read(dir.join("secret.key"))?);
+        let client: tfhe::shortint::ClientKey =
+            unversion(&raw).map_err(|e| ClientError::Crypto(format!("secret.key: {e}")))?;
+        if client.parameters() != TFHE_PARAMS.into() {
+            return Err(ClientError::Crypto(
+                "secret.key: not a key of the TFHE parameter set hecloud uses".into(),
+            ));
+        }
+        Ok(Self {
+            dir: dir.to_path_buf(),
+            client,
+            engine: std::sync::OnceLock::new(),
+        })
+    }
+
+    /// The server key and the session spec, in upload order.
+    pub fn uploads(&self) -> Vec<(PathBuf, &'static str)> {
+        vec![
+            (
+                self.dir.join("server.key"),
+                rpc::object_kind_name(ObjectKind::TfheServerKey),
+            ),
+            (self.dir.join("session.spec"), rpc::SESSION_KIND),
+        ]
+    }
+
+    /// The session id.
+    pub fn session(&self) -> Result<ObjectId> {
+        let b = std::fs::read(self.dir.join("session.spec"))?;
+        Ok(SessionSpec::decode(&b).map_err(crypto)?.id())
+    }
+
+    /// An engine on the folder's keys, made once (the server key is read
+    /// too: the engine needs one, though encryption and decryption only use
+    /// the client key).
+    fn engine(&self) -> Result<&TfheEngine> {
+        if let Some(e) = self.engine.get() {
+            return Ok(e);
+        }
+        let bytes = std::fs::read(self.dir.join("server.key"))?;
+        let sk = match tfhe_params()
+            .decode(ObjectKind::TfheServerKey, &bytes)
+            .map_err(|e| ClientError::Crypto(format!("server.key: {e}")))?
+        {
+            Object::TfheServerKey(sk) => *sk,
+            _ => {
+                return Err(ClientError::Crypto(
+                    "server.key: not a TFHE server key".into(),
+                ));
+            }
+        };
+        Ok(self
+            .engine
+            .get_or_init(|| TfheEngine::from_keys(Some(self.client.clone()), sk)))
+    }
+
+    /// Encrypts `value` as a `width`-bit integer (an object of kind
+    /// `tfhe.uint`).
+    pub fn encrypt(&self, value: &BigUint, width: usize) -> Result<Vec<u8>> {
+        if value.bits() > width as u64 {
+            return Err(ClientError::Invalid(format!(
+                "{value} does not fit in {width} bits"
+            )));
+        }
+        let u = EncryptedUint::encrypt_biguint(self.engine()?, value, width).map_err(crypto)?;
+        Ok(Object::TfheUint(u).to_bytes())
+    }
+
+    /// Decrypts a `tfhe.uint` or `tfhe.bit` object: the integer, or 0/1.
+    pub fn decrypt(&self, bytes: &[u8]) -> Result<BigUint> {
+        let kind = tfhe_kind(bytes)
+            .ok_or_else(|| ClientError::Invalid("not a TFHE integer or bit object".into()))?;
+        let obj = tfhe_params().decode(kind, bytes).map_err(crypto)?;
+        let e = self.engine()?;
+        match obj {
+            Object::TfheUint(u) => u.decrypt_biguint(e).map_err(crypto),
+            Object::TfheBit(b) => Ok(BigUint::from(u8::from(e.decrypt_bit(&b).map_err(crypto)?))),
+            _ => Err(ClientError::Invalid(
+                "not a TFHE integer or bit object".into(),
+            )),
+        }
+    }
+}
+
+pub(crate) fn tfhe_params() -> SessionParams {
+    SessionParams {
+        ckks: None,
+        tfhe: Some(TfheParamSpec::Message2Carry2),
+    }
+}
+
+/// The kind of a TFHE object payload, from its container header.
+pub fn tfhe_kind(bytes: &[u8]) -> Option<ObjectKind> {
+    if bytes.len() < 8 || bytes[..4] != hecloud_protocol::object::TFHE_MAGIC {
+        return None;
+    }
+    ObjectKind::from_u8(bytes[6]).ok().filter(|k| {
+        matches!(
+            k,
+            ObjectKind::TfheUint | ObjectKind::TfheBit | ObjectKind::TfheServerKey
+        )
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -241,5 +453,42 @@ mod tests {
         );
         // Refuses to overwrite.
         assert!(keygen(&kd, Preset::N13, &[]).is_err());
+    }
+
+    #[test]
+    fn tfhe_key_folder_is_private_and_roundtrips_integers() {
+        use rand_core::{OsRng, TryRngCore};
+        let dir = tempfile::tempdir().unwrap();
+        let kd = dir.path().join("t");
+        let r = tfhe_keygen(&kd).unwrap();
+        assert!(is_tfhe_dir(&kd));
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            let mode = std::fs::metadata(kd.join("secret.key"))
+                .unwrap()
+                .permissions()
+                .mode();
+            assert_eq!(mode & 0o777, 0o600);
+        }
+        let k = TfheKeyDir::open(&kd).unwrap();
+        assert_eq!(k.session().unwrap(), r.session);
+        let random = BigUint::from(OsRng.try_next_u64().unwrap());
+        let top = (BigUint::from(1u8) << 100u32) - 1u8;
+        for (v, width) in [(random, 64), (BigUint::from(0u8), 2), (top, 100)] {
+            let ct = k.encrypt(&v, width).unwrap();
+            assert_eq!(tfhe_kind(&ct), Some(ObjectKind::TfheUint));
+            assert_eq!(k.decrypt(&ct).unwrap(), v, "width {width}");
+        }
+        // Too wide for its width; not a TFHE object; no secret uploaded.
+        assert!(k.encrypt(&BigUint::from(4u8), 2).is_err());
+        assert!(k.decrypt(b"HECL not a TFHE object").is_err());
+        assert!(k.uploads().iter().all(|(p, _)| !p.ends_with("secret.key")));
+        // A CKKS folder is not a TFHE one, and keys are never overwritten.
+        assert!(tfhe_keygen(&kd).is_err());
+        let ckks = dir.path().join("c");
+        keygen(&ckks, Preset::N13, &[]).unwrap();
+        assert!(!is_tfhe_dir(&ckks));
+        assert!(TfheKeyDir::open(&ckks).is_err());
     }
 }

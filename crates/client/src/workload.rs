@@ -10,10 +10,11 @@ use hecloud_ckks::{CkksParameters, Encoder, KeySet, Preset};
 use hecloud_protocol::rpc::{self, JOB_KIND_GRAPH, JobInfo, JobState};
 use hecloud_protocol::{
     CkksParamSpec, Graph, JobSubmission, Message, Object, ObjectId, ObjectKind, ParamSpec,
-    Relation, SessionParams, SessionSpec, TfheParamSpec,
+    Relation, SessionSpec, TfheParamSpec,
 };
 use hecloud_rlwe::Ciphertext;
 
+use crate::keys::tfhe_params;
 use crate::{Client, ClientError, Result};
 
 /// One checked operation.
@@ -180,6 +181,52 @@ pub fn random_values(count: usize) -> Vec<f64> {
             (x >> 11) as f64 / (1u64 << 53) as f64 * 20.0 - 10.0
         })
         .collect()
+}
+
+/// A graph on TFHE integers: `int-sum` (full-width sum of every input, output
+/// `sum`), `int-lt` / `int-gt` (output `bit`), `int-min` / `int-max` (output
+/// `value`) of two inputs.
+pub fn integer_graph(session: ObjectId, op: &str, inputs: Vec<ObjectId>) -> Result<JobSubmission> {
+    let mut g = Graph::new();
+    let nodes: Vec<_> = (0..inputs.len() as u32).map(|i| g.input(i)).collect();
+    let pair = || -> Result<(_, _)> {
+        match nodes[..] {
+            [a, b] => Ok((a, b)),
+            _ => Err(ClientError::Invalid(format!("{op} takes two inputs"))),
+        }
+    };
+    let (name, out) = match op {
+        "int-sum" if !nodes.is_empty() => ("sum", g.int_sum(nodes.clone(), true)),
+        "int-sum" => return Err(ClientError::Invalid("int-sum takes inputs".into())),
+        "int-lt" | "int-gt" => {
+            let (a, b) = pair()?;
+            let rel = if op == "int-lt" {
+                Relation::Lt
+            } else {
+                Relation::Gt
+            };
+            ("bit", g.int_compare(a, b, rel))
+        }
+        "int-min" => {
+            let (a, b) = pair()?;
+            ("value", g.int_min(a, b))
+        }
+        "int-max" => {
+            let (a, b) = pair()?;
+            ("value", g.int_max(a, b))
+        }
+        other => {
+            return Err(ClientError::Invalid(format!(
+                "unknown integer op {other:?}"
+            )));
+        }
+    };
+    g.output(name, out);
+    Ok(JobSubmission {
+        session,
+        graph: g,
+        inputs,
+    })
 }
 
 /// The mean and variance graph of `count` values (one input ciphertext).
@@ -431,13 +478,6 @@ async fn upload_uint(
         )
         .await?;
     Ok(id)
-}
-
-fn tfhe_params() -> SessionParams {
-    SessionParams {
-        ckks: None,
-        tfhe: Some(TfheParamSpec::Message2Carry2),
-    }
 }
 
 /// TFHE: encrypted full-width sum of `count` random `width`-bit numbers.
