@@ -179,8 +179,7 @@ impl KeyDir {
 
     /// The session id.
     pub fn session(&self) -> Result<ObjectId> {
-        let b = std::fs::read(self.dir.join("session.spec"))?;
-        Ok(SessionSpec::decode(&b).map_err(crypto)?.id())
+        session_of(&self.dir)
     }
 
     /// Encrypts reals (full slots, zero padded) with the public key.
@@ -207,6 +206,24 @@ impl KeyDir {
         let ct = Ciphertext::from_bytes(self.params.rlwe(), bytes).map_err(crypto)?;
         let pt = Decryptor::new(&sk).decrypt(&ct).map_err(crypto)?;
         Encoder::new(&self.params).decode_real(&pt).map_err(crypto)
+    }
+}
+
+/// The id of the session spec in a key folder.
+fn session_of(dir: &Path) -> Result<ObjectId> {
+    let b = std::fs::read(dir.join("session.spec"))?;
+    Ok(SessionSpec::decode(&b).map_err(crypto)?.id())
+}
+
+/// The session spec of a TFHE key holder whose server key has id `server_key`.
+pub(crate) fn tfhe_session_spec(server_key: ObjectId) -> SessionSpec {
+    SessionSpec {
+        params: ParamSpec {
+            ckks: None,
+            tfhe: Some(TfheParamSpec::Message2Carry2),
+        },
+        tfhe_server_key: Some(server_key),
+        ..SessionSpec::default()
     }
 }
 
@@ -261,14 +278,7 @@ pub fn tfhe_keygen(dir: &Path) -> Result<KeygenReport> {
             .map_err(crypto)?,
     );
     let server = Object::TfheServerKey(Box::new(sk)).to_bytes();
-    let spec = SessionSpec {
-        params: ParamSpec {
-            ckks: None,
-            tfhe: Some(TfheParamSpec::Message2Carry2),
-        },
-        tfhe_server_key: Some(ObjectId::of(&server)),
-        ..SessionSpec::default()
-    };
+    let spec = tfhe_session_spec(ObjectId::of(&server));
     let mut files = vec![];
     for (name, bytes, private) in [
         ("secret.key", &secret[..], true),
@@ -342,8 +352,7 @@ impl TfheKeyDir {
 
     /// The session id.
     pub fn session(&self) -> Result<ObjectId> {
-        let b = std::fs::read(self.dir.join("session.spec"))?;
-        Ok(SessionSpec::decode(&b).map_err(crypto)?.id())
+        session_of(&self.dir)
     }
 
     /// An engine on the folder's keys, made once (the server key is read

@@ -10,11 +10,11 @@ use hecloud_ckks::{CkksParameters, Encoder, KeySet, Preset};
 use hecloud_protocol::rpc::{self, JOB_KIND_GRAPH, JobInfo, JobState};
 use hecloud_protocol::{
     CkksParamSpec, Graph, JobSubmission, Message, Object, ObjectId, ObjectKind, ParamSpec,
-    Relation, SessionSpec, TfheParamSpec,
+    Relation, SessionSpec,
 };
 use hecloud_rlwe::Ciphertext;
 
-use crate::keys::tfhe_params;
+use crate::keys::{tfhe_params, tfhe_session_spec};
 use crate::{Client, ClientError, Result};
 
 /// One checked operation.
@@ -423,14 +423,7 @@ pub async fn tfhe_setup(client: &Client) -> Result<TfheSession> {
     })
     .await?;
     let keygen = t.elapsed();
-    let spec = SessionSpec {
-        params: ParamSpec {
-            ckks: None,
-            tfhe: Some(TfheParamSpec::Message2Carry2),
-        },
-        tfhe_server_key: Some(ObjectId::of(&sk)),
-        ..SessionSpec::default()
-    };
+    let spec = tfhe_session_spec(ObjectId::of(&sk));
     let key_bytes = sk.len() as u64;
     client
         .upload(
