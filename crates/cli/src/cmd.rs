@@ -189,9 +189,14 @@ fn report_keygen(dir: &Path, r: &keys::KeygenReport) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn parse_values(text: &str) -> anyhow::Result<Vec<f64>> {
+/// The comma- or whitespace-separated words of an input file.
+fn words(text: &str) -> impl Iterator<Item = &str> {
     text.split(|c: char| c == ',' || c.is_whitespace())
         .filter(|s| !s.is_empty())
+}
+
+fn parse_values(text: &str) -> anyhow::Result<Vec<f64>> {
+    words(text)
         .map(|s| {
             s.parse::<f64>()
                 .with_context(|| format!("not a number: {s:?}"))
@@ -203,10 +208,7 @@ fn parse_values(text: &str) -> anyhow::Result<Vec<f64>> {
 pub fn encrypt(keys_dir: &Path, input: &Path, out: &Path, width: usize) -> anyhow::Result<()> {
     if keys::is_tfhe_dir(keys_dir) {
         let text = std::fs::read_to_string(input)?;
-        let words: Vec<&str> = text
-            .split(|c: char| c == ',' || c.is_whitespace())
-            .filter(|w| !w.is_empty())
-            .collect();
+        let words: Vec<&str> = words(&text).collect();
         let [word] = words[..] else {
             anyhow::bail!(
                 "a TFHE ciphertext holds one integer; {} has {}",
@@ -281,7 +283,7 @@ fn bar(total: u64, what: &str) -> (ProgressBar, ProgressFn) {
 
 fn kind_of(path: &Path, data: &[u8]) -> &'static str {
     let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
-    if let Some(k) = keys::tfhe_kind(data) {
+    if let Some(k) = hecloud_protocol::object::tfhe_kind(data) {
         rpc::object_kind_name(k)
     } else if name == "relin.key" {
         "ckks.relin_key"
@@ -304,7 +306,7 @@ pub fn upload(
     let mut todo: Vec<(PathBuf, Option<&str>)> = vec![];
     if let Some(k) = keys_dir {
         let uploads = if keys::is_tfhe_dir(k) {
-            keys::TfheKeyDir::open(k)?.uploads()
+            keys::tfhe_uploads(k)
         } else {
             KeyDir::open(k)?.uploads()?
         };
@@ -384,11 +386,7 @@ pub fn submit(conn: &Conn, a: &SubmitArgs) -> anyhow::Result<()> {
                 .iter()
                 .map(|s| object_id(s))
                 .collect::<anyhow::Result<_>>()?;
-            let session = if keys::is_tfhe_dir(dir) {
-                keys::TfheKeyDir::open(dir)?.session()?
-            } else {
-                KeyDir::open(dir)?.session()?
-            };
+            let session = keys::session_of(dir)?;
             match op {
                 "stats" => {
                     anyhow::ensure!(ids.len() == 1, "stats takes one --input");

@@ -22,6 +22,7 @@ use std::sync::Arc;
 
 use hecloud_circuits::{BitEngine, EncryptedUint, TFHE_PARAMS, TfheEngine};
 use hecloud_ckks::{CkksParameters, Encoder, KeySet, Preset};
+use hecloud_protocol::object::{tfhe_kind, unversion, versioned_bytes};
 use hecloud_protocol::{
     CkksParamSpec, Message, Object, ObjectId, ObjectKind, ParamSpec, SessionParams, SessionSpec,
     TfheParamSpec, rpc,
@@ -209,8 +210,9 @@ impl KeyDir {
     }
 }
 
-/// The id of the session spec in a key folder.
-fn session_of(dir: &Path) -> Result<ObjectId> {
+/// The id of the session spec in a key folder (CKKS or TFHE), without
+/// opening its keys.
+pub fn session_of(dir: &Path) -> Result<ObjectId> {
     let b = std::fs::read(dir.join("session.spec"))?;
     Ok(SessionSpec::decode(&b).map_err(crypto)?.id())
 }
@@ -245,38 +247,16 @@ fn refuse_overwrite(dir: &Path) -> Result<()> {
     Ok(())
 }
 
-/// bincode options of the TFHE client key file (TFHE-rs's versioned form).
-fn bin() -> impl bincode::Options {
-    use bincode::Options;
-    bincode::DefaultOptions::new()
-        .with_fixint_encoding()
-        .reject_trailing_bytes()
-}
-
-fn unversion<T: tfhe::Unversionize>(bytes: &[u8]) -> std::result::Result<T, String> {
-    use bincode::Options;
-    let versioned: T::VersionedOwned = bin()
-        .with_limit(MAX_TFHE_CLIENT_KEY_BYTES)
-        .deserialize(bytes)
-        .map_err(|e| e.to_string())?;
-    T::unversionize(versioned).map_err(|e| e.to_string())
-}
-
 /// Largest TFHE client key file read (the key itself takes a few KiB).
 const MAX_TFHE_CLIENT_KEY_BYTES: u64 = 1 << 20;
 
 /// Generates TFHE keys ([`TFHE_PARAMS`]) into `dir` (created; an existing
 /// secret key is not overwritten).
 pub fn tfhe_keygen(dir: &Path) -> Result<KeygenReport> {
-    use bincode::Options;
     refuse_overwrite(dir)?;
     std::fs::create_dir_all(dir)?;
     let (ck, sk) = tfhe::shortint::gen_keys(TFHE_PARAMS);
-    let secret = zeroize::Zeroizing::new(
-        bin()
-            .serialize(&tfhe::Versionize::versionize(&ck))
-            .map_err(crypto)?,
-    );
+    let secret = zeroize::Zeroizing::new(versioned_bytes(&ck).map_err(crypto)?);
     let server = Object::TfheServerKey(Box::new(sk)).to_bytes();
     let spec = tfhe_session_spec(ObjectId::of(&server));
     let mut files = vec![];
@@ -298,6 +278,18 @@ pub fn tfhe_keygen(dir: &Path) -> Result<KeygenReport> {
         files,
         session: spec.id(),
     })
+}
+
+/// The files of a TFHE key folder to upload (server key, then session
+/// spec), with their kinds; the secret key is not read.
+pub fn tfhe_uploads(dir: &Path) -> Vec<(PathBuf, &'static str)> {
+    vec![
+        (
+            dir.join("server.key"),
+            rpc::object_kind_name(ObjectKind::TfheServerKey),
+        ),
+        (dir.join("session.spec"), rpc::SESSION_KIND),
+    ]
 }
 
 /// A TFHE key folder opened for encryption and decryption of integers.
@@ -325,6 +317,12 @@ impl TfheKeyDir {
             )));
         }
         let raw = zeroize::Zeroizing::new(std::fs::read(dir.join("secret.key"))?);
+        if raw.len() as u64 > MAX_TFHE_CLIENT_KEY_BYTES {
+            return Err(ClientError::Crypto(format!(
+                "secret.key: {} bytes, more than a TFHE client key takes",
+                raw.len()
+            )));
+        }
         let client: tfhe::shortint::ClientKey =
             unversion(&raw).map_err(|e| ClientError::Crypto(format!("secret.key: {e}")))?;
         if client.parameters() != TFHE_PARAMS.into() {
@@ -337,17 +335,6 @@ impl TfheKeyDir {
             client,
             engine: std::sync::OnceLock::new(),
         })
-    }
-
-    /// The server key and the session spec, in upload order.
-    pub fn uploads(&self) -> Vec<(PathBuf, &'static str)> {
-        vec![
-            (
-                self.dir.join("server.key"),
-                rpc::object_kind_name(ObjectKind::TfheServerKey),
-            ),
-            (self.dir.join("session.spec"), rpc::SESSION_KIND),
-        ]
     }
 
     /// The session id.
@@ -412,19 +399,6 @@ pub(crate) fn tfhe_params() -> SessionParams {
         ckks: None,
         tfhe: Some(TfheParamSpec::Message2Carry2),
     }
-}
-
-/// The kind of a TFHE object payload, from its container header.
-pub fn tfhe_kind(bytes: &[u8]) -> Option<ObjectKind> {
-    if bytes.len() < 8 || bytes[..4] != hecloud_protocol::object::TFHE_MAGIC {
-        return None;
-    }
-    ObjectKind::from_u8(bytes[6]).ok().filter(|k| {
-        matches!(
-            k,
-            ObjectKind::TfheUint | ObjectKind::TfheBit | ObjectKind::TfheServerKey
-        )
-    })
 }
 
 #[cfg(test)]
@@ -492,7 +466,11 @@ mod tests {
         // Too wide for its width; not a TFHE object; no secret uploaded.
         assert!(k.encrypt(&BigUint::from(4u8), 2).is_err());
         assert!(k.decrypt(b"HECL not a TFHE object").is_err());
-        assert!(k.uploads().iter().all(|(p, _)| !p.ends_with("secret.key")));
+        assert!(
+            tfhe_uploads(&kd)
+                .iter()
+                .all(|(p, _)| !p.ends_with("secret.key"))
+        );
         // A CKKS folder is not a TFHE one, and keys are never overwritten.
         assert!(tfhe_keygen(&kd).is_err());
         let ckks = dir.path().join("c");

@@ -84,7 +84,7 @@ impl Sampler {
     /// (the expected number of draws is below 2).
     pub fn uniform_mod(&mut self, q: u64) -> u64 {
         assert!(q > 0, "modulus must be positive");
-        let mask = u64::MAX >> (q - 1).leading_zeros().min(63);
+        let mask = covering_mask(q);
         loop {
             let x = self.rng.next_u64() & mask;
             if x < q {
@@ -179,13 +179,19 @@ pub fn expand_seed_uniform(seed: &[u8; 32], basis: &Arc<RnsBasis>) -> RnsPoly {
     p
 }
 
+/// The smallest all-ones mask covering `[0, q)`: rejection sampling on
+/// masked words accepts with probability above 1/2.
+fn covering_mask(q: u64) -> u64 {
+    u64::MAX >> (q - 1).leading_zeros().min(63)
+}
+
 /// Keystream words drawn per refill in [`fill_uniform`].
 const KEYSTREAM_WORDS: usize = 512;
 
 /// Fills `out` with residues uniform in [0, q) by rejection on masked
 /// keystream words (below two words per residue on average).
 fn fill_uniform(rng: &mut ChaCha20Rng, q: u64, out: &mut [u64]) {
-    let mask = u64::MAX >> (q - 1).leading_zeros().min(63);
+    let mask = covering_mask(q);
     let mut block = [0u8; 8 * KEYSTREAM_WORDS];
     let mut filled = 0;
     while filled < out.len() {

@@ -134,9 +134,9 @@ fn ser_ct(x: &TfheCiphertext) -> Vec<u8> {
     out
 }
 
-/// The bincode options of TFHE server keys (TFHE-rs's `safe_serialize` needs
-/// a `Named` impl that its `ServerKey` lacks): fixed-width integers, no
-/// trailing bytes, a size limit when reading.
+/// The bincode options of TFHE-rs objects in their versioned form (TFHE-rs's
+/// `safe_serialize` needs a `Named` impl that its shortint keys lack):
+/// fixed-width integers, no trailing bytes, a size limit when reading.
 fn bin() -> impl bincode::Options {
     use bincode::Options;
     bincode::DefaultOptions::new()
@@ -144,21 +144,41 @@ fn bin() -> impl bincode::Options {
         .reject_trailing_bytes()
 }
 
-fn unversion<T: Unversionize>(item: &[u8]) -> Result<T, ObjectError> {
+/// A TFHE-rs object decoded from its versioned bincode form (as server keys
+/// travel in a container, and as the client keeps its TFHE client key);
+/// reads no more than `bytes` holds.
+pub fn unversion<T: Unversionize>(bytes: &[u8]) -> Result<T, ObjectError> {
     use bincode::Options;
     let versioned: T::VersionedOwned = bin()
-        .with_limit(item.len() as u64)
-        .deserialize(item)
+        .with_limit(bytes.len() as u64)
+        .deserialize(bytes)
         .map_err(tfhe_err)?;
     T::unversionize(versioned).map_err(tfhe_err)
 }
 
-fn ser_sk(x: &ServerKey) -> Vec<u8> {
+/// The versioned bincode form of a TFHE-rs object ([`unversion`] reads it).
+pub fn versioned_bytes<T: tfhe::Versionize>(x: &T) -> Result<Vec<u8>, ObjectError> {
     use bincode::Options;
+    bin().serialize(&x.versionize()).map_err(tfhe_err)
+}
+
+fn ser_sk(x: &ServerKey) -> Vec<u8> {
     // Serializing into memory cannot fail for a well-formed key.
-    bin()
-        .serialize(&tfhe::Versionize::versionize(x))
-        .unwrap_or_default()
+    versioned_bytes(x).unwrap_or_default()
+}
+
+/// The kind of a TFHE object payload (integer, bit or server key), read from
+/// its container header; `None` for anything else.
+pub fn tfhe_kind(bytes: &[u8]) -> Option<ObjectKind> {
+    if bytes.len() < TFHE_HEADER_LEN || bytes[..4] != TFHE_MAGIC {
+        return None;
+    }
+    ObjectKind::from_u8(bytes[6]).ok().filter(|k| {
+        matches!(
+            k,
+            ObjectKind::TfheUint | ObjectKind::TfheBit | ObjectKind::TfheServerKey
+        )
+    })
 }
 
 fn tfhe_container(kind: ObjectKind, items: &[Vec<u8>]) -> Vec<u8> {

@@ -21,7 +21,7 @@
 
 use std::sync::Arc;
 
-use hecloud_math::{Domain, RnsBasis, RnsPoly, sampling::expand_seed_uniform};
+use hecloud_math::{Domain, MathError, RnsBasis, RnsPoly, sampling::expand_seed_uniform};
 
 use crate::ciphertext::{Ciphertext, Plaintext};
 use crate::error::{DecodeError, Result, RlweError};
@@ -183,23 +183,18 @@ impl<'a> Body<'a> {
     }
 
     fn poly(&mut self, basis: &Arc<RnsBasis>) -> Result<RnsPoly> {
-        let n = basis.degree();
-        let len = basis.len() * n;
+        let len = basis.len() * basis.degree();
         let src = &self.bytes[self.at..self.at + len * 8];
         self.at += len * 8;
         let data: Vec<u64> = src
             .chunks_exact(8)
             .map(|c| u64::from_le_bytes(c.try_into().expect("8-byte chunk")))
             .collect();
-        // Branch-free per limb so the check vectorizes.
-        if data
-            .chunks_exact(n)
-            .zip(basis.moduli())
-            .any(|(limb, m)| limb.iter().fold(false, |bad, &x| bad | (x >= m.value())))
-        {
-            return Err(DecodeError::ResidueOutOfRange.into());
-        }
-        Ok(RnsPoly::from_limbs(basis, Domain::Ntt, data)?)
+        // `from_limbs` checks every residue against its prime.
+        RnsPoly::from_limbs(basis, Domain::Ntt, data).map_err(|e| match e {
+            MathError::ResidueOutOfRange { .. } => DecodeError::ResidueOutOfRange.into(),
+            other => other.into(),
+        })
     }
 
     fn seed(&mut self) -> [u8; 32] {

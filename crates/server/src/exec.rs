@@ -2,7 +2,6 @@
 //! (`graph.v1`: a [`hecloud_protocol`] computation graph; `echo.v1`: a
 //! round trip to the tenant's key holder over its session stream).
 
-use rayon::prelude::*;
 use std::collections::HashMap;
 use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex, OnceLock};
@@ -13,6 +12,7 @@ use hecloud_protocol::{
     JobSubmission, Message, ObjectId, SessionKeys, SessionParams, SessionSpec, ValidatedGraph,
     execute, validate, value_type_of,
 };
+use rayon::prelude::*;
 
 use crate::hub::SessionHub;
 use crate::store::{ObjectMeta, Store};
