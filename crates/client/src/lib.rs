@@ -18,6 +18,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
+use hecloud_protocol::ObjectId;
 use hecloud_protocol::rpc::{
     CallbackReply, DownloadRequest, InfoReply, InfoRequest, JobInfo, JobRef, JobState,
     ListObjectsRequest, ObjectInfo, ObjectRef, SessionClientMsg, SessionHello, SubmitRequest,
@@ -221,17 +222,31 @@ impl Client {
         bytes: Arc<Vec<u8>>,
         progress: Option<ProgressFn>,
     ) -> Result<ObjectInfo> {
+        let id = ObjectId::of(&bytes);
+        self.upload_hashed(kind, bytes, id, progress).await
+    }
+
+    /// [`Self::upload`] of bytes whose id (BLAKE3 hash) the caller already
+    /// computed, which spares a pass over them. The server checks it: a
+    /// wrong id fails the upload with INVALID_ARGUMENT.
+    pub async fn upload_hashed(
+        &self,
+        kind: &str,
+        bytes: Arc<Vec<u8>>,
+        id: ObjectId,
+        progress: Option<ProgressFn>,
+    ) -> Result<ObjectInfo> {
         if bytes.is_empty() {
             return Err(ClientError::Invalid("cannot upload an empty object".into()));
         }
-        let hash = blake3::hash(&bytes);
         let upload_id = format!(
             "{}-{}",
-            &hash.to_hex()[..32],
+            &id.to_hex()[..32],
             kind.replace(|c: char| !c.is_ascii_alphanumeric(), "_")
         );
         let upload_id: String = upload_id.chars().take(64).collect();
-        self.upload_with_id(&upload_id, kind, bytes, progress).await
+        self.upload_resumable(&upload_id, kind, bytes, id, progress)
+            .await
     }
 
     /// [`Self::upload`] with an explicit upload id (16..64 of `[0-9A-Za-z_-]`).
@@ -242,11 +257,24 @@ impl Client {
         bytes: Arc<Vec<u8>>,
         progress: Option<ProgressFn>,
     ) -> Result<ObjectInfo> {
+        let id = ObjectId::of(&bytes);
+        self.upload_resumable(upload_id, kind, bytes, id, progress)
+            .await
+    }
+
+    async fn upload_resumable(
+        &self,
+        upload_id: &str,
+        kind: &str,
+        bytes: Arc<Vec<u8>>,
+        id: ObjectId,
+        progress: Option<ProgressFn>,
+    ) -> Result<ObjectInfo> {
         let header = UploadHeader {
             upload_id: upload_id.into(),
             kind: kind.into(),
             total_bytes: bytes.len() as u64,
-            blake3: blake3::hash(&bytes).as_bytes().to_vec(),
+            blake3: id.0.to_vec(),
         };
         let mut attempt = 0;
         loop {

@@ -125,7 +125,7 @@ pub async fn ckks_setup(client: &Client, preset: Preset, rotations: &[i64]) -> R
         let id = ObjectId::of(&bytes);
         key_bytes += bytes.len() as u64;
         client
-            .upload(rpc::object_kind_name(kind), Arc::new(bytes), None)
+            .upload_hashed(rpc::object_kind_name(kind), Arc::new(bytes), id, None)
             .await?;
         match kind {
             ObjectKind::CkksRelinKey => spec.relin_key = Some(id),
@@ -270,9 +270,10 @@ pub async fn ckks_statistics(
     let ct = s.encrypt(values)?;
     let input = ObjectId::of(&ct);
     client
-        .upload(
+        .upload_hashed(
             rpc::object_kind_name(ObjectKind::CkksCiphertext),
             Arc::new(ct),
+            input,
             None,
         )
         .await?;
@@ -374,8 +375,8 @@ pub async fn mul_rotate_sum(client: &Client, s: &CkksSession, n: usize) -> Resul
     .await?;
     let kind = rpc::object_kind_name(ObjectKind::CkksCiphertext);
     let (ux, uy) = tokio::join!(
-        client.upload(kind, Arc::new(bx), None),
-        client.upload(kind, Arc::new(by), None)
+        client.upload_hashed(kind, Arc::new(bx), ix, None),
+        client.upload_hashed(kind, Arc::new(by), iy, None)
     );
     ux?;
     uy?;
@@ -464,9 +465,10 @@ async fn upload_uint(
     .await?;
     let id = ObjectId::of(&bytes);
     client
-        .upload(
+        .upload_hashed(
             rpc::object_kind_name(ObjectKind::TfheUint),
             Arc::new(bytes),
+            id,
             None,
         )
         .await?;

@@ -253,6 +253,15 @@ async fn malformed_and_oversized_input_is_invalid_argument() {
     let (c, m) = code(alice.upload_from(&h, data.clone(), 0, None).await);
     assert_eq!(c, Code::InvalidArgument);
     assert!(m.contains("hash mismatch"), "{m}");
+    // The SDK trusts no id its caller computed: the server checks it.
+    let wrong = ObjectId::of(b"other");
+    let (c, m) = code(
+        alice
+            .upload_hashed("ckks.ciphertext", data.clone(), wrong, None)
+            .await,
+    );
+    assert_eq!(c, Code::InvalidArgument);
+    assert!(m.contains("hash mismatch"), "{m}");
     // More bytes than announced.
     let mut h = header(&data, "ckks.ciphertext", "overlong-upload-00001");
     h.total_bytes = 5_000;

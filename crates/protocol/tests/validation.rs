@@ -11,6 +11,14 @@ fn params() -> Arc<CkksParameters> {
     CkksParameters::new_insecure_for_tests(test_literal(10, 3), 45).unwrap()
 }
 
+/// Bytes of one serialized polynomial at `level`: N residues per prime at
+/// the prime's bit length.
+fn poly_bytes(p: &CkksParameters, level: usize) -> u64 {
+    (0..=level)
+        .map(|i| 1024 * u64::from(64 - (p.q_f64(i) as u64).leading_zeros()) / 8)
+        .sum()
+}
+
 fn ct(p: &CkksParameters, level: usize) -> ValueType {
     ValueType::CkksCiphertext {
         level,
@@ -72,7 +80,7 @@ fn a_good_graph_passes_with_exact_levels_scales_and_costs() {
     assert_eq!(c.bootstraps, 0);
     assert_eq!(c.nodes, 7);
     assert!(c.est_seconds > 0.0);
-    assert_eq!(c.output_bytes, 64 + 2 * 2 * 1024 * 8);
+    assert_eq!(c.output_bytes, 64 + 2 * poly_bytes(&p, 1));
 }
 
 #[test]
@@ -430,7 +438,7 @@ fn drop_level_keeps_the_scale_and_shrinks_the_output() {
     let want = p.default_scale() * p.default_scale() / p.q_f64(3);
     assert_eq!(level, 0);
     assert!((scale / want - 1.0).abs() < 1e-12);
-    assert_eq!(v.cost().output_bytes, 64 + 2 * 1024 * 8);
+    assert_eq!(v.cost().output_bytes, 64 + 2 * poly_bytes(&p, 0));
     // No level can be gained.
     let e = validate(&unary(|g, x| g.drop_level(x, 4)), &caps, &[ct(&p, 3)]).unwrap_err();
     assert!(

@@ -366,9 +366,11 @@ impl Parameters {
         self.secure
     }
 
-    /// Size in bytes of one polynomial at `level` over Q_l.
+    /// Serialized size in bytes of one polynomial at `level` over Q_l
+    /// (residues packed at the bit length of their prime); 0 past the top level.
     pub fn poly_bytes(&self, level: usize) -> usize {
-        (level + 1) * self.n * 8
+        self.q_at(level)
+            .map_or(0, |b| crate::serial::packed_poly_bytes(b))
     }
 }
 

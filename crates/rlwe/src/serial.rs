@@ -5,7 +5,7 @@
 //! | bytes | field |
 //! | --- | --- |
 //! | 0..4 | magic `HECL` |
-//! | 4..6 | format version (u16, currently 2) |
+//! | 4..6 | format version (u16, currently 3) |
 //! | 6 | object kind (see [`Kind`]) |
 //! | 7 | flags (bit 0: seeded — the uniform polynomials are given by seeds) |
 //! | 8..40 | BLAKE3 hash of the parameter set |
@@ -14,14 +14,17 @@
 //! | 52..56 | count (u32): components of a ciphertext, digits of a key |
 //! | 56..64 | extra (u64): the Galois element of a Galois key, else 0 |
 //!
-//! The body is polynomials (limb-major residues as u64) and 32-byte seeds.
+//! The body is polynomials and 32-byte seeds. A polynomial is its limbs in
+//! order, each limb its N residues packed LSB first at the bit length of its
+//! prime (N·bits/8 bytes: a 50-bit prime takes 50 bits, not 64).
 //! A decoder checks the header against the parameters the object must belong
 //! to and computes the exact body length from them *before* allocating; every
 //! residue is checked against its prime. Nothing in the bytes is trusted.
 
 use std::sync::Arc;
 
-use hecloud_math::{Domain, MathError, RnsBasis, RnsPoly, sampling::expand_seed_uniform};
+use hecloud_math::{Domain, RnsBasis, RnsPoly, sampling::expand_seed_uniform};
+use rayon::prelude::*;
 
 use crate::ciphertext::{Ciphertext, Plaintext};
 use crate::error::{DecodeError, Result, RlweError};
@@ -31,7 +34,7 @@ use crate::params::Parameters;
 /// Magic bytes of every object.
 pub const MAGIC: [u8; 4] = *b"HECL";
 /// Format version written and read by this build.
-pub const FORMAT_VERSION: u16 = 2;
+pub const FORMAT_VERSION: u16 = 3;
 /// Header length in bytes.
 pub const HEADER_LEN: usize = 64;
 /// Largest number of ciphertext components accepted.
@@ -144,11 +147,119 @@ pub fn read_header(params: &Parameters, bytes: &[u8], kind: Kind) -> Result<Head
     Ok(h)
 }
 
+/// Bits stored per residue of a limb: the bit length of its prime.
+fn residue_bits(q: u64) -> u32 {
+    64 - q.leading_zeros()
+}
+
+/// Serialized size of one polynomial over `basis`: each limb is its N
+/// residues packed at the bit length of its prime (LSB first), rounded up
+/// to whole bytes.
+pub fn packed_poly_bytes(basis: &RnsBasis) -> usize {
+    basis
+        .moduli()
+        .iter()
+        .map(|m| limb_bytes(basis.degree(), residue_bits(m.value())))
+        .sum()
+}
+
+fn limb_bytes(n: usize, bits: u32) -> usize {
+    (n * bits as usize).div_ceil(8)
+}
+
+/// The byte ranges of the limbs of a packed polynomial over `basis`,
+/// starting at `at`.
+fn limb_ranges(basis: &RnsBasis, at: usize) -> Vec<(std::ops::Range<usize>, u32)> {
+    let mut start = at;
+    basis
+        .moduli()
+        .iter()
+        .map(|m| {
+            let bits = residue_bits(m.value());
+            let end = start + limb_bytes(basis.degree(), bits);
+            let r = (start..end, bits);
+            start = end;
+            r
+        })
+        .collect()
+}
+
 fn write_poly(out: &mut Vec<u8>, p: &RnsPoly) {
-    out.reserve(p.data().len() * 8);
-    for x in p.data() {
-        out.extend_from_slice(&x.to_le_bytes());
+    let at = out.len();
+    let ranges = limb_ranges(p.basis(), at);
+    out.resize(at + packed_poly_bytes(p.basis()), 0);
+    let mut rest = &mut out[at..];
+    let mut dsts = Vec::with_capacity(ranges.len());
+    for (r, bits) in &ranges {
+        let (limb, tail) = rest.split_at_mut(r.len());
+        dsts.push((limb, *bits));
+        rest = tail;
     }
+    dsts.into_par_iter()
+        .zip(p.data().par_chunks_exact(p.degree()))
+        .for_each(|((dst, bits), src)| pack_limb(src, bits, dst));
+}
+
+/// Packs `src` (each value below 2^bits) into `dst`, LSB first.
+pub(crate) fn pack_limb(src: &[u64], bits: u32, dst: &mut [u8]) {
+    let (words, tail) = dst.as_chunks_mut::<8>();
+    let mut words = words.iter_mut();
+    let mut acc: u128 = 0;
+    let mut have = 0u32;
+    for &x in src {
+        acc |= u128::from(x) << have;
+        have += bits;
+        if have >= 64 {
+            if let Some(w) = words.next() {
+                *w = (acc as u64).to_le_bytes();
+            }
+            acc >>= 64;
+            have -= 64;
+        }
+    }
+    // Fewer than 64 bits are left: one last word, or the byte tail.
+    let last = (acc as u64).to_le_bytes();
+    match words.next() {
+        Some(w) => *w = last,
+        None => tail.copy_from_slice(&last[..tail.len()]),
+    }
+}
+
+/// Unpacks `dst.len()` values of `bits` bits from `src` (as written by
+/// [`pack_limb`]); false if a value is not below `q` or a padding bit is set.
+/// Each value is read on its own from a 16-byte window (no carried state),
+/// so the loop pipelines.
+pub(crate) fn unpack_limb(src: &[u8], bits: u32, q: u64, dst: &mut [u64]) -> bool {
+    let width = bits as usize;
+    let mask = u64::MAX >> (64 - bits);
+    let read = |buf: &[u8], o: usize| -> u64 {
+        let window: [u8; 16] = buf[o / 8..o / 8 + 16].try_into().expect("16-byte window");
+        (u128::from_le_bytes(window) >> (o % 8)) as u64 & mask
+    };
+    let mut bad = false;
+    // Values whose window lies inside `src`, then the rest from a padded copy.
+    let direct = if src.len() >= 16 {
+        ((src.len() - 16) * 8 / width + 1).min(dst.len())
+    } else {
+        0
+    };
+    for (k, y) in dst[..direct].iter_mut().enumerate() {
+        let x = read(src, k * width);
+        bad |= x >= q;
+        *y = x;
+    }
+    let start = direct * width / 8 * 8;
+    let mut tail = src[start / 8..].to_vec();
+    tail.resize(tail.len() + 16, 0);
+    for (k, y) in dst.iter_mut().enumerate().skip(direct) {
+        let x = read(&tail, k * width - start);
+        bad |= x >= q;
+        *y = x;
+    }
+    // Bits past the last value in the last byte must be zero.
+    let used = dst.len() * width % 8;
+    let padding_clear = used == 0 || src.last().is_none_or(|&b| b >> used == 0);
+    !bad && padding_clear
 }
 
 /// A reader over the body whose total length was checked up front.
@@ -183,18 +294,20 @@ impl<'a> Body<'a> {
     }
 
     fn poly(&mut self, basis: &Arc<RnsBasis>) -> Result<RnsPoly> {
-        let len = basis.len() * basis.degree();
-        let src = &self.bytes[self.at..self.at + len * 8];
-        self.at += len * 8;
-        let data: Vec<u64> = src
-            .chunks_exact(8)
-            .map(|c| u64::from_le_bytes(c.try_into().expect("8-byte chunk")))
-            .collect();
-        // `from_limbs` checks every residue against its prime.
-        RnsPoly::from_limbs(basis, Domain::Ntt, data).map_err(|e| match e {
-            MathError::ResidueOutOfRange { .. } => DecodeError::ResidueOutOfRange.into(),
-            other => other.into(),
-        })
+        let n = basis.degree();
+        let ranges = limb_ranges(basis, self.at);
+        self.at += packed_poly_bytes(basis);
+        let mut data = vec![0u64; basis.len() * n];
+        let ok = data
+            .par_chunks_exact_mut(n)
+            .zip(ranges.into_par_iter())
+            .zip(basis.moduli().par_iter())
+            .map(|((dst, (r, bits)), m)| unpack_limb(&self.bytes[r], bits, m.value(), dst))
+            .reduce(|| true, |a, b| a && b);
+        if !ok {
+            return Err(DecodeError::ResidueOutOfRange.into());
+        }
+        Ok(RnsPoly::from_limbs(basis, Domain::Ntt, data)?)
     }
 
     fn seed(&mut self) -> [u8; 32] {
@@ -391,7 +504,7 @@ impl PublicKey {
 }
 
 fn key_poly_bytes(params: &Parameters) -> usize {
-    params.qp_basis().len() * params.n() * 8
+    packed_poly_bytes(params.qp_basis())
 }
 
 fn write_switching_key(out: &mut Vec<u8>, k: &SwitchingKey, kind: Kind, extra: u64, seeded: bool) {
