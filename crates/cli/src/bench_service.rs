@@ -57,7 +57,6 @@ async fn bench(opts: &BenchOptions) -> anyhow::Result<()> {
     );
     let emb = Embedded::start(workers, (CLIENTS * 2) as u32).await?;
     let client = emb.client().await?;
-    let t = Instant::now();
     let session =
         workload::ckks_setup(&client, preset, &workload::sum_rotations(SUM_SLOTS)).await?;
     println!(
@@ -67,7 +66,6 @@ async fn bench(opts: &BenchOptions) -> anyhow::Result<()> {
         session.upload.as_secs_f64(),
         session.key_bytes as f64 / (1 << 20) as f64 / session.upload.as_secs_f64(),
     );
-    let _ = t;
     // Warm-up: loads the session keys on the server.
     let w = workload::mul_rotate_sum(&client, &session, SUM_SLOTS).await?;
     anyhow::ensure!(w.ok, "warm-up job: wrong result");
@@ -189,7 +187,6 @@ async fn bench(opts: &BenchOptions) -> anyhow::Result<()> {
 
 /// Runs futures concurrently on the current task and collects their outputs.
 async fn futures_join_all<F: std::future::Future>(fs: Vec<F>) -> Vec<F::Output> {
-    let mut set = Vec::with_capacity(fs.len());
     let mut pinned: Vec<_> = fs.into_iter().map(Box::pin).collect();
     let mut done: Vec<Option<F::Output>> = (0..pinned.len()).map(|_| None).collect();
     std::future::poll_fn(|cx| {
@@ -209,6 +206,7 @@ async fn futures_join_all<F: std::future::Future>(fs: Vec<F>) -> Vec<F::Output> 
         }
     })
     .await;
-    set.extend(done.into_iter().map(|d| d.expect("every future finished")));
-    set
+    done.into_iter()
+        .map(|d| d.expect("every future finished"))
+        .collect()
 }

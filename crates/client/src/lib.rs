@@ -15,7 +15,7 @@ pub mod keys;
 pub mod workload;
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use hecloud_protocol::ObjectId;
@@ -118,13 +118,23 @@ pub struct Traffic {
 /// A progress callback: (bytes done, total).
 pub type ProgressFn = Arc<dyn Fn(u64, u64) + Send + Sync>;
 
+type Rpc = HecloudClient<InterceptedService<Channel, Auth>>;
+
 /// A connection to a hecloud server.
 #[derive(Debug, Clone)]
 pub struct Client {
-    rpc: HecloudClient<InterceptedService<Channel, Auth>>,
+    rpc: Rpc,
+    /// Connections uploads take turns on (the first is `rpc`'s).
+    uploads: Arc<[Rpc]>,
+    next_upload: Arc<AtomicUsize>,
     traffic: Arc<Traffic>,
     chunk: usize,
 }
+
+/// HTTP/2 connections a client opens. Each connection's TLS and framing
+/// run on one task at each end, so concurrent uploads on separate
+/// connections use separate cores.
+pub const CONNECTIONS: usize = 2;
 
 /// Default upload chunk size.
 pub const UPLOAD_CHUNK: usize = 1 << 20;
@@ -175,14 +185,21 @@ impl Client {
                     .domain_name(domain),
             )?;
         }
-        let channel = ep.connect().await?;
         let auth = MetadataValue::try_from(format!("Bearer {token}"))
             .map_err(|_| ClientError::Invalid("token must be printable ASCII".into()))?;
-        let rpc = HecloudClient::with_interceptor(channel, Auth(auth))
-            .max_decoding_message_size(MAX_MESSAGE)
-            .max_encoding_message_size(MAX_MESSAGE);
+        let mut uploads = Vec::with_capacity(CONNECTIONS);
+        for _ in 0..CONNECTIONS {
+            let channel = ep.connect().await?;
+            uploads.push(
+                HecloudClient::with_interceptor(channel, Auth(auth.clone()))
+                    .max_decoding_message_size(MAX_MESSAGE)
+                    .max_encoding_message_size(MAX_MESSAGE),
+            );
+        }
         Ok(Self {
-            rpc,
+            rpc: uploads[0].clone(),
+            uploads: uploads.into(),
+            next_upload: Arc::new(AtomicUsize::new(0)),
             traffic: Arc::new(Traffic::default()),
             chunk: UPLOAD_CHUNK,
         })
@@ -203,7 +220,7 @@ impl Client {
     }
 
     /// The raw gRPC client (for tests of malformed requests).
-    pub fn raw(&self) -> HecloudClient<InterceptedService<Channel, Auth>> {
+    pub fn raw(&self) -> Rpc {
         self.rpc.clone()
     }
 
@@ -377,7 +394,8 @@ impl Client {
             }
         });
         let stream = tokio_stream::wrappers::ReceiverStream::new(rx);
-        let r = self.rpc.clone().upload(stream).await;
+        let turn = self.next_upload.fetch_add(1, Ordering::Relaxed) % self.uploads.len();
+        let r = self.uploads[turn].clone().upload(stream).await;
         producer.abort();
         Ok(r?.into_inner())
     }
