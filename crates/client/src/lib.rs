@@ -123,9 +123,9 @@ type Rpc = HecloudClient<InterceptedService<Channel, Auth>>;
 /// A connection to a hecloud server.
 #[derive(Debug, Clone)]
 pub struct Client {
-    rpc: Rpc,
-    /// Connections uploads take turns on (the first is `rpc`'s).
-    uploads: Arc<[Rpc]>,
+    /// One client per connection: uploads take turns on them, every other
+    /// call uses the first.
+    connections: Arc<[Rpc]>,
     next_upload: Arc<AtomicUsize>,
     traffic: Arc<Traffic>,
     chunk: usize,
@@ -147,6 +147,7 @@ impl AsRef<[u8]> for SharedBuf {
         self.0.as_slice()
     }
 }
+
 /// Largest message the client accepts.
 const MAX_MESSAGE: usize = 16 << 20;
 
@@ -197,8 +198,7 @@ impl Client {
             );
         }
         Ok(Self {
-            rpc: uploads[0].clone(),
-            uploads: uploads.into(),
+            connections: uploads.into(),
             next_upload: Arc::new(AtomicUsize::new(0)),
             traffic: Arc::new(Traffic::default()),
             chunk: UPLOAD_CHUNK,
@@ -221,12 +221,16 @@ impl Client {
 
     /// The raw gRPC client (for tests of malformed requests).
     pub fn raw(&self) -> Rpc {
-        self.rpc.clone()
+        self.rpc()
+    }
+
+    fn rpc(&self) -> Rpc {
+        self.connections[0].clone()
     }
 
     /// Server version, limits and the caller's tenant.
     pub async fn info(&self) -> Result<InfoReply> {
-        Ok(self.rpc.clone().info(InfoRequest {}).await?.into_inner())
+        Ok(self.rpc().info(InfoRequest {}).await?.into_inner())
     }
 
     /// Uploads `bytes` as an object of `kind`, in chunks; an interrupted
@@ -327,8 +331,7 @@ impl Client {
     /// Bytes of a pending upload the server holds.
     pub async fn upload_offset(&self, upload_id: &str) -> Result<u64> {
         Ok(self
-            .rpc
-            .clone()
+            .rpc()
             .upload_offset(UploadOffsetRequest {
                 upload_id: upload_id.into(),
             })
@@ -394,8 +397,8 @@ impl Client {
             }
         });
         let stream = tokio_stream::wrappers::ReceiverStream::new(rx);
-        let turn = self.next_upload.fetch_add(1, Ordering::Relaxed) % self.uploads.len();
-        let r = self.uploads[turn].clone().upload(stream).await;
+        let turn = self.next_upload.fetch_add(1, Ordering::Relaxed) % self.connections.len();
+        let r = self.connections[turn].clone().upload(stream).await;
         producer.abort();
         Ok(r?.into_inner())
     }
@@ -433,8 +436,7 @@ impl Client {
         progress: Option<ProgressFn>,
     ) -> Result<()> {
         let mut s = self
-            .rpc
-            .clone()
+            .rpc()
             .download(DownloadRequest {
                 object_id: object_id.into(),
                 offset: out.len() as u64,
@@ -480,8 +482,7 @@ impl Client {
     /// Objects of this tenant.
     pub async fn list(&self) -> Result<Vec<ObjectInfo>> {
         Ok(self
-            .rpc
-            .clone()
+            .rpc()
             .list_objects(ListObjectsRequest {})
             .await?
             .into_inner()
@@ -491,8 +492,7 @@ impl Client {
     /// Deletes an object.
     pub async fn delete(&self, object_id: &str) -> Result<ObjectInfo> {
         Ok(self
-            .rpc
-            .clone()
+            .rpc()
             .delete_object(ObjectRef {
                 object_id: object_id.into(),
             })
@@ -506,8 +506,7 @@ impl Client {
             .sent
             .fetch_add(spec.len() as u64, Ordering::Relaxed);
         Ok(self
-            .rpc
-            .clone()
+            .rpc()
             .submit(SubmitRequest {
                 kind: kind.into(),
                 spec,
@@ -521,8 +520,7 @@ impl Client {
     /// A job's status.
     pub async fn job(&self, job_id: &str) -> Result<JobInfo> {
         Ok(self
-            .rpc
-            .clone()
+            .rpc()
             .get_job(JobRef {
                 job_id: job_id.into(),
             })
@@ -533,8 +531,7 @@ impl Client {
     /// Cancels a job.
     pub async fn cancel(&self, job_id: &str) -> Result<JobInfo> {
         Ok(self
-            .rpc
-            .clone()
+            .rpc()
             .cancel_job(JobRef {
                 job_id: job_id.into(),
             })
@@ -553,8 +550,7 @@ impl Client {
         loop {
             let r: Result<Option<JobInfo>> = async {
                 let mut s = self
-                    .rpc
-                    .clone()
+                    .rpc()
                     .watch_job(JobRef {
                         job_id: job_id.into(),
                     })
@@ -596,8 +592,7 @@ impl Client {
         .await
         .map_err(|_| ClientError::Invalid("session channel closed".into()))?;
         let mut inbound = self
-            .rpc
-            .clone()
+            .rpc()
             .session(tokio_stream::wrappers::ReceiverStream::new(rx))
             .await?
             .into_inner();

@@ -325,7 +325,7 @@ mod tests {
     }
 
     /// The expansion follows its documented definition, word by word: an
-    /// independent re-implementation on `next_u64` must agree with it.
+    /// independent re-implementation, one AES block at a time, must agree.
     #[test]
     fn seed_expansion_matches_its_definition() {
         let primes = ntt_primes(50, 1 << 15, 3, &[]).unwrap();

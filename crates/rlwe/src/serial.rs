@@ -297,8 +297,10 @@ impl<'a> Body<'a> {
         let n = basis.degree();
         let ranges = limb_ranges(basis, self.at);
         self.at += packed_poly_bytes(basis);
-        let mut data = vec![0u64; basis.len() * n];
-        let ok = data
+        // Unpacking checks every residue against its prime: no second pass.
+        let mut poly = RnsPoly::zero(basis, Domain::Ntt);
+        let ok = poly
+            .data_mut()
             .par_chunks_exact_mut(n)
             .zip(ranges.into_par_iter())
             .zip(basis.moduli().par_iter())
@@ -307,7 +309,7 @@ impl<'a> Body<'a> {
         if !ok {
             return Err(DecodeError::ResidueOutOfRange.into());
         }
-        Ok(RnsPoly::from_limbs(basis, Domain::Ntt, data)?)
+        Ok(poly)
     }
 
     fn seed(&mut self) -> [u8; 32] {
