@@ -27,7 +27,7 @@ use std::sync::Arc;
 
 use hecloud_protocol::rpc::hecloud_server::HecloudServer;
 use tokio::sync::oneshot;
-use tokio_stream::wrappers::TcpListenerStream;
+use tonic::transport::server::TcpIncoming;
 use tonic::transport::{Identity, Server, ServerTlsConfig};
 
 pub use config::{Quota, ServerConfig, TenantConfig};
@@ -141,10 +141,14 @@ pub async fn start(config: ServerConfig) -> Result<RunningServer> {
         .initial_stream_window_size(Some(STREAM_WINDOW))
         .initial_connection_window_size(Some(CONNECTION_WINDOW))
         .max_frame_size(Some(MAX_FRAME))
-        .tcp_nodelay(true)
         .add_service(grpc);
+    // `serve_with_incoming` ignores the builder's `tcp_nodelay`: without it
+    // on the accepted sockets, Nagle's algorithm held each small reply
+    // (upload acknowledgements, job events) until the peer's delayed ACK,
+    // about 40 ms on Linux.
+    let incoming = TcpIncoming::from(listener).with_nodelay(Some(true));
     let task = tokio::spawn(router.serve_with_incoming_shutdown(
-        TcpListenerStream::new(listener),
+        incoming,
         async {
             let _ = rx.await;
         },
