@@ -535,6 +535,11 @@ async fn ckks_graph_jobs_match_plaintext_and_bad_graphs_are_refused() {
     let (c, m) = code(alice.submit(rpc::JOB_KIND_GRAPH, job.encode(), "").await);
     assert_eq!(c, Code::InvalidArgument);
     assert!(m.contains("input 0"), "{m}");
+    // Once the first job had loaded the session, the next three ciphertexts
+    // (count 5 and 32, the rotation input) were decoded as their uploads
+    // completed, and the jobs above computed correctly on them; the junk
+    // upload did not decode and its job decoded it again to say why.
+    assert_eq!(s.server.inputs_decoded_on_upload(), 3);
     let _ = ObjectKind::CkksCiphertext;
     s.server.stop().await.unwrap();
 }

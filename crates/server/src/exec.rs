@@ -3,7 +3,7 @@
 //! round trip to the tenant's key holder over its session stream).
 
 use std::collections::HashMap;
-use std::sync::atomic::AtomicBool;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -110,6 +110,21 @@ pub trait Executor: Send + Sync + 'static {
     fn check(&self, spec: &[u8], objects: &TenantObjects) -> Result<(), JobError>;
     /// Runs a job.
     fn run(&self, spec: &[u8], ctx: JobContext<'_>) -> Result<RunOutput, JobError>;
+    /// Whether the executor wants the bytes of an object of `kind` and
+    /// `size` bytes that `tenant` is uploading, to decode it before a job
+    /// names it.
+    fn wants_upload(&self, _tenant: &str, _kind: &str, _size: u64) -> bool {
+        false
+    }
+    /// An upload of `kind` whose bytes (`chunks`, in order) hash to `id`
+    /// has arrived for `tenant`; called before the object is stored, so an
+    /// executor must still find the object in the store before using it.
+    /// Must return quickly (start any work on a thread of its own).
+    fn uploaded(&self, _tenant: &str, _id: ObjectId, _kind: &str, _chunks: Vec<bytes::Bytes>) {}
+    /// Job inputs taken already decoded from uploads (a statistic).
+    fn inputs_decoded_on_upload(&self) -> u64 {
+        0
+    }
 }
 
 /// Executors by job kind.
@@ -167,15 +182,24 @@ impl Executor for EchoExecutor {
 
 type KeyCell = Arc<OnceLock<Result<Arc<SessionKeys>, String>>>;
 
+/// A ciphertext being decoded as its upload completes: the CKKS parameter
+/// hash it was decoded under and the object, or `None` if it did not
+/// decode under any loaded session (the job's own decode then reports why).
+type DecodeCell = Arc<OnceLock<Mutex<Option<([u8; 32], hecloud_protocol::Object)>>>>;
+
 /// `graph.v1`: a [`JobSubmission`] (session, graph, inputs) run with
 /// [`hecloud_protocol::execute`]. Session keys are loaded once per
 /// (tenant, session) and kept in a small cache.
 #[derive(Debug)]
 pub struct GraphExecutor {
     allow_insecure: bool,
-    keys: Mutex<Vec<((String, ObjectId), KeyCell)>>,
+    keys: Mutex<Vec<(TenantObject, KeyCell)>>,
     /// Jobs checked at submission, kept decoded for their run.
     prepared: Mutex<Vec<(PreparedKey, Instant, Arc<Prepared>)>>,
+    /// Uploaded ciphertexts decoded (or being decoded) before a job names
+    /// them, by tenant and object id.
+    decoded: Mutex<Vec<(TenantObject, Instant, DecodeCell)>>,
+    decoded_hits: AtomicU64,
 }
 
 /// Sessions whose keys stay loaded.
@@ -186,6 +210,15 @@ const PREPARED_CACHE: usize = 4;
 /// A checked job not run within this time (cancelled, or queued behind
 /// others) gives its place up.
 const PREPARED_TTL: Duration = Duration::from_secs(60);
+
+/// Uploads decoded ahead of their job: each holds a decoded ciphertext
+/// (28 MiB at N = 2^16 with 28 primes), so only the last few are kept.
+const DECODED_CACHE: usize = 8;
+/// Largest upload decoded ahead.
+const DECODE_AHEAD_MAX_BYTES: u64 = 256 << 20;
+
+/// An object of a tenant.
+type TenantObject = (String, ObjectId);
 
 /// A checked job: its tenant and the BLAKE3 of its spec.
 type PreparedKey = (String, [u8; 32]);
@@ -212,7 +245,48 @@ impl GraphExecutor {
             allow_insecure,
             keys: Mutex::new(Vec::new()),
             prepared: Mutex::new(Vec::new()),
+            decoded: Mutex::new(Vec::new()),
+            decoded_hits: AtomicU64::new(0),
         }
+    }
+
+    /// The sessions of `tenant` whose keys are loaded.
+    fn loaded_sessions(&self, tenant: &str) -> Vec<Arc<SessionKeys>> {
+        let cache = self.keys.lock().unwrap();
+        cache
+            .iter()
+            .filter(|((t, _), _)| t == tenant)
+            .filter_map(|(_, cell)| cell.get().and_then(|r| r.as_ref().ok()).cloned())
+            .collect()
+    }
+
+    /// The object decoded on upload, if it was and was decoded under the
+    /// CKKS parameters `param_hash`. Waits for a decode still running
+    /// (unless called on a rayon worker, where waiting could hold up the
+    /// very pool the decode runs on).
+    fn take_decoded(
+        &self,
+        tenant: &str,
+        id: &ObjectId,
+        param_hash: &[u8; 32],
+    ) -> Option<hecloud_protocol::Object> {
+        let cell = {
+            let mut cache = self.decoded.lock().ok()?;
+            let pos = cache
+                .iter()
+                .position(|((t, i), ..)| t == tenant && i == id)?;
+            cache.swap_remove(pos).2
+        };
+        let slot = if rayon::current_thread_index().is_some() {
+            cell.get()?
+        } else {
+            cell.wait()
+        };
+        let (hash, obj) = slot.lock().ok()?.take()?;
+        (hash == *param_hash).then(|| {
+            self.decoded_hits.fetch_add(1, Ordering::Relaxed);
+            obj
+        })
     }
 
     fn prepared_key(spec: &[u8], objects: &TenantObjects) -> PreparedKey {
@@ -295,32 +369,53 @@ impl GraphExecutor {
         let job = JobSubmission::decode(spec)
             .map_err(|e| JobError::Invalid(format!("job submission: {e}")))?;
         let keys = self.session_keys(objects, &job.session)?;
-        // Inputs are read and decoded in parallel: decoding (residue checks,
-        // seed expansion) of multi-MiB ciphertexts is most of a check.
+        let params = keys.params();
+        fn not_found(i: usize, hex: &str) -> impl FnOnce(JobError) -> JobError + '_ {
+            move |e| match e {
+                JobError::Invalid(_) => {
+                    JobError::Invalid(format!("input {i}: object {hex} not found"))
+                }
+                other => other,
+            }
+        }
+        // Inputs decoded as their uploads completed are taken first (on
+        // this thread, which may wait for them: see `take_decoded`).
+        let mut ahead = Vec::with_capacity(job.inputs.len());
+        for (i, id) in job.inputs.iter().enumerate() {
+            let hex = id.to_hex();
+            let meta = objects.meta(&hex).map_err(not_found(i, &hex))?;
+            let obj = params
+                .ckks
+                .as_ref()
+                .and_then(|p| self.take_decoded(objects.tenant(), id, p.rlwe().hash()));
+            ahead.push((meta, obj));
+        }
+        // The others are read and decoded in parallel: decoding (residue
+        // checks, seed expansion) of multi-MiB ciphertexts is most of a check.
         let decoded = job
             .inputs
             .par_iter()
+            .zip(ahead)
             .enumerate()
-            .map(|(i, id)| {
+            .map(|(i, (id, (meta, obj)))| {
                 let hex = id.to_hex();
-                let (meta, bytes) = objects.get(&hex).map_err(|e| match e {
-                    JobError::Invalid(_) => {
-                        JobError::Invalid(format!("input {i}: object {hex} not found"))
-                    }
-                    other => other,
-                })?;
                 let kind = rpc::parse_object_kind(&meta.kind).ok_or_else(|| {
                     JobError::Invalid(format!(
                         "input {i}: a {} object cannot be a job input",
                         meta.kind
                     ))
                 })?;
-                let params = keys.params();
-                let obj = params
-                    .decode(kind, &bytes)
-                    .map_err(|e| JobError::Invalid(format!("input {i} ({hex}): {e}")))?;
+                let obj = match obj {
+                    Some(o) => o,
+                    None => {
+                        let (_, bytes) = objects.get(&hex).map_err(not_found(i, &hex))?;
+                        params
+                            .decode(kind, &bytes)
+                            .map_err(|e| JobError::Invalid(format!("input {i} ({hex}): {e}")))?
+                    }
+                };
                 // The store checked that the bytes hash to their id on upload.
-                let desc = params.descriptor(*id, bytes.len() as u64, &obj);
+                let desc = params.descriptor(*id, meta.size, &obj);
                 let ty = value_type_of(&desc)
                     .map_err(|e| JobError::Invalid(format!("input {i}: {e}")))?;
                 Ok((obj, ty))
@@ -379,5 +474,59 @@ impl Executor for GraphExecutor {
             })
             .collect();
         Ok(RunOutput { outputs, compute })
+    }
+
+    fn wants_upload(&self, tenant: &str, kind: &str, size: u64) -> bool {
+        kind == rpc::object_kind_name(hecloud_protocol::ObjectKind::CkksCiphertext)
+            && size <= DECODE_AHEAD_MAX_BYTES
+            && !self.loaded_sessions(tenant).is_empty()
+    }
+
+    /// Decodes the ciphertext on a thread of its own under the first of the
+    /// tenant's loaded sessions it fits, so that the job naming it (usually
+    /// submitted right after the upload is acknowledged) finds it decoded.
+    /// Nothing is done before the tenant has a session loaded.
+    fn uploaded(&self, tenant: &str, id: ObjectId, _kind: &str, chunks: Vec<bytes::Bytes>) {
+        let sessions = self.loaded_sessions(tenant);
+        if sessions.is_empty() {
+            return;
+        }
+        let cell = DecodeCell::default();
+        {
+            let mut cache = self.decoded.lock().unwrap();
+            cache.retain(|((t, i), at, _)| {
+                at.elapsed() < PREPARED_TTL && !(t == tenant && *i == id)
+            });
+            if cache.len() >= DECODED_CACHE {
+                cache.remove(0);
+            }
+            cache.push(((tenant.to_string(), id), Instant::now(), cell.clone()));
+        }
+        let done = cell.clone();
+        let spawned = std::thread::Builder::new()
+            .name("hecloud-decode".into())
+            .spawn(move || {
+                // The cell is always set, so that nothing waits forever.
+                let decoded = std::panic::catch_unwind(|| {
+                    let bytes = chunks.concat();
+                    sessions.iter().find_map(|keys| {
+                        let p = keys.params().ckks.as_ref()?;
+                        let obj = keys
+                            .params()
+                            .decode(hecloud_protocol::ObjectKind::CkksCiphertext, &bytes)
+                            .ok()?;
+                        Some((*p.rlwe().hash(), obj))
+                    })
+                });
+                let _ = done.set(Mutex::new(decoded.ok().flatten()));
+            });
+        if spawned.is_err() {
+            // No thread: the job decodes its inputs itself.
+            let _ = cell.set(Mutex::new(None));
+        }
+    }
+
+    fn inputs_decoded_on_upload(&self) -> u64 {
+        self.decoded_hits.load(Ordering::Relaxed)
     }
 }

@@ -7,6 +7,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, mpsc};
 use std::time::{Duration, Instant};
 
+use hecloud_protocol::ObjectId;
 use tokio::sync::broadcast;
 
 use crate::error::{Result, ServerError};
@@ -106,6 +107,32 @@ impl Jobs {
         let mut k: Vec<_> = self.executors.keys().cloned().collect();
         k.sort();
         k
+    }
+
+    /// Whether an executor wants the bytes of an upload of `kind` and `size`
+    /// bytes (see [`crate::exec::Executor::wants_upload`]).
+    pub fn wants_upload(&self, tenant: &str, kind: &str, size: u64) -> bool {
+        self.executors
+            .values()
+            .any(|e| e.wants_upload(tenant, kind, size))
+    }
+
+    /// Hands a received upload to the executors that want it.
+    pub fn uploaded(&self, tenant: &str, id: ObjectId, kind: &str, chunks: Vec<bytes::Bytes>) {
+        let size = chunks.iter().map(|c| c.len() as u64).sum();
+        for e in self.executors.values() {
+            if e.wants_upload(tenant, kind, size) {
+                e.uploaded(tenant, id, kind, chunks.clone());
+            }
+        }
+    }
+
+    /// Job inputs that executors took already decoded from their uploads.
+    pub fn inputs_decoded_on_upload(&self) -> u64 {
+        self.executors
+            .values()
+            .map(|e| e.inputs_decoded_on_upload())
+            .sum()
     }
 
     /// Subscribes to job events.

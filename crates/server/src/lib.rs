@@ -61,6 +61,12 @@ impl RunningServer {
         format!("{scheme}://{}", self.addr)
     }
 
+    /// Job inputs found already decoded, because they were decoded as their
+    /// upload completed (while the store made them durable).
+    pub fn inputs_decoded_on_upload(&self) -> u64 {
+        self.jobs.inputs_decoded_on_upload()
+    }
+
     /// Stops accepting requests, lets in-flight calls finish for up to two
     /// seconds (open session streams never finish by themselves), then
     /// closes every connection.
@@ -147,12 +153,9 @@ pub async fn start(config: ServerConfig) -> Result<RunningServer> {
     // (upload acknowledgements, job events) until the peer's delayed ACK,
     // about 40 ms on Linux.
     let incoming = TcpIncoming::from(listener).with_nodelay(Some(true));
-    let task = tokio::spawn(router.serve_with_incoming_shutdown(
-        incoming,
-        async {
-            let _ = rx.await;
-        },
-    ));
+    let task = tokio::spawn(router.serve_with_incoming_shutdown(incoming, async {
+        let _ = rx.await;
+    }));
     tracing::info!(%addr, tls = config.tls, workers = config.workers, tenants = config.tenants.len(),
         data_dir = %config.data_dir.display(), "hecloud server listening");
     Ok(RunningServer {

@@ -4,6 +4,7 @@ use std::collections::HashMap;
 use std::io::{Read, Seek, Write};
 use std::pin::Pin;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use hecloud_protocol::rpc::{
     self, DataChunk, DownloadRequest, InfoReply, InfoRequest, JobInfo, JobRef, ListObjectsReply,
@@ -36,6 +37,37 @@ pub struct Service {
     tokens: HashMap<[u8; 32], String>,
     quota: Quota,
     max_chunk: u32,
+    /// Bytes of uploads held in memory for executors (see `upload`).
+    kept_bytes: Arc<AtomicU64>,
+}
+
+/// Most bytes of uploads held in memory at once for executors to decode
+/// ahead; past it, uploads are only written to the store.
+const KEPT_BYTES_MAX: u64 = 512 << 20;
+
+/// A share of [`KEPT_BYTES_MAX`], given back when dropped.
+struct KeptBytes {
+    pool: Arc<AtomicU64>,
+    bytes: u64,
+}
+
+impl KeptBytes {
+    fn reserve(pool: &Arc<AtomicU64>, bytes: u64) -> Option<Self> {
+        pool.fetch_update(Ordering::AcqRel, Ordering::Acquire, |used| {
+            (used + bytes <= KEPT_BYTES_MAX).then_some(used + bytes)
+        })
+        .ok()?;
+        Some(Self {
+            pool: pool.clone(),
+            bytes,
+        })
+    }
+}
+
+impl Drop for KeptBytes {
+    fn drop(&mut self) {
+        self.pool.fetch_sub(self.bytes, Ordering::AcqRel);
+    }
 }
 
 impl std::fmt::Debug for Service {
@@ -150,6 +182,7 @@ impl Service {
             tokens,
             quota: config.quota,
             max_chunk: config.max_chunk_bytes,
+            kept_bytes: Arc::default(),
         }
     }
 
@@ -265,6 +298,14 @@ impl Hecloud for Service {
             ))
         })
         .await?;
+        // A ciphertext sent in one stream is also kept in memory (the chunks
+        // as received, no copy), so a job executor can decode it while the
+        // store makes it durable. The budget bounds what slow or stalled
+        // streams hold; the decode that follows is short.
+        let mut kept = (have == 0 && self.jobs.wants_upload(&tenant, &meta.kind, meta.total))
+            .then(|| KeptBytes::reserve(&self.kept_bytes, meta.total))
+            .flatten()
+            .map(|share| (share, Vec::<bytes::Bytes>::new()));
         let mut received = have;
         let mut written_back = have;
         let mut next = Some(first);
@@ -321,10 +362,22 @@ impl Hecloud for Service {
                 return Err(ServerError::Io(e).into());
             }
             received += msg.data.len() as u64;
+            if let Some((_, k)) = &mut kept {
+                k.push(msg.data);
+            }
             if received - written_back >= WRITEBACK_STEP {
                 start_writeback(&file, written_back, received - written_back);
                 written_back = received;
             }
+        }
+        let hashed = hasher.finalize();
+        if let Some((_share, chunks)) = kept
+            && stream_error.is_none()
+            && received == meta.total
+            && hashed.to_hex().as_str() == meta.hash
+        {
+            let id = hecloud_protocol::ObjectId(*hashed.as_bytes());
+            self.jobs.uploaded(&tenant, id, &meta.kind, chunks);
         }
         // What was received is kept (durably) for a resume.
         let synced = tokio::task::block_in_place(|| file.sync_all());
@@ -357,7 +410,7 @@ impl Hecloud for Service {
                     return Err(ServerError::InvalidArgument(format!("session spec: {e}")));
                 }
             }
-            store.finish_upload(&t, &uid, &meta, Some(hasher.finalize()))
+            store.finish_upload(&t, &uid, &meta, Some(hashed))
         })
         .await?;
         tracing::info!(%tenant, object = %obj.id, kind = %obj.kind, size = obj.size, "object stored");
@@ -630,5 +683,24 @@ impl Hecloud for Service {
             tracing::info!(%tenant, session = sid, "key-holder session closed");
         });
         Ok(Response::new(Box::pin(ReceiverStream::new(rx))))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kept_bytes_stay_within_the_budget_and_are_given_back() {
+        let pool = Arc::default();
+        let a = KeptBytes::reserve(&pool, KEPT_BYTES_MAX - 10).unwrap();
+        assert!(KeptBytes::reserve(&pool, 11).is_none());
+        let b = KeptBytes::reserve(&pool, 10).unwrap();
+        assert!(KeptBytes::reserve(&pool, 1).is_none());
+        drop(a);
+        assert_eq!(pool.load(Ordering::Acquire), 10);
+        assert!(KeptBytes::reserve(&pool, KEPT_BYTES_MAX - 10).is_some());
+        drop(b);
+        assert_eq!(pool.load(Ordering::Acquire), 0);
     }
 }
