@@ -2,6 +2,7 @@
 
 use std::collections::HashMap;
 use std::io::{Read, Seek, Write};
+use std::ops::ControlFlow;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -25,8 +26,9 @@ use crate::store::{JobRecord, ObjectMeta, Store, UploadMeta, start_writeback};
 
 /// Bytes per download chunk.
 pub const DOWNLOAD_CHUNK: usize = 1 << 20;
-/// An upload starts writing its bytes to disk every this many bytes.
-const WRITEBACK_STEP: u64 = 4 << 20;
+/// An upload starts writing its bytes to disk every this many bytes, so
+/// that the fsync before its acknowledgement has little left to write.
+const WRITEBACK_STEP: u64 = 1 << 20;
 
 /// The service state.
 pub struct Service {
@@ -265,13 +267,6 @@ impl Hecloud for Service {
             total: h.total_bytes,
             hash: hex::encode(&h.blake3),
         };
-        // Already stored for this tenant: nothing to transfer.
-        let (store, t, m) = (self.store.clone(), tenant.clone(), meta.clone());
-        if let Some(o) = blocking(move || store.object(&t, &m.hash)).await?
-            && o.kind == meta.kind
-        {
-            return Ok(Response::new(object_info(&o)));
-        }
         let (store, t, m, uid, max) = (
             self.store.clone(),
             tenant.clone(),
@@ -279,25 +274,35 @@ impl Hecloud for Service {
             h.upload_id.clone(),
             self.quota.max_objects,
         );
-        let have = blocking(move || {
+        // One trip to a blocking thread: the store's checks and set-up are
+        // on the path of every upload.
+        let started = blocking(move || {
+            // Already stored for this tenant: nothing to transfer.
+            if let Some(o) = store.object(&t, &m.hash)?
+                && o.kind == m.kind
+            {
+                return Ok(ControlFlow::Break(o));
+            }
             if store.upload(&t, &uid)?.is_none()
                 && store.count_objects(&t)? + store.count_uploads(&t)? >= max
             {
                 return Err(ServerError::Quota(format!("object limit of {max} reached")));
             }
-            store.begin_upload(&t, &uid, &m)
-        })
-        .await?;
-        let (store, t, uid) = (self.store.clone(), tenant.clone(), h.upload_id.clone());
-        // The bytes are hashed as they arrive (after those held from an
-        // interrupted attempt), so finishing needs no second pass over the file.
-        let (mut file, mut hasher) = blocking(move || {
-            Ok((
+            let have = store.begin_upload(&t, &uid, &m)?;
+            // The bytes are hashed as they arrive (after those held from an
+            // interrupted attempt), so finishing needs no second pass over
+            // the file.
+            Ok(ControlFlow::Continue((
+                have,
                 store.open_part(&t, &uid, have)?,
                 store.part_hasher(&t, &uid, have)?,
-            ))
+            )))
         })
         .await?;
+        let (have, mut file, mut hasher) = match started {
+            ControlFlow::Continue(s) => s,
+            ControlFlow::Break(stored) => return Ok(Response::new(object_info(&stored))),
+        };
         // A ciphertext sent in one stream is also kept in memory (the chunks
         // as received, no copy), so a job executor can decode it while the
         // store makes it durable. The budget bounds what slow or stalled

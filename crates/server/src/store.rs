@@ -415,10 +415,10 @@ impl Store {
         Ok(hasher)
     }
 
-    /// Finishes an upload whose part file holds every byte: checks the hash
-    /// (`hashed`, the hash of the bytes as they were written, or else read
-    /// back from the file), installs the blob, records the object and drops
-    /// the upload row.
+    /// Finishes an upload whose part file holds every byte, synced by the
+    /// caller: checks the hash (`hashed`, the hash of the bytes as they were
+    /// written, or else read back from the file), installs the blob, then
+    /// records the object and drops the upload row in one transaction.
     pub fn finish_upload(
         &self,
         tenant: &str,
@@ -444,14 +444,22 @@ impl Store {
                 meta.hash
             )));
         }
-        File::open(&part)?.sync_all()?;
         self.install_blob(&part, &got)?;
-        let obj = self.insert_object(tenant, &got, &meta.kind, meta.total)?;
-        self.db().execute(
-            "DELETE FROM uploads WHERE tenant=?1 AND upload_id=?2",
-            params![tenant, upload_id],
-        )?;
-        Ok(obj)
+        {
+            let mut db = self.db();
+            let tx = db.transaction()?;
+            tx.execute(
+                "INSERT OR IGNORE INTO objects(tenant,id,kind,size,created) VALUES(?1,?2,?3,?4,?5)",
+                params![tenant, got, meta.kind, meta.total as i64, now_ms()],
+            )?;
+            tx.execute(
+                "DELETE FROM uploads WHERE tenant=?1 AND upload_id=?2",
+                params![tenant, upload_id],
+            )?;
+            tx.commit()?;
+        }
+        self.object(tenant, &got)?
+            .ok_or_else(|| ServerError::Internal("object vanished after insert".into()))
     }
 
     /// Number of pending uploads of a tenant.
