@@ -93,7 +93,8 @@ impl SessionHub {
     }
 
     /// Sends `kind`/`payload` to one of `tenant`'s key holders that announced
-    /// `kind` and waits up to `timeout` for its answer.
+    /// `kind` and waits for its answer: `timeout` in all, of which at most
+    /// [`SESSION_WAIT`] for a key holder to (re)connect.
     pub async fn call(
         &self,
         tenant: &str,
@@ -107,7 +108,8 @@ impl SessionHub {
             ));
         }
         // A key holder may be (re)connecting: wait for one a little while.
-        let deadline = tokio::time::Instant::now() + SESSION_WAIT;
+        let start = tokio::time::Instant::now();
+        let deadline = start + SESSION_WAIT.min(timeout);
         let tx = loop {
             let found = {
                 let s = self.sessions.lock().unwrap();
@@ -147,7 +149,7 @@ impl SessionHub {
                 "the key-holder session closed".into(),
             ));
         }
-        let out = tokio::time::timeout(timeout, orx).await;
+        let out = tokio::time::timeout_at(start + timeout, orx).await;
         self.pending.lock().unwrap().remove(&request_id);
         match out {
             Err(_) => Err(ServerError::Precondition(format!(
@@ -161,5 +163,30 @@ impl SessionHub {
             ))),
             Ok(Ok(Ok(bytes))) => Ok(bytes),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_call_without_a_key_holder_fails_within_its_timeout() {
+        let hub = SessionHub::default();
+        let timeout = Duration::from_millis(200);
+        let t = std::time::Instant::now();
+        let r = hub.call("t", "echo", vec![1], timeout).await;
+        let waited = t.elapsed();
+        match r {
+            Err(ServerError::Precondition(m)) => {
+                assert!(m.contains("no key-holder session"), "{m}")
+            }
+            other => panic!("expected a precondition error, got {other:?}"),
+        }
+        assert!(waited >= timeout, "gave up after {waited:?}");
+        assert!(
+            waited < SESSION_WAIT,
+            "waited {waited:?}, the session wait and not the call's timeout"
+        );
     }
 }
