@@ -360,19 +360,22 @@ impl Hecloud for Service {
                 )));
                 break;
             }
+            let end = received + msg.data.len() as u64;
+            // Hashing, writing and starting the writeback all block.
             if let Err(e) = tokio::task::block_in_place(|| {
                 hasher.update(&msg.data);
-                file.write_all(&msg.data)
+                file.write_all(&msg.data)?;
+                if end - written_back >= WRITEBACK_STEP {
+                    start_writeback(&file, written_back, end - written_back);
+                    written_back = end;
+                }
+                Ok::<_, std::io::Error>(())
             }) {
                 return Err(ServerError::Io(e).into());
             }
-            received += msg.data.len() as u64;
+            received = end;
             if let Some((_, k)) = &mut kept {
                 k.push(msg.data);
-            }
-            if received - written_back >= WRITEBACK_STEP {
-                start_writeback(&file, written_back, received - written_back);
-                written_back = received;
             }
         }
         let hashed = hasher.finalize();
