@@ -59,11 +59,15 @@ impl TenantObjects {
     /// Metadata and bytes of one of the tenant's objects.
     pub fn get(&self, id: &str) -> Result<(ObjectMeta, Vec<u8>), JobError> {
         let meta = self.meta(id)?;
-        let bytes = self
-            .store
-            .read_blob(&meta.id)
-            .map_err(|e| JobError::Failed(format!("reading object {id}: {e}")))?;
+        let bytes = self.bytes(&meta)?;
         Ok((meta, bytes))
+    }
+
+    /// The bytes of an object whose metadata [`Self::meta`] returned.
+    pub fn bytes(&self, meta: &ObjectMeta) -> Result<Vec<u8>, JobError> {
+        self.store
+            .read_blob(&meta.id)
+            .map_err(|e| JobError::Failed(format!("reading object {}: {e}", meta.id)))
     }
 
     /// The tenant.
@@ -370,20 +374,17 @@ impl GraphExecutor {
             .map_err(|e| JobError::Invalid(format!("job submission: {e}")))?;
         let keys = self.session_keys(objects, &job.session)?;
         let params = keys.params();
-        fn not_found(i: usize, hex: &str) -> impl FnOnce(JobError) -> JobError + '_ {
-            move |e| match e {
-                JobError::Invalid(_) => {
-                    JobError::Invalid(format!("input {i}: object {hex} not found"))
-                }
-                other => other,
-            }
-        }
         // Inputs decoded as their uploads completed are taken first (on
         // this thread, which may wait for them: see `take_decoded`).
         let mut ahead = Vec::with_capacity(job.inputs.len());
         for (i, id) in job.inputs.iter().enumerate() {
             let hex = id.to_hex();
-            let meta = objects.meta(&hex).map_err(not_found(i, &hex))?;
+            let meta = objects.meta(&hex).map_err(|e| match e {
+                JobError::Invalid(_) => {
+                    JobError::Invalid(format!("input {i}: object {hex} not found"))
+                }
+                other => other,
+            })?;
             let obj = params
                 .ckks
                 .as_ref()
@@ -408,7 +409,7 @@ impl GraphExecutor {
                 let obj = match obj {
                     Some(o) => o,
                     None => {
-                        let (_, bytes) = objects.get(&hex).map_err(not_found(i, &hex))?;
+                        let bytes = objects.bytes(&meta)?;
                         params
                             .decode(kind, &bytes)
                             .map_err(|e| JobError::Invalid(format!("input {i} ({hex}): {e}")))?

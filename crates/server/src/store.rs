@@ -218,7 +218,12 @@ impl Store {
 
     /// Moves a complete, fsynced file into the blob store (atomic rename +
     /// directory fsync). An existing blob with the same hash is kept.
-    fn install_blob(&self, file: &Path, id: &str) -> Result<()> {
+    ///
+    /// `_locked` is the metadata connection, borrowed from its lock: the
+    /// caller records the object before letting it go, so `delete_object`
+    /// (which removes a blob no object refers to, under the same lock)
+    /// cannot remove the blob between this check and that record.
+    fn install_blob(&self, _locked: &Connection, file: &Path, id: &str) -> Result<()> {
         let dest = self.blob_path(id);
         let dir = dest.parent().expect("blob path has a parent");
         fs::create_dir_all(dir)?;
@@ -231,23 +236,25 @@ impl Store {
         Ok(())
     }
 
-    /// Writes `bytes` as a blob (temp file, fsync, rename, dir fsync) and
-    /// returns its hex BLAKE3.
-    pub fn put_blob(&self, bytes: &[u8]) -> Result<String> {
+    /// Writes `bytes` to a fsynced temporary file, ready for
+    /// [`Self::install_blob`]; returns its hex BLAKE3 and path.
+    fn stage_blob(&self, bytes: &[u8]) -> Result<(String, PathBuf)> {
         let id = blake3::hash(bytes).to_hex().to_string();
-        if self.blob_path(&id).exists() {
-            return Ok(id);
-        }
         let tmp = self
             .root
             .join("tmp")
             .join(format!("{id}.{}", hex::encode(rand_bytes::<8>())));
-        {
-            let mut f = File::create(&tmp)?;
-            f.write_all(bytes)?;
-            f.sync_all()?;
-        }
-        self.install_blob(&tmp, &id)?;
+        let mut f = File::create(&tmp)?;
+        f.write_all(bytes)?;
+        f.sync_all()?;
+        Ok((id, tmp))
+    }
+
+    /// Writes `bytes` as a blob (temp file, fsync, rename, dir fsync) and
+    /// returns its hex BLAKE3.
+    pub fn put_blob(&self, bytes: &[u8]) -> Result<String> {
+        let (id, tmp) = self.stage_blob(bytes)?;
+        self.install_blob(&self.db(), &tmp, &id)?;
         Ok(id)
     }
 
@@ -444,9 +451,9 @@ impl Store {
                 meta.hash
             )));
         }
-        self.install_blob(&part, &got)?;
         {
             let mut db = self.db();
+            self.install_blob(&db, &part, &got)?;
             let tx = db.transaction()?;
             tx.execute(
                 "INSERT OR IGNORE INTO objects(tenant,id,kind,size,created) VALUES(?1,?2,?3,?4,?5)",
@@ -643,11 +650,17 @@ impl Store {
         outputs: &[(String, String, Vec<u8>)],
         compute_us: u64,
     ) -> Result<()> {
-        let mut ids = Vec::with_capacity(outputs.len());
-        for (_, _, bytes) in outputs {
-            ids.push(self.put_blob(bytes)?);
-        }
+        // Written and fsynced before taking the lock; installed under it.
+        let staged = outputs
+            .iter()
+            .map(|(_, _, bytes)| self.stage_blob(bytes))
+            .collect::<Result<Vec<_>>>()?;
         let mut db = self.db();
+        let mut ids = Vec::with_capacity(staged.len());
+        for (oid, tmp) in staged {
+            self.install_blob(&db, &tmp, &oid)?;
+            ids.push(oid);
+        }
         let tx = db.transaction()?;
         let now = now_ms();
         for (pos, ((name, kind, bytes), oid)) in outputs.iter().zip(&ids).enumerate() {
