@@ -150,6 +150,22 @@ pub(crate) fn start_writeback(file: &File, offset: u64, len: u64) {
 #[cfg(not(target_os = "linux"))]
 pub(crate) fn start_writeback(_: &File, _: u64, _: u64) {}
 
+/// Records an object of a tenant (idempotent); its blob is installed.
+fn record_object(
+    db: &Connection,
+    tenant: &str,
+    id: &str,
+    kind: &str,
+    size: u64,
+    created: i64,
+) -> Result<()> {
+    db.execute(
+        "INSERT OR IGNORE INTO objects(tenant,id,kind,size,created) VALUES(?1,?2,?3,?4,?5)",
+        params![tenant, id, kind, size as i64, created],
+    )?;
+    Ok(())
+}
+
 fn fsync_dir(dir: &Path) -> std::io::Result<()> {
     File::open(dir)?.sync_all()
 }
@@ -250,36 +266,22 @@ impl Store {
         Ok((id, tmp))
     }
 
-    /// Writes `bytes` as a blob (temp file, fsync, rename, dir fsync) and
-    /// returns its hex BLAKE3.
-    pub fn put_blob(&self, bytes: &[u8]) -> Result<String> {
+    /// Stores `bytes` as an object of `tenant` (blob written, fsynced and
+    /// installed, then recorded, under the metadata lock like every object).
+    pub fn put_object(&self, tenant: &str, kind: &str, bytes: &[u8]) -> Result<ObjectMeta> {
         let (id, tmp) = self.stage_blob(bytes)?;
-        self.install_blob(&self.db(), &tmp, &id)?;
-        Ok(id)
+        {
+            let db = self.db();
+            self.install_blob(&db, &tmp, &id)?;
+            record_object(&db, tenant, &id, kind, bytes.len() as u64, now_ms())?;
+        }
+        self.object(tenant, &id)?
+            .ok_or_else(|| ServerError::Internal("object vanished after insert".into()))
     }
 
     /// Reads a whole blob.
     pub fn read_blob(&self, id: &str) -> Result<Vec<u8>> {
         Ok(fs::read(self.blob_path(id))?)
-    }
-
-    /// Records an object for a tenant (idempotent).
-    pub fn insert_object(
-        &self,
-        tenant: &str,
-        id: &str,
-        kind: &str,
-        size: u64,
-    ) -> Result<ObjectMeta> {
-        let db = self.db();
-        let created = now_ms();
-        db.execute(
-            "INSERT OR IGNORE INTO objects(tenant,id,kind,size,created) VALUES(?1,?2,?3,?4,?5)",
-            params![tenant, id, kind, size as i64, created],
-        )?;
-        drop(db);
-        self.object(tenant, id)?
-            .ok_or_else(|| ServerError::Internal("object vanished after insert".into()))
     }
 
     /// An object of a tenant.
@@ -455,10 +457,7 @@ impl Store {
             let mut db = self.db();
             self.install_blob(&db, &part, &got)?;
             let tx = db.transaction()?;
-            tx.execute(
-                "INSERT OR IGNORE INTO objects(tenant,id,kind,size,created) VALUES(?1,?2,?3,?4,?5)",
-                params![tenant, got, meta.kind, meta.total as i64, now_ms()],
-            )?;
+            record_object(&tx, tenant, &got, &meta.kind, meta.total, now_ms())?;
             tx.execute(
                 "DELETE FROM uploads WHERE tenant=?1 AND upload_id=?2",
                 params![tenant, upload_id],
@@ -664,10 +663,7 @@ impl Store {
         let tx = db.transaction()?;
         let now = now_ms();
         for (pos, ((name, kind, bytes), oid)) in outputs.iter().zip(&ids).enumerate() {
-            tx.execute(
-                "INSERT OR IGNORE INTO objects(tenant,id,kind,size,created) VALUES(?1,?2,?3,?4,?5)",
-                params![tenant, oid, kind, bytes.len() as i64, now],
-            )?;
+            record_object(&tx, tenant, oid, kind, bytes.len() as u64, now)?;
             tx.execute(
                 "INSERT OR REPLACE INTO job_outputs(tenant,job,pos,name,object) VALUES(?1,?2,?3,?4,?5)",
                 params![tenant, id, pos as i64, name, oid],
@@ -701,13 +697,12 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let s = Store::open(dir.path()).unwrap();
         let bytes = rand_bytes::<1000>().to_vec();
-        let id = s.put_blob(&bytes).unwrap();
+        let id = s.put_object("a", "raw", &bytes).unwrap().id;
         assert_eq!(id, blake3::hash(&bytes).to_hex().to_string());
-        s.insert_object("a", &id, "raw", 1000).unwrap();
         assert_eq!(s.read_blob(&id).unwrap(), bytes);
         assert!(s.object("a", &id).unwrap().is_some());
         assert!(s.object("b", &id).unwrap().is_none());
-        s.insert_object("b", &id, "raw", 1000).unwrap();
+        s.put_object("b", "raw", &bytes).unwrap();
         s.delete_object("a", &id).unwrap();
         // Still referenced by b.
         assert_eq!(s.read_blob(&id).unwrap(), bytes);
