@@ -101,6 +101,9 @@ pub fn install_crypto_provider() {
 pub async fn start(config: ServerConfig) -> Result<RunningServer> {
     config.validate()?;
     install_crypto_provider();
+    if config.retain_freed_memory && !hecloud_rlwe::pool::retain_freed_memory() {
+        tracing::debug!("the C allocator does not take retain_freed_memory (not glibc)");
+    }
     std::fs::create_dir_all(&config.data_dir)?;
     let store = Arc::new(store::Store::open(&config.data_dir)?);
     let hub = Arc::new(hub::SessionHub::default());
