@@ -18,6 +18,7 @@ pub mod error;
 pub mod exec;
 pub mod hub;
 pub mod jobs;
+pub mod part;
 pub mod service;
 pub mod store;
 pub mod tls;

@@ -1,7 +1,7 @@
 //! The gRPC service: authentication, uploads, downloads, jobs and sessions.
 
 use std::collections::HashMap;
-use std::io::{Read, Seek, Write};
+use std::io::{Read, Seek};
 use std::ops::ControlFlow;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -22,13 +22,10 @@ use crate::config::{Quota, ServerConfig};
 use crate::error::ServerError;
 use crate::hub::{MAX_CALLBACK_BYTES, SessionHub};
 use crate::jobs::Jobs;
-use crate::store::{JobRecord, ObjectMeta, Store, UploadMeta, start_writeback};
+use crate::store::{JobRecord, ObjectMeta, Store, UploadMeta};
 
 /// Bytes per download chunk.
 pub const DOWNLOAD_CHUNK: usize = 1 << 20;
-/// An upload starts writing its bytes to disk every this many bytes, so
-/// that the fsync before its acknowledgement has little left to write.
-const WRITEBACK_STEP: u64 = 1 << 20;
 
 /// The service state.
 pub struct Service {
@@ -312,7 +309,6 @@ impl Hecloud for Service {
             .flatten()
             .map(|share| (share, Vec::<bytes::Bytes>::new()));
         let mut received = have;
-        let mut written_back = have;
         let mut next = Some(first);
         let mut stream_error = None;
         loop {
@@ -361,15 +357,10 @@ impl Hecloud for Service {
                 break;
             }
             let end = received + msg.data.len() as u64;
-            // Hashing, writing and starting the writeback all block.
+            // Hashing and writing block.
             if let Err(e) = tokio::task::block_in_place(|| {
                 hasher.update(&msg.data);
-                file.write_all(&msg.data)?;
-                if end - written_back >= WRITEBACK_STEP {
-                    start_writeback(&file, written_back, end - written_back);
-                    written_back = end;
-                }
-                Ok::<_, std::io::Error>(())
+                file.write(&msg.data)
             }) {
                 return Err(ServerError::Io(e).into());
             }
@@ -388,9 +379,7 @@ impl Hecloud for Service {
             self.jobs.uploaded(&tenant, id, &meta.kind, chunks);
         }
         // What was received is kept (durably) for a resume.
-        let synced = tokio::task::block_in_place(|| file.sync_all());
-        drop(file);
-        synced.map_err(ServerError::Io)?;
+        tokio::task::block_in_place(|| file.finish()).map_err(ServerError::Io)?;
         if let Some(e) = stream_error {
             return Err(e);
         }

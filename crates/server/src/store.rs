@@ -7,7 +7,7 @@
 //! leaves either no object or a complete one. Partial uploads live in
 //! `uploads/<tenant>/<upload id>.part` so that a client can resume them.
 
-use std::fs::{self, File, OpenOptions};
+use std::fs::{self, File};
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
@@ -16,6 +16,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use rusqlite::{Connection, OptionalExtension, params};
 
 use crate::error::{Result, ServerError};
+use crate::part::PartWriter;
 
 /// Metadata of one stored object.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -127,28 +128,6 @@ pub fn now_ms() -> i64 {
         .map(|d| d.as_millis() as i64)
         .unwrap_or(0)
 }
-
-/// Starts writing `len` bytes of `file` from `offset` to disk without
-/// waiting, so that the fsync that ends a large upload finds little left to
-/// write (Linux `sync_file_range`; elsewhere a no-op). Durability still
-/// rests on that fsync.
-#[cfg(target_os = "linux")]
-pub(crate) fn start_writeback(file: &File, offset: u64, len: u64) {
-    use std::os::fd::AsRawFd;
-    // SAFETY: the descriptor is open for the duration of the call, which
-    // only schedules I/O on it; a failure is harmless (the fsync follows).
-    unsafe {
-        libc::sync_file_range(
-            file.as_raw_fd(),
-            offset as libc::off64_t,
-            len as libc::off64_t,
-            libc::SYNC_FILE_RANGE_WRITE,
-        );
-    }
-}
-
-#[cfg(not(target_os = "linux"))]
-pub(crate) fn start_writeback(_: &File, _: u64, _: u64) {}
 
 /// Records an object of a tenant (idempotent); its blob is installed.
 fn record_object(
@@ -401,15 +380,11 @@ impl Store {
 
     /// Opens the part file of a pending upload for appending at `offset`
     /// (anything past `offset` from an interrupted write is cut off).
-    pub fn open_part(&self, tenant: &str, upload_id: &str, offset: u64) -> Result<File> {
-        let f = OpenOptions::new()
-            .write(true)
-            .open(self.part_path(tenant, upload_id))?;
-        f.set_len(offset)?;
-        let mut f = f;
-        use std::io::Seek;
-        f.seek(std::io::SeekFrom::Start(offset))?;
-        Ok(f)
+    pub fn open_part(&self, tenant: &str, upload_id: &str, offset: u64) -> Result<PartWriter> {
+        Ok(PartWriter::open(
+            &self.part_path(tenant, upload_id),
+            offset,
+        )?)
     }
 
     /// A hasher fed with the first `len` bytes of a pending upload (to go on
@@ -723,15 +698,15 @@ mod tests {
             let s = Store::open(dir.path()).unwrap();
             assert_eq!(s.begin_upload("t", "u1", &meta).unwrap(), 0);
             let mut f = s.open_part("t", "u1", 0).unwrap();
-            f.write_all(&data[..40_000]).unwrap();
-            f.sync_all().unwrap();
+            f.write(&data[..40_000]).unwrap();
+            f.finish().unwrap();
         }
         let s = Store::open(dir.path()).unwrap();
         let have = s.begin_upload("t", "u1", &meta).unwrap();
         assert_eq!(have, 40_000);
         let mut f = s.open_part("t", "u1", have).unwrap();
-        f.write_all(&data[have as usize..]).unwrap();
-        f.sync_all().unwrap();
+        f.write(&data[have as usize..]).unwrap();
+        f.finish().unwrap();
         let obj = s.finish_upload("t", "u1", &meta, None).unwrap();
         assert_eq!(obj.id, meta.hash);
         assert_eq!(s.read_blob(&obj.id).unwrap(), data);
