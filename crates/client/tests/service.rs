@@ -535,10 +535,41 @@ async fn ckks_graph_jobs_match_plaintext_and_bad_graphs_are_refused() {
     let (c, m) = code(alice.submit(rpc::JOB_KIND_GRAPH, job.encode(), "").await);
     assert_eq!(c, Code::InvalidArgument);
     assert!(m.contains("input 0"), "{m}");
+    // A ciphertext of this session with a residue out of range in its last
+    // limb (128 bits set cover one whole), sent in small chunks: the decoder
+    // watching the upload fails mid-stream, and the job's own decode says
+    // why.
+    let mut bad = keys
+        .encrypt(
+            &enc.encode_real(&values, params.max_level(), params.default_scale())
+                .unwrap(),
+        )
+        .unwrap()
+        .to_bytes();
+    let at = bad.len() - 32 - 24;
+    bad[at..at + 16].fill(0xff);
+    let o = alice
+        .clone()
+        .with_chunk_size(7000)
+        .upload("ckks.ciphertext", Arc::new(bad), None)
+        .await
+        .unwrap();
+    let mut g = hecloud_protocol::Graph::new();
+    let x = g.input(0);
+    g.output("x", x);
+    let job = hecloud_protocol::JobSubmission {
+        session,
+        graph: g,
+        inputs: vec![ObjectId::from_hex(&o.object_id).unwrap()],
+    };
+    let (c, m) = code(alice.submit(rpc::JOB_KIND_GRAPH, job.encode(), "").await);
+    assert_eq!(c, Code::InvalidArgument);
+    assert!(m.contains("input 0") && m.contains("range"), "{m}");
     // Once the first job had loaded the session, the next three ciphertexts
     // (count 5 and 32, the rotation input) were decoded as their uploads
-    // completed, and the jobs above computed correctly on them; the junk
-    // upload did not decode and its job decoded it again to say why.
+    // streamed in, and the jobs above computed correctly on them; the junk
+    // and corrupt uploads did not decode and their jobs decoded them again
+    // to say why.
     assert_eq!(s.server.inputs_decoded_on_upload(), 3);
     let _ = ObjectKind::CkksCiphertext;
     s.server.stop().await.unwrap();

@@ -384,39 +384,254 @@ impl Ciphertext {
 
     /// Parses a ciphertext that must belong to `params`.
     pub fn from_bytes(params: &Arc<Parameters>, bytes: &[u8]) -> Result<Self> {
-        let h = read_header(params, bytes, Kind::Ciphertext)?;
+        let mut d = CiphertextDecoder::new(params, bytes.len());
+        d.push(bytes)?;
+        d.finish()
+    }
+}
+
+/// Decodes a ciphertext from its bytes as they arrive (an upload, say), so
+/// that little is left to do when the last byte is in. It makes the checks
+/// of [`Ciphertext::from_bytes`] and fails with the same errors: that
+/// function is this decoder given every byte at once. The header is checked
+/// as soon as it is in, each limb as soon as its bytes are.
+///
+/// ```
+/// # use hecloud_rlwe::{Ciphertext, Encryptor, KeyGenerator, Parameters, ParametersLiteral, Plaintext, SecretDistribution};
+/// # use hecloud_rlwe::serial::CiphertextDecoder;
+/// # let params = Parameters::new(ParametersLiteral {
+/// #     log_n: 12, log_q: vec![40, 30], log_p: vec![30],
+/// #     secret: SecretDistribution::Ternary, sigma: 3.2, dnum: None,
+/// # }).unwrap();
+/// # let sk = KeyGenerator::new(&params).gen_secret_key().unwrap();
+/// # let m = hecloud_math::RnsPoly::zero(params.q_at(1).unwrap(), hecloud_math::Domain::Ntt);
+/// # let pt = Plaintext::new(&params, m, 1, 1.0).unwrap();
+/// let ct = Encryptor::new(&params).encrypt_sk(&sk, &pt).unwrap();
+/// let bytes = ct.to_bytes();
+/// let mut d = CiphertextDecoder::new(&params, bytes.len());
+/// for chunk in bytes.chunks(1000) {
+///     d.push(chunk).unwrap();
+/// }
+/// assert_eq!(d.finish().unwrap(), ct);
+/// ```
+#[derive(Debug)]
+pub struct CiphertextDecoder {
+    params: Arc<Parameters>,
+    /// Bytes announced.
+    total: usize,
+    /// Bytes pushed.
+    received: usize,
+    /// The start of a header or limb whose end is still to come.
+    carry: Vec<u8>,
+    /// Known once the header is in.
+    body: Option<CiphertextBody>,
+    /// The first error: every later call returns it.
+    failed: Option<RlweError>,
+}
+
+/// What the header of a ciphertext announced, and the body so far.
+#[derive(Debug)]
+struct CiphertextBody {
+    level: usize,
+    scale: f64,
+    seeded: bool,
+    /// The polynomials given in full (c_0 alone if seeded).
+    polys: Vec<RnsPoly>,
+    /// Byte length and residue bits of every limb, in order.
+    limbs: Vec<(usize, u32)>,
+    /// Limbs decoded.
+    done: usize,
+    seed: Option<[u8; 32]>,
+}
+
+impl CiphertextDecoder {
+    /// A decoder for a ciphertext of `params` that is `total` bytes long.
+    pub fn new(params: &Arc<Parameters>, total: usize) -> Self {
+        Self {
+            params: params.clone(),
+            total,
+            received: 0,
+            carry: Vec::new(),
+            body: None,
+            failed: None,
+        }
+    }
+
+    /// Takes the next bytes; fails as soon as they show the ciphertext is
+    /// malformed (or are more than announced).
+    pub fn push(&mut self, data: &[u8]) -> Result<()> {
+        if let Some(e) = &self.failed {
+            return Err(e.clone());
+        }
+        let r = self.take(data);
+        if let Err(e) = &r {
+            self.failed = Some(e.clone());
+        }
+        r
+    }
+
+    fn take(&mut self, mut data: &[u8]) -> Result<()> {
+        if data.len() > self.total - self.received {
+            return Err(DecodeError::TrailingBytes(self.received + data.len() - self.total).into());
+        }
+        self.received += data.len();
+        if self.body.is_none() {
+            let take = (HEADER_LEN - self.carry.len()).min(data.len());
+            self.carry.extend_from_slice(&data[..take]);
+            data = &data[take..];
+            if self.carry.len() < HEADER_LEN {
+                return Ok(());
+            }
+            self.body = Some(CiphertextBody::new(&self.params, &self.carry, self.total)?);
+            self.carry.clear();
+        }
+        let body = self.body.as_mut().expect("the header is in");
+        if !self.carry.is_empty() {
+            let need = body.next_len() - self.carry.len();
+            let take = need.min(data.len());
+            self.carry.extend_from_slice(&data[..take]);
+            data = &data[take..];
+            if take < need {
+                return Ok(());
+            }
+            body.decode(&self.carry)?;
+            self.carry.clear();
+        }
+        let whole = body.decode(data)?;
+        self.carry.extend_from_slice(&data[whole..]);
+        Ok(())
+    }
+
+    /// The ciphertext, once every byte is in.
+    pub fn finish(self) -> Result<Ciphertext> {
+        if let Some(e) = self.failed {
+            return Err(e);
+        }
+        let truncated = |need: usize| -> RlweError {
+            DecodeError::Truncated {
+                need,
+                have: self.received,
+            }
+            .into()
+        };
+        let Some(body) = self.body else {
+            return Err(truncated(HEADER_LEN));
+        };
+        if self.received < self.total || body.done < body.limbs.len() {
+            return Err(truncated(self.total));
+        }
+        let CiphertextBody {
+            level,
+            scale,
+            polys,
+            seed,
+            ..
+        } = body;
+        match seed {
+            Some(seed) => {
+                let c0 = polys.into_iter().next().expect("c_0");
+                Ciphertext::from_seed(&self.params, c0, seed, level, scale)
+            }
+            None if body.seeded => Err(truncated(self.total)),
+            None => Ciphertext::new(&self.params, polys, level, scale),
+        }
+    }
+}
+
+impl CiphertextBody {
+    /// Checks the header against `params` and the announced length `total`
+    /// before allocating anything.
+    fn new(params: &Parameters, header: &[u8], total: usize) -> Result<Self> {
+        let h = read_header(params, header, Kind::Ciphertext)?;
         let level = check_level(params, h.level)?;
         check_scale(h.scale)?;
         let count = h.count as usize;
-        if !(2..=MAX_CIPHERTEXT_COMPONENTS).contains(&count) {
-            return Err(DecodeError::InvalidField {
-                field: "count",
-                value: h.count as u64,
-            }
-            .into());
-        }
         let seeded = h.flags & FLAG_SEEDED != 0;
-        if seeded && count != 2 {
+        if !(2..=MAX_CIPHERTEXT_COMPONENTS).contains(&count) || (seeded && count != 2) {
             return Err(DecodeError::InvalidField {
                 field: "count",
                 value: h.count as u64,
             }
             .into());
         }
+        let given = if seeded { 1 } else { count };
         let poly = params.poly_bytes(level);
-        let expected = if seeded { poly + 32 } else { poly * count };
-        let mut body = Body::new(bytes, expected)?;
-        let basis = params.q_at(level)?.clone();
-        if seeded {
-            let c0 = body.poly(&basis)?;
-            let seed = body.seed();
-            Ciphertext::from_seed(params, c0, seed, level, h.scale)
-        } else {
-            let polys = (0..count)
-                .map(|_| body.poly(&basis))
-                .collect::<Result<Vec<_>>>()?;
-            Ciphertext::new(params, polys, level, h.scale)
+        let need = HEADER_LEN + poly * given + if seeded { 32 } else { 0 };
+        if total < need {
+            return Err(DecodeError::Truncated { need, have: total }.into());
         }
+        if total > need {
+            return Err(DecodeError::TrailingBytes(total - need).into());
+        }
+        let basis = params.q_at(level)?;
+        let per_poly: Vec<_> = limb_ranges(basis, 0)
+            .into_iter()
+            .map(|(r, bits)| (r.len(), bits))
+            .collect();
+        Ok(Self {
+            level,
+            scale: h.scale,
+            seeded,
+            polys: vec![RnsPoly::zero(basis, Domain::Ntt); given],
+            limbs: per_poly.repeat(given),
+            done: 0,
+            seed: None,
+        })
+    }
+
+    /// Bytes of the next unit (a limb, or the closing seed).
+    fn next_len(&self) -> usize {
+        self.limbs.get(self.done).map_or(32, |&(len, _)| len)
+    }
+
+    /// Decodes the whole units at the start of `data` (limbs in parallel,
+    /// each residue checked against its prime); returns the bytes used.
+    fn decode(&mut self, data: &[u8]) -> Result<usize> {
+        let first = self.done;
+        let mut used = 0;
+        let mut units = Vec::new();
+        while let Some(&(len, bits)) = self.limbs.get(self.done)
+            && data.len() - used >= len
+        {
+            units.push((&data[used..used + len], bits));
+            used += len;
+            self.done += 1;
+        }
+        if !units.is_empty() {
+            let basis = self.polys[0].basis().clone();
+            let moduli = basis.moduli();
+            let per_poly = moduli.len();
+            let n = self.polys[0].degree();
+            let dsts = self
+                .polys
+                .iter_mut()
+                .flat_map(|p| p.data_mut().chunks_exact_mut(n))
+                .skip(first);
+            let ok = dsts
+                .zip(units)
+                .enumerate()
+                .collect::<Vec<_>>()
+                .into_par_iter()
+                .map(|(i, (dst, (src, bits)))| {
+                    let q = moduli[(first + i) % per_poly].value();
+                    unpack_limb(src, bits, q, dst)
+                })
+                .reduce(|| true, |a, b| a && b);
+            if !ok {
+                return Err(DecodeError::ResidueOutOfRange.into());
+            }
+        }
+        if self.seeded
+            && self.done == self.limbs.len()
+            && self.seed.is_none()
+            && data.len() - used >= 32
+        {
+            let mut seed = [0u8; 32];
+            seed.copy_from_slice(&data[used..used + 32]);
+            self.seed = Some(seed);
+            used += 32;
+        }
+        Ok(used)
     }
 }
 

@@ -203,3 +203,86 @@ fn polynomials_take_the_bits_of_their_primes() {
     assert_eq!(params.poly_bytes(3), 1024 * (55 + 3 * 45) / 8);
     assert_eq!(params.poly_bytes(4), 0);
 }
+
+/// The streaming decoder, fed in random splits, agrees with decoding the
+/// whole buffer: the same ciphertext, or an error wherever it errs.
+#[test]
+fn ciphertexts_decode_the_same_streamed() {
+    use crate::serial::CiphertextDecoder;
+    let (params, sk) = setup(10, 3, None);
+    let mut enc = Encryptor::new(&params);
+    let pk = KeyGenerator::new(&params).gen_public_key(&sk).unwrap();
+    let mut s = Sampler::from_os();
+    let streamed = |b: &[u8], s: &mut Sampler| -> Result<Ciphertext> {
+        let mut d = CiphertextDecoder::new(&params, b.len());
+        let mut at = 0;
+        while at < b.len() {
+            // Splits inside the header, a limb and the seed, and whole limbs.
+            let step = 1 + s.uniform_mod(3000) as usize;
+            let end = (at + step).min(b.len());
+            d.push(&b[at..end])?;
+            at = end;
+        }
+        d.finish()
+    };
+    for level in [0, 3] {
+        let m = s.uniform_poly(params.q_at(level).unwrap(), hecloud_math::Domain::Ntt);
+        let pt = Plaintext::new(&params, m, level, 2f64.powi(40)).unwrap();
+        for ct in [
+            enc.encrypt_sk(&sk, &pt).unwrap(),
+            enc.encrypt_pk(&pk, &pt).unwrap(),
+        ] {
+            let good = ct.to_bytes();
+            assert_eq!(streamed(&good, &mut s).unwrap(), ct);
+            // A residue out of range in the last limb (128 bits set cover
+            // at least one residue whole).
+            let mut b = good.clone();
+            let at = b.len() - if ct.is_seeded() { 32 } else { 0 } - 24;
+            b[at..at + 16].fill(0xff);
+            for r in [Ciphertext::from_bytes(&params, &b), streamed(&b, &mut s)] {
+                assert_eq!(r, Err(RlweError::Decode(DecodeError::ResidueOutOfRange)));
+            }
+            for _ in 0..100 {
+                let mut b = good.to_vec();
+                let i = s.uniform_mod(b.len() as u64) as usize;
+                b[i] ^= 1 << (s.next_u64() % 8);
+                let len = if s.next_u64().is_multiple_of(4) {
+                    s.uniform_mod(b.len() as u64) as usize
+                } else {
+                    b.len()
+                };
+                assert_eq!(
+                    streamed(&b[..len], &mut s),
+                    Ciphertext::from_bytes(&params, &b[..len]),
+                    "flip at {i}, length {len}"
+                );
+            }
+        }
+    }
+    // More bytes than announced, and a call after an error.
+    let ct = enc
+        .encrypt_sk(
+            &sk,
+            &Plaintext::new(
+                &params,
+                s.uniform_poly(params.q_at(1).unwrap(), hecloud_math::Domain::Ntt),
+                1,
+                1.0,
+            )
+            .unwrap(),
+        )
+        .unwrap();
+    let b = ct.to_bytes();
+    let mut d = CiphertextDecoder::new(&params, b.len() - 1);
+    assert_eq!(
+        d.push(&b),
+        Err(RlweError::Decode(DecodeError::TrailingBytes(1)))
+    );
+    assert!(d.finish().is_err());
+    let mut d = CiphertextDecoder::new(&params, b.len());
+    d.push(&b[..100]).unwrap();
+    assert!(matches!(
+        d.finish(),
+        Err(RlweError::Decode(DecodeError::Truncated { have: 100, .. }))
+    ));
+}

@@ -114,21 +114,33 @@ pub trait Executor: Send + Sync + 'static {
     fn check(&self, spec: &[u8], objects: &TenantObjects) -> Result<(), JobError>;
     /// Runs a job.
     fn run(&self, spec: &[u8], ctx: JobContext<'_>) -> Result<RunOutput, JobError>;
-    /// Whether the executor wants the bytes of an object of `kind` and
-    /// `size` bytes that `tenant` is uploading, to decode it before a job
-    /// names it.
-    fn wants_upload(&self, _tenant: &str, _kind: &str, _size: u64) -> bool {
-        false
+    /// A watcher for an upload of `kind` and `size` bytes that `tenant` is
+    /// starting, if the executor wants to see its bytes as they arrive (to
+    /// decode it before a job names it). Must return quickly.
+    fn watch_upload(
+        &self,
+        _tenant: &str,
+        _kind: &str,
+        _size: u64,
+    ) -> Option<Box<dyn UploadWatcher>> {
+        None
     }
-    /// An upload of `kind` whose bytes (`chunks`, in order) hash to `id`
-    /// has arrived for `tenant`; called before the object is stored, so an
-    /// executor must still find the object in the store before using it.
-    /// Must return quickly (start any work on a thread of its own).
-    fn uploaded(&self, _tenant: &str, _id: ObjectId, _kind: &str, _chunks: Vec<bytes::Bytes>) {}
     /// Job inputs taken already decoded from uploads (a statistic).
     fn inputs_decoded_on_upload(&self) -> u64 {
         0
     }
+}
+
+/// An executor's view of one upload as its bytes arrive (see
+/// [`Executor::watch_upload`]). It is dropped without
+/// [`UploadWatcher::complete`] when the upload fails or stops short.
+pub trait UploadWatcher: Send {
+    /// The next bytes, in order (shared with the store's writer, not
+    /// copied). Must return quickly.
+    fn bytes(&mut self, chunk: bytes::Bytes);
+    /// Every byte is in and they hash to `id`. Called before the object is
+    /// stored: an executor must still find it in the store before using it.
+    fn complete(self: Box<Self>, id: ObjectId);
 }
 
 /// Executors by job kind.
@@ -191,6 +203,9 @@ type KeyCell = Arc<OnceLock<Result<Arc<SessionKeys>, String>>>;
 /// decode under any loaded session (the job's own decode then reports why).
 type DecodeCell = Arc<OnceLock<Mutex<Option<([u8; 32], hecloud_protocol::Object)>>>>;
 
+/// Uploads decoded ahead of their job, by tenant and object id.
+type DecodedCache = Mutex<Vec<(TenantObject, Instant, DecodeCell)>>;
+
 /// `graph.v1`: a [`JobSubmission`] (session, graph, inputs) run with
 /// [`hecloud_protocol::execute`]. Session keys are loaded once per
 /// (tenant, session) and kept in a small cache.
@@ -202,7 +217,7 @@ pub struct GraphExecutor {
     prepared: Mutex<Vec<(PreparedKey, Instant, Arc<Prepared>)>>,
     /// Uploaded ciphertexts decoded (or being decoded) before a job names
     /// them, by tenant and object id.
-    decoded: Mutex<Vec<(TenantObject, Instant, DecodeCell)>>,
+    decoded: Arc<DecodedCache>,
     decoded_hits: AtomicU64,
 }
 
@@ -249,7 +264,7 @@ impl GraphExecutor {
             allow_insecure,
             keys: Mutex::new(Vec::new()),
             prepared: Mutex::new(Vec::new()),
-            decoded: Mutex::new(Vec::new()),
+            decoded: Arc::default(),
             decoded_hits: AtomicU64::new(0),
         }
     }
@@ -477,57 +492,128 @@ impl Executor for GraphExecutor {
         Ok(RunOutput { outputs, compute })
     }
 
-    fn wants_upload(&self, tenant: &str, kind: &str, size: u64) -> bool {
-        kind == rpc::object_kind_name(hecloud_protocol::ObjectKind::CkksCiphertext)
-            && size <= DECODE_AHEAD_MAX_BYTES
-            && !self.loaded_sessions(tenant).is_empty()
-    }
-
-    /// Decodes the ciphertext on a thread of its own under the first of the
-    /// tenant's loaded sessions it fits, so that the job naming it (usually
-    /// submitted right after the upload is acknowledged) finds it decoded.
-    /// Nothing is done before the tenant has a session loaded.
-    fn uploaded(&self, tenant: &str, id: ObjectId, _kind: &str, chunks: Vec<bytes::Bytes>) {
+    /// Decodes a ciphertext on a thread of its own as its bytes arrive,
+    /// under the tenant's loaded session whose parameters its header names,
+    /// so that the job naming it (usually submitted right after the upload
+    /// is acknowledged) finds it decoded. Nothing is done before the tenant
+    /// has a session loaded.
+    fn watch_upload(&self, tenant: &str, kind: &str, size: u64) -> Option<Box<dyn UploadWatcher>> {
+        if kind != rpc::object_kind_name(hecloud_protocol::ObjectKind::CkksCiphertext)
+            || size > DECODE_AHEAD_MAX_BYTES
+        {
+            return None;
+        }
         let sessions = self.loaded_sessions(tenant);
         if sessions.is_empty() {
-            return;
+            return None;
         }
-        let cell = DecodeCell::default();
-        {
-            let mut cache = self.decoded.lock().unwrap();
-            cache.retain(|((t, i), at, _)| {
-                at.elapsed() < PREPARED_TTL && !(t == tenant && *i == id)
-            });
-            if cache.len() >= DECODED_CACHE {
-                cache.remove(0);
-            }
-            cache.push(((tenant.to_string(), id), Instant::now(), cell.clone()));
-        }
-        let done = cell.clone();
-        let spawned = std::thread::Builder::new()
+        let (feed, rx) = std::sync::mpsc::channel();
+        std::thread::Builder::new()
             .name("hecloud-decode".into())
-            .spawn(move || {
-                // The cell is always set, so that nothing waits forever.
-                let decoded = std::panic::catch_unwind(|| {
-                    let bytes = chunks.concat();
-                    sessions.iter().find_map(|keys| {
-                        let p = keys.params().ckks.as_ref()?;
-                        let obj = keys
-                            .params()
-                            .decode(hecloud_protocol::ObjectKind::CkksCiphertext, &bytes)
-                            .ok()?;
-                        Some((*p.rlwe().hash(), obj))
-                    })
-                });
-                let _ = done.set(Mutex::new(decoded.ok().flatten()));
-            });
-        if spawned.is_err() {
-            // No thread: the job decodes its inputs itself.
-            let _ = cell.set(Mutex::new(None));
-        }
+            .spawn(move || decode_ahead(&sessions, size as usize, rx))
+            .ok()?;
+        Some(Box::new(DecodeAhead {
+            tenant: tenant.into(),
+            feed,
+            cache: self.decoded.clone(),
+        }))
     }
 
     fn inputs_decoded_on_upload(&self) -> u64 {
         self.decoded_hits.load(Ordering::Relaxed)
+    }
+}
+
+/// What the upload handler sends the decoding thread.
+enum Feed {
+    Bytes(bytes::Bytes),
+    /// Every byte is in and checked: finish into the cell.
+    Complete(DecodeCell),
+}
+
+/// [`GraphExecutor::watch_upload`]'s watcher: feeds the decoding thread.
+struct DecodeAhead {
+    tenant: String,
+    feed: std::sync::mpsc::Sender<Feed>,
+    cache: Arc<DecodedCache>,
+}
+
+impl UploadWatcher for DecodeAhead {
+    fn bytes(&mut self, chunk: bytes::Bytes) {
+        // A thread gone (it panicked) is found out at `complete`.
+        let _ = self.feed.send(Feed::Bytes(chunk));
+    }
+
+    fn complete(self: Box<Self>, id: ObjectId) {
+        let cell = DecodeCell::default();
+        {
+            let mut cache = self.cache.lock().unwrap();
+            cache.retain(|((t, i), at, _)| {
+                at.elapsed() < PREPARED_TTL && !(*t == self.tenant && *i == id)
+            });
+            if cache.len() >= DECODED_CACHE {
+                cache.remove(0);
+            }
+            cache.push(((self.tenant.clone(), id), Instant::now(), cell.clone()));
+        }
+        // The cell is always set, so that nothing waits on it forever.
+        if let Err(std::sync::mpsc::SendError(Feed::Complete(cell))) =
+            self.feed.send(Feed::Complete(cell))
+        {
+            let _ = cell.set(Mutex::new(None));
+        }
+    }
+}
+
+/// The decoding thread of one upload: picks the session from the parameter
+/// hash in the header and decodes the bytes as they come. A ciphertext
+/// that does not decode leaves `None` (the job's own decode then reports
+/// why); an upload that stops short leaves nothing.
+fn decode_ahead(sessions: &[Arc<SessionKeys>], size: usize, feed: std::sync::mpsc::Receiver<Feed>) {
+    use hecloud_rlwe::serial::{CiphertextDecoder, HEADER_LEN};
+    let mut head = Vec::new();
+    let mut decoder: Option<([u8; 32], CiphertextDecoder)> = None;
+    let mut failed = false;
+    for msg in feed {
+        match msg {
+            Feed::Bytes(_) if failed => {}
+            Feed::Bytes(b) => {
+                let pushed = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                    if let Some((_, d)) = &mut decoder {
+                        return d.push(&b).is_ok();
+                    }
+                    // The parameter hash sits in the header.
+                    head.extend_from_slice(&b);
+                    if head.len() < HEADER_LEN.min(size) {
+                        return true;
+                    }
+                    let Some(p) = sessions.iter().find_map(|k| {
+                        let p = k.params().ckks.as_ref()?.rlwe();
+                        (head.get(8..40) == Some(&p.hash()[..])).then_some(p)
+                    }) else {
+                        return false;
+                    };
+                    let mut d = CiphertextDecoder::new(p, size);
+                    let ok = d.push(&std::mem::take(&mut head)).is_ok();
+                    decoder = Some((*p.hash(), d));
+                    ok
+                }));
+                failed = !matches!(pushed, Ok(true));
+            }
+            Feed::Complete(cell) => {
+                let decoded = if failed {
+                    None
+                } else {
+                    decoder.take().and_then(|(hash, d)| {
+                        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| d.finish()))
+                            .ok()?
+                            .ok()
+                            .map(|ct| (hash, hecloud_protocol::Object::CkksCiphertext(ct)))
+                    })
+                };
+                let _ = cell.set(Mutex::new(decoded));
+                return;
+            }
+        }
     }
 }

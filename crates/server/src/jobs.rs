@@ -7,11 +7,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, mpsc};
 use std::time::{Duration, Instant};
 
-use hecloud_protocol::ObjectId;
 use tokio::sync::broadcast;
 
 use crate::error::{Result, ServerError};
-use crate::exec::{Executors, JobContext, JobError, TenantObjects};
+use crate::exec::{Executors, JobContext, JobError, TenantObjects, UploadWatcher};
 use crate::hub::SessionHub;
 use crate::store::{JobRecord, JobState, Store};
 
@@ -109,22 +108,14 @@ impl Jobs {
         k
     }
 
-    /// Whether an executor wants the bytes of an upload of `kind` and `size`
-    /// bytes (see [`crate::exec::Executor::wants_upload`]).
-    pub fn wants_upload(&self, tenant: &str, kind: &str, size: u64) -> bool {
+    /// Watchers of the executors that want to see the bytes of an upload of
+    /// `kind` and `size` bytes that `tenant` is starting (see
+    /// [`crate::exec::Executor::watch_upload`]).
+    pub fn watch_upload(&self, tenant: &str, kind: &str, size: u64) -> Vec<Box<dyn UploadWatcher>> {
         self.executors
             .values()
-            .any(|e| e.wants_upload(tenant, kind, size))
-    }
-
-    /// Hands a received upload to the executors that want it.
-    pub fn uploaded(&self, tenant: &str, id: ObjectId, kind: &str, chunks: Vec<bytes::Bytes>) {
-        let size = chunks.iter().map(|c| c.len() as u64).sum();
-        for e in self.executors.values() {
-            if e.wants_upload(tenant, kind, size) {
-                e.uploaded(tenant, id, kind, chunks.clone());
-            }
-        }
+            .filter_map(|e| e.watch_upload(tenant, kind, size))
+            .collect()
     }
 
     /// Job inputs that executors took already decoded from their uploads.

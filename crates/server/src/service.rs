@@ -36,12 +36,12 @@ pub struct Service {
     tokens: HashMap<[u8; 32], String>,
     quota: Quota,
     max_chunk: u32,
-    /// Bytes of uploads held in memory for executors (see `upload`).
+    /// Bytes of uploads watched by executors (see `upload`).
     kept_bytes: Arc<AtomicU64>,
 }
 
-/// Most bytes of uploads held in memory at once for executors to decode
-/// ahead; past it, uploads are only written to the store.
+/// Most bytes of uploads watched by executors at once (what they hold of
+/// them is bounded by it); past it, uploads are only written to the store.
 const KEPT_BYTES_MAX: u64 = 512 << 20;
 
 /// A share of [`KEPT_BYTES_MAX`], given back when dropped.
@@ -300,14 +300,18 @@ impl Hecloud for Service {
             ControlFlow::Continue(s) => s,
             ControlFlow::Break(stored) => return Ok(Response::new(object_info(&stored))),
         };
-        // A ciphertext sent in one stream is also kept in memory (the chunks
-        // as received, no copy), so a job executor can decode it while the
-        // store makes it durable. The budget bounds what slow or stalled
-        // streams hold; the decode that follows is short.
-        let mut kept = (have == 0 && self.jobs.wants_upload(&tenant, &meta.kind, meta.total))
+        // Executors may watch the bytes of an upload sent in one stream as
+        // they arrive (the chunks as received, shared, not copied), to decode
+        // it while it streams in. The budget bounds what slow or stalled
+        // streams make them hold.
+        let mut watching = (have == 0)
             .then(|| KeptBytes::reserve(&self.kept_bytes, meta.total))
             .flatten()
-            .map(|share| (share, Vec::<bytes::Bytes>::new()));
+            .map(|share| {
+                let watchers = self.jobs.watch_upload(&tenant, &meta.kind, meta.total);
+                (share, watchers)
+            })
+            .filter(|(_, watchers)| !watchers.is_empty());
         let mut received = have;
         let mut next = Some(first);
         let mut stream_error = None;
@@ -357,6 +361,11 @@ impl Hecloud for Service {
                 break;
             }
             let end = received + msg.data.len() as u64;
+            if let Some((_, watchers)) = &mut watching {
+                for w in watchers.iter_mut() {
+                    w.bytes(msg.data.clone());
+                }
+            }
             // Hashing and writing block.
             if let Err(e) = tokio::task::block_in_place(|| {
                 hasher.update(&msg.data);
@@ -365,18 +374,17 @@ impl Hecloud for Service {
                 return Err(ServerError::Io(e).into());
             }
             received = end;
-            if let Some((_, k)) = &mut kept {
-                k.push(msg.data);
-            }
         }
         let hashed = hasher.finalize();
-        if let Some((_share, chunks)) = kept
+        if let Some((_share, watchers)) = watching
             && stream_error.is_none()
             && received == meta.total
             && hashed.to_hex().as_str() == meta.hash
         {
             let id = hecloud_protocol::ObjectId(*hashed.as_bytes());
-            self.jobs.uploaded(&tenant, id, &meta.kind, chunks);
+            for w in watchers {
+                w.complete(id);
+            }
         }
         // What was received is kept (durably) for a resume.
         tokio::task::block_in_place(|| file.finish()).map_err(ServerError::Io)?;
