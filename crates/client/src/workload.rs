@@ -365,12 +365,8 @@ pub async fn mul_rotate_sum(client: &Client, s: &CkksSession, n: usize) -> Resul
     let encrypt = t.elapsed();
     let t = Instant::now();
     let ((bx, ix), (by, iy)) = blocking(move || {
-        let ser = |c: &Ciphertext| {
-            let b = c.to_bytes();
-            let id = ObjectId::of(&b);
-            (b, id)
-        };
-        Ok(rayon::join(|| ser(&cx), || ser(&cy)))
+        let ser = |c: Ciphertext| Object::CkksCiphertext(c).to_bytes_with_id();
+        Ok(rayon::join(move || ser(cx), move || ser(cy)))
     })
     .await?;
     let kind = rpc::object_kind_name(ObjectKind::CkksCiphertext);

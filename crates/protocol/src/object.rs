@@ -107,6 +107,29 @@ impl Object {
         })
     }
 
+    /// [`Object::to_bytes`] and the id of those bytes, in one pass where it
+    /// counts: a CKKS ciphertext is hashed piece by piece as it is packed,
+    /// while each piece is still in cache (see
+    /// [`hecloud_rlwe::Ciphertext::write_pieces`]).
+    pub fn to_bytes_with_id(&self) -> (Vec<u8>, ObjectId) {
+        match self {
+            Object::CkksCiphertext(c) => {
+                let mut out = Vec::with_capacity(c.serialized_len());
+                let mut hasher = blake3::Hasher::new();
+                c.write_pieces(|piece| {
+                    hasher.update(piece);
+                    out.extend_from_slice(piece);
+                });
+                (out, ObjectId(*hasher.finalize().as_bytes()))
+            }
+            other => {
+                let out = other.to_bytes();
+                let id = ObjectId::of(&out);
+                (out, id)
+            }
+        }
+    }
+
     /// The payload bytes (keys are written with seeds where they have them).
     pub fn to_bytes(&self) -> Vec<u8> {
         match self {

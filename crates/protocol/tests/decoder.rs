@@ -316,6 +316,9 @@ fn ckks_payloads_refuse_mutations_with_typed_errors() {
         let (d, _) = sp.describe(*kind, bytes).unwrap();
         assert_eq!(d.size as usize, bytes.len());
         assert!(sp.decode(ObjectKind::TfheBit, bytes).is_err());
+        // Serializing with the id in one pass gives the same bytes and id.
+        let (again, id) = sp.decode(*kind, bytes).unwrap().to_bytes_with_id();
+        assert_eq!((&again, id), (bytes, ObjectId::of(bytes)), "{kind:?}");
     }
     // Another parameter set refuses them.
     let other = CkksParameters::new_insecure_for_tests(test_literal(10, 3), 45).unwrap();

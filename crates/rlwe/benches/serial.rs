@@ -33,6 +33,25 @@ fn ciphertext_n65536(c: &mut Criterion) {
     let mut g = c.benchmark_group("ciphertext_n65536_28limbs_seeded");
     g.sample_size(20);
     g.bench_function("to_bytes", |b| b.iter(|| black_box(ct.to_bytes())));
+    // What a client sends: the bytes and their BLAKE3 (the object id).
+    g.bench_function("to_bytes_then_hash", |b| {
+        b.iter(|| {
+            let out = ct.to_bytes();
+            let h = blake3::hash(&out);
+            black_box((out, h))
+        })
+    });
+    g.bench_function("write_pieces_hashed", |b| {
+        b.iter(|| {
+            let mut out = Vec::with_capacity(ct.serialized_len());
+            let mut h = blake3::Hasher::new();
+            ct.write_pieces(|p| {
+                h.update(p);
+                out.extend_from_slice(p);
+            });
+            black_box((out, h.finalize()))
+        })
+    });
     g.bench_function("from_bytes", |b| {
         b.iter(|| black_box(Ciphertext::from_bytes(&params, &bytes).unwrap()))
     });

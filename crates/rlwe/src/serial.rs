@@ -347,10 +347,67 @@ impl Ciphertext {
     /// Serialized form (seeded — c_1 as its 32-byte seed — if the ciphertext
     /// is a fresh secret-key encryption).
     pub fn to_bytes(&self) -> Vec<u8> {
-        let seeded = self.seed().is_some() && self.degree() == 1;
         let mut out = Vec::with_capacity(self.serialized_len());
+        let seeded = self.write_header(&mut out);
+        write_poly(&mut out, &self.polys()[0]);
+        match self.seed() {
+            Some(seed) if seeded => out.extend_from_slice(seed),
+            _ => self.polys()[1..]
+                .iter()
+                .for_each(|p| write_poly(&mut out, p)),
+        }
+        out
+    }
+
+    /// [`Ciphertext::to_bytes`] piece by piece, in order: the header, each
+    /// packed limb, the seed. For a consumer that hashes or sends the bytes
+    /// as they are made: each limb is packed into one buffer that stays in
+    /// cache, so it is read there and not from memory, and no output is
+    /// zero-filled first. Sequential (`to_bytes` packs limbs in parallel).
+    ///
+    /// ```
+    /// # use hecloud_rlwe::{Encryptor, KeyGenerator, Parameters, ParametersLiteral, Plaintext, SecretDistribution};
+    /// # let params = Parameters::new(ParametersLiteral {
+    /// #     log_n: 12, log_q: vec![40, 30], log_p: vec![30],
+    /// #     secret: SecretDistribution::Ternary, sigma: 3.2, dnum: None,
+    /// # }).unwrap();
+    /// # let sk = KeyGenerator::new(&params).gen_secret_key().unwrap();
+    /// # let m = hecloud_math::RnsPoly::zero(params.q_at(1).unwrap(), hecloud_math::Domain::Ntt);
+    /// # let pt = Plaintext::new(&params, m, 1, 1.0).unwrap();
+    /// let ct = Encryptor::new(&params).encrypt_sk(&sk, &pt).unwrap();
+    /// let mut bytes = Vec::with_capacity(ct.serialized_len());
+    /// ct.write_pieces(|piece| bytes.extend_from_slice(piece));
+    /// assert_eq!(bytes, ct.to_bytes());
+    /// ```
+    pub fn write_pieces(&self, mut piece: impl FnMut(&[u8])) {
+        let mut out = Vec::with_capacity(HEADER_LEN);
+        let seeded = self.write_header(&mut out);
+        piece(&out);
+        let polys = if seeded {
+            &self.polys()[..1]
+        } else {
+            self.polys()
+        };
+        for p in polys {
+            for ((r, bits), src) in limb_ranges(p.basis(), 0)
+                .into_iter()
+                .zip(p.data().chunks_exact(p.degree()))
+            {
+                out.resize(r.len(), 0);
+                pack_limb(src, bits, &mut out);
+                piece(&out);
+            }
+        }
+        if let Some(seed) = self.seed().filter(|_| seeded) {
+            piece(seed);
+        }
+    }
+
+    /// Writes the header; whether c_1 goes as its seed.
+    fn write_header(&self, out: &mut Vec<u8>) -> bool {
+        let seeded = self.seed().is_some() && self.degree() == 1;
         write_header(
-            &mut out,
+            out,
             self.params(),
             Kind::Ciphertext,
             Header {
@@ -362,14 +419,7 @@ impl Ciphertext {
                 extra: 0,
             },
         );
-        write_poly(&mut out, &self.polys()[0]);
-        match self.seed() {
-            Some(seed) if seeded => out.extend_from_slice(seed),
-            _ => self.polys()[1..]
-                .iter()
-                .for_each(|p| write_poly(&mut out, p)),
-        }
-        out
+        seeded
     }
 
     /// Length of [`Ciphertext::to_bytes`].
