@@ -521,17 +521,21 @@ async fn ckks_graph_jobs_match_plaintext_and_bad_graphs_are_refused() {
     let (c, m) = code(alice.submit(rpc::JOB_KIND_GRAPH, job.encode(), "").await);
     assert_eq!(c, Code::InvalidArgument);
     assert!(m.contains("graph refused"), "{m}");
+    // A job that returns its input as it is.
+    let identity = |object_id: &str| {
+        let mut g = hecloud_protocol::Graph::new();
+        let x = g.input(0);
+        g.output("x", x);
+        hecloud_protocol::JobSubmission {
+            session,
+            graph: g,
+            inputs: vec![ObjectId::from_hex(object_id).unwrap()],
+        }
+    };
     // An input that is not a ciphertext of this session.
     let junk = Arc::new(random_bytes(5000));
     let o = alice.upload("ckks.ciphertext", junk, None).await.unwrap();
-    let mut g = hecloud_protocol::Graph::new();
-    let x = g.input(0);
-    g.output("x", x);
-    let job = hecloud_protocol::JobSubmission {
-        session,
-        graph: g,
-        inputs: vec![ObjectId::from_hex(&o.object_id).unwrap()],
-    };
+    let job = identity(&o.object_id);
     let (c, m) = code(alice.submit(rpc::JOB_KIND_GRAPH, job.encode(), "").await);
     assert_eq!(c, Code::InvalidArgument);
     assert!(m.contains("input 0"), "{m}");
@@ -554,14 +558,7 @@ async fn ckks_graph_jobs_match_plaintext_and_bad_graphs_are_refused() {
         .upload("ckks.ciphertext", Arc::new(bad), None)
         .await
         .unwrap();
-    let mut g = hecloud_protocol::Graph::new();
-    let x = g.input(0);
-    g.output("x", x);
-    let job = hecloud_protocol::JobSubmission {
-        session,
-        graph: g,
-        inputs: vec![ObjectId::from_hex(&o.object_id).unwrap()],
-    };
+    let job = identity(&o.object_id);
     let (c, m) = code(alice.submit(rpc::JOB_KIND_GRAPH, job.encode(), "").await);
     assert_eq!(c, Code::InvalidArgument);
     assert!(m.contains("input 0") && m.contains("range"), "{m}");
