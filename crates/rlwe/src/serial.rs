@@ -262,6 +262,21 @@ pub(crate) fn unpack_limb(src: &[u8], bits: u32, q: u64, dst: &mut [u64]) -> boo
     !bad && padding_clear
 }
 
+/// Unpacks limbs in parallel, each `(destination, packed bytes, bits,
+/// prime)`. Every residue is checked against its prime as it is unpacked:
+/// no second pass.
+fn unpack_limbs(limbs: Vec<(&mut [u64], &[u8], u32, u64)>) -> Result<()> {
+    let ok = limbs
+        .into_par_iter()
+        .map(|(dst, src, bits, q)| unpack_limb(src, bits, q, dst))
+        .reduce(|| true, |a, b| a && b);
+    if ok {
+        Ok(())
+    } else {
+        Err(DecodeError::ResidueOutOfRange.into())
+    }
+}
+
 /// A reader over the body whose total length was checked up front.
 struct Body<'a> {
     bytes: &'a [u8],
@@ -297,18 +312,15 @@ impl<'a> Body<'a> {
         let n = basis.degree();
         let ranges = limb_ranges(basis, self.at);
         self.at += packed_poly_bytes(basis);
-        // Unpacking checks every residue against its prime: no second pass.
         let mut poly = RnsPoly::zero(basis, Domain::Ntt);
-        let ok = poly
+        let limbs = poly
             .data_mut()
-            .par_chunks_exact_mut(n)
-            .zip(ranges.into_par_iter())
-            .zip(basis.moduli().par_iter())
-            .map(|((dst, (r, bits)), m)| unpack_limb(&self.bytes[r], bits, m.value(), dst))
-            .reduce(|| true, |a, b| a && b);
-        if !ok {
-            return Err(DecodeError::ResidueOutOfRange.into());
-        }
+            .chunks_exact_mut(n)
+            .zip(ranges)
+            .zip(basis.moduli())
+            .map(|((dst, (r, bits)), m)| (dst, &self.bytes[r], bits, m.value()))
+            .collect();
+        unpack_limbs(limbs)?;
         Ok(poly)
     }
 
@@ -487,8 +499,8 @@ struct CiphertextBody {
     seeded: bool,
     /// The polynomials given in full (c_0 alone if seeded).
     polys: Vec<RnsPoly>,
-    /// Byte length and residue bits of every limb, in order.
-    limbs: Vec<(usize, u32)>,
+    /// Byte length, residue bits and prime of every limb, in order.
+    limbs: Vec<(usize, u32, u64)>,
     /// Limbs decoded.
     done: usize,
     seed: Option<[u8; 32]>,
@@ -616,7 +628,8 @@ impl CiphertextBody {
         let basis = params.q_at(level)?;
         let per_poly: Vec<_> = limb_ranges(basis, 0)
             .into_iter()
-            .map(|(r, bits)| (r.len(), bits))
+            .zip(basis.moduli())
+            .map(|((r, bits), m)| (r.len(), bits, m.value()))
             .collect();
         Ok(Self {
             level,
@@ -631,7 +644,7 @@ impl CiphertextBody {
 
     /// Bytes of the next unit (a limb, or the closing seed).
     fn next_len(&self) -> usize {
-        self.limbs.get(self.done).map_or(32, |&(len, _)| len)
+        self.limbs.get(self.done).map_or(32, |&(len, ..)| len)
     }
 
     /// Decodes the whole units at the start of `data` (limbs in parallel,
@@ -640,36 +653,25 @@ impl CiphertextBody {
         let first = self.done;
         let mut used = 0;
         let mut units = Vec::new();
-        while let Some(&(len, bits)) = self.limbs.get(self.done)
+        while let Some(&(len, bits, q)) = self.limbs.get(self.done)
             && data.len() - used >= len
         {
-            units.push((&data[used..used + len], bits));
+            units.push((&data[used..used + len], bits, q));
             used += len;
             self.done += 1;
         }
         if !units.is_empty() {
-            let basis = self.polys[0].basis().clone();
-            let moduli = basis.moduli();
-            let per_poly = moduli.len();
             let n = self.polys[0].degree();
             let dsts = self
                 .polys
                 .iter_mut()
                 .flat_map(|p| p.data_mut().chunks_exact_mut(n))
                 .skip(first);
-            let ok = dsts
-                .zip(units)
-                .enumerate()
-                .collect::<Vec<_>>()
-                .into_par_iter()
-                .map(|(i, (dst, (src, bits)))| {
-                    let q = moduli[(first + i) % per_poly].value();
-                    unpack_limb(src, bits, q, dst)
-                })
-                .reduce(|| true, |a, b| a && b);
-            if !ok {
-                return Err(DecodeError::ResidueOutOfRange.into());
-            }
+            unpack_limbs(
+                dsts.zip(units)
+                    .map(|(dst, (src, bits, q))| (dst, src, bits, q))
+                    .collect(),
+            )?;
         }
         if self.seeded
             && self.done == self.limbs.len()

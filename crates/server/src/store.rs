@@ -254,13 +254,19 @@ impl Store {
             self.install_blob(&db, &tmp, &id)?;
             record_object(&db, tenant, &id, kind, bytes.len() as u64, now_ms())?;
         }
-        self.object(tenant, &id)?
-            .ok_or_else(|| ServerError::Internal("object vanished after insert".into()))
+        self.recorded_object(tenant, &id)
     }
 
     /// Reads a whole blob.
     pub fn read_blob(&self, id: &str) -> Result<Vec<u8>> {
         Ok(fs::read(self.blob_path(id))?)
+    }
+
+    /// An object just recorded under the metadata lock (it cannot be
+    /// missing unless the store is broken).
+    fn recorded_object(&self, tenant: &str, id: &str) -> Result<ObjectMeta> {
+        self.object(tenant, id)?
+            .ok_or_else(|| ServerError::Internal("object vanished after insert".into()))
     }
 
     /// An object of a tenant.
@@ -439,8 +445,7 @@ impl Store {
             )?;
             tx.commit()?;
         }
-        self.object(tenant, &got)?
-            .ok_or_else(|| ServerError::Internal("object vanished after insert".into()))
+        self.recorded_object(tenant, &got)
     }
 
     /// Number of pending uploads of a tenant.
