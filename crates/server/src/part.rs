@@ -1,4 +1,5 @@
-//! Appending the bytes of an upload to its part file.
+//! Appending the bytes of an upload to its part file (job outputs are
+//! written the same way).
 //!
 //! A fresh part is written with `O_DIRECT` on Linux: the bytes go from a
 //! reused, page-aligned staging buffer straight to the device instead of
@@ -96,8 +97,8 @@ impl std::fmt::Debug for PartWriter {
 }
 
 impl PartWriter {
-    /// Opens `path` for appending at `offset` (anything past it, from an
-    /// interrupted write, is cut off).
+    /// Opens (creating if needed) `path` for appending at `offset`
+    /// (anything past it, from an interrupted write, is cut off).
     pub fn open(path: &Path, offset: u64) -> std::io::Result<Self> {
         if offset == 0
             && let Some(file) = open_direct(path)
@@ -213,7 +214,11 @@ fn write_all_at(mut file: &File, buf: &[u8], at: u64) -> std::io::Result<()> {
 }
 
 fn open_buffered(path: &Path, offset: u64) -> std::io::Result<File> {
-    let mut f = OpenOptions::new().write(true).open(path)?;
+    let mut f = OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(path)?;
     f.set_len(offset)?;
     f.seek(std::io::SeekFrom::Start(offset))?;
     Ok(f)
@@ -224,6 +229,8 @@ fn open_direct(path: &Path) -> Option<File> {
     use std::os::unix::fs::OpenOptionsExt;
     OpenOptions::new()
         .write(true)
+        .create(true)
+        .truncate(false)
         .custom_flags(libc::O_DIRECT)
         .open(path)
         .ok()
