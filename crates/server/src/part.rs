@@ -1,5 +1,4 @@
-//! Appending the bytes of an upload to its part file (job outputs are
-//! written the same way).
+//! Appending the bytes of an upload to its part file.
 //!
 //! A fresh part is written with `O_DIRECT` on Linux: the bytes go from a
 //! reused, page-aligned staging buffer straight to the device instead of
