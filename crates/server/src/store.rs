@@ -5,7 +5,9 @@
 //! `blobs/<2 hex>/<64 hex>` and its directory fsynced; only then is the
 //! metadata row committed and the object acknowledged. A crash at any point
 //! leaves either no object or a complete one. Partial uploads live in
-//! `uploads/<tenant>/<upload id>.part` so that a client can resume them.
+//! `uploads/<tenant>/<upload id>.part` so that a client can resume them;
+//! their rows and part files are not fsynced when they start (a crash that
+//! loses them only restarts the upload from byte 0).
 
 use std::fs::{self, File};
 use std::io::{Read, Write};
@@ -409,8 +411,7 @@ impl Store {
         // part file only makes the client start over from byte 0. So the
         // row is committed without waiting for the disk (the next fsynced
         // commit, at the latest the one that acknowledges an object, takes
-        // it along), and `open_part` creates the part file unsynced. Two
-        // fsyncs and a WAL sync used to sit on the path of every upload.
+        // it along), and `open_part` creates the part file unsynced.
         let db = self.db();
         db.pragma_update(None, "synchronous", "NORMAL")?;
         let inserted = db.execute(
