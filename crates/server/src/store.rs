@@ -200,6 +200,11 @@ impl Store {
         let Ok(tenants) = fs::read_dir(self.root.join("uploads")) else {
             return Ok(());
         };
+        let pending: std::collections::HashSet<(String, String)> = self
+            .db()
+            .prepare("SELECT tenant, upload_id FROM uploads")?
+            .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?
+            .collect::<rusqlite::Result<_>>()?;
         for dir in tenants.flatten() {
             let tenant = dir.file_name().to_string_lossy().into_owned();
             let Ok(parts) = fs::read_dir(dir.path()) else {
@@ -207,10 +212,9 @@ impl Store {
             };
             for part in parts.flatten() {
                 let name = part.file_name().to_string_lossy().into_owned();
-                let held = match name.strip_suffix(".part") {
-                    Some(upload_id) => self.upload(&tenant, upload_id)?.is_some(),
-                    None => false,
-                };
+                let held = name
+                    .strip_suffix(".part")
+                    .is_some_and(|id| pending.contains(&(tenant.clone(), id.to_string())));
                 if !held {
                     let _ = fs::remove_file(part.path());
                 }
