@@ -90,6 +90,11 @@ pub struct ServerConfig {
     pub max_chunk_bytes: u32,
     /// Times a job interrupted by a restart is run again before it fails.
     pub max_job_attempts: u32,
+    /// Hours after which a pending upload whose part file has not grown is
+    /// dropped (a client coming back starts it over). Abandoned uploads
+    /// would otherwise keep their disk space and count against their
+    /// tenant's object quota for ever.
+    pub upload_expiry_hours: u32,
     /// Accept insecure (test) CKKS parameter sets.
     pub allow_insecure_params: bool,
     /// Ask the C allocator (glibc) to keep freed memory for reuse instead of
@@ -116,6 +121,7 @@ impl Default for ServerConfig {
             tls_key: None,
             max_chunk_bytes: 4 << 20,
             max_job_attempts: 2,
+            upload_expiry_hours: 24,
             allow_insecure_params: false,
             retain_freed_memory: true,
             quota: Quota::default(),
@@ -187,6 +193,11 @@ impl ServerConfig {
                 "max_chunk_bytes must be 1 KiB..=64 MiB".into(),
             ));
         }
+        if self.upload_expiry_hours == 0 {
+            return Err(ServerError::Config(
+                "upload_expiry_hours must be at least 1".into(),
+            ));
+        }
         if self.tls_cert.is_some() != self.tls_key.is_some() {
             return Err(ServerError::Config(
                 "tls_cert and tls_key go together".into(),
@@ -241,6 +252,12 @@ mod tests {
         assert!(c.retain_freed_memory, "on unless the file turns it off");
         let off = ServerConfig::from_toml("retain_freed_memory = false").unwrap();
         assert!(!off.retain_freed_memory);
+        assert_eq!(c.upload_expiry_hours, 24);
+        let hourly = ServerConfig::from_toml("upload_expiry_hours = 1").unwrap();
+        assert_eq!(hourly.upload_expiry_hours, 1);
+        hourly.validate().unwrap();
+        let never = ServerConfig::from_toml("upload_expiry_hours = 0").unwrap();
+        assert!(never.validate().is_err());
         assert_eq!(
             c.quota.max_concurrent_jobs,
             Quota::default().max_concurrent_jobs

@@ -25,6 +25,7 @@ pub mod tls;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::time::Duration;
 
 use hecloud_protocol::rpc::hecloud_server::HecloudServer;
 use tokio::sync::oneshot;
@@ -53,6 +54,8 @@ pub struct RunningServer {
     shutdown: Option<oneshot::Sender<()>>,
     task: tokio::task::JoinHandle<std::result::Result<(), tonic::transport::Error>>,
     jobs: Arc<jobs::Jobs>,
+    /// Drops pending uploads idle past the expiry.
+    sweeper: tokio::task::JoinHandle<()>,
 }
 
 impl RunningServer {
@@ -76,7 +79,8 @@ impl RunningServer {
             let _ = tx.send(());
         }
         self.jobs.shutdown();
-        match tokio::time::timeout(std::time::Duration::from_secs(2), &mut self.task).await {
+        self.sweeper.abort();
+        match tokio::time::timeout(Duration::from_secs(2), &mut self.task).await {
             Ok(r) => r.map_err(|e| ServerError::Internal(e.to_string()))??,
             Err(_) => self.task.abort(),
         }
@@ -85,9 +89,9 @@ impl RunningServer {
 
     /// Waits until the server ends (it runs until [`Self::stop`] or an error).
     pub async fn wait(self) -> Result<()> {
-        self.task
-            .await
-            .map_err(|e| ServerError::Internal(e.to_string()))??;
+        let ended = self.task.await;
+        self.sweeper.abort();
+        ended.map_err(|e| ServerError::Internal(e.to_string()))??;
         Ok(())
     }
 }
@@ -117,6 +121,7 @@ pub async fn start(config: ServerConfig) -> Result<RunningServer> {
         config.max_job_attempts,
         tokio::runtime::Handle::current(),
     )?;
+    let upload_store = store.clone();
     let svc = service::Service::new(&config, store, jobs.clone(), hub);
     let limit = config.max_chunk_bytes as usize * 2 + (64 << 10);
     let grpc = HecloudServer::new(svc)
@@ -160,6 +165,10 @@ pub async fn start(config: ServerConfig) -> Result<RunningServer> {
     let task = tokio::spawn(router.serve_with_incoming_shutdown(incoming, async {
         let _ = rx.await;
     }));
+    let sweeper = tokio::spawn(expire_uploads(
+        upload_store,
+        Duration::from_secs(u64::from(config.upload_expiry_hours) * 3600),
+    ));
     tracing::info!(%addr, tls = config.tls, workers = config.workers, tenants = config.tenants.len(),
         data_dir = %config.data_dir.display(), "hecloud server listening");
     Ok(RunningServer {
@@ -169,5 +178,23 @@ pub async fn start(config: ServerConfig) -> Result<RunningServer> {
         shutdown: Some(tx),
         task,
         jobs,
+        sweeper,
     })
+}
+
+/// Drops the pending uploads idle past `expiry`, at start and then every
+/// hour.
+async fn expire_uploads(store: Arc<store::Store>, expiry: Duration) {
+    let mut every = tokio::time::interval(expiry.min(Duration::from_secs(3600)));
+    loop {
+        every.tick().await;
+        let s = store.clone();
+        match tokio::task::spawn_blocking(move || s.expire_uploads(expiry)).await {
+            Ok(Ok(0)) | Err(_) => {}
+            Ok(Ok(n)) => {
+                tracing::info!(uploads = n, "dropped pending uploads idle past the expiry")
+            }
+            Ok(Err(e)) => tracing::warn!(error = %e, "could not expire pending uploads"),
+        }
+    }
 }

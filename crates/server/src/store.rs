@@ -8,6 +8,8 @@
 //! `uploads/<tenant>/<upload id>.part` so that a client can resume them;
 //! their rows and part files are not fsynced when they start (a crash that
 //! loses them only restarts the upload from byte 0).
+//! One left idle past the server's upload expiry is dropped
+//! ([`Store::expire_uploads`]).
 
 use std::fs::{self, File};
 use std::io::{Read, Write};
@@ -530,6 +532,34 @@ impl Store {
         Ok(())
     }
 
+    /// Drops the pending uploads started more than `idle` ago whose part
+    /// file has not changed for as long (rows and part files); returns how
+    /// many. A client that comes back finds its offset at 0 and starts over.
+    pub fn expire_uploads(&self, idle: std::time::Duration) -> Result<u64> {
+        let Some(cutoff) = SystemTime::now().checked_sub(idle) else {
+            return Ok(0);
+        };
+        let cutoff_ms = cutoff
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis() as i64);
+        let stale: Vec<(String, String)> = self
+            .db()
+            .prepare("SELECT tenant, upload_id FROM uploads WHERE created < ?1")?
+            .query_map(params![cutoff_ms], |r| Ok((r.get(0)?, r.get(1)?)))?
+            .collect::<rusqlite::Result<_>>()?;
+        let mut dropped = 0;
+        for (tenant, upload_id) in stale {
+            let written =
+                fs::metadata(self.part_path(&tenant, &upload_id)).and_then(|m| m.modified());
+            if written.is_ok_and(|t| t >= cutoff) {
+                continue;
+            }
+            self.abort_upload(&tenant, &upload_id)?;
+            dropped += 1;
+        }
+        Ok(dropped)
+    }
+
     /// Inserts a queued job; with a non-empty `client_ref` an existing job
     /// with the same ref is returned instead.
     pub fn insert_job(
@@ -767,6 +797,46 @@ mod tests {
             s.begin_upload("t", "u2", &other),
             Err(ServerError::InvalidArgument(_))
         ));
+    }
+
+    #[test]
+    fn uploads_idle_past_the_expiry_are_dropped() {
+        let dir = tempfile::tempdir().unwrap();
+        let s = Store::open(dir.path()).unwrap();
+        let meta = UploadMeta {
+            kind: "raw".into(),
+            total: 10,
+            hash: "00".repeat(32),
+        };
+        let hour = std::time::Duration::from_secs(3600);
+        for u in ["abandoned", "still-writing", "fresh"] {
+            s.begin_upload("t", u, &meta).unwrap();
+            let mut f = s.open_part("t", u, 0).unwrap();
+            f.write(b"12345").unwrap();
+            f.finish().unwrap();
+        }
+        // Two were started two hours ago; one of them was written to since.
+        let two_hours_ago = now_ms() - 2 * 3600 * 1000;
+        s.db()
+            .execute(
+                "UPDATE uploads SET created=?1 WHERE upload_id IN ('abandoned', 'still-writing')",
+                params![two_hours_ago],
+            )
+            .unwrap();
+        File::options()
+            .write(true)
+            .open(s.part_path("t", "abandoned"))
+            .unwrap()
+            .set_modified(SystemTime::now() - 2 * hour)
+            .unwrap();
+        assert_eq!(s.expire_uploads(hour).unwrap(), 1);
+        assert!(s.upload("t", "abandoned").unwrap().is_none());
+        assert!(!s.part_path("t", "abandoned").exists());
+        for u in ["still-writing", "fresh"] {
+            assert_eq!(s.upload("t", u).unwrap().map(|(_, have)| have), Some(5));
+        }
+        assert_eq!(s.count_uploads("t").unwrap(), 2);
+        assert_eq!(s.expire_uploads(hour).unwrap(), 0);
     }
 
     /// The row and part file of a pending upload are not fsynced: a crash
