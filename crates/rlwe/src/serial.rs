@@ -200,8 +200,67 @@ fn write_poly(out: &mut Vec<u8>, p: &RnsPoly) {
         .for_each(|((dst, bits), src)| pack_limb(src, bits, dst));
 }
 
+/// Calls `$f::<BITS>($args)` for `BITS` = `$bits` in 1..=64; false when
+/// `$bits` is outside that range.
+macro_rules! with_width {
+    ($bits:expr, $f:ident, $($arg:expr),*) => {
+        with_width!(@arms $bits, $f, ($($arg),*);
+            1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28 29 30 31
+            32 33 34 35 36 37 38 39 40 41 42 43 44 45 46 47 48 49 50 51 52 53 54 55 56 57 58 59 60
+            61 62 63 64)
+    };
+    (@arms $bits:expr, $f:ident, $args:tt; $($w:literal)*) => {
+        match $bits {
+            $($w => { with_width!(@call $f, $w, $args); true })*
+            _ => false,
+        }
+    };
+    (@call $f:ident, $w:literal, ($($arg:expr),*)) => {
+        $f::<$w>($($arg),*)
+    };
+}
+
 /// Packs `src` (each value below 2^bits) into `dst`, LSB first.
+///
+/// Eight values of `bits` bits fill exactly `bits` bytes, so whole groups
+/// of eight are packed by a routine specialised to the width, where every
+/// shift is a constant and groups do not depend on one another; what is
+/// left (fewer than eight values) goes through the general loop.
 pub(crate) fn pack_limb(src: &[u64], bits: u32, dst: &mut [u8]) {
+    let groups = src.len() / 8;
+    let (head, tail) = dst.split_at_mut(groups * bits as usize);
+    if !with_width!(bits, pack_groups, &src[..groups * 8], head) {
+        pack_bits(&src[..groups * 8], bits, head);
+    }
+    pack_bits(&src[groups * 8..], bits, tail);
+}
+
+/// [`pack_limb`] of whole groups of eight values at a width known at
+/// compile time.
+fn pack_groups<const BITS: u32>(src: &[u64], dst: &mut [u8]) {
+    for (vals, out) in src.chunks_exact(8).zip(dst.chunks_exact_mut(BITS as usize)) {
+        // Unrolled: `have` and the byte positions are constants.
+        let mut acc: u128 = 0;
+        let mut have = 0u32;
+        let mut at = 0usize;
+        for &x in vals {
+            acc |= u128::from(x) << have;
+            have += BITS;
+            if have >= 64 {
+                out[at..at + 8].copy_from_slice(&(acc as u64).to_le_bytes());
+                at += 8;
+                acc >>= 64;
+                have -= 64;
+            }
+        }
+        // 8·BITS bits in all: what is left is whole bytes.
+        let rest = (have / 8) as usize;
+        out[at..at + rest].copy_from_slice(&(acc as u64).to_le_bytes()[..rest]);
+    }
+}
+
+/// The general packing loop, for any number of values.
+fn pack_bits(src: &[u64], bits: u32, dst: &mut [u8]) {
     let (words, tail) = dst.as_chunks_mut::<8>();
     let mut words = words.iter_mut();
     let mut acc: u128 = 0;
@@ -227,9 +286,45 @@ pub(crate) fn pack_limb(src: &[u64], bits: u32, dst: &mut [u8]) {
 
 /// Unpacks `dst.len()` values of `bits` bits from `src` (as written by
 /// [`pack_limb`]); false if a value is not below `q` or a padding bit is set.
-/// Each value is read on its own from a 16-byte window (no carried state),
-/// so the loop pipelines.
+/// Whole groups of eight values (`bits` bytes each) go through a routine
+/// specialised to the width, the rest through the general loop.
 pub(crate) fn unpack_limb(src: &[u8], bits: u32, q: u64, dst: &mut [u64]) -> bool {
+    let groups = dst.len() / 8;
+    let split = (groups * bits as usize).min(src.len());
+    let (head, tail) = src.split_at(split);
+    let (dst_head, dst_tail) = dst.split_at_mut(groups * 8);
+    let mut ok = true;
+    if !with_width!(bits, unpack_groups, head, q, dst_head, &mut ok) {
+        ok = unpack_bits(head, bits, q, dst_head);
+    }
+    unpack_bits(tail, bits, q, dst_tail) && ok
+}
+
+/// [`unpack_limb`] of whole groups of eight values at a width known at
+/// compile time; clears `ok` if a value is not below `q`.
+fn unpack_groups<const BITS: u32>(src: &[u8], q: u64, dst: &mut [u64], ok: &mut bool) {
+    let mask = u64::MAX >> (64 - BITS);
+    let mut bad = false;
+    for (g, vals) in src.chunks_exact(BITS as usize).zip(dst.chunks_exact_mut(8)) {
+        // Unrolled: each value's bytes and shift are constants, and its
+        // bytes end at or before the group's end.
+        for (i, y) in vals.iter_mut().enumerate() {
+            let o = i * BITS as usize;
+            let (b, shift) = (o / 8, o % 8);
+            let need = (shift + BITS as usize).div_ceil(8);
+            let mut w = [0u8; 16];
+            w[..need].copy_from_slice(&g[b..b + need]);
+            let x = (u128::from_le_bytes(w) >> shift) as u64 & mask;
+            bad |= x >= q;
+            *y = x;
+        }
+    }
+    *ok &= !bad;
+}
+
+/// The general unpacking loop. Each value is read on its own from a
+/// 16-byte window (no carried state), so the loop pipelines.
+fn unpack_bits(src: &[u8], bits: u32, q: u64, dst: &mut [u64]) -> bool {
     let width = bits as usize;
     let mask = u64::MAX >> (64 - bits);
     let read = |buf: &[u8], o: usize| -> u64 {

@@ -159,7 +159,8 @@ fn residue_packing_matches_a_bit_string() {
     use crate::serial::{pack_limb, unpack_limb};
     let mut s = Sampler::from_os();
     for bits in 1..=64u32 {
-        for n in [1usize, 3, 8, 64, 1000] {
+        // Tails alone (1, 3), whole groups of eight (8, 64, 1000), both (1003).
+        for n in [1usize, 3, 8, 64, 1000, 1003] {
             let top = u64::MAX >> (64 - bits);
             // Random values, plus the edges 0 and 2^bits − 1.
             let mut v: Vec<u64> = (0..n).map(|_| s.next_u64() & top).collect();
