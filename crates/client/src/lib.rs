@@ -162,7 +162,7 @@ impl Client {
     /// Connects to `url` (`https://host:port` or `http://…`) with a bearer
     /// token; `ca_pem` is the CA certificate to trust for TLS.
     pub async fn connect(url: &str, token: &str, ca_pem: Option<&str>) -> Result<Self> {
-        let _ = rustls::crypto::ring::default_provider().install_default();
+        hecloud_protocol::rpc::install_tls_provider();
         let mut ep = Endpoint::from_shared(url.to_string())?
             .connect_timeout(Duration::from_secs(10))
             .http2_keep_alive_interval(Duration::from_secs(20))

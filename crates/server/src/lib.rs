@@ -96,16 +96,11 @@ impl RunningServer {
     }
 }
 
-/// Installs ring as rustls's process-wide crypto provider (once).
-pub fn install_crypto_provider() {
-    let _ = rustls::crypto::ring::default_provider().install_default();
-}
-
 /// Opens the store, recovers interrupted jobs and starts serving. Must be
 /// called inside a multi-threaded tokio runtime.
 pub async fn start(config: ServerConfig) -> Result<RunningServer> {
     config.validate()?;
-    install_crypto_provider();
+    hecloud_protocol::rpc::install_tls_provider();
     if config.retain_freed_memory && !hecloud_rlwe::pool::retain_freed_memory() {
         tracing::debug!("the C allocator does not take retain_freed_memory (not glibc)");
     }
