@@ -3,9 +3,9 @@
 //!
 //! A CKKS multiply-rotate-sum job (`rotate_and_sum(rescale(x·y), n)`) at
 //! N = 2^16 (`--quick`: 2^14) runs through an embedded TLS server on
-//! loopback. Per job the client serializes two ciphertexts, uploads them
-//! (chunked, fsynced into the store), submits the graph, waits, downloads
-//! the result. **Overhead** = that end-to-end time minus the server's
+//! loopback. Per job the client uploads two ciphertexts, serializing them
+//! as they are sent (chunked, fsynced into the store), submits the graph,
+//! waits, downloads the result. **Overhead** = that end-to-end time minus the server's
 //! homomorphic compute time; reported as a % of the end-to-end time (client
 //! encryption and decryption are the client's own work and not counted).
 //! Then 16 clients run the same job concurrently: throughput, p50/p99

@@ -148,6 +148,83 @@ impl AsRef<[u8]> for SharedBuf {
     }
 }
 
+/// An object whose bytes are made as they are sent
+/// ([`Client::upload_streamed`]).
+pub trait ObjectSource: Send + Sync {
+    /// Its length in bytes.
+    fn byte_len(&self) -> u64;
+    /// Passes its bytes to `sink` in order, in pieces; the same bytes on
+    /// every call.
+    fn write_to(&self, sink: &mut dyn FnMut(&[u8]));
+}
+
+/// A ciphertext streams its serialized form ([`Ciphertext::to_bytes`]),
+/// limb by limb.
+///
+/// [`Ciphertext::to_bytes`]: hecloud_rlwe::Ciphertext::to_bytes
+impl ObjectSource for hecloud_rlwe::Ciphertext {
+    fn byte_len(&self) -> u64 {
+        self.serialized_len() as u64
+    }
+
+    fn write_to(&self, sink: &mut dyn FnMut(&[u8])) {
+        self.write_pieces(sink);
+    }
+}
+
+/// Cuts the bytes of a streamed upload into chunks and sends them.
+struct ChunkSender {
+    tx: mpsc::Sender<UploadChunk>,
+    /// Goes with the first chunk.
+    header: Option<UploadHeader>,
+    /// Bytes still to skip (held by the server from an earlier attempt).
+    skip: u64,
+    /// Offset of the first byte in `buf`.
+    offset: u64,
+    total: u64,
+    buf: Vec<u8>,
+    chunk: usize,
+    traffic: Arc<Traffic>,
+    progress: Option<ProgressFn>,
+    /// False once the stream is gone (the call ended): the rest is dropped.
+    open: bool,
+}
+
+impl ChunkSender {
+    fn push(&mut self, piece: &[u8]) {
+        let skip = self.skip.min(piece.len() as u64);
+        self.skip -= skip;
+        let mut rest = &piece[skip as usize..];
+        while self.open && !rest.is_empty() {
+            let n = (self.chunk - self.buf.len()).min(rest.len());
+            self.buf.extend_from_slice(&rest[..n]);
+            rest = &rest[n..];
+            if self.buf.len() == self.chunk {
+                self.flush();
+            }
+        }
+    }
+
+    fn flush(&mut self) {
+        if !self.open || self.buf.is_empty() {
+            return;
+        }
+        let data = std::mem::replace(&mut self.buf, Vec::with_capacity(self.chunk));
+        let n = data.len() as u64;
+        let msg = UploadChunk {
+            header: self.header.take(),
+            offset: self.offset,
+            data: data.into(),
+        };
+        self.open = self.tx.blocking_send(msg).is_ok();
+        self.offset += n;
+        self.traffic.sent.fetch_add(n, Ordering::Relaxed);
+        if let Some(p) = &self.progress {
+            p(self.offset, self.total);
+        }
+    }
+}
+
 /// Largest message the client accepts.
 const MAX_MESSAGE: usize = 16 << 20;
 
@@ -297,6 +374,20 @@ impl Client {
             total_bytes: bytes.len() as u64,
             blake3: id.0.to_vec(),
         };
+        self.resuming(upload_id, |offset| {
+            self.upload_from(&header, bytes.clone(), offset, progress.clone())
+        })
+        .await
+    }
+
+    /// Runs `send(offset)` (one upload stream from `offset`) until it
+    /// succeeds, resuming from the offset the server holds after a transport
+    /// error.
+    async fn resuming<F, Fut>(&self, upload_id: &str, mut send: F) -> Result<ObjectInfo>
+    where
+        F: FnMut(u64) -> Fut,
+        Fut: std::future::Future<Output = Result<ObjectInfo>>,
+    {
         let mut attempt = 0;
         loop {
             let offset = if attempt == 0 {
@@ -304,10 +395,7 @@ impl Client {
             } else {
                 self.upload_offset(upload_id).await?
             };
-            match self
-                .upload_from(&header, bytes.clone(), offset, progress.clone())
-                .await
-            {
+            match send(offset).await {
                 Ok(info) => return Ok(info),
                 Err(e) if e.retryable() && attempt < 5 => {
                     attempt += 1;
@@ -401,6 +489,103 @@ impl Client {
         let r = self.connections[turn].clone().upload(stream).await;
         producer.abort();
         Ok(r?.into_inner())
+    }
+
+    /// Uploads an object serialized as it is sent: its first bytes are on
+    /// the wire as soon as they are made, not once the whole object and its
+    /// hash are. The bytes are hashed as they are made and the object id the
+    /// server answers with is checked against that hash. No hash is
+    /// announced, so an object the server already holds is sent again: use
+    /// it for fresh data (a new ciphertext), [`Self::upload`] for keys.
+    /// An interrupted transfer resumes, remaking the bytes.
+    ///
+    /// ```no_run
+    /// # async fn f(client: &hecloud_client::Client, ct: hecloud_rlwe::Ciphertext) -> hecloud_client::Result<()> {
+    /// let info = client
+    ///     .upload_streamed("ckks.ciphertext", std::sync::Arc::new(ct), None)
+    ///     .await?;
+    /// println!("stored as {}", info.object_id);
+    /// # Ok(()) }
+    /// ```
+    pub async fn upload_streamed(
+        &self,
+        kind: &str,
+        source: Arc<dyn ObjectSource>,
+        progress: Option<ProgressFn>,
+    ) -> Result<ObjectInfo> {
+        if source.byte_len() == 0 {
+            return Err(ClientError::Invalid("cannot upload an empty object".into()));
+        }
+        let header = UploadHeader {
+            // Content-derived ids need the hash up front: this one is random.
+            upload_id: format!("streamed-{}", rand_hex(16)),
+            kind: kind.into(),
+            total_bytes: source.byte_len(),
+            blake3: Vec::new(),
+        };
+        self.resuming(&header.upload_id, |offset| {
+            self.send_streamed(&header, source.clone(), offset, progress.clone())
+        })
+        .await
+    }
+
+    /// One upload stream of the bytes of `source` from `offset`, made on a
+    /// blocking thread as the stream takes them.
+    async fn send_streamed(
+        &self,
+        header: &UploadHeader,
+        source: Arc<dyn ObjectSource>,
+        offset: u64,
+        progress: Option<ProgressFn>,
+    ) -> Result<ObjectInfo> {
+        let (tx, rx) = mpsc::channel::<UploadChunk>(4);
+        let mut chunks = ChunkSender {
+            tx,
+            header: Some(header.clone()),
+            skip: offset,
+            offset,
+            total: header.total_bytes,
+            buf: Vec::with_capacity(self.chunk),
+            chunk: self.chunk,
+            traffic: self.traffic.clone(),
+            progress,
+            open: true,
+        };
+        // Every byte is hashed, those before `offset` included.
+        let producer = tokio::task::spawn_blocking(move || {
+            let mut hasher = blake3::Hasher::new();
+            let mut made = 0u64;
+            source.write_to(&mut |piece| {
+                hasher.update(piece);
+                made += piece.len() as u64;
+                chunks.push(piece);
+            });
+            chunks.flush();
+            (made, hasher.finalize())
+        });
+        let turn = self.next_upload.fetch_add(1, Ordering::Relaxed) % self.connections.len();
+        let r = self.connections[turn]
+            .clone()
+            .upload(tokio_stream::wrappers::ReceiverStream::new(rx))
+            .await;
+        let (made, hash) = producer
+            .await
+            .map_err(|e| ClientError::Invalid(format!("serializer panicked: {e}")))?;
+        if made != header.total_bytes {
+            return Err(ClientError::Invalid(format!(
+                "the object source made {made} bytes where it announced {}",
+                header.total_bytes
+            )));
+        }
+        let info = r?.into_inner();
+        if info.object_id != hash.to_hex().as_str() {
+            return Err(ClientError::Integrity(format!(
+                "the server stored object {} but the bytes sent hash to {}",
+                info.object_id,
+                hash.to_hex()
+            )));
+        }
+        Ok(info)
     }
 
     /// Downloads an object and checks it against its id (content hash); an

@@ -364,24 +364,27 @@ pub async fn mul_rotate_sum(client: &Client, s: &CkksSession, n: usize) -> Resul
     };
     let encrypt = t.elapsed();
     let t = Instant::now();
-    let ((bx, ix), (by, iy)) = blocking(move || {
-        let ser = |c: Ciphertext| Object::CkksCiphertext(c).to_bytes_with_id();
-        Ok(rayon::join(move || ser(cx), move || ser(cy)))
-    })
-    .await?;
+    // Serialized as they are sent: the upload starts with the first limb.
     let kind = rpc::object_kind_name(ObjectKind::CkksCiphertext);
+    // Kept until the end: freeing them is the client's work, not the
+    // upload's.
+    let (cx, cy) = (Arc::new(cx), Arc::new(cy));
     let (ux, uy) = tokio::join!(
-        client.upload_hashed(kind, Arc::new(bx), ix, None),
-        client.upload_hashed(kind, Arc::new(by), iy, None)
+        client.upload_streamed(kind, cx.clone(), None),
+        client.upload_streamed(kind, cy.clone(), None)
     );
-    ux?;
-    uy?;
+    let id = |info: rpc::ObjectInfo| {
+        ObjectId::from_hex(&info.object_id)
+            .ok_or_else(|| ClientError::Integrity(format!("bad object id {}", info.object_id)))
+    };
+    let (ix, iy) = (id(ux?)?, id(uy?)?);
     let job = run_job(client, &mul_rotate_sum_graph(s.id, ix, iy, n)).await?;
     let out = output(client, &job, "sum").await?;
     let service = t.elapsed();
     let t = Instant::now();
     let got = s.decrypt(&out)?[0];
     let want: f64 = xs.iter().zip(&ys).map(|(a, b)| a * b).sum();
+    drop((cx, cy));
     let decrypt = t.elapsed();
     // Best effort: the inputs and output are not needed any more.
     for id in [ix.to_hex(), iy.to_hex()] {

@@ -192,6 +192,109 @@ async fn upload_resume_download_and_isolation() {
     s.server.stop().await.unwrap();
 }
 
+/// Bytes handed out in pieces of uneven sizes, as a serializer would.
+struct Pieces {
+    data: Vec<u8>,
+    /// Bytes actually made (a faulty source makes fewer than it announces).
+    made: usize,
+}
+
+impl hecloud_client::ObjectSource for Pieces {
+    fn byte_len(&self) -> u64 {
+        self.data.len() as u64
+    }
+
+    fn write_to(&self, sink: &mut dyn FnMut(&[u8])) {
+        let mut at = 0;
+        for size in [1, 7, 4096, 100_000].into_iter().cycle() {
+            if at == self.made {
+                return;
+            }
+            let end = (at + size).min(self.made);
+            sink(&self.data[at..end]);
+            at = end;
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn streamed_uploads_are_hashed_by_the_server_and_resume() {
+    let s = server(Quota::default(), 2).await;
+    let alice = connect(&s, ALICE).await;
+    let data = random_bytes(1_000_000 + 3);
+
+    // Made as it is sent, in pieces that straddle the 64 KiB chunks.
+    let o = alice
+        .upload_streamed(
+            "ckks.ciphertext",
+            Arc::new(Pieces {
+                data: data.clone(),
+                made: data.len(),
+            }),
+            None,
+        )
+        .await
+        .unwrap();
+    assert_eq!(o.object_id, blake3::hash(&data).to_hex().as_str());
+    assert_eq!(alice.download(&o.object_id, None).await.unwrap(), data);
+    // Sent again: with no hash announced, the server cannot skip it, and it
+    // stores the same object.
+    let again = alice
+        .upload_streamed(
+            "ckks.ciphertext",
+            Arc::new(Pieces {
+                data: data.clone(),
+                made: data.len(),
+            }),
+            None,
+        )
+        .await
+        .unwrap();
+    assert_eq!(again.object_id, o.object_id);
+    assert_eq!(alice.list().await.unwrap().len(), 1);
+
+    // A source that makes fewer bytes than it announces is the client's
+    // error, not a server round of "resume from".
+    let r = alice
+        .upload_streamed(
+            "ckks.ciphertext",
+            Arc::new(Pieces {
+                data: data.clone(),
+                made: 1000,
+            }),
+            None,
+        )
+        .await;
+    assert!(
+        matches!(&r, Err(hecloud_client::ClientError::Invalid(m)) if m.contains("made 1000 bytes")),
+        "{r:?}"
+    );
+
+    // The wire side: an upload without an announced hash, interrupted and
+    // resumed, is stored under the hash of what arrived.
+    let other = Arc::new(random_bytes(300_000));
+    let mut h = header(&other, "ckks.ciphertext", "streamed-resume-test-01");
+    h.blake3.clear();
+    let (c, m) = code(
+        alice
+            .upload_range(&h, other.clone(), 0, 100_000, None)
+            .await,
+    );
+    assert_eq!(c, Code::InvalidArgument, "{m}");
+    let have = alice
+        .upload_offset("streamed-resume-test-01")
+        .await
+        .unwrap();
+    assert_eq!(have, 100_000);
+    let o = alice
+        .upload_from(&h, other.clone(), have, None)
+        .await
+        .unwrap();
+    assert_eq!(o.object_id, blake3::hash(&other).to_hex().as_str());
+    assert_eq!(alice.download(&o.object_id, None).await.unwrap(), *other);
+    s.server.stop().await.unwrap();
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn malformed_and_oversized_input_is_invalid_argument() {
     let quota = Quota {
@@ -460,13 +563,15 @@ async fn ckks_graph_jobs_match_plaintext_and_bad_graphs_are_refused() {
                 &enc.encode_real(&values, params.max_level(), params.default_scale())
                     .unwrap(),
             )
-            .unwrap()
-            .to_bytes();
-        let id = ObjectId::of(&ct);
-        alice
-            .upload("ckks.ciphertext", Arc::new(ct.clone()), None)
+            .unwrap();
+        // Serialized as it is sent: stored as its `to_bytes`.
+        let info = alice
+            .upload_streamed("ckks.ciphertext", Arc::new(ct.clone()), None)
             .await
             .unwrap();
+        let ct = ct.to_bytes();
+        let id = ObjectId::of(&ct);
+        assert_eq!(info.object_id, id.to_hex());
         let job = workload::statistics_graph(session, id, count);
         let done = workload::run_job(&alice, &job).await.unwrap();
         let dec = |b: &[u8]| {

@@ -253,8 +253,10 @@ impl Hecloud for Service {
                 h.total_bytes, self.quota.max_object_bytes
             )));
         }
-        if h.blake3.len() != 32 {
-            return Err(Status::invalid_argument("blake3 must be 32 bytes"));
+        if !(h.blake3.is_empty() || h.blake3.len() == 32) {
+            return Err(Status::invalid_argument(
+                "blake3 must be 32 bytes, or empty when the client hashes as it sends",
+            ));
         }
         if h.kind == rpc::SESSION_KIND && h.total_bytes > 1 << 20 {
             return Err(Status::invalid_argument("a session spec is at most 1 MiB"));
@@ -275,7 +277,8 @@ impl Hecloud for Service {
         // on the path of every upload.
         let started = blocking(move || {
             // Already stored for this tenant: nothing to transfer.
-            if let Some(o) = store.object(&t, &m.hash)?
+            if !m.hash.is_empty()
+                && let Some(o) = store.object(&t, &m.hash)?
                 && o.kind == m.kind
             {
                 return Ok(ControlFlow::Break(o));
@@ -379,7 +382,7 @@ impl Hecloud for Service {
         if let Some((_share, watchers)) = watching
             && stream_error.is_none()
             && received == meta.total
-            && hashed.to_hex().as_str() == meta.hash
+            && (meta.hash.is_empty() || hashed.to_hex().as_str() == meta.hash)
         {
             let id = hecloud_protocol::ObjectId(*hashed.as_bytes());
             for w in watchers {
