@@ -72,7 +72,7 @@ async fn tour() -> anyhow::Result<()> {
         .await?;
     let job = client.wait(&job.job_id, &|_| {}).await?;
     let echoed = match job.outputs.first() {
-        Some(o) => client.download(&o.object_id, None).await?,
+        Some(o) => client.job_output(o, None).await?,
         None => vec![],
     };
     let (s1, r1) = client.traffic();

@@ -20,7 +20,7 @@ use std::time::Duration;
 
 use hecloud_protocol::ObjectId;
 use hecloud_protocol::rpc::{
-    CallbackReply, DownloadRequest, InfoReply, InfoRequest, JobInfo, JobRef, JobState,
+    CallbackReply, DownloadRequest, InfoReply, InfoRequest, JobInfo, JobOutput, JobRef, JobState,
     ListObjectsRequest, ObjectInfo, ObjectRef, SessionClientMsg, SessionHello, SubmitRequest,
     UploadChunk, UploadHeader, UploadOffsetRequest, hecloud_client::HecloudClient,
     session_client_msg, session_server_msg,
@@ -588,6 +588,29 @@ impl Client {
         Ok(info)
     }
 
+    /// The bytes of a job output: those its job's final event carried
+    /// (small outputs come that way, see [`Self::wait`]), checked against
+    /// its id, or else downloaded.
+    pub async fn job_output(
+        &self,
+        output: &JobOutput,
+        progress: Option<ProgressFn>,
+    ) -> Result<Vec<u8>> {
+        if output.data.is_empty() {
+            return self.download(&output.object_id, progress).await;
+        }
+        if blake3::hash(&output.data).to_hex().as_str() != output.object_id {
+            return Err(ClientError::Integrity(format!(
+                "output {}: the bytes sent with the job do not match its hash",
+                output.object_id
+            )));
+        }
+        self.traffic
+            .received
+            .fetch_add(output.data.len() as u64, Ordering::Relaxed);
+        Ok(output.data.clone())
+    }
+
     /// Downloads an object and checks it against its id (content hash); an
     /// interrupted stream resumes from the bytes already received.
     pub async fn download(&self, object_id: &str, progress: Option<ProgressFn>) -> Result<Vec<u8>> {
@@ -725,7 +748,9 @@ impl Client {
     }
 
     /// Follows a job's progress events until it ends; returns the final
-    /// state. `on_event` sees every event.
+    /// state. `on_event` sees every event. The outputs of a succeeded job
+    /// that are small (2 MiB together) come with their bytes: read them
+    /// with [`Self::job_output`].
     pub async fn wait(
         &self,
         job_id: &str,

@@ -61,14 +61,14 @@ pub async fn run_job(client: &Client, job: &JobSubmission) -> Result<JobInfo> {
     Ok(done)
 }
 
-/// Downloads output `name` of a finished job.
+/// The bytes of output `name` of a finished job.
 pub async fn output(client: &Client, job: &JobInfo, name: &str) -> Result<Vec<u8>> {
     let o = job
         .outputs
         .iter()
         .find(|o| o.name == name)
         .ok_or_else(|| ClientError::Invalid(format!("job has no output `{name}`")))?;
-    client.download(&o.object_id, None).await
+    client.job_output(o, None).await
 }
 
 /// A CKKS key holder: its keys (secret included) and the server session

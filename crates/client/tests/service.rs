@@ -574,6 +574,21 @@ async fn ckks_graph_jobs_match_plaintext_and_bad_graphs_are_refused() {
         assert_eq!(info.object_id, id.to_hex());
         let job = workload::statistics_graph(session, id, count);
         let done = workload::run_job(&alice, &job).await.unwrap();
+        // The small outputs came with the job's final event: the same bytes
+        // as stored, and bytes that do not hash to the id are refused.
+        for o in &done.outputs {
+            assert_eq!(o.data.len() as u64, o.size);
+            assert_eq!(alice.download(&o.object_id, None).await.unwrap(), o.data);
+            let mut forged = o.clone();
+            forged.data[0] ^= 1;
+            assert!(matches!(
+                alice.job_output(&forged, None).await,
+                Err(hecloud_client::ClientError::Integrity(_))
+            ));
+        }
+        // Asked for after it ended, the job's one event carries them too.
+        let again = alice.wait(&done.job_id, &|_| {}).await.unwrap();
+        assert_eq!(again.outputs, done.outputs);
         let dec = |b: &[u8]| {
             let c = hecloud_rlwe::Ciphertext::from_bytes(params.rlwe(), b).unwrap();
             enc.decode_real(&keys.decrypt(&c).unwrap()).unwrap()[0]

@@ -22,7 +22,7 @@ use crate::config::{Quota, ServerConfig};
 use crate::error::ServerError;
 use crate::hub::{MAX_CALLBACK_BYTES, SessionHub};
 use crate::jobs::Jobs;
-use crate::store::{JobRecord, ObjectMeta, Store, UploadMeta};
+use crate::store::{JobRecord, JobState as StoredState, ObjectMeta, Store, UploadMeta};
 
 /// Bytes per download chunk.
 pub const DOWNLOAD_CHUNK: usize = 1 << 20;
@@ -142,6 +142,7 @@ pub fn job_info(r: &JobRecord) -> JobInfo {
                 object_id: o.object.id.clone(),
                 kind: o.object.kind.clone(),
                 size: o.object.size,
+                data: Vec::new(),
             })
             .collect(),
         error: r.error.clone(),
@@ -149,6 +150,33 @@ pub fn job_info(r: &JobRecord) -> JobInfo {
         finished_unix_ms: r.finished_ms,
         compute_micros: r.compute_us,
     }
+}
+
+/// Outputs of a succeeded job sent inside its WatchJob event when they are
+/// this small together: the client then needs no Download. Under gRPC's
+/// usual 4 MiB message limit, which other clients may keep.
+const INLINE_OUTPUT_BYTES: u64 = 2 << 20;
+
+/// [`job_info`] as WatchJob sends it: a succeeded job's small outputs carry
+/// their bytes.
+fn watched_job_info(store: &Store, r: &JobRecord) -> JobInfo {
+    let mut info = job_info(r);
+    if r.state == StoredState::Succeeded
+        && info.outputs.iter().map(|o| o.size).sum::<u64>() <= INLINE_OUTPUT_BYTES
+    {
+        for o in &mut info.outputs {
+            match store.read_blob(&o.object_id) {
+                Ok(bytes) => o.data = bytes,
+                Err(e) => {
+                    // The client downloads them instead.
+                    tracing::warn!(error = %e, "job output unreadable for its event");
+                    info.outputs.iter_mut().for_each(|o| o.data.clear());
+                    break;
+                }
+            }
+        }
+    }
+    info
 }
 
 impl Service {
@@ -569,14 +597,15 @@ impl Hecloud for Service {
         let mut events = self.jobs.subscribe();
         let store = self.store.clone();
         let (t, i) = (tenant.clone(), id.clone());
-        let first = blocking(move || store.job(&t, &i))
-            .await?
-            .ok_or_else(|| Status::not_found(format!("job {id} not found")))?;
+        let s = store.clone();
+        let (mut last, done) = blocking(move || {
+            Ok(s.job(&t, &i)?
+                .map(|r| (watched_job_info(&s, &r), r.state.is_final())))
+        })
+        .await?
+        .ok_or_else(|| Status::not_found(format!("job {id} not found")))?;
         let (tx, rx) = mpsc::channel(16);
-        let store = self.store.clone();
         tokio::spawn(async move {
-            let mut last = job_info(&first);
-            let done = first.state.is_final();
             if tx.send(Ok(last.clone())).await.is_err() || done {
                 return;
             }
@@ -599,18 +628,22 @@ impl Hecloud for Service {
                     return;
                 }
                 let (s, t, i) = (store.clone(), tenant.clone(), id.clone());
-                let rec = match tokio::task::spawn_blocking(move || s.job(&t, &i)).await {
+                let (info, done) = match tokio::task::spawn_blocking(move || {
+                    s.job(&t, &i)
+                        .map(|r| r.map(|r| (watched_job_info(&s, &r), r.state.is_final())))
+                })
+                .await
+                {
                     Ok(Ok(Some(r))) => r,
                     _ => return,
                 };
-                let info = job_info(&rec);
                 if info != last {
                     last = info.clone();
                     if tx.send(Ok(info)).await.is_err() {
                         return;
                     }
                 }
-                if rec.state.is_final() {
+                if done {
                     return;
                 }
             }
