@@ -1,6 +1,7 @@
 //! RNS polynomials: a polynomial of Z_Q[X]/(X^n + 1), Q = q_0·…·q_{L-1},
 //! stored as L limbs of n residues, each tagged with its domain and basis.
 
+use std::mem::MaybeUninit;
 use std::sync::Arc;
 
 use num_bigint::{BigInt, BigUint};
@@ -352,6 +353,43 @@ impl RnsPoly {
             basis: basis.clone(),
             domain,
             data: buf,
+        }
+    }
+
+    /// A polynomial whose limbs `write(limb_index, prime, limb)` fills, on
+    /// several threads when it is large enough to pay for it; the buffer
+    /// is not zeroed first.
+    ///
+    /// # Safety
+    /// `write` must initialise every element of the limb it is given (with
+    /// a residue below `prime`): the others would be read uninitialised.
+    pub(crate) unsafe fn from_limb_writer<F>(
+        basis: &Arc<RnsBasis>,
+        domain: Domain,
+        write: F,
+    ) -> Self
+    where
+        F: Fn(usize, u64, &mut [MaybeUninit<u64>]) + Sync + Send,
+    {
+        let n = basis.degree();
+        let len = basis.len() * n;
+        let mut data: Vec<u64> = Vec::with_capacity(len);
+        let work = |(i, limb): (usize, &mut [MaybeUninit<u64>])| {
+            write(i, basis.moduli[i].value(), limb);
+        };
+        let spare = &mut data.spare_capacity_mut()[..len];
+        if len >= PARALLEL_MIN_COEFFS && basis.len() > 1 {
+            spare.par_chunks_exact_mut(n).enumerate().for_each(work);
+        } else {
+            spare.chunks_exact_mut(n).enumerate().for_each(work);
+        }
+        // SAFETY: `write` initialised every element of every limb (the
+        // caller's promise).
+        unsafe { data.set_len(len) };
+        Self {
+            basis: basis.clone(),
+            domain,
+            data,
         }
     }
 
