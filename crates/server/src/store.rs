@@ -235,6 +235,18 @@ impl Store {
         self.db.lock().unwrap_or_else(|p| p.into_inner())
     }
 
+    /// Runs one statement committed without waiting for the disk
+    /// (`synchronous=NORMAL`): for rows that need not survive a machine
+    /// crash. In WAL mode such a commit still survives a crash of the
+    /// process; the next fsynced commit makes it durable too.
+    fn execute_unsynced(&self, sql: &str, params: impl rusqlite::Params) -> Result<usize> {
+        let db = self.db();
+        db.pragma_update(None, "synchronous", "NORMAL")?;
+        let r = db.execute(sql, params);
+        db.pragma_update(None, "synchronous", "FULL")?;
+        Ok(r?)
+    }
+
     /// Path of the blob with hex hash `id`.
     pub fn blob_path(&self, id: &str) -> PathBuf {
         self.root.join("blobs").join(&id[..2]).join(id)
@@ -419,14 +431,10 @@ impl Store {
         // row is committed without waiting for the disk (the next fsynced
         // commit, at the latest the one that acknowledges an object, takes
         // it along), and `open_part` creates the part file unsynced.
-        let db = self.db();
-        db.pragma_update(None, "synchronous", "NORMAL")?;
-        let inserted = db.execute(
+        self.execute_unsynced(
             "INSERT INTO uploads(tenant,upload_id,kind,total,hash,created) VALUES(?1,?2,?3,?4,?5,?6)",
             params![tenant, upload_id, meta.kind, meta.total as i64, meta.hash, now_ms()],
-        );
-        db.pragma_update(None, "synchronous", "FULL")?;
-        inserted?;
+        )?;
         Ok(0)
     }
 
@@ -669,18 +677,22 @@ impl Store {
     }
 
     /// Marks a job running (one more attempt) unless it is already final;
-    /// returns whether it should run.
+    /// returns whether it should run. The attempt count bounds restarts
+    /// that the job itself causes (a crash of the process, which an
+    /// unsynced commit survives), so the commit does not wait for the disk.
     pub fn start_job(&self, tenant: &str, id: &str) -> Result<bool> {
-        let n = self.db().execute(
+        let n = self.execute_unsynced(
             "UPDATE jobs SET state=2, attempts=attempts+1, message='running' WHERE tenant=?1 AND id=?2 AND state IN (1,2)",
             params![tenant, id],
         )?;
         Ok(n == 1)
     }
 
-    /// Records progress of a running job.
+    /// Records progress of a running job. Progress is advisory: its commit
+    /// does not wait for the disk (it runs on the job's thread, inside the
+    /// compute it reports on).
     pub fn set_progress(&self, tenant: &str, id: &str, progress: f32, message: &str) -> Result<()> {
-        self.db().execute(
+        self.execute_unsynced(
             "UPDATE jobs SET progress=?3, message=?4 WHERE tenant=?1 AND id=?2 AND state=2",
             params![tenant, id, progress as f64, message],
         )?;
