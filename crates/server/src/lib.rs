@@ -121,7 +121,9 @@ pub async fn start(config: ServerConfig) -> Result<RunningServer> {
     let limit = config.max_chunk_bytes as usize * 2 + (64 << 10);
     let grpc = HecloudServer::new(svc)
         .max_decoding_message_size(limit)
-        .max_encoding_message_size(limit.max(service::DOWNLOAD_CHUNK + (64 << 10)));
+        .max_encoding_message_size(
+            limit.max(service::DOWNLOAD_CHUNK.max(service::INLINE_OUTPUT_BYTES) + (64 << 10)),
+        );
 
     let mut builder = Server::builder();
     let mut ca_pem = None;

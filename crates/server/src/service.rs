@@ -155,14 +155,21 @@ pub fn job_info(r: &JobRecord) -> JobInfo {
 /// Outputs of a succeeded job sent inside its WatchJob event when they are
 /// this small together: the client then needs no Download. Under gRPC's
 /// usual 4 MiB message limit, which other clients may keep.
-const INLINE_OUTPUT_BYTES: u64 = 2 << 20;
+pub const INLINE_OUTPUT_BYTES: usize = 2 << 20;
 
-/// [`job_info`] as WatchJob sends it: a succeeded job's small outputs carry
-/// their bytes.
-fn watched_job_info(store: &Store, r: &JobRecord) -> JobInfo {
-    let mut info = job_info(r);
+/// A job as WatchJob sends it (a succeeded job's small outputs carry their
+/// bytes), and whether it has ended; `None` if the tenant has no such job.
+fn watched_job(
+    store: &Store,
+    tenant: &str,
+    id: &str,
+) -> Result<Option<(JobInfo, bool)>, ServerError> {
+    let Some(r) = store.job(tenant, id)? else {
+        return Ok(None);
+    };
+    let mut info = job_info(&r);
     if r.state == StoredState::Succeeded
-        && info.outputs.iter().map(|o| o.size).sum::<u64>() <= INLINE_OUTPUT_BYTES
+        && info.outputs.iter().map(|o| o.size).sum::<u64>() <= INLINE_OUTPUT_BYTES as u64
     {
         for o in &mut info.outputs {
             match store.read_blob(&o.object_id) {
@@ -176,7 +183,7 @@ fn watched_job_info(store: &Store, r: &JobRecord) -> JobInfo {
             }
         }
     }
-    info
+    Ok(Some((info, r.state.is_final())))
 }
 
 impl Service {
@@ -598,12 +605,9 @@ impl Hecloud for Service {
         let store = self.store.clone();
         let (t, i) = (tenant.clone(), id.clone());
         let s = store.clone();
-        let (mut last, done) = blocking(move || {
-            Ok(s.job(&t, &i)?
-                .map(|r| (watched_job_info(&s, &r), r.state.is_final())))
-        })
-        .await?
-        .ok_or_else(|| Status::not_found(format!("job {id} not found")))?;
+        let (mut last, done) = blocking(move || watched_job(&s, &t, &i))
+            .await?
+            .ok_or_else(|| Status::not_found(format!("job {id} not found")))?;
         let (tx, rx) = mpsc::channel(16);
         tokio::spawn(async move {
             if tx.send(Ok(last.clone())).await.is_err() || done {
@@ -628,15 +632,11 @@ impl Hecloud for Service {
                     return;
                 }
                 let (s, t, i) = (store.clone(), tenant.clone(), id.clone());
-                let (info, done) = match tokio::task::spawn_blocking(move || {
-                    s.job(&t, &i)
-                        .map(|r| r.map(|r| (watched_job_info(&s, &r), r.state.is_final())))
-                })
-                .await
-                {
-                    Ok(Ok(Some(r))) => r,
-                    _ => return,
-                };
+                let (info, done) =
+                    match tokio::task::spawn_blocking(move || watched_job(&s, &t, &i)).await {
+                        Ok(Ok(Some(r))) => r,
+                        _ => return,
+                    };
                 if info != last {
                     last = info.clone();
                     if tx.send(Ok(info)).await.is_err() {
