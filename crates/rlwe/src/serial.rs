@@ -21,6 +21,7 @@
 //! to and computes the exact body length from them *before* allocating; every
 //! residue is checked against its prime. Nothing in the bytes is trusted.
 
+use std::mem::MaybeUninit;
 use std::sync::Arc;
 
 use hecloud_math::{Domain, RnsBasis, RnsPoly, sampling::expand_seed_uniform};
@@ -284,11 +285,22 @@ fn pack_bits(src: &[u64], bits: u32, dst: &mut [u8]) {
     }
 }
 
-/// Unpacks `dst.len()` values of `bits` bits from `src` (as written by
-/// [`pack_limb`]); false if a value is not below `q` or a padding bit is set.
-/// Whole groups of eight values (`bits` bytes each) go through a routine
-/// specialised to the width, the rest through the general loop.
+/// [`unpack_limb_into`] an initialised buffer.
+#[cfg(test)]
 pub(crate) fn unpack_limb(src: &[u8], bits: u32, q: u64, dst: &mut [u64]) -> bool {
+    // SAFETY: `u64` and `MaybeUninit<u64>` have the same layout, and only
+    // initialised values are written through the view.
+    let dst = unsafe { &mut *(dst as *mut [u64] as *mut [MaybeUninit<u64>]) };
+    unpack_limb_into(src, bits, q, dst)
+}
+
+/// Unpacks `dst.len()` values of `bits` bits from `src` (as written by
+/// [`pack_limb`]) into a buffer that need not be initialised: every value
+/// of `dst` is written, whatever is returned; false if a value is not below
+/// `q` or a padding bit is set. Whole groups of eight values (`bits` bytes
+/// each) go through a routine specialised to the width, the rest through
+/// the general loop.
+fn unpack_limb_into(src: &[u8], bits: u32, q: u64, dst: &mut [MaybeUninit<u64>]) -> bool {
     let groups = dst.len() / 8;
     let split = (groups * bits as usize).min(src.len());
     let (head, tail) = src.split_at(split);
@@ -300,9 +312,9 @@ pub(crate) fn unpack_limb(src: &[u8], bits: u32, q: u64, dst: &mut [u64]) -> boo
     unpack_bits(tail, bits, q, dst_tail) && ok
 }
 
-/// [`unpack_limb`] of whole groups of eight values at a width known at
+/// [`unpack_limb_into`] of whole groups of eight values at a width known at
 /// compile time; clears `ok` if a value is not below `q`.
-fn unpack_groups<const BITS: u32>(src: &[u8], q: u64, dst: &mut [u64], ok: &mut bool) {
+fn unpack_groups<const BITS: u32>(src: &[u8], q: u64, dst: &mut [MaybeUninit<u64>], ok: &mut bool) {
     let mask = u64::MAX >> (64 - BITS);
     let mut bad = false;
     for (g, vals) in src.chunks_exact(BITS as usize).zip(dst.chunks_exact_mut(8)) {
@@ -316,7 +328,7 @@ fn unpack_groups<const BITS: u32>(src: &[u8], q: u64, dst: &mut [u64], ok: &mut 
             w[..need].copy_from_slice(&g[b..b + need]);
             let x = (u128::from_le_bytes(w) >> shift) as u64 & mask;
             bad |= x >= q;
-            *y = x;
+            y.write(x);
         }
     }
     *ok &= !bad;
@@ -324,7 +336,7 @@ fn unpack_groups<const BITS: u32>(src: &[u8], q: u64, dst: &mut [u64], ok: &mut 
 
 /// The general unpacking loop. Each value is read on its own from a
 /// 16-byte window (no carried state), so the loop pipelines.
-fn unpack_bits(src: &[u8], bits: u32, q: u64, dst: &mut [u64]) -> bool {
+fn unpack_bits(src: &[u8], bits: u32, q: u64, dst: &mut [MaybeUninit<u64>]) -> bool {
     let width = bits as usize;
     let mask = u64::MAX >> (64 - bits);
     let read = |buf: &[u8], o: usize| -> u64 {
@@ -341,7 +353,7 @@ fn unpack_bits(src: &[u8], bits: u32, q: u64, dst: &mut [u64]) -> bool {
     for (k, y) in dst[..direct].iter_mut().enumerate() {
         let x = read(src, k * width);
         bad |= x >= q;
-        *y = x;
+        y.write(x);
     }
     let start = direct * width / 8 * 8;
     let mut tail = src[start / 8..].to_vec();
@@ -349,7 +361,7 @@ fn unpack_bits(src: &[u8], bits: u32, q: u64, dst: &mut [u64]) -> bool {
     for (k, y) in dst.iter_mut().enumerate().skip(direct) {
         let x = read(&tail, k * width - start);
         bad |= x >= q;
-        *y = x;
+        y.write(x);
     }
     // Bits past the last value in the last byte must be zero.
     let used = dst.len() * width % 8;
@@ -357,13 +369,47 @@ fn unpack_bits(src: &[u8], bits: u32, q: u64, dst: &mut [u64]) -> bool {
     !bad && padding_clear
 }
 
+/// The residues of a polynomial being unpacked, not zeroed first: the
+/// polynomial is made only once every limb is written.
+#[derive(Debug)]
+struct PolyBuffer {
+    basis: Arc<RnsBasis>,
+    data: Vec<u64>,
+}
+
+impl PolyBuffer {
+    fn new(basis: &Arc<RnsBasis>) -> Self {
+        Self {
+            basis: basis.clone(),
+            data: Vec::with_capacity(basis.len() * basis.degree()),
+        }
+    }
+
+    /// Its limbs, in order, to be written.
+    fn limbs(&mut self) -> std::slice::ChunksExactMut<'_, MaybeUninit<u64>> {
+        let (n, len) = (self.basis.degree(), self.basis.len() * self.basis.degree());
+        self.data.spare_capacity_mut()[..len].chunks_exact_mut(n)
+    }
+
+    /// # Safety
+    /// Every value of every limb must have been written.
+    unsafe fn into_poly(mut self) -> RnsPoly {
+        // SAFETY: the caller's promise.
+        unsafe { self.data.set_len(self.basis.len() * self.basis.degree()) };
+        RnsPoly::from_buffer_unchecked(&self.basis, Domain::Ntt, self.data)
+    }
+}
+
+/// A limb's destination, packed bytes, residue bits and prime.
+type LimbToUnpack<'a> = (&'a mut [MaybeUninit<u64>], &'a [u8], u32, u64);
+
 /// Unpacks limbs in parallel, each `(destination, packed bytes, bits,
 /// prime)`. Every residue is checked against its prime as it is unpacked:
 /// no second pass.
-fn unpack_limbs(limbs: Vec<(&mut [u64], &[u8], u32, u64)>) -> Result<()> {
+fn unpack_limbs(limbs: Vec<LimbToUnpack<'_>>) -> Result<()> {
     let ok = limbs
         .into_par_iter()
-        .map(|(dst, src, bits, q)| unpack_limb(src, bits, q, dst))
+        .map(|(dst, src, bits, q)| unpack_limb_into(src, bits, q, dst))
         .reduce(|| true, |a, b| a && b);
     if ok {
         Ok(())
@@ -404,19 +450,18 @@ impl<'a> Body<'a> {
     }
 
     fn poly(&mut self, basis: &Arc<RnsBasis>) -> Result<RnsPoly> {
-        let n = basis.degree();
         let ranges = limb_ranges(basis, self.at);
         self.at += packed_poly_bytes(basis);
-        let mut poly = RnsPoly::zero(basis, Domain::Ntt);
-        let limbs = poly
-            .data_mut()
-            .chunks_exact_mut(n)
+        let mut buf = PolyBuffer::new(basis);
+        let limbs = buf
+            .limbs()
             .zip(ranges)
             .zip(basis.moduli())
             .map(|((dst, (r, bits)), m)| (dst, &self.bytes[r], bits, m.value()))
             .collect();
         unpack_limbs(limbs)?;
-        Ok(poly)
+        // SAFETY: every limb was unpacked.
+        Ok(unsafe { buf.into_poly() })
     }
 
     fn seed(&mut self) -> [u8; 32] {
@@ -593,7 +638,7 @@ struct CiphertextBody {
     scale: f64,
     seeded: bool,
     /// The polynomials given in full (c_0 alone if seeded).
-    polys: Vec<RnsPoly>,
+    polys: Vec<PolyBuffer>,
     /// Byte length, residue bits and prime of every limb, in order.
     limbs: Vec<(usize, u32, u64)>,
     /// Limbs decoded.
@@ -684,6 +729,11 @@ impl CiphertextDecoder {
             seed,
             ..
         } = body;
+        // SAFETY: every limb of every polynomial was unpacked (`done`).
+        let polys: Vec<RnsPoly> = polys
+            .into_iter()
+            .map(|p| unsafe { p.into_poly() })
+            .collect();
         match seed {
             Some(seed) => {
                 let c0 = polys.into_iter().next().expect("c_0");
@@ -730,7 +780,7 @@ impl CiphertextBody {
             level,
             scale: h.scale,
             seeded,
-            polys: vec![RnsPoly::zero(basis, Domain::Ntt); given],
+            polys: (0..given).map(|_| PolyBuffer::new(basis)).collect(),
             limbs: per_poly.repeat(given),
             done: 0,
             seed: None,
@@ -756,11 +806,10 @@ impl CiphertextBody {
             self.done += 1;
         }
         if !units.is_empty() {
-            let n = self.polys[0].degree();
             let dsts = self
                 .polys
                 .iter_mut()
-                .flat_map(|p| p.data_mut().chunks_exact_mut(n))
+                .flat_map(PolyBuffer::limbs)
                 .skip(first);
             unpack_limbs(
                 dsts.zip(units)
