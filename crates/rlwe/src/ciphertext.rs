@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use hecloud_math::{Domain, RnsPoly, sampling::expand_seed_uniform};
+use hecloud_math::{Domain, RnsPoly};
 
 use crate::error::{Result, RlweError};
 use crate::params::Parameters;
@@ -108,15 +108,16 @@ impl Ciphertext {
         })
     }
 
-    /// A degree-1 ciphertext whose c_1 is expanded from `seed`.
+    /// A degree-1 ciphertext whose c_1 is `expand_seed_uniform(seed)` (the
+    /// caller expanded it: only the seed is serialized).
     pub(crate) fn from_seed(
         params: &Arc<Parameters>,
         c0: RnsPoly,
+        c1: RnsPoly,
         seed: [u8; 32],
         level: usize,
         scale: f64,
     ) -> Result<Self> {
-        let c1 = expand_seed_uniform(&seed, params.q_at(level)?);
         let mut ct = Self::new(params, vec![c0, c1], level, scale)?;
         ct.seed = Some(seed);
         Ok(ct)

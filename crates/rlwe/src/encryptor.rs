@@ -88,7 +88,7 @@ impl Encryptor {
         c0.sub_assign(&s)?;
         zeroize::Zeroize::zeroize(&mut s);
         c0.add_assign(pt.poly())?;
-        Ciphertext::from_seed(&self.params, c0, seed, level, pt.scale())
+        Ciphertext::from_seed(&self.params, c0, a, seed, level, pt.scale())
     }
 }
 

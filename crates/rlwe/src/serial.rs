@@ -5,7 +5,7 @@
 //! | bytes | field |
 //! | --- | --- |
 //! | 0..4 | magic `HECL` |
-//! | 4..6 | format version (u16, currently 3) |
+//! | 4..6 | format version (u16, currently 4) |
 //! | 6 | object kind (see [`Kind`]) |
 //! | 7 | flags (bit 0: seeded — the uniform polynomials are given by seeds) |
 //! | 8..40 | BLAKE3 hash of the parameter set |
@@ -16,7 +16,9 @@
 //!
 //! The body is polynomials and 32-byte seeds. A polynomial is its limbs in
 //! order, each limb its N residues packed LSB first at the bit length of its
-//! prime (N·bits/8 bytes: a 50-bit prime takes 50 bits, not 64).
+//! prime (N·bits/8 bytes: a 50-bit prime takes 50 bits, not 64). A seeded
+//! ciphertext is its seed, then c_0: a decoder receiving it as a stream
+//! expands c_1 from the seed while c_0 is still on its way.
 //! A decoder checks the header against the parameters the object must belong
 //! to and computes the exact body length from them *before* allocating; every
 //! residue is checked against its prime. Nothing in the bytes is trusted.
@@ -35,7 +37,7 @@ use crate::params::Parameters;
 /// Magic bytes of every object.
 pub const MAGIC: [u8; 4] = *b"HECL";
 /// Format version written and read by this build.
-pub const FORMAT_VERSION: u16 = 3;
+pub const FORMAT_VERSION: u16 = 4;
 /// Header length in bytes.
 pub const HEADER_LEN: usize = 64;
 /// Largest number of ciphertext components accepted.
@@ -149,7 +151,7 @@ pub fn read_header(params: &Parameters, bytes: &[u8], kind: Kind) -> Result<Head
 }
 
 /// Bits stored per residue of a limb: the bit length of its prime.
-fn residue_bits(q: u64) -> u32 {
+pub(crate) fn residue_bits(q: u64) -> u32 {
     64 - q.leading_zeros()
 }
 
@@ -221,6 +223,29 @@ macro_rules! with_width {
     };
 }
 
+#[cfg(target_arch = "x86_64")]
+#[path = "serial/avx512.rs"]
+mod vector;
+
+/// No vector kernels off x86-64: the scalar loops do the work.
+#[cfg(not(target_arch = "x86_64"))]
+mod vector {
+    use std::mem::MaybeUninit;
+
+    pub(super) fn pack_groups(_: &[u64], _: u32, _: &mut [u8]) -> bool {
+        false
+    }
+
+    pub(super) fn unpack_groups(
+        _: &[u8],
+        _: u32,
+        _: u64,
+        _: &mut [MaybeUninit<u64>],
+    ) -> Option<bool> {
+        None
+    }
+}
+
 /// Packs `src` (each value below 2^bits) into `dst`, LSB first.
 ///
 /// Eight values of `bits` bits fill exactly `bits` bytes, so whole groups
@@ -230,10 +255,59 @@ macro_rules! with_width {
 pub(crate) fn pack_limb(src: &[u64], bits: u32, dst: &mut [u8]) {
     let groups = src.len() / 8;
     let (head, tail) = dst.split_at_mut(groups * bits as usize);
-    if !with_width!(bits, pack_groups, &src[..groups * 8], head) {
+    if !vector::pack_groups(&src[..groups * 8], bits, head)
+        && !with_width!(bits, pack_groups, &src[..groups * 8], head)
+    {
         pack_bits(&src[..groups * 8], bits, head);
     }
     pack_bits(&src[groups * 8..], bits, tail);
+}
+
+/// Bytes `from..from + dst.len()` of what [`pack_limb`] makes of `src`:
+/// whole groups of eight values packed in place, the groups cut by either
+/// end packed aside and copied in part.
+fn pack_limb_range(src: &[u64], bits: u32, from: usize, dst: &mut [u8]) {
+    let w = bits as usize;
+    let to = from + dst.len();
+    if !src.len().is_multiple_of(8) {
+        // Fewer than eight values at the end (degrees below 8 only).
+        let mut all = vec![0; limb_bytes(src.len(), bits)];
+        pack_limb(src, bits, &mut all);
+        dst.copy_from_slice(&all[from..to]);
+        return;
+    }
+    let (first, last) = (from.div_ceil(w), to / w);
+    if first < last {
+        pack_limb(
+            &src[8 * first..8 * last],
+            bits,
+            &mut dst[first * w - from..last * w - from],
+        );
+    }
+    let head = (!from.is_multiple_of(w)).then_some(from / w);
+    let tail = (!to.is_multiple_of(w) && head != Some(last)).then_some(last);
+    let mut group = [0u8; 64];
+    for g in head.into_iter().chain(tail) {
+        let (start, end) = (from.max(g * w), to.min(g * w + w));
+        pack_limb(&src[8 * g..8 * g + 8], bits, &mut group[..w]);
+        dst[start - from..end - from].copy_from_slice(&group[start - g * w..end - g * w]);
+    }
+}
+
+/// A part of a serialized ciphertext.
+enum Segment<'a> {
+    Bytes(std::borrow::Cow<'a, [u8]>),
+    /// A limb and the bits of each of its residues.
+    Limb(&'a [u64], u32),
+}
+
+impl Segment<'_> {
+    fn len(&self) -> usize {
+        match self {
+            Segment::Bytes(b) => b.len(),
+            Segment::Limb(src, bits) => limb_bytes(src.len(), *bits),
+        }
+    }
 }
 
 /// [`pack_limb`] of whole groups of eight values at a width known at
@@ -306,7 +380,9 @@ fn unpack_limb_into(src: &[u8], bits: u32, q: u64, dst: &mut [MaybeUninit<u64>])
     let (head, tail) = src.split_at(split);
     let (dst_head, dst_tail) = dst.split_at_mut(groups * 8);
     let mut ok = true;
-    if !with_width!(bits, unpack_groups, head, q, dst_head, &mut ok) {
+    if let Some(vector_ok) = vector::unpack_groups(head, bits, q, dst_head) {
+        ok = vector_ok;
+    } else if !with_width!(bits, unpack_groups, head, q, dst_head, &mut ok) {
         ok = unpack_bits(head, bits, q, dst_head);
     }
     unpack_bits(tail, bits, q, dst_tail) && ok
@@ -501,18 +577,18 @@ impl Ciphertext {
     pub fn to_bytes(&self) -> Vec<u8> {
         let mut out = Vec::with_capacity(self.serialized_len());
         let seeded = self.write_header(&mut out);
-        write_poly(&mut out, &self.polys()[0]);
         match self.seed() {
-            Some(seed) if seeded => out.extend_from_slice(seed),
-            _ => self.polys()[1..]
-                .iter()
-                .for_each(|p| write_poly(&mut out, p)),
+            Some(seed) if seeded => {
+                out.extend_from_slice(seed);
+                write_poly(&mut out, &self.polys()[0]);
+            }
+            _ => self.polys().iter().for_each(|p| write_poly(&mut out, p)),
         }
         out
     }
 
-    /// [`Ciphertext::to_bytes`] piece by piece, in order: the header, each
-    /// packed limb, the seed. For a consumer that hashes or sends the bytes
+    /// [`Ciphertext::to_bytes`] piece by piece, in order: the header, the
+    /// seed if any, each packed limb. For a consumer that hashes or sends the bytes
     /// as they are made: each limb is packed into one buffer that stays in
     /// cache, so it is read there and not from memory, and no output is
     /// zero-filled first. Sequential (`to_bytes` packs limbs in parallel).
@@ -532,27 +608,89 @@ impl Ciphertext {
     /// assert_eq!(bytes, ct.to_bytes());
     /// ```
     pub fn write_pieces(&self, mut piece: impl FnMut(&[u8])) {
-        let mut out = Vec::with_capacity(HEADER_LEN);
-        let seeded = self.write_header(&mut out);
-        piece(&out);
+        let mut out = Vec::new();
+        for segment in self.segments() {
+            match segment {
+                Segment::Bytes(b) => piece(&b),
+                Segment::Limb(src, bits) => {
+                    out.resize(limb_bytes(src.len(), bits), 0);
+                    pack_limb(src, bits, &mut out);
+                    piece(&out);
+                }
+            }
+        }
+    }
+
+    /// Writes the bytes of [`Ciphertext::to_bytes`] at `from..from +
+    /// dst.len()` into `dst`, packing only the limbs in that range, straight
+    /// into `dst`: a sender makes each chunk where it sends it from.
+    ///
+    /// # Panics
+    /// If the range ends past [`Ciphertext::serialized_len`].
+    ///
+    /// ```
+    /// # use hecloud_rlwe::{Encryptor, KeyGenerator, Parameters, ParametersLiteral, Plaintext, SecretDistribution};
+    /// # let params = Parameters::new(ParametersLiteral {
+    /// #     log_n: 12, log_q: vec![40, 30], log_p: vec![30],
+    /// #     secret: SecretDistribution::Ternary, sigma: 3.2, dnum: None,
+    /// # }).unwrap();
+    /// # let sk = KeyGenerator::new(&params).gen_secret_key().unwrap();
+    /// # let m = hecloud_math::RnsPoly::zero(params.q_at(1).unwrap(), hecloud_math::Domain::Ntt);
+    /// # let pt = Plaintext::new(&params, m, 1, 1.0).unwrap();
+    /// let ct = Encryptor::new(&params).encrypt_sk(&sk, &pt).unwrap();
+    /// let mut chunk = vec![0; 1000];
+    /// ct.write_range(5000, &mut chunk);
+    /// assert_eq!(chunk, ct.to_bytes()[5000..6000]);
+    /// ```
+    pub fn write_range(&self, from: usize, dst: &mut [u8]) {
+        let to = from + dst.len();
+        assert!(
+            to <= self.serialized_len(),
+            "bytes {from}..{to} of a ciphertext of {} bytes",
+            self.serialized_len()
+        );
+        let mut at = 0;
+        for segment in self.segments() {
+            let len = segment.len();
+            let (start, end) = (from.max(at), to.min(at + len));
+            if start < end {
+                let out = &mut dst[start - from..end - from];
+                match segment {
+                    Segment::Bytes(b) => out.copy_from_slice(&b[start - at..end - at]),
+                    Segment::Limb(src, bits) => pack_limb_range(src, bits, start - at, out),
+                }
+            }
+            at += len;
+            if at >= to {
+                break;
+            }
+        }
+    }
+
+    /// The parts of the serialized form, in order: the header, the seed of
+    /// c_1 if seeded, each limb (packed when written).
+    fn segments(&self) -> impl Iterator<Item = Segment<'_>> {
+        let mut header = Vec::with_capacity(HEADER_LEN);
+        let seeded = self.write_header(&mut header);
         let polys = if seeded {
             &self.polys()[..1]
         } else {
             self.polys()
         };
-        for p in polys {
-            for ((r, bits), src) in limb_ranges(p.basis(), 0)
-                .into_iter()
+        let limbs = polys.iter().flat_map(|p| {
+            p.basis()
+                .moduli()
+                .iter()
                 .zip(p.data().chunks_exact(p.degree()))
-            {
-                out.resize(r.len(), 0);
-                pack_limb(src, bits, &mut out);
-                piece(&out);
-            }
-        }
-        if let Some(seed) = self.seed().filter(|_| seeded) {
-            piece(seed);
-        }
+                .map(|(m, src)| Segment::Limb(src, residue_bits(m.value())))
+        });
+        let seed = self
+            .seed()
+            .filter(|_| seeded)
+            .map(|s| Segment::Bytes(s.into()));
+        std::iter::once(Segment::Bytes(header.into()))
+            .chain(seed)
+            .chain(limbs)
     }
 
     /// Writes the header; whether c_1 goes as its seed.
@@ -643,7 +781,9 @@ struct CiphertextBody {
     limbs: Vec<(usize, u32, u64)>,
     /// Limbs decoded.
     done: usize,
-    seed: Option<[u8; 32]>,
+    /// The seed of c_1 and c_1 expanded from it, once in (seeded only).
+    seeded_c1: Option<([u8; 32], RnsPoly)>,
+    basis: Arc<RnsBasis>,
 }
 
 impl CiphertextDecoder {
@@ -726,7 +866,7 @@ impl CiphertextDecoder {
             level,
             scale,
             polys,
-            seed,
+            seeded_c1,
             ..
         } = body;
         // SAFETY: every limb of every polynomial was unpacked (`done`).
@@ -734,10 +874,10 @@ impl CiphertextDecoder {
             .into_iter()
             .map(|p| unsafe { p.into_poly() })
             .collect();
-        match seed {
-            Some(seed) => {
+        match seeded_c1 {
+            Some((seed, c1)) => {
                 let c0 = polys.into_iter().next().expect("c_0");
-                Ciphertext::from_seed(&self.params, c0, seed, level, scale)
+                Ciphertext::from_seed(&self.params, c0, c1, seed, level, scale)
             }
             None if body.seeded => Err(truncated(self.total)),
             None => Ciphertext::new(&self.params, polys, level, scale),
@@ -783,20 +923,37 @@ impl CiphertextBody {
             polys: (0..given).map(|_| PolyBuffer::new(basis)).collect(),
             limbs: per_poly.repeat(given),
             done: 0,
-            seed: None,
+            seeded_c1: None,
+            basis: basis.clone(),
         })
     }
 
-    /// Bytes of the next unit (a limb, or the closing seed).
-    fn next_len(&self) -> usize {
-        self.limbs.get(self.done).map_or(32, |&(len, ..)| len)
+    fn awaits_seed(&self) -> bool {
+        self.seeded && self.seeded_c1.is_none()
     }
 
-    /// Decodes the whole units at the start of `data` (limbs in parallel,
-    /// each residue checked against its prime); returns the bytes used.
+    /// Bytes of the next unit (the opening seed, or a limb).
+    fn next_len(&self) -> usize {
+        if self.awaits_seed() {
+            return 32;
+        }
+        self.limbs.get(self.done).map_or(0, |&(len, ..)| len)
+    }
+
+    /// Decodes the whole units at the start of `data` (c_1 from its seed,
+    /// limbs in parallel, each residue checked against its prime); returns
+    /// the bytes used.
     fn decode(&mut self, data: &[u8]) -> Result<usize> {
-        let first = self.done;
         let mut used = 0;
+        if self.awaits_seed() {
+            let Some(seed) = data.first_chunk::<32>() else {
+                return Ok(0);
+            };
+            let c1 = expand_seed_uniform(seed, &self.basis);
+            self.seeded_c1 = Some((*seed, c1));
+            used = 32;
+        }
+        let first = self.done;
         let mut units = Vec::new();
         while let Some(&(len, bits, q)) = self.limbs.get(self.done)
             && data.len() - used >= len
@@ -816,16 +973,6 @@ impl CiphertextBody {
                     .map(|(dst, (src, bits, q))| (dst, src, bits, q))
                     .collect(),
             )?;
-        }
-        if self.seeded
-            && self.done == self.limbs.len()
-            && self.seed.is_none()
-            && data.len() - used >= 32
-        {
-            let mut seed = [0u8; 32];
-            seed.copy_from_slice(&data[used..used + 32]);
-            self.seed = Some(seed);
-            used += 32;
         }
         Ok(used)
     }

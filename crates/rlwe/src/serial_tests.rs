@@ -58,9 +58,12 @@ fn fuzz<T>(good: &[u8], decode: impl Fn(&[u8]) -> Result<T>) {
         decode(&b),
         Err(RlweError::Decode(DecodeError::BadMagic))
     ));
-    // A residue ≥ its prime.
+    // A residue ≥ its prime (the first; a seeded ciphertext opens with
+    // its seed).
     let mut b = good.to_vec();
-    b[HEADER_LEN..HEADER_LEN + 8].copy_from_slice(&u64::MAX.to_le_bytes());
+    let seeded_ct = good[6] == Kind::Ciphertext as u8 && good[7] & 1 == 1;
+    let at = HEADER_LEN + if seeded_ct { 32 } else { 0 };
+    b[at..at + 8].copy_from_slice(&u64::MAX.to_le_bytes());
     assert!(matches!(
         decode(&b),
         Err(RlweError::Decode(DecodeError::ResidueOutOfRange))
@@ -112,6 +115,60 @@ fn ciphertexts_roundtrip_and_seeded_is_half_size() {
         Err(RlweError::Decode(DecodeError::ParameterHash))
     ));
     assert_eq!(Kind::Ciphertext as u8, 1);
+}
+
+/// Any range of a ciphertext's bytes made on its own is that range of
+/// `to_bytes`: ranges at and around every segment and group boundary, and
+/// random ones, of seeded and unseeded ciphertexts.
+#[test]
+fn byte_ranges_are_slices_of_the_serialized_form() {
+    let (params, sk) = setup(10, 3, None);
+    let mut enc = Encryptor::new(&params);
+    let pk = KeyGenerator::new(&params).gen_public_key(&sk).unwrap();
+    let mut s = Sampler::from_os();
+    let m = s.uniform_poly(params.q_at(3).unwrap(), hecloud_math::Domain::Ntt);
+    let pt = Plaintext::new(&params, m, 3, 2f64.powi(40)).unwrap();
+    for ct in [
+        enc.encrypt_sk(&sk, &pt).unwrap(),
+        enc.encrypt_pk(&pk, &pt).unwrap(),
+    ] {
+        let all = ct.to_bytes();
+        let mut pieces = vec![];
+        ct.write_pieces(|p| pieces.extend_from_slice(p));
+        assert_eq!(pieces, all);
+        // Segment ends (header, limbs, seed) and the edges of the groups
+        // of eight residues next to them.
+        let mut cuts = vec![0, all.len()];
+        let mut at = HEADER_LEN;
+        cuts.push(at);
+        for p in &ct.polys()[..if ct.is_seeded() { 1 } else { ct.polys().len() }] {
+            for m in p.basis().moduli() {
+                let bits = crate::serial::residue_bits(m.value()) as usize;
+                cuts.extend([at + bits, at + bits - 1, at + 1]);
+                at += (p.degree() * bits).div_ceil(8);
+                cuts.extend([at - 1, at, at - bits]);
+            }
+        }
+        let ends: Vec<usize> = cuts.iter().copied().filter(|&c| c <= all.len()).collect();
+        let mut ranges = vec![];
+        for &a in &ends {
+            for &b in &ends {
+                if a < b {
+                    ranges.push((a, b));
+                }
+            }
+        }
+        for _ in 0..200 {
+            let a = s.uniform_mod(all.len() as u64) as usize;
+            let b = a + s.uniform_mod((all.len() - a) as u64 + 1) as usize;
+            ranges.push((a, b));
+        }
+        for (a, b) in ranges {
+            let mut got = vec![0xA5; b - a];
+            ct.write_range(a, &mut got);
+            assert!(got == all[a..b], "bytes {a}..{b} of {}", all.len());
+        }
+    }
 }
 
 #[test]
