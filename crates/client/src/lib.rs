@@ -118,14 +118,17 @@ pub struct Traffic {
 /// A progress callback: (bytes done, total).
 pub type ProgressFn = Arc<dyn Fn(u64, u64) + Send + Sync>;
 
-type Rpc = HecloudClient<InterceptedService<Channel, Auth>>;
+/// A connection that adds the bearer token to every call.
+type Connection = InterceptedService<Channel, Auth>;
+
+type Rpc = HecloudClient<Connection>;
 
 /// A connection to a hecloud server.
 #[derive(Debug, Clone)]
 pub struct Client {
     /// One client per connection: uploads take turns on them, every other
     /// call uses the first.
-    connections: Arc<[Rpc]>,
+    connections: Arc<[Connection]>,
     next_upload: Arc<AtomicUsize>,
     traffic: Arc<Traffic>,
     chunk: usize,
@@ -153,13 +156,13 @@ impl AsRef<[u8]> for SharedBuf {
 pub trait ObjectSource: Send + Sync {
     /// Its length in bytes.
     fn byte_len(&self) -> u64;
-    /// Passes its bytes to `sink` in order, in pieces; the same bytes on
-    /// every call.
-    fn write_to(&self, sink: &mut dyn FnMut(&[u8]));
+    /// Writes its bytes at `offset..offset + dst.len()` (always inside
+    /// `byte_len`) into `dst`: the same bytes on every call.
+    fn write_at(&self, offset: u64, dst: &mut [u8]);
 }
 
-/// A ciphertext streams its serialized form ([`Ciphertext::to_bytes`]),
-/// limb by limb.
+/// A ciphertext makes any range of its serialized form
+/// ([`Ciphertext::to_bytes`]), packing only the limbs in it.
 ///
 /// [`Ciphertext::to_bytes`]: hecloud_rlwe::Ciphertext::to_bytes
 impl ObjectSource for hecloud_rlwe::Ciphertext {
@@ -167,61 +170,102 @@ impl ObjectSource for hecloud_rlwe::Ciphertext {
         self.serialized_len() as u64
     }
 
-    fn write_to(&self, sink: &mut dyn FnMut(&[u8])) {
-        self.write_pieces(sink);
+    fn write_at(&self, offset: u64, dst: &mut [u8]) {
+        self.write_range(offset as usize, dst);
     }
 }
 
-/// Cuts the bytes of a streamed upload into chunks and sends them.
-struct ChunkSender {
-    tx: mpsc::Sender<UploadChunk>,
-    /// Goes with the first chunk.
+/// One message of a streamed upload, before its bytes are made.
+#[derive(Debug)]
+struct PlannedChunk {
+    /// Goes with the first message.
     header: Option<UploadHeader>,
-    /// Bytes still to skip (held by the server from an earlier attempt).
-    skip: u64,
-    /// Offset of the first byte in `buf`.
     offset: u64,
-    total: u64,
-    buf: Vec<u8>,
-    chunk: usize,
-    traffic: Arc<Traffic>,
-    progress: Option<ProgressFn>,
-    /// False once the stream is gone (the call ended): the rest is dropped.
-    open: bool,
+    len: usize,
 }
 
-impl ChunkSender {
-    fn push(&mut self, piece: &[u8]) {
-        let skip = self.skip.min(piece.len() as u64);
-        self.skip -= skip;
-        let mut rest = &piece[skip as usize..];
-        while self.open && !rest.is_empty() {
-            let n = (self.chunk - self.buf.len()).min(rest.len());
-            self.buf.extend_from_slice(&rest[..n]);
-            rest = &rest[n..];
-            if self.buf.len() == self.chunk {
-                self.flush();
-            }
-        }
+/// What a streamed upload has made so far: the hash of every byte, and the
+/// count.
+struct Made {
+    hasher: blake3::Hasher,
+    bytes: u64,
+}
+
+/// The codec of a streamed upload: each message's bytes are made by the
+/// source straight into the message buffer, and hashed there, as the
+/// connection takes them; a message is otherwise encoded as prost
+/// encodes an [`UploadChunk`] (so the server decodes it as one).
+#[derive(Clone)]
+struct StreamedUpload {
+    source: Arc<dyn ObjectSource>,
+    made: Arc<std::sync::Mutex<Made>>,
+    traffic: Arc<Traffic>,
+    total: u64,
+    progress: Option<ProgressFn>,
+}
+
+impl tonic::codec::Codec for StreamedUpload {
+    type Encode = PlannedChunk;
+    type Decode = ObjectInfo;
+    type Encoder = Self;
+    type Decoder = tonic_prost::ProstDecoder<ObjectInfo>;
+
+    fn encoder(&mut self) -> Self {
+        self.clone()
     }
 
-    fn flush(&mut self) {
-        if !self.open || self.buf.is_empty() {
-            return;
-        }
-        let data = std::mem::replace(&mut self.buf, Vec::with_capacity(self.chunk));
-        let n = data.len() as u64;
-        let msg = UploadChunk {
-            header: self.header.take(),
-            offset: self.offset,
-            data: data.into(),
+    fn decoder(&mut self) -> Self::Decoder {
+        tonic_prost::ProstDecoder::new(tonic::codec::BufferSettings::default())
+    }
+}
+
+impl tonic::codec::Encoder for StreamedUpload {
+    type Item = PlannedChunk;
+    type Error = Status;
+
+    fn encode(
+        &mut self,
+        item: PlannedChunk,
+        dst: &mut tonic::codec::EncodeBuf<'_>,
+    ) -> std::result::Result<(), Status> {
+        use bytes::BufMut;
+        use prost::Message;
+        use prost::encoding::{WireType, encode_key, encode_varint};
+        let head = UploadChunk {
+            header: item.header,
+            offset: item.offset,
+            data: bytes::Bytes::new(),
         };
-        self.open = self.tx.blocking_send(msg).is_ok();
-        self.offset += n;
-        self.traffic.sent.fetch_add(n, Ordering::Relaxed);
-        if let Some(p) = &self.progress {
-            p(self.offset, self.total);
+        head.encode(dst)
+            .map_err(|e| Status::internal(format!("encoding an upload chunk: {e}")))?;
+        // Field 3, `data`.
+        encode_key(3, WireType::LengthDelimited, dst);
+        encode_varint(item.len as u64, dst);
+        dst.reserve(item.len);
+        let spare = dst.chunk_mut();
+        assert!(spare.len() >= item.len, "reserved room for the chunk");
+        // SAFETY: the `item.len` bytes of spare capacity are zeroed before a
+        // slice is made of them, and `advance_mut` only covers those bytes,
+        // now written.
+        let data = unsafe {
+            std::ptr::write_bytes(spare.as_mut_ptr(), 0, item.len);
+            std::slice::from_raw_parts_mut(spare.as_mut_ptr(), item.len)
+        };
+        self.source.write_at(item.offset, data);
+        {
+            let mut made = self.made.lock().expect("hasher lock");
+            made.hasher.update(data);
+            made.bytes += item.len as u64;
         }
+        // SAFETY: see above.
+        unsafe { dst.advance_mut(item.len) };
+        self.traffic
+            .sent
+            .fetch_add(item.len as u64, Ordering::Relaxed);
+        if let Some(p) = &self.progress {
+            p(item.offset + item.len as u64, self.total);
+        }
+        Ok(())
     }
 }
 
@@ -265,17 +309,13 @@ impl Client {
         }
         let auth = MetadataValue::try_from(format!("Bearer {token}"))
             .map_err(|_| ClientError::Invalid("token must be printable ASCII".into()))?;
-        let mut uploads = Vec::with_capacity(CONNECTIONS);
+        let mut connections = Vec::with_capacity(CONNECTIONS);
         for _ in 0..CONNECTIONS {
             let channel = ep.connect().await?;
-            uploads.push(
-                HecloudClient::with_interceptor(channel, Auth(auth.clone()))
-                    .max_decoding_message_size(MAX_MESSAGE)
-                    .max_encoding_message_size(MAX_MESSAGE),
-            );
+            connections.push(InterceptedService::new(channel, Auth(auth.clone())));
         }
         Ok(Self {
-            connections: uploads.into(),
+            connections: connections.into(),
             next_upload: Arc::new(AtomicUsize::new(0)),
             traffic: Arc::new(Traffic::default()),
             chunk: UPLOAD_CHUNK,
@@ -302,7 +342,19 @@ impl Client {
     }
 
     fn rpc(&self) -> Rpc {
-        self.connections[0].clone()
+        self.rpc_on(0)
+    }
+
+    /// The generated client on connection `i`.
+    fn rpc_on(&self, i: usize) -> Rpc {
+        HecloudClient::new(self.connections[i].clone())
+            .max_decoding_message_size(MAX_MESSAGE)
+            .max_encoding_message_size(MAX_MESSAGE)
+    }
+
+    /// The connection for the next upload (uploads take turns).
+    fn upload_turn(&self) -> usize {
+        self.next_upload.fetch_add(1, Ordering::Relaxed) % self.connections.len()
     }
 
     /// Server version, limits and the caller's tenant.
@@ -485,8 +537,7 @@ impl Client {
             }
         });
         let stream = tokio_stream::wrappers::ReceiverStream::new(rx);
-        let turn = self.next_upload.fetch_add(1, Ordering::Relaxed) % self.connections.len();
-        let r = self.connections[turn].clone().upload(stream).await;
+        let r = self.rpc_on(self.upload_turn()).upload(stream).await;
         producer.abort();
         Ok(r?.into_inner())
     }
@@ -524,60 +575,88 @@ impl Client {
             blake3: Vec::new(),
         };
         self.resuming(&header.upload_id, |offset| {
-            self.send_streamed(&header, source.clone(), offset, progress.clone())
+            self.upload_streamed_from(&header, source.clone(), offset, progress.clone())
         })
         .await
     }
 
-    /// One upload stream of the bytes of `source` from `offset`, made on a
-    /// blocking thread as the stream takes them.
-    async fn send_streamed(
+    /// One upload stream of the bytes of `source` from `offset`, made as the
+    /// connection takes them (those before `offset` are made too, to be
+    /// hashed). Exposed for resume tests; use [`Self::upload_streamed`].
+    pub async fn upload_streamed_from(
         &self,
         header: &UploadHeader,
         source: Arc<dyn ObjectSource>,
         offset: u64,
         progress: Option<ProgressFn>,
     ) -> Result<ObjectInfo> {
-        let (tx, rx) = mpsc::channel::<UploadChunk>(4);
-        let mut chunks = ChunkSender {
-            tx,
-            header: Some(header.clone()),
-            skip: offset,
-            offset,
-            total: header.total_bytes,
-            buf: Vec::with_capacity(self.chunk),
-            chunk: self.chunk,
-            traffic: self.traffic.clone(),
-            progress,
-            open: true,
-        };
-        // Every byte is hashed, those before `offset` included.
-        let producer = tokio::task::spawn_blocking(move || {
-            let mut hasher = blake3::Hasher::new();
-            let mut made = 0u64;
-            source.write_to(&mut |piece| {
-                hasher.update(piece);
-                made += piece.len() as u64;
-                chunks.push(piece);
-            });
-            chunks.flush();
-            (made, hasher.finalize())
-        });
-        let turn = self.next_upload.fetch_add(1, Ordering::Relaxed) % self.connections.len();
-        let r = self.connections[turn]
-            .clone()
-            .upload(tokio_stream::wrappers::ReceiverStream::new(rx))
-            .await;
-        let (made, hash) = producer
+        let total = header.total_bytes;
+        let offset = offset.min(total);
+        // Every byte is hashed, those the server holds (before `offset`)
+        // first.
+        let mut hasher = blake3::Hasher::new();
+        if offset > 0 {
+            let (src, chunk) = (source.clone(), self.chunk);
+            hasher = tokio::task::spawn_blocking(move || {
+                let mut buf = vec![0; chunk.min(offset as usize)];
+                let mut at = 0;
+                while at < offset {
+                    let n = buf.len().min((offset - at) as usize);
+                    src.write_at(at, &mut buf[..n]);
+                    hasher.update(&buf[..n]);
+                    at += n as u64;
+                }
+                hasher
+            })
             .await
             .map_err(|e| ClientError::Invalid(format!("serializer panicked: {e}")))?;
-        if made != header.total_bytes {
+        }
+        let made = Arc::new(std::sync::Mutex::new(Made {
+            hasher,
+            bytes: offset,
+        }));
+        let chunk = self.chunk as u64;
+        let mut plans = vec![];
+        let mut at = offset;
+        while at < total || plans.is_empty() {
+            let len = chunk.min(total - at);
+            plans.push(PlannedChunk {
+                header: plans.is_empty().then(|| header.clone()),
+                offset: at,
+                len: len as usize,
+            });
+            at += len;
+        }
+        let codec = StreamedUpload {
+            source,
+            made: made.clone(),
+            traffic: self.traffic.clone(),
+            total,
+            progress,
+        };
+        let mut grpc = tonic::client::Grpc::new(self.connections[self.upload_turn()].clone())
+            .max_decoding_message_size(MAX_MESSAGE)
+            .max_encoding_message_size(MAX_MESSAGE);
+        grpc.ready().await.map_err(|e| ClientError::Status {
+            code: Code::Unavailable,
+            message: format!("connection not ready: {e}"),
+        })?;
+        let info = grpc
+            .client_streaming(
+                Request::new(tokio_stream::iter(plans)),
+                tonic::codegen::http::uri::PathAndQuery::from_static("/hecloud.v1.Hecloud/Upload"),
+                codec,
+            )
+            .await?
+            .into_inner();
+        let made = made.lock().expect("hasher lock");
+        if made.bytes != total {
             return Err(ClientError::Invalid(format!(
-                "the object source made {made} bytes where it announced {}",
-                header.total_bytes
+                "the upload stream ended after {} of {total} bytes",
+                made.bytes
             )));
         }
-        let info = r?.into_inner();
+        let hash = made.hasher.finalize();
         if info.object_id != hash.to_hex().as_str() {
             return Err(ClientError::Integrity(format!(
                 "the server stored object {} but the bytes sent hash to {}",
