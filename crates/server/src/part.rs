@@ -11,6 +11,11 @@
 //! rarely (jobs get their inputs decoded while they stream in), so skipping
 //! the cache loses little.
 //!
+//! The waiting is done by a writer thread per part: the upload goes on
+//! filling the next staging buffer while the device writes the last one.
+//! Waiting in the upload itself held each 11 MiB ciphertext upload for
+//! about 14 ms (bench service, two uploads at once).
+//!
 //! The last partial block, a resumed upload (its offset need not be
 //! aligned) and file systems that refuse `O_DIRECT` (tmpfs, other systems)
 //! go through the page cache, with writeback started as the part grows so
@@ -57,6 +62,115 @@ impl Staging {
     fn region(&mut self) -> &mut [u8] {
         &mut self.buf[self.start..self.start + STAGE]
     }
+
+    fn staged(&self) -> &[u8] {
+        &self.buf[self.start..self.start + self.len]
+    }
+}
+
+/// Staged blocks queued for a writer thread beyond the one it writes.
+const QUEUED: usize = 2;
+
+/// Staged bytes for the writer thread, and where they go in the part.
+struct Block {
+    staging: Staging,
+    at: u64,
+    /// The part's end: its final partial block goes through the page cache.
+    last: bool,
+}
+
+/// The writer thread of a direct part.
+struct DirectWriter {
+    tx: Option<std::sync::mpsc::SyncSender<Block>>,
+    thread: Option<std::thread::JoinHandle<std::io::Result<File>>>,
+}
+
+impl DirectWriter {
+    fn spawn(file: File, path: &Path) -> std::io::Result<Self> {
+        let (tx, rx) = std::sync::mpsc::sync_channel::<Block>(QUEUED);
+        let path = path.to_path_buf();
+        let thread = std::thread::Builder::new()
+            .name("hecloud-part".into())
+            .spawn(move || {
+                // Opened once the device refuses a direct write.
+                let mut buffered = None;
+                let mut result = Ok(());
+                for block in rx {
+                    // After an error the rest is dropped; `finish` reports it.
+                    if result.is_ok() {
+                        result = write_block(&file, &path, &mut buffered, &block);
+                    }
+                }
+                result.map(|()| file)
+            })?;
+        Ok(Self {
+            tx: Some(tx),
+            thread: Some(thread),
+        })
+    }
+
+    fn send(&self, block: Block) -> std::io::Result<()> {
+        let gone = || std::io::Error::other("the part's writer thread stopped");
+        self.tx
+            .as_ref()
+            .ok_or_else(gone)?
+            .send(block)
+            .map_err(|_| gone())
+    }
+
+    /// Waits for every block sent; the file, or the first write error.
+    fn join(mut self) -> std::io::Result<File> {
+        self.tx = None;
+        let thread = self.thread.take().expect("joined once");
+        thread
+            .join()
+            .unwrap_or_else(|_| Err(std::io::Error::other("the part's writer thread panicked")))
+    }
+}
+
+impl Drop for DirectWriter {
+    /// A part dropped without `finish` still has its queued blocks written
+    /// before anything else (a resumed upload) opens it.
+    fn drop(&mut self) {
+        self.tx = None;
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// Writes one block: whole blocks direct, the final partial block (and
+/// everything, once the device has refused a direct write) buffered.
+fn write_block(
+    direct: &File,
+    path: &Path,
+    buffered: &mut Option<File>,
+    block: &Block,
+) -> std::io::Result<()> {
+    let data = block.staging.staged();
+    let whole = if block.last {
+        data.len() / ALIGN * ALIGN
+    } else {
+        data.len()
+    };
+    let mut from = 0;
+    if buffered.is_none() {
+        match write_all_at(direct, &data[..whole], block.at) {
+            Ok(()) => from = whole,
+            // Refused after all (a device with larger blocks, a file system
+            // that takes the flag but not the write): go on buffered.
+            Err(e) if e.raw_os_error() == Some(libc::EINVAL) => {}
+            Err(e) => return Err(e),
+        }
+    }
+    if from < data.len() {
+        let file = match buffered {
+            Some(f) => f,
+            None => buffered.insert(OpenOptions::new().write(true).open(path)?),
+        };
+        write_all_at(file, &data[from..], block.at + from as u64)?;
+    }
+    Ok(())
 }
 
 impl Drop for Staging {
@@ -70,8 +184,11 @@ impl Drop for Staging {
 }
 
 enum Mode {
-    /// `O_DIRECT`, whole blocks from `staging`.
-    Direct { file: File, staging: Staging },
+    /// `O_DIRECT`: full staging buffers go to the writer thread.
+    Direct {
+        staging: Staging,
+        writer: DirectWriter,
+    },
     /// Through the page cache.
     Buffered { file: File, written_back: u64 },
 }
@@ -82,8 +199,6 @@ pub struct PartWriter {
     mode: Mode,
     /// Bytes of the part held (written or staged).
     held: u64,
-    /// For the buffered fallback: the part's path.
-    path: std::path::PathBuf,
 }
 
 impl std::fmt::Debug for PartWriter {
@@ -105,11 +220,10 @@ impl PartWriter {
             file.set_len(0)?;
             return Ok(Self {
                 mode: Mode::Direct {
-                    file,
                     staging: Staging::take(),
+                    writer: DirectWriter::spawn(file, path)?,
                 },
                 held: 0,
-                path: path.into(),
             });
         }
         Ok(Self {
@@ -118,7 +232,6 @@ impl PartWriter {
                 written_back: offset,
             },
             held: offset,
-            path: path.into(),
         })
     }
 
@@ -151,34 +264,17 @@ impl PartWriter {
         Ok(())
     }
 
-    /// Writes the staged bytes. Direct writes take whole blocks, so `last`
-    /// writes the final partial block through the page cache (padding it
-    /// instead would leave a window where a crash keeps the zeros as if
-    /// received).
+    /// Hands the staged bytes to the writer thread.
     fn flush_staged(&mut self, last: bool) -> std::io::Result<()> {
-        let Mode::Direct { file, staging } = &mut self.mode else {
+        let Mode::Direct { staging, writer } = &mut self.mode else {
             return Ok(());
         };
-        let len = staging.len;
-        let at = self.held - len as u64;
-        let direct = if last { len / ALIGN * ALIGN } else { len };
-        let from = match write_all_at(file, &staging.region()[..direct], at) {
-            Ok(()) => direct,
-            // Refused after all (a device with larger blocks, a file system
-            // that takes the flag but not the write): go on buffered.
-            Err(e) if e.raw_os_error() == Some(libc::EINVAL) => 0,
-            Err(e) => return Err(e),
-        };
-        staging.len = 0;
-        if from < len {
-            let mut file = open_buffered(&self.path, at + from as u64)?;
-            file.write_all(&staging.region()[from..len])?;
-            self.mode = Mode::Buffered {
-                file,
-                written_back: at + from as u64,
-            };
+        if staging.len == 0 {
+            return Ok(());
         }
-        Ok(())
+        let at = self.held - staging.len as u64;
+        let staging = std::mem::replace(staging, Staging::take());
+        writer.send(Block { staging, at, last })
     }
 
     /// Bytes of the part held.
@@ -195,8 +291,10 @@ impl PartWriter {
     /// [`Self::write`] is then durable.
     pub fn finish(mut self) -> std::io::Result<()> {
         self.flush_staged(true)?;
-        match &self.mode {
-            Mode::Direct { file, .. } | Mode::Buffered { file, .. } => file.sync_all(),
+        match self.mode {
+            // An fsync of either descriptor covers the buffered tail too.
+            Mode::Direct { writer, .. } => writer.join()?.sync_all(),
+            Mode::Buffered { file, .. } => file.sync_all(),
         }
     }
 }
@@ -329,6 +427,20 @@ mod tests {
             .write_all(b"stale")
             .unwrap();
         assert_eq!(write_in(&path, &data, stop, 100_000), data.len() as u64);
+        assert_eq!(std::fs::read(&path).unwrap(), data);
+    }
+
+    /// Dropped without `finish` (an upload that failed), a part still gets
+    /// every block it queued before anything can reopen it.
+    #[test]
+    fn a_dropped_part_writes_what_it_queued() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("p");
+        File::create(&path).unwrap();
+        let data = random(4 * STAGE);
+        let mut w = PartWriter::open(&path, 0).unwrap();
+        w.write(&data).unwrap();
+        drop(w);
         assert_eq!(std::fs::read(&path).unwrap(), data);
     }
 
