@@ -89,6 +89,8 @@ async fn bench(opts: &BenchOptions) -> anyhow::Result<()> {
     let mut compute_total = 0.0;
     let mut errors = 0;
     let mut overheads = vec![];
+    // Per job: one slow job (a stall of the shared host) moves the mean.
+    let mut shares = vec![];
     for i in 0..seq_jobs {
         let r = workload::mul_rotate_sum(&client, &session, SUM_SLOTS).await;
         match r {
@@ -98,6 +100,7 @@ async fn bench(opts: &BenchOptions) -> anyhow::Result<()> {
                 e2e_total += e;
                 compute_total += c;
                 overheads.push(e - c);
+                shares.push((e - c) / e * 100.0);
                 if !m.ok {
                     errors += 1;
                 }
@@ -167,12 +170,15 @@ async fn bench(opts: &BenchOptions) -> anyhow::Result<()> {
     print!("\n{}", table.render());
     let path = table.write_csv(&opts.out_dir)?;
     overheads.sort_by(f64::total_cmp);
+    shares.sort_by(f64::total_cmp);
     println!(
-        "sequential: mean end-to-end {:.1} ms, compute {:.1} ms, overhead {overhead_pct:.1}% (target ≤ 10%); overhead per job: mean {:.1} ms, median {:.1} ms",
+        "sequential: mean end-to-end {:.1} ms, compute {:.1} ms, overhead {overhead_pct:.1}% (target ≤ 10%); overhead per job: mean {:.1} ms, median {:.1} ms; share per job: median {:.1}%, largest {:.1}%",
         e2e_total / seq_jobs as f64,
         compute_total / seq_jobs as f64,
         (e2e_total - compute_total) / seq_jobs as f64,
         pct(&overheads, 50.0),
+        pct(&shares, 50.0),
+        pct(&shares, 100.0),
     );
     println!(
         "concurrent: {CLIENTS} clients × {jobs_per_client} jobs in {:.1} s: {throughput:.2} jobs/s, p50 {p50:.0} ms, p99 {p99:.0} ms, {errors} errors",

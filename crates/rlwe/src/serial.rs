@@ -588,10 +588,11 @@ impl Ciphertext {
     }
 
     /// [`Ciphertext::to_bytes`] piece by piece, in order: the header, the
-    /// seed if any, each packed limb. For a consumer that hashes or sends the bytes
-    /// as they are made: each limb is packed into one buffer that stays in
-    /// cache, so it is read there and not from memory, and no output is
-    /// zero-filled first. Sequential (`to_bytes` packs limbs in parallel).
+    /// seed if any, each packed limb. For a consumer that hashes or sends
+    /// the bytes as they are made: each limb is packed into one buffer that
+    /// stays in cache, so it is read there and not from memory, and no
+    /// output is zero-filled first. Sequential (`to_bytes` packs limbs in
+    /// parallel).
     ///
     /// ```
     /// # use hecloud_rlwe::{Encryptor, KeyGenerator, Parameters, ParametersLiteral, Plaintext, SecretDistribution};
