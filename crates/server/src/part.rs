@@ -140,7 +140,9 @@ impl Drop for DirectWriter {
 }
 
 /// Writes one block: whole blocks direct, the final partial block (and
-/// everything, once the device has refused a direct write) buffered.
+/// everything, once the device has refused a direct write) through the
+/// page cache. Padding the final block instead would leave a window where a
+/// crash keeps the zeros as if received.
 fn write_block(
     direct: &File,
     path: &Path,
