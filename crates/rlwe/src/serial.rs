@@ -784,7 +784,6 @@ struct CiphertextBody {
     done: usize,
     /// The seed of c_1 and c_1 expanded from it, once in (seeded only).
     seeded_c1: Option<([u8; 32], RnsPoly)>,
-    basis: Arc<RnsBasis>,
 }
 
 impl CiphertextDecoder {
@@ -925,7 +924,6 @@ impl CiphertextBody {
             limbs: per_poly.repeat(given),
             done: 0,
             seeded_c1: None,
-            basis: basis.clone(),
         })
     }
 
@@ -950,7 +948,8 @@ impl CiphertextBody {
             let Some(seed) = data.first_chunk::<32>() else {
                 return Ok(0);
             };
-            let c1 = expand_seed_uniform(seed, &self.basis);
+            // c_1 has the basis of c_0.
+            let c1 = expand_seed_uniform(seed, &self.polys[0].basis);
             self.seeded_c1 = Some((*seed, c1));
             used = 32;
         }
