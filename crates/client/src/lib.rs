@@ -202,7 +202,12 @@ struct StreamedUpload {
     traffic: Arc<Traffic>,
     total: u64,
     progress: Option<ProgressFn>,
+    sent: Option<SentSignal>,
 }
+
+/// Where a streamed upload announces its object id (hex) once every byte is
+/// made (shared by the attempts of a resumed upload; announced once).
+type SentSignal = Arc<std::sync::Mutex<Option<tokio::sync::oneshot::Sender<String>>>>;
 
 impl tonic::codec::Codec for StreamedUpload {
     type Encode = PlannedChunk;
@@ -256,6 +261,11 @@ impl tonic::codec::Encoder for StreamedUpload {
             let mut made = self.made.lock().expect("hasher lock");
             made.hasher.update(data);
             made.bytes += item.len as u64;
+            if made.bytes == self.total
+                && let Some(tx) = self.sent.as_ref().and_then(|s| s.lock().ok()?.take())
+            {
+                let _ = tx.send(made.hasher.finalize().to_hex().to_string());
+            }
         }
         // SAFETY: see above.
         unsafe { dst.advance_mut(item.len) };
@@ -564,6 +574,42 @@ impl Client {
         source: Arc<dyn ObjectSource>,
         progress: Option<ProgressFn>,
     ) -> Result<ObjectInfo> {
+        self.streamed(kind, source, progress, None).await
+    }
+
+    /// [`Self::upload_streamed`], which also sends the object's id on `sent`
+    /// as soon as every byte is handed to the connection, before the server
+    /// has stored (and acknowledged) it: a job submitted then with
+    /// [`Self::submit_awaiting_inputs`] may start on it while the server
+    /// stores it.
+    ///
+    /// ```no_run
+    /// # async fn f(client: &hecloud_client::Client, ct: hecloud_rlwe::Ciphertext) -> hecloud_client::Result<()> {
+    /// let (tx, rx) = tokio::sync::oneshot::channel();
+    /// let upload = client.upload_streamed_announcing("ckks.ciphertext", std::sync::Arc::new(ct), None, tx);
+    /// let announced = async { rx.await.ok() };
+    /// let (info, id) = tokio::join!(upload, announced);
+    /// assert_eq!(Some(info?.object_id), id);
+    /// # Ok(()) }
+    /// ```
+    pub async fn upload_streamed_announcing(
+        &self,
+        kind: &str,
+        source: Arc<dyn ObjectSource>,
+        progress: Option<ProgressFn>,
+        sent: tokio::sync::oneshot::Sender<String>,
+    ) -> Result<ObjectInfo> {
+        let sent = Arc::new(std::sync::Mutex::new(Some(sent)));
+        self.streamed(kind, source, progress, Some(sent)).await
+    }
+
+    async fn streamed(
+        &self,
+        kind: &str,
+        source: Arc<dyn ObjectSource>,
+        progress: Option<ProgressFn>,
+        sent: Option<SentSignal>,
+    ) -> Result<ObjectInfo> {
         if source.byte_len() == 0 {
             return Err(ClientError::Invalid("cannot upload an empty object".into()));
         }
@@ -575,7 +621,13 @@ impl Client {
             blake3: Vec::new(),
         };
         self.resuming(&header.upload_id, |offset| {
-            self.upload_streamed_from(&header, source.clone(), offset, progress.clone())
+            self.streamed_from(
+                &header,
+                source.clone(),
+                offset,
+                progress.clone(),
+                sent.clone(),
+            )
         })
         .await
     }
@@ -589,6 +641,18 @@ impl Client {
         source: Arc<dyn ObjectSource>,
         offset: u64,
         progress: Option<ProgressFn>,
+    ) -> Result<ObjectInfo> {
+        self.streamed_from(header, source, offset, progress, None)
+            .await
+    }
+
+    async fn streamed_from(
+        &self,
+        header: &UploadHeader,
+        source: Arc<dyn ObjectSource>,
+        offset: u64,
+        progress: Option<ProgressFn>,
+        sent: Option<SentSignal>,
     ) -> Result<ObjectInfo> {
         let total = header.total_bytes;
         let offset = offset.min(total);
@@ -633,6 +697,7 @@ impl Client {
             traffic: self.traffic.clone(),
             total,
             progress,
+            sent,
         };
         let mut grpc = tonic::client::Grpc::new(self.connections[self.upload_turn()].clone())
             .max_decoding_message_size(MAX_MESSAGE)
@@ -789,6 +854,22 @@ impl Client {
 
     /// Submits a job.
     pub async fn submit(&self, kind: &str, spec: Vec<u8>, client_ref: &str) -> Result<JobInfo> {
+        self.submit_awaiting_inputs(kind, spec, client_ref, Duration::ZERO)
+            .await
+    }
+
+    /// Submits a job some of whose inputs are still being uploaded by this
+    /// client (every byte sent, see [`Self::upload_streamed_announcing`]):
+    /// the server waits up to `wait` (at most 30 s) for each input it does
+    /// not hold yet, starts the job once they have arrived, and lets it
+    /// succeed only once they are stored.
+    pub async fn submit_awaiting_inputs(
+        &self,
+        kind: &str,
+        spec: Vec<u8>,
+        client_ref: &str,
+        wait: Duration,
+    ) -> Result<JobInfo> {
         self.traffic
             .sent
             .fetch_add(spec.len() as u64, Ordering::Relaxed);
@@ -799,6 +880,7 @@ impl Client {
                 spec,
                 inputs: Default::default(),
                 client_ref: client_ref.into(),
+                await_inputs_ms: wait.as_millis().min(u128::from(u32::MAX)) as u32,
             })
             .await?
             .into_inner())

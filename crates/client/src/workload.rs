@@ -46,9 +46,18 @@ async fn blocking<T: Send + 'static>(f: impl FnOnce() -> Result<T> + Send + 'sta
         .map_err(|e| ClientError::Invalid(format!("worker panicked: {e}")))?
 }
 
+/// How long the server may wait for inputs still being uploaded when a job
+/// is submitted right after their last bytes are sent.
+const AWAIT_INPUTS: Duration = Duration::from_secs(10);
+
 /// Runs a graph job to its end; fails unless it succeeded.
 pub async fn run_job(client: &Client, job: &JobSubmission) -> Result<JobInfo> {
     let info = client.submit(JOB_KIND_GRAPH, job.encode(), "").await?;
+    wait_job(client, &info).await
+}
+
+/// Waits for a submitted job to end; fails unless it succeeded.
+async fn wait_job(client: &Client, info: &JobInfo) -> Result<JobInfo> {
     let done = client.wait(&info.job_id, &|_| {}).await?;
     if done.state != JobState::Succeeded as i32 {
         return Err(ClientError::Invalid(format!(
@@ -369,16 +378,46 @@ pub async fn mul_rotate_sum(client: &Client, s: &CkksSession, n: usize) -> Resul
     // Kept until the end: freeing them is the client's work, not the
     // upload's.
     let (cx, cy) = (Arc::new(cx), Arc::new(cy));
-    let (ux, uy) = tokio::join!(
-        client.upload_streamed(kind, cx.clone(), None),
-        client.upload_streamed(kind, cy.clone(), None)
-    );
-    let id = |info: rpc::ObjectInfo| {
-        ObjectId::from_hex(&info.object_id)
-            .ok_or_else(|| ClientError::Integrity(format!("bad object id {}", info.object_id)))
+    // The job is submitted as soon as every byte of both is sent: the server
+    // starts it once they have arrived, while it stores them.
+    let (sent_x, id_x) = tokio::sync::oneshot::channel::<String>();
+    let (sent_y, id_y) = tokio::sync::oneshot::channel::<String>();
+    let submit = async {
+        // A dropped sender: that upload stopped, and says why below.
+        let (Ok(hx), Ok(hy)) = (id_x.await, id_y.await) else {
+            return None;
+        };
+        let id = |hex: &str| {
+            ObjectId::from_hex(hex)
+                .ok_or_else(|| ClientError::Integrity(format!("bad object id {hex}")))
+        };
+        Some(
+            async {
+                let (ix, iy) = (id(&hx)?, id(&hy)?);
+                let job = mul_rotate_sum_graph(s.id, ix, iy, n);
+                let info = client
+                    .submit_awaiting_inputs(JOB_KIND_GRAPH, job.encode(), "", AWAIT_INPUTS)
+                    .await?;
+                Ok::<_, ClientError>((info, ix, iy))
+            }
+            .await,
+        )
     };
-    let (ix, iy) = (id(ux?)?, id(uy?)?);
-    let job = run_job(client, &mul_rotate_sum_graph(s.id, ix, iy, n)).await?;
+    let (ux, uy, submitted) = tokio::join!(
+        client.upload_streamed_announcing(kind, cx.clone(), None, sent_x),
+        client.upload_streamed_announcing(kind, cy.clone(), None, sent_y),
+        submit
+    );
+    // Acknowledged, so stored, under the ids announced.
+    let (ux, uy) = (ux?, uy?);
+    let (info, ix, iy) =
+        submitted.ok_or_else(|| ClientError::Invalid("an upload stopped unannounced".into()))??;
+    if ux.object_id != ix.to_hex() || uy.object_id != iy.to_hex() {
+        return Err(ClientError::Integrity(
+            "the objects stored are not those the job was submitted with".into(),
+        ));
+    }
+    let job = wait_job(client, &info).await?;
     let out = output(client, &job, "sum").await?;
     let service = t.elapsed();
     let t = Instant::now();

@@ -689,6 +689,109 @@ async fn ckks_graph_jobs_match_plaintext_and_bad_graphs_are_refused() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_job_submitted_while_its_input_uploads_starts_once_the_bytes_are_in() {
+    let s = server(Quota::default(), 2).await;
+    let alice = connect(&s, ALICE).await;
+    let bob = connect(&s, BOB).await;
+    let (params, keys, session) = small_ckks(&alice).await;
+    let enc = Encoder::new(&params);
+    let values = workload::random_values(8);
+    let ct = keys
+        .encrypt(
+            &enc.encode_real(&values, params.max_level(), params.default_scale())
+                .unwrap(),
+        )
+        .unwrap()
+        .to_bytes();
+    let id = ObjectId::of(&ct);
+    let job = workload::statistics_graph(session, id, values.len());
+
+    // Every byte but the last thousand is sent; the stream stays open.
+    let mut h = header(&ct, "ckks.ciphertext", "arriving-input-test-01");
+    h.blake3.clear();
+    let cut = ct.len() - 1000;
+    let (tx, rx) = tokio::sync::mpsc::channel(64);
+    for (i, piece) in ct[..cut].chunks(32 << 10).enumerate() {
+        tx.send(UploadChunk {
+            header: (i == 0).then(|| h.clone()),
+            offset: (i * (32 << 10)) as u64,
+            data: piece.to_vec().into(),
+        })
+        .await
+        .unwrap();
+    }
+    let mut raw = alice.raw();
+    let upload = tokio::spawn(async move {
+        raw.upload(tokio_stream::wrappers::ReceiverStream::new(rx))
+            .await
+    });
+    let submit = alice.submit_awaiting_inputs(
+        rpc::JOB_KIND_GRAPH,
+        job.encode(),
+        "",
+        Duration::from_secs(20),
+    );
+    tokio::pin!(submit);
+    // Bob's view does not hold Alice's object, arriving or not.
+    let (c, m) = code(
+        bob.submit_awaiting_inputs(
+            rpc::JOB_KIND_GRAPH,
+            job.encode(),
+            "",
+            Duration::from_millis(300),
+        )
+        .await,
+    );
+    assert_eq!(c, Code::InvalidArgument);
+    assert!(m.contains("not found"), "{m}");
+    // Not accepted before the input is in.
+    assert!(
+        tokio::time::timeout(Duration::from_millis(300), &mut submit)
+            .await
+            .is_err()
+    );
+    tx.send(UploadChunk {
+        header: None,
+        offset: cut as u64,
+        data: ct[cut..].to_vec().into(),
+    })
+    .await
+    .unwrap();
+    drop(tx);
+    let info = submit.await.unwrap();
+    let stored = upload.await.unwrap().unwrap().into_inner();
+    assert_eq!(stored.object_id, id.to_hex());
+    let done = alice.wait(&info.job_id, &|_| {}).await.unwrap();
+    assert_eq!(done.state, JobState::Succeeded as i32, "{}", done.error);
+    let out = workload::output(&alice, &done, "mean").await.unwrap();
+    let c = hecloud_rlwe::Ciphertext::from_bytes(params.rlwe(), &out).unwrap();
+    let mean = enc.decode_real(&keys.decrypt(&c).unwrap()).unwrap()[0];
+    let want = values.iter().sum::<f64>() / values.len() as f64;
+    assert!((mean - want).abs() < 1e-3, "mean {mean} vs {want}");
+
+    // An input that never comes is refused once the wait is over; without
+    // a wait, at once.
+    let never = workload::statistics_graph(session, ObjectId::of(b"never sent"), 8).encode();
+    let t = std::time::Instant::now();
+    let (c, m) = code(
+        alice
+            .submit_awaiting_inputs(
+                rpc::JOB_KIND_GRAPH,
+                never.clone(),
+                "",
+                Duration::from_millis(300),
+            )
+            .await,
+    );
+    assert_eq!(c, Code::InvalidArgument);
+    assert!(m.contains("not found"), "{m}");
+    assert!(t.elapsed() >= Duration::from_millis(300));
+    let (c, _) = code(alice.submit(rpc::JOB_KIND_GRAPH, never, "").await);
+    assert_eq!(c, Code::InvalidArgument);
+    s.server.stop().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn sixteen_concurrent_clients_run_the_demo_workload() {
     let s = server(
         Quota {

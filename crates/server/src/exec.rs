@@ -14,6 +14,7 @@ use hecloud_protocol::{
 };
 use rayon::prelude::*;
 
+use crate::arrivals::Outcome;
 use crate::hub::SessionHub;
 use crate::store::{ObjectMeta, Store};
 
@@ -33,11 +34,23 @@ pub enum JobError {
 pub type JobOutput = (String, String, Vec<u8>);
 
 /// A tenant's view of the store: only its own objects can be read.
+///
+/// It also sees the tenant's objects that have arrived and are still being
+/// stored (see [`crate::arrivals`]); [`Self::settle`] waits until those it
+/// served are stored.
 #[derive(Debug, Clone)]
 pub struct TenantObjects {
     store: Arc<Store>,
     tenant: String,
+    /// Until when a missing object is waited for (one its uploader is still
+    /// sending).
+    await_until: Option<Instant>,
+    /// Objects served before they were stored.
+    arriving: Arc<Mutex<Vec<ArrivingObject>>>,
 }
+
+/// An object served before it was stored: hex id, and how storing it ends.
+type ArrivingObject = (String, Arc<Outcome>);
 
 impl TenantObjects {
     /// The view of `tenant`.
@@ -45,15 +58,54 @@ impl TenantObjects {
         Self {
             store,
             tenant: tenant.into(),
+            await_until: None,
+            arriving: Arc::default(),
         }
     }
 
-    /// Metadata of one of the tenant's objects.
+    /// The same view, in which an object not found is waited for until it
+    /// arrives or `wait` has passed (for a job submitted while its uploads
+    /// are still in flight).
+    pub fn awaiting(mut self, wait: Duration) -> Self {
+        self.await_until = (!wait.is_zero()).then(|| Instant::now() + wait);
+        self
+    }
+
+    /// Metadata of one of the tenant's objects, stored or arrived.
     pub fn meta(&self, id: &str) -> Result<ObjectMeta, JobError> {
-        self.store
-            .object(&self.tenant, id)
-            .map_err(|e| JobError::Failed(e.to_string()))?
-            .ok_or_else(|| JobError::Invalid(format!("object {id} not found")))
+        let mut found = None;
+        let look = |found: &mut Option<ObjectMeta>| -> Result<bool, JobError> {
+            if let Some(m) = self
+                .store
+                .object(&self.tenant, id)
+                .map_err(|e| JobError::Failed(e.to_string()))?
+            {
+                *found = Some(m);
+            } else if let Some(a) = self.store.arrivals().get(&self.tenant, id) {
+                self.arriving
+                    .lock()
+                    .unwrap()
+                    .push((id.to_string(), a.outcome));
+                *found = Some(ObjectMeta {
+                    id: id.to_string(),
+                    kind: a.kind,
+                    size: a.size,
+                    created_ms: crate::store::now_ms(),
+                });
+            }
+            Ok(found.is_some())
+        };
+        match self.await_until {
+            Some(deadline) => {
+                self.store
+                    .arrivals()
+                    .wait_until(deadline, || look(&mut found))?;
+            }
+            None => {
+                look(&mut found)?;
+            }
+        }
+        found.ok_or_else(|| JobError::Invalid(format!("object {id} not found")))
     }
 
     /// Metadata and bytes of one of the tenant's objects.
@@ -63,11 +115,36 @@ impl TenantObjects {
         Ok((meta, bytes))
     }
 
-    /// The bytes of an object whose metadata [`Self::meta`] returned.
+    /// The bytes of an object whose metadata [`Self::meta`] returned (one
+    /// still being stored is waited for).
     pub fn bytes(&self, meta: &ObjectMeta) -> Result<Vec<u8>, JobError> {
+        let arriving = self
+            .arriving
+            .lock()
+            .unwrap()
+            .iter()
+            .find(|(id, _)| *id == meta.id)
+            .map(|(_, o)| o.clone());
+        if let Some(o) = arriving {
+            Self::stored(&meta.id, &o)?;
+        }
         self.store
             .read_blob(&meta.id)
             .map_err(|e| JobError::Failed(format!("reading object {}: {e}", meta.id)))
+    }
+
+    fn stored(id: &str, outcome: &Outcome) -> Result<(), JobError> {
+        outcome
+            .wait()
+            .clone()
+            .map_err(|e| JobError::Failed(format!("input {id} could not be stored: {e}")))
+    }
+
+    /// Waits until every object this view served before it was stored is
+    /// stored; fails if one could not be. A job succeeds only after this.
+    pub fn settle(&self) -> Result<(), JobError> {
+        let arriving = std::mem::take(&mut *self.arriving.lock().unwrap());
+        arriving.iter().try_for_each(|(id, o)| Self::stored(id, o))
     }
 
     /// The tenant.
@@ -615,5 +692,78 @@ fn decode_ahead(sessions: &[Arc<SessionKeys>], size: usize, feed: std::sync::mps
                 return;
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn view() -> (tempfile::TempDir, Arc<Store>) {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Arc::new(Store::open(dir.path()).unwrap());
+        (dir, store)
+    }
+
+    #[test]
+    fn an_arrived_object_is_served_and_settled_once_stored() {
+        let (_dir, store) = view();
+        let bytes = b"arrived bytes".to_vec();
+        let id = blake3::hash(&bytes).to_hex().to_string();
+        let guard = store
+            .arrivals()
+            .arrived("t", &id, "raw", bytes.len() as u64);
+        let objects = TenantObjects::new(store.clone(), "t");
+        let meta = objects.meta(&id).unwrap();
+        assert_eq!((meta.kind.as_str(), meta.size), ("raw", bytes.len() as u64));
+        assert!(
+            TenantObjects::new(store.clone(), "u").meta(&id).is_err(),
+            "another tenant's"
+        );
+        // Stored on another thread while the job reads it.
+        let s = store.clone();
+        let b = bytes.clone();
+        let storing = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(30));
+            s.put_object("t", "raw", &b).unwrap();
+            guard.stored();
+        });
+        assert_eq!(objects.bytes(&meta).unwrap(), bytes);
+        objects.settle().unwrap();
+        storing.join().unwrap();
+    }
+
+    #[test]
+    fn a_job_on_an_object_that_was_not_stored_fails() {
+        let (_dir, store) = view();
+        let guard = store.arrivals().arrived("t", "ab", "raw", 3);
+        let objects = TenantObjects::new(store.clone(), "t");
+        let meta = objects.meta("ab").unwrap();
+        guard.failed("disk full".into());
+        let e = objects.settle().unwrap_err();
+        assert!(
+            matches!(&e, JobError::Failed(m) if m.contains("disk full")),
+            "{e:?}"
+        );
+        assert!(objects.bytes(&meta).is_err());
+        // Gone from the arrivals, and never stored.
+        assert!(matches!(objects.meta("ab"), Err(JobError::Invalid(_))));
+    }
+
+    #[test]
+    fn a_missing_object_is_waited_for_until_the_deadline() {
+        let (_dir, store) = view();
+        let objects = TenantObjects::new(store.clone(), "t").awaiting(Duration::from_secs(10));
+        let s = store.clone();
+        let arriving = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(30));
+            s.arrivals().arrived("t", "cd", "raw", 3)
+        });
+        assert_eq!(objects.meta("cd").unwrap().size, 3);
+        arriving.join().unwrap().stored();
+        let t = Instant::now();
+        let short = TenantObjects::new(store, "t").awaiting(Duration::from_millis(50));
+        assert!(matches!(short.meta("ef"), Err(JobError::Invalid(_))));
+        assert!(t.elapsed() >= Duration::from_millis(50));
     }
 }

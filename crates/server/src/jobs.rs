@@ -135,13 +135,16 @@ impl Jobs {
         let _ = self.events.send((tenant.into(), id.into()));
     }
 
-    /// Checks and queues a job (blocking: may load keys and inputs).
+    /// Checks and queues a job (blocking: may load keys and inputs). An
+    /// input not found is waited for up to `await_inputs`: one its client
+    /// is still uploading (see [`crate::arrivals`]).
     pub fn submit(
         &self,
         tenant: &str,
         kind: &str,
         spec: &[u8],
         client_ref: &str,
+        await_inputs: Duration,
     ) -> Result<JobRecord> {
         let exec = self.executors.get(kind).ok_or_else(|| {
             ServerError::InvalidArgument(format!(
@@ -159,7 +162,7 @@ impl Jobs {
                 self.max_concurrent
             )));
         }
-        let objects = TenantObjects::new(self.store.clone(), tenant);
+        let objects = TenantObjects::new(self.store.clone(), tenant).awaiting(await_inputs);
         exec.check(spec, &objects).map_err(|e| match e {
             JobError::Invalid(m) => ServerError::InvalidArgument(m),
             JobError::Failed(m) => ServerError::Internal(m),
@@ -262,6 +265,9 @@ impl Jobs {
                     )
                 }))
                 .unwrap_or_else(|_| Err(JobError::Failed("the executor panicked".into())))
+                // Inputs read while they were being stored must be stored
+                // before the job can succeed.
+                .and_then(|out| objects.settle().map(|()| out))
             }
             None => Err(JobError::Invalid(format!(
                 "unknown job kind `{}`",

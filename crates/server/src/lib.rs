@@ -6,6 +6,7 @@
 //!
 //! * [`config`]: TOML file + environment (+ flags in the CLI);
 //! * [`store`]: SQLite (WAL) metadata + fsynced content-addressed blobs;
+//! * [`arrivals`]: objects whose bytes are in while they are being stored;
 //! * [`jobs`]: bounded worker pool, quotas, progress, cancellation, recovery;
 //! * [`exec`]: the executors (computation graphs, key-holder echo);
 //! * [`hub`]: key-holder sessions for server → client callbacks;
@@ -13,6 +14,7 @@
 //! * [`tls`]: a local CA and server certificate for the embedded setup.
 #![deny(missing_docs)]
 
+pub mod arrivals;
 pub mod config;
 pub mod error;
 pub mod exec;

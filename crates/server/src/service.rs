@@ -6,6 +6,7 @@ use std::ops::ControlFlow;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
 
 use hecloud_protocol::rpc::{
     self, DataChunk, DownloadRequest, InfoReply, InfoRequest, JobInfo, JobRef, ListObjectsReply,
@@ -26,6 +27,9 @@ use crate::store::{JobRecord, JobState as StoredState, ObjectMeta, Store, Upload
 
 /// Bytes per download chunk.
 pub const DOWNLOAD_CHUNK: usize = 1 << 20;
+/// Longest a submission waits for inputs still being uploaded
+/// (`SubmitRequest.await_inputs_ms` is capped to it).
+pub const MAX_AWAIT_INPUTS_MS: u64 = 30_000;
 
 /// The service state.
 pub struct Service {
@@ -414,16 +418,24 @@ impl Hecloud for Service {
             received = end;
         }
         let hashed = hasher.finalize();
-        if let Some((_share, watchers)) = watching
-            && stream_error.is_none()
+        let arrived = stream_error.is_none()
             && received == meta.total
-            && (meta.hash.is_empty() || hashed.to_hex().as_str() == meta.hash)
+            && (meta.hash.is_empty() || hashed.to_hex().as_str() == meta.hash);
+        if let Some((_share, watchers)) = watching
+            && arrived
         {
             let id = hecloud_protocol::ObjectId(*hashed.as_bytes());
             for w in watchers {
                 w.complete(id);
             }
         }
+        // Jobs may start on it while it is stored; the guard tells them how
+        // storing ended (dropped on an early return: not stored).
+        let arrival = arrived.then(|| {
+            self.store
+                .arrivals()
+                .arrived(&tenant, hashed.to_hex().as_str(), &meta.kind, meta.total)
+        });
         // What was received is kept (durably) for a resume.
         tokio::task::block_in_place(|| file.finish()).map_err(ServerError::Io)?;
         if let Some(e) = stream_error {
@@ -453,7 +465,11 @@ impl Hecloud for Service {
                     return Err(ServerError::InvalidArgument(format!("session spec: {e}")));
                 }
             }
-            store.finish_upload(&t, &uid, &meta, Some(hashed))
+            let stored = store.finish_upload(&t, &uid, &meta, Some(hashed));
+            if let (Some(a), Ok(_)) = (arrival, &stored) {
+                a.stored();
+            }
+            stored
         })
         .await?;
         tracing::info!(%tenant, object = %obj.id, kind = %obj.kind, size = obj.size, "object stored");
@@ -576,7 +592,9 @@ impl Hecloud for Service {
             ));
         }
         let jobs = self.jobs.clone();
-        let rec = blocking(move || jobs.submit(&tenant, &r.kind, &r.spec, &r.client_ref)).await?;
+        let wait = Duration::from_millis(u64::from(r.await_inputs_ms).min(MAX_AWAIT_INPUTS_MS));
+        let rec =
+            blocking(move || jobs.submit(&tenant, &r.kind, &r.spec, &r.client_ref, wait)).await?;
         Ok(Response::new(job_info(&rec)))
     }
 

@@ -14,11 +14,12 @@
 use std::fs::{self, File};
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use rusqlite::{Connection, OptionalExtension, params};
 
+use crate::arrivals::Arrivals;
 use crate::error::{Result, ServerError};
 use crate::part::PartWriter;
 
@@ -124,6 +125,7 @@ pub struct JobRecord {
 pub struct Store {
     root: PathBuf,
     db: Mutex<Connection>,
+    arrivals: Arc<Arrivals>,
 }
 
 /// Current time in Unix milliseconds.
@@ -192,6 +194,7 @@ impl Store {
         let store = Self {
             root: root.to_path_buf(),
             db: Mutex::new(db),
+            arrivals: Arc::default(),
         };
         store.remove_orphan_parts()?;
         Ok(store)
@@ -245,6 +248,12 @@ impl Store {
         let r = db.execute(sql, params);
         db.pragma_update(None, "synchronous", "FULL")?;
         Ok(r?)
+    }
+
+    /// Objects whose bytes are in while they are being stored (jobs may
+    /// start on them; nothing else sees them before they are stored).
+    pub fn arrivals(&self) -> &Arc<Arrivals> {
+        &self.arrivals
     }
 
     /// Path of the blob with hex hash `id`.
