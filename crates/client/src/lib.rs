@@ -14,6 +14,7 @@
 pub mod keys;
 pub mod workload;
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
@@ -910,8 +911,9 @@ impl Client {
 
     /// Follows a job's progress events until it ends; returns the final
     /// state. `on_event` sees every event. The outputs of a succeeded job
-    /// that are small (2 MiB together) come with their bytes: read them
-    /// with [`Self::job_output`].
+    /// that are small (2 MiB together) come with their bytes (sent while
+    /// the server stores them, before the job ends): read them with
+    /// [`Self::job_output`].
     pub async fn wait(
         &self,
         job_id: &str,
@@ -928,8 +930,21 @@ impl Client {
                     .await?
                     .into_inner();
                 let mut last = None;
-                while let Some(ev) = s.message().await? {
+                // Output bytes sent before the end, by object id.
+                let mut early = HashMap::new();
+                while let Some(mut ev) = s.message().await? {
                     on_event(&ev);
+                    let ended = is_final(&ev);
+                    for o in &mut ev.outputs {
+                        if !ended && !o.data.is_empty() {
+                            early.insert(o.object_id.clone(), std::mem::take(&mut o.data));
+                        } else if ended
+                            && o.data.is_empty()
+                            && let Some(d) = early.remove(&o.object_id)
+                        {
+                            o.data = d;
+                        }
+                    }
                     last = Some(ev);
                 }
                 Ok(last)

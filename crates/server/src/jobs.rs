@@ -12,10 +12,13 @@ use tokio::sync::broadcast;
 use crate::error::{Result, ServerError};
 use crate::exec::{Executors, JobContext, JobError, TenantObjects, UploadWatcher};
 use crate::hub::SessionHub;
-use crate::store::{JobRecord, JobState, Store};
+use crate::store::{JobRecord, JobState, ReadyOutput, Store};
 
 /// A change to a job (tenant, job id): watchers re-read the job.
 pub type JobEvent = (String, String);
+
+/// A job: (tenant, job id).
+type JobKey = (String, String);
 
 /// The job manager.
 pub struct Jobs {
@@ -27,6 +30,9 @@ pub struct Jobs {
     events: broadcast::Sender<JobEvent>,
     max_concurrent: u32,
     admit: Mutex<()>,
+    /// Outputs of jobs being stored, by (tenant, job id): watchers send them
+    /// meanwhile (the job succeeds once they are stored).
+    ready: Mutex<HashMap<JobKey, Arc<[ReadyOutput]>>>,
 }
 
 impl std::fmt::Debug for Jobs {
@@ -60,6 +66,7 @@ impl Jobs {
             events,
             max_concurrent,
             admit: Mutex::new(()),
+            ready: Mutex::default(),
         });
         for (tenant, id, state, attempts) in jobs.store.unfinished_jobs()? {
             if state == JobState::Running && attempts >= max_attempts {
@@ -124,6 +131,15 @@ impl Jobs {
             .values()
             .map(|e| e.inputs_decoded_on_upload())
             .sum()
+    }
+
+    /// The outputs of a job that has computed them and is storing them.
+    pub fn ready_outputs(&self, tenant: &str, id: &str) -> Option<Arc<[ReadyOutput]>> {
+        self.ready
+            .lock()
+            .unwrap()
+            .get(&(tenant.to_string(), id.to_string()))
+            .cloned()
     }
 
     /// Subscribes to job events.
@@ -277,12 +293,21 @@ impl Jobs {
         let stored = match result {
             Ok(out) => {
                 let n = out.outputs.len();
-                let r = self.store.complete_job(
-                    tenant,
-                    id,
-                    &out.outputs,
-                    out.compute.as_micros() as u64,
-                );
+                let ready: Arc<[ReadyOutput]> = out
+                    .outputs
+                    .into_iter()
+                    .map(|(name, kind, bytes)| ReadyOutput::new(name, kind, bytes))
+                    .collect();
+                // Watchers send them while they are stored.
+                self.ready
+                    .lock()
+                    .unwrap()
+                    .insert(key.clone(), ready.clone());
+                self.notify(tenant, id);
+                let r = self
+                    .store
+                    .complete_job(tenant, id, &ready, out.compute.as_micros() as u64);
+                self.ready.lock().unwrap().remove(&key);
                 tracing::info!(%tenant, job = %id, outputs = n, compute_ms = out.compute.as_millis() as u64,
                     total_ms = t0.elapsed().as_millis() as u64, "job succeeded");
                 r

@@ -161,21 +161,29 @@ pub fn job_info(r: &JobRecord) -> JobInfo {
 /// usual 4 MiB message limit, which other clients may keep.
 pub const INLINE_OUTPUT_BYTES: usize = 2 << 20;
 
-/// A job as WatchJob sends it (a succeeded job's small outputs carry their
-/// bytes), and whether it has ended; `None` if the tenant has no such job.
+/// A job as WatchJob sends it, and whether it has ended; `None` if the
+/// tenant has no such job. Small outputs carry their bytes: in an event of
+/// their own while they are being stored, else in the final one (unless
+/// their ids are in `sent`: sent already).
 fn watched_job(
     store: &Store,
+    jobs: &Jobs,
     tenant: &str,
     id: &str,
+    sent: &std::collections::HashSet<String>,
 ) -> Result<Option<(JobInfo, bool)>, ServerError> {
     let Some(r) = store.job(tenant, id)? else {
         return Ok(None);
     };
     let mut info = job_info(&r);
-    if r.state == StoredState::Succeeded
-        && info.outputs.iter().map(|o| o.size).sum::<u64>() <= INLINE_OUTPUT_BYTES as u64
-    {
-        for o in &mut info.outputs {
+    let small =
+        |sizes: &mut dyn Iterator<Item = u64>| sizes.sum::<u64>() <= INLINE_OUTPUT_BYTES as u64;
+    if r.state == StoredState::Succeeded && small(&mut info.outputs.iter().map(|o| o.size)) {
+        for o in info
+            .outputs
+            .iter_mut()
+            .filter(|o| !sent.contains(&o.object_id))
+        {
             match store.read_blob(&o.object_id) {
                 Ok(bytes) => o.data = bytes,
                 Err(e) => {
@@ -186,6 +194,22 @@ fn watched_job(
                 }
             }
         }
+    } else if !r.state.is_final()
+        && let Some(ready) = jobs.ready_outputs(tenant, id)
+        && small(&mut ready.iter().map(|o| o.bytes.len() as u64))
+    {
+        info.progress = 1.0;
+        info.message = "storing outputs".into();
+        info.outputs = ready
+            .iter()
+            .map(|o| rpc::JobOutput {
+                name: o.name.clone(),
+                object_id: o.id.clone(),
+                kind: o.kind.clone(),
+                size: o.bytes.len() as u64,
+                data: o.bytes.clone(),
+            })
+            .collect();
     }
     Ok(Some((info, r.state.is_final())))
 }
@@ -620,14 +644,25 @@ impl Hecloud for Service {
         let id = req.into_inner().job_id;
         check_job_id(&id)?;
         let mut events = self.jobs.subscribe();
-        let store = self.store.clone();
+        let (store, jobs) = (self.store.clone(), self.jobs.clone());
         let (t, i) = (tenant.clone(), id.clone());
-        let s = store.clone();
-        let (mut last, done) = blocking(move || watched_job(&s, &t, &i))
+        let (s, j) = (store.clone(), jobs.clone());
+        let (mut last, done) = blocking(move || watched_job(&s, &j, &t, &i, &Default::default()))
             .await?
             .ok_or_else(|| Status::not_found(format!("job {id} not found")))?;
         let (tx, rx) = mpsc::channel(16);
         tokio::spawn(async move {
+            // Outputs whose bytes this stream carried.
+            let mut sent = std::collections::HashSet::new();
+            let note = |sent: &mut std::collections::HashSet<String>, info: &JobInfo| {
+                sent.extend(
+                    info.outputs
+                        .iter()
+                        .filter(|o| !o.data.is_empty())
+                        .map(|o| o.object_id.clone()),
+                )
+            };
+            note(&mut sent, &last);
             if tx.send(Ok(last.clone())).await.is_err() || done {
                 return;
             }
@@ -649,13 +684,17 @@ impl Hecloud for Service {
                 if wake == Ok(false) {
                     return;
                 }
-                let (s, t, i) = (store.clone(), tenant.clone(), id.clone());
+                let (s, j, t, i) = (store.clone(), jobs.clone(), tenant.clone(), id.clone());
+                let had = sent.clone();
                 let (info, done) =
-                    match tokio::task::spawn_blocking(move || watched_job(&s, &t, &i)).await {
+                    match tokio::task::spawn_blocking(move || watched_job(&s, &j, &t, &i, &had))
+                        .await
+                    {
                         Ok(Ok(Some(r))) => r,
                         _ => return,
                     };
                 if info != last {
+                    note(&mut sent, &info);
                     last = info.clone();
                     if tx.send(Ok(info)).await.is_err() {
                         return;

@@ -36,6 +36,32 @@ pub struct ObjectMeta {
     pub created_ms: i64,
 }
 
+/// An output of a job, computed and about to be stored.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReadyOutput {
+    /// Output name.
+    pub name: String,
+    /// Object kind.
+    pub kind: String,
+    /// Hex BLAKE3 of `bytes`: the object id it is stored under.
+    pub id: String,
+    /// Content.
+    pub bytes: Vec<u8>,
+}
+
+impl ReadyOutput {
+    /// An output named `name` of `kind` (its id is hashed here).
+    pub fn new(name: String, kind: String, bytes: Vec<u8>) -> Self {
+        let id = blake3::hash(&bytes).to_hex().to_string();
+        Self {
+            name,
+            kind,
+            id,
+            bytes,
+        }
+    }
+}
+
 /// A pending (resumable) upload.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct UploadMeta {
@@ -292,6 +318,12 @@ impl Store {
     /// [`Self::install_blob`]; returns its hex BLAKE3 and path.
     fn stage_blob(&self, bytes: &[u8]) -> Result<(String, PathBuf)> {
         let id = blake3::hash(bytes).to_hex().to_string();
+        let tmp = self.stage_blob_as(&id, bytes)?;
+        Ok((id, tmp))
+    }
+
+    /// [`Self::stage_blob`] of bytes whose hex BLAKE3 `id` is known.
+    fn stage_blob_as(&self, id: &str, bytes: &[u8]) -> Result<PathBuf> {
         let tmp = self
             .root
             .join("tmp")
@@ -303,7 +335,7 @@ impl Store {
         let mut f = File::create(&tmp)?;
         f.write_all(bytes)?;
         f.sync_all()?;
-        Ok((id, tmp))
+        Ok(tmp)
     }
 
     /// Stores `bytes` as an object of `tenant` (blob written, fsynced and
@@ -723,27 +755,25 @@ impl Store {
         &self,
         tenant: &str,
         id: &str,
-        outputs: &[(String, String, Vec<u8>)],
+        outputs: &[ReadyOutput],
         compute_us: u64,
     ) -> Result<()> {
         // Written and fsynced before taking the lock; installed under it.
         let staged = outputs
             .iter()
-            .map(|(_, _, bytes)| self.stage_blob(bytes))
+            .map(|o| self.stage_blob_as(&o.id, &o.bytes))
             .collect::<Result<Vec<_>>>()?;
         let mut db = self.db();
-        let mut ids = Vec::with_capacity(staged.len());
-        for (oid, tmp) in staged {
-            self.install_blob(&db, &tmp, &oid)?;
-            ids.push(oid);
+        for (o, tmp) in outputs.iter().zip(&staged) {
+            self.install_blob(&db, tmp, &o.id)?;
         }
         let tx = db.transaction()?;
         let now = now_ms();
-        for (pos, ((name, kind, bytes), oid)) in outputs.iter().zip(&ids).enumerate() {
-            record_object(&tx, tenant, oid, kind, bytes.len() as u64, now)?;
+        for (pos, o) in outputs.iter().enumerate() {
+            record_object(&tx, tenant, &o.id, &o.kind, o.bytes.len() as u64, now)?;
             tx.execute(
                 "INSERT OR REPLACE INTO job_outputs(tenant,job,pos,name,object) VALUES(?1,?2,?3,?4,?5)",
-                params![tenant, id, pos as i64, name, oid],
+                params![tenant, id, pos as i64, o.name, o.id],
             )?;
         }
         tx.execute(
