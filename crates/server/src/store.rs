@@ -12,7 +12,7 @@
 //! ([`Store::expire_uploads`]).
 
 use std::fs::{self, File};
-use std::io::{Read, Write};
+use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -328,13 +328,12 @@ impl Store {
             .root
             .join("tmp")
             .join(format!("{id}.{}", hex::encode(rand_bytes::<8>())));
-        // Through the page cache, unlike upload parts: this is how job
-        // outputs are stored, and their client downloads them right away.
-        // (Written directly, the store took 2 ms less and the download from
-        // the device 1 ms more.)
-        let mut f = File::create(&tmp)?;
-        f.write_all(bytes)?;
-        f.sync_all()?;
+        // Direct, as upload parts are (see `part`): job outputs reach their
+        // watchers from memory, not from this file. (Through the page cache,
+        // storing a 1 MB output took 2 ms more.)
+        let mut f = PartWriter::open(&tmp, 0)?;
+        f.write(bytes)?;
+        f.finish()?;
         Ok(tmp)
     }
 
