@@ -74,14 +74,10 @@ impl TenantObjects {
     /// Metadata of one of the tenant's objects, stored or arrived.
     pub fn meta(&self, id: &str) -> Result<ObjectMeta, JobError> {
         let mut found = None;
+        // Arrivals first: one being stored holds the store's lock for its
+        // commit, and is removed from the arrivals only once committed.
         let look = |found: &mut Option<ObjectMeta>| -> Result<bool, JobError> {
-            if let Some(m) = self
-                .store
-                .object(&self.tenant, id)
-                .map_err(|e| JobError::Failed(e.to_string()))?
-            {
-                *found = Some(m);
-            } else if let Some(a) = self.store.arrivals().get(&self.tenant, id) {
+            if let Some(a) = self.store.arrivals().get(&self.tenant, id) {
                 self.arriving
                     .lock()
                     .unwrap()
@@ -92,6 +88,11 @@ impl TenantObjects {
                     size: a.size,
                     created_ms: crate::store::now_ms(),
                 });
+            } else {
+                *found = self
+                    .store
+                    .object(&self.tenant, id)
+                    .map_err(|e| JobError::Failed(e.to_string()))?;
             }
             Ok(found.is_some())
         };
