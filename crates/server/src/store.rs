@@ -14,7 +14,7 @@
 use std::fs::{self, File};
 use std::io::Read;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use rusqlite::{Connection, OptionalExtension, params};
@@ -151,6 +151,11 @@ pub struct JobRecord {
 pub struct Store {
     root: PathBuf,
     db: Mutex<Connection>,
+    /// Held to install or remove a blob file, and across the metadata
+    /// commit that follows an install (taken before `db`). Kept apart from
+    /// `db` so that the directory fsync of an install holds up no other
+    /// metadata work (a job being started, a lookup).
+    blobs: Mutex<()>,
     arrivals: Arc<Arrivals>,
 }
 
@@ -220,6 +225,7 @@ impl Store {
         let store = Self {
             root: root.to_path_buf(),
             db: Mutex::new(db),
+            blobs: Mutex::new(()),
             arrivals: Arc::default(),
         };
         store.remove_orphan_parts()?;
@@ -260,7 +266,11 @@ impl Store {
         &self.root
     }
 
-    fn db(&self) -> std::sync::MutexGuard<'_, Connection> {
+    fn lock_blobs(&self) -> MutexGuard<'_, ()> {
+        self.blobs.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn db(&self) -> MutexGuard<'_, Connection> {
         self.db.lock().unwrap_or_else(|p| p.into_inner())
     }
 
@@ -297,11 +307,11 @@ impl Store {
     /// Moves a complete, fsynced file into the blob store (atomic rename +
     /// directory fsync). An existing blob with the same hash is kept.
     ///
-    /// `_locked` is the metadata connection, borrowed from its lock: the
-    /// caller records the object before letting it go, so `delete_object`
-    /// (which removes a blob no object refers to, under the same lock)
-    /// cannot remove the blob between this check and that record.
-    fn install_blob(&self, _locked: &Connection, file: &Path, id: &str) -> Result<()> {
+    /// `_locked` is the blob lock, held: the caller records the object
+    /// before letting it go, so `delete_object` (which removes a blob no
+    /// object refers to, under the same lock) cannot remove the blob
+    /// between this check and that record.
+    fn install_blob(&self, _locked: &MutexGuard<'_, ()>, file: &Path, id: &str) -> Result<()> {
         let dest = self.blob_path(id);
         let dir = dest.parent().expect("blob path has a parent");
         fs::create_dir_all(dir)?;
@@ -342,9 +352,9 @@ impl Store {
     pub fn put_object(&self, tenant: &str, kind: &str, bytes: &[u8]) -> Result<ObjectMeta> {
         let (id, tmp) = self.stage_blob(bytes)?;
         {
-            let db = self.db();
-            self.install_blob(&db, &tmp, &id)?;
-            record_object(&db, tenant, &id, kind, bytes.len() as u64, now_ms())?;
+            let blobs = self.lock_blobs();
+            self.install_blob(&blobs, &tmp, &id)?;
+            record_object(&self.db(), tenant, &id, kind, bytes.len() as u64, now_ms())?;
         }
         self.recorded_object(tenant, &id)
     }
@@ -411,6 +421,7 @@ impl Store {
         let Some(meta) = self.object(tenant, id)? else {
             return Ok(None);
         };
+        let _blobs = self.lock_blobs();
         let db = self.db();
         db.execute(
             "DELETE FROM objects WHERE tenant=?1 AND id=?2",
@@ -531,8 +542,9 @@ impl Store {
             )));
         }
         {
+            let blobs = self.lock_blobs();
+            self.install_blob(&blobs, &part, &got)?;
             let mut db = self.db();
-            self.install_blob(&db, &part, &got)?;
             let tx = db.transaction()?;
             record_object(&tx, tenant, &got, &meta.kind, meta.total, now_ms())?;
             tx.execute(
@@ -762,10 +774,11 @@ impl Store {
             .iter()
             .map(|o| self.stage_blob_as(&o.id, &o.bytes))
             .collect::<Result<Vec<_>>>()?;
-        let mut db = self.db();
+        let blobs = self.lock_blobs();
         for (o, tmp) in outputs.iter().zip(&staged) {
-            self.install_blob(&db, tmp, &o.id)?;
+            self.install_blob(&blobs, tmp, &o.id)?;
         }
+        let mut db = self.db();
         let tx = db.transaction()?;
         let now = now_ms();
         for (pos, o) in outputs.iter().enumerate() {
