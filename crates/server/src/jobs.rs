@@ -206,6 +206,9 @@ impl Jobs {
             .ok_or_else(|| ServerError::Precondition("server is shutting down".into()))?;
         tx.send((tenant.into(), rec.id.clone()))
             .map_err(|_| ServerError::Precondition("server is shutting down".into()))?;
+        drop(q);
+        // The job may start meanwhile; it is acknowledged once durable.
+        self.store.sync_metadata()?;
         Ok(rec)
     }
 
