@@ -545,6 +545,17 @@ async fn small_ckks(client: &Client) -> (Arc<CkksParameters>, KeySet, ObjectId) 
     (params, keys, spec.id())
 }
 
+/// `values` encoded at the top level, encrypted and serialized.
+fn encrypted(params: &Arc<CkksParameters>, keys: &KeySet, values: &[f64]) -> Vec<u8> {
+    let enc = Encoder::new(params);
+    keys.encrypt(
+        &enc.encode_real(values, params.max_level(), params.default_scale())
+            .unwrap(),
+    )
+    .unwrap()
+    .to_bytes()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn ckks_graph_jobs_match_plaintext_and_bad_graphs_are_refused() {
     let s = server(Quota::default(), 2).await;
@@ -613,13 +624,7 @@ async fn ckks_graph_jobs_match_plaintext_and_bad_graphs_are_refused() {
     }
     // A graph that needs a rotation key the session lacks is refused up front.
     let values = workload::random_values(4);
-    let ct = keys
-        .encrypt(
-            &enc.encode_real(&values, params.max_level(), params.default_scale())
-                .unwrap(),
-        )
-        .unwrap()
-        .to_bytes();
+    let ct = encrypted(&params, &keys, &values);
     let id = ObjectId::of(&ct);
     alice
         .upload("ckks.ciphertext", Arc::new(ct), None)
@@ -659,13 +664,7 @@ async fn ckks_graph_jobs_match_plaintext_and_bad_graphs_are_refused() {
     // limb (128 bits set cover one whole), sent in small chunks: the decoder
     // watching the upload fails mid-stream, and the job's own decode says
     // why.
-    let mut bad = keys
-        .encrypt(
-            &enc.encode_real(&values, params.max_level(), params.default_scale())
-                .unwrap(),
-        )
-        .unwrap()
-        .to_bytes();
+    let mut bad = encrypted(&params, &keys, &values);
     let at = bad.len() - 24;
     bad[at..at + 16].fill(0xff);
     let o = alice
@@ -696,13 +695,7 @@ async fn a_job_submitted_while_its_input_uploads_starts_once_the_bytes_are_in() 
     let (params, keys, session) = small_ckks(&alice).await;
     let enc = Encoder::new(&params);
     let values = workload::random_values(8);
-    let ct = keys
-        .encrypt(
-            &enc.encode_real(&values, params.max_level(), params.default_scale())
-                .unwrap(),
-        )
-        .unwrap()
-        .to_bytes();
+    let ct = encrypted(&params, &keys, &values);
     let id = ObjectId::of(&ct);
     let job = workload::statistics_graph(session, id, values.len());
 

@@ -176,9 +176,8 @@ fn watched_job(
         return Ok(None);
     };
     let mut info = job_info(&r);
-    let small =
-        |sizes: &mut dyn Iterator<Item = u64>| sizes.sum::<u64>() <= INLINE_OUTPUT_BYTES as u64;
-    if r.state == StoredState::Succeeded && small(&mut info.outputs.iter().map(|o| o.size)) {
+    let small = |total: u64| total <= INLINE_OUTPUT_BYTES as u64;
+    if r.state == StoredState::Succeeded && small(info.outputs.iter().map(|o| o.size).sum()) {
         for o in info
             .outputs
             .iter_mut()
@@ -196,7 +195,7 @@ fn watched_job(
         }
     } else if !r.state.is_final()
         && let Some(ready) = jobs.ready_outputs(tenant, id)
-        && small(&mut ready.iter().map(|o| o.bytes.len() as u64))
+        && small(ready.iter().map(|o| o.bytes.len() as u64).sum())
     {
         info.progress = 1.0;
         info.message = "storing outputs".into();
