@@ -689,7 +689,11 @@ async fn ckks_graph_jobs_match_plaintext_and_bad_graphs_are_refused() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_job_submitted_while_its_input_uploads_starts_once_the_bytes_are_in() {
-    let s = server(Quota::default(), 2).await;
+    let quota = Quota {
+        max_concurrent_jobs: 2,
+        ..Quota::default()
+    };
+    let s = server(quota, 2).await;
     let alice = connect(&s, ALICE).await;
     let bob = connect(&s, BOB).await;
     let (params, keys, session) = small_ckks(&alice).await;
@@ -743,6 +747,27 @@ async fn a_job_submitted_while_its_input_uploads_starts_once_the_bytes_are_in() 
             .await
             .is_err()
     );
+    // As many may wait as jobs may be in flight (two here).
+    let second = {
+        let (alice, spec) = (alice.clone(), job.encode());
+        tokio::spawn(async move {
+            alice
+                .submit_awaiting_inputs(rpc::JOB_KIND_GRAPH, spec, "", Duration::from_secs(20))
+                .await
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let (c, m) = code(
+        alice
+            .submit_awaiting_inputs(
+                rpc::JOB_KIND_GRAPH,
+                job.encode(),
+                "",
+                Duration::from_secs(20),
+            )
+            .await,
+    );
+    assert_eq!(c, Code::ResourceExhausted, "{m}");
     tx.send(UploadChunk {
         header: None,
         offset: cut as u64,
@@ -754,8 +779,12 @@ async fn a_job_submitted_while_its_input_uploads_starts_once_the_bytes_are_in() 
     let info = submit.await.unwrap();
     let stored = upload.await.unwrap().unwrap().into_inner();
     assert_eq!(stored.object_id, id.to_hex());
+    let second = second.await.unwrap().unwrap();
+    let again = alice.wait(&second.job_id, &|_| {}).await.unwrap();
+    assert_eq!(again.state, JobState::Succeeded as i32, "{}", again.error);
     let done = alice.wait(&info.job_id, &|_| {}).await.unwrap();
     assert_eq!(done.state, JobState::Succeeded as i32, "{}", done.error);
+    assert_eq!(again.outputs, done.outputs);
     let out = workload::output(&alice, &done, "mean").await.unwrap();
     let c = hecloud_rlwe::Ciphertext::from_bytes(params.rlwe(), &out).unwrap();
     let mean = enc.decode_real(&keys.decrypt(&c).unwrap()).unwrap()[0];

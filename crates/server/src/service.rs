@@ -42,6 +42,50 @@ pub struct Service {
     max_chunk: u32,
     /// Bytes of uploads watched by executors (see `upload`).
     kept_bytes: Arc<AtomicU64>,
+    /// Submissions waiting for their inputs, per tenant (each holds a
+    /// blocking thread while it waits).
+    waiting: Arc<std::sync::Mutex<HashMap<String, u32>>>,
+}
+
+/// A tenant's place among the submissions waiting for inputs, given back
+/// when dropped.
+struct Waiting {
+    count: Arc<std::sync::Mutex<HashMap<String, u32>>>,
+    tenant: String,
+}
+
+impl Waiting {
+    /// A place, if the tenant has fewer than `max` waiting.
+    fn enter(
+        count: &Arc<std::sync::Mutex<HashMap<String, u32>>>,
+        tenant: &str,
+        max: u32,
+    ) -> Result<Self, Status> {
+        let mut c = count.lock().unwrap();
+        let n = c.entry(tenant.to_string()).or_default();
+        if *n >= max {
+            return Err(Status::resource_exhausted(format!(
+                "{max} submissions waiting for their inputs at most"
+            )));
+        }
+        *n += 1;
+        Ok(Self {
+            count: count.clone(),
+            tenant: tenant.to_string(),
+        })
+    }
+}
+
+impl Drop for Waiting {
+    fn drop(&mut self) {
+        let mut c = self.count.lock().unwrap();
+        if let Some(n) = c.get_mut(&self.tenant) {
+            *n -= 1;
+            if *n == 0 {
+                c.remove(&self.tenant);
+            }
+        }
+    }
 }
 
 /// Most bytes of uploads watched by executors at once (what they hold of
@@ -244,6 +288,7 @@ impl Service {
             quota: config.quota,
             max_chunk: config.max_chunk_bytes,
             kept_bytes: Arc::default(),
+            waiting: Arc::default(),
         }
     }
 
@@ -616,8 +661,16 @@ impl Hecloud for Service {
         }
         let jobs = self.jobs.clone();
         let wait = Duration::from_millis(u64::from(r.await_inputs_ms).min(MAX_AWAIT_INPUTS_MS));
-        let rec =
-            blocking(move || jobs.submit(&tenant, &r.kind, &r.spec, &r.client_ref, wait)).await?;
+        // As many waiting as jobs in flight; held until the blocking work
+        // ends, even if the client goes away.
+        let place = (!wait.is_zero())
+            .then(|| Waiting::enter(&self.waiting, &tenant, self.quota.max_concurrent_jobs))
+            .transpose()?;
+        let rec = blocking(move || {
+            let _place = place;
+            jobs.submit(&tenant, &r.kind, &r.spec, &r.client_ref, wait)
+        })
+        .await?;
         Ok(Response::new(job_info(&rec)))
     }
 
