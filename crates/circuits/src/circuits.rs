@@ -146,40 +146,8 @@ pub fn compress_columns<E: BitEngine>(
     let width = columns.len();
     let max_height = max_height.max(2);
     while columns.iter().any(|c| c.len() > max_height) {
-        // Plan this stage's counters: (column, first index, count).
-        let mut groups: Vec<(usize, usize, usize)> = Vec::new();
-        for (c, col) in columns.iter().enumerate() {
-            if col.len() <= max_height {
-                continue;
-            }
-            let (mut start, mut rem) = (0, col.len());
-            // Slightly too tall: each full adder lowers every such column by one
-            // per stage (−3 bits, +1 sum, +1 carry from below) for one bootstrap.
-            let excess = col.len() - max_height;
-            if excess <= 3 && col.len() >= 3 * excess {
-                for i in 0..excess {
-                    groups.push((c, 3 * i, 3));
-                }
-                continue;
-            }
-            while rem >= 3 {
-                let top = width - c; // outputs that still fit
-                let k = if top <= 1 {
-                    rem.min(15)
-                } else if rem >= 15 {
-                    15
-                } else if rem >= 11 || (4..=7).contains(&rem) {
-                    rem
-                } else if rem >= 8 {
-                    7
-                } else {
-                    3
-                };
-                groups.push((c, start, k));
-                start += k;
-                rem -= k;
-            }
-        }
+        let heights: Vec<usize> = columns.iter().map(Vec::len).collect();
+        let groups = plan_stage(&heights, max_height);
         let ops = groups
             .iter()
             .map(|&(c, s, k)| {
@@ -211,10 +179,51 @@ pub fn compress_columns<E: BitEngine>(
     Ok(columns)
 }
 
+/// One stage of [`compress_columns`] planned from the column heights alone
+/// (so that [`crate::bound`] counts it without wires): `(column, first
+/// index, count)` of each counter. `max_height` must be at least 2.
+pub(crate) fn plan_stage(heights: &[usize], max_height: usize) -> Vec<(usize, usize, usize)> {
+    let width = heights.len();
+    let mut groups: Vec<(usize, usize, usize)> = Vec::new();
+    for (c, &height) in heights.iter().enumerate() {
+        if height <= max_height {
+            continue;
+        }
+        let (mut start, mut rem) = (0, height);
+        // Slightly too tall: each full adder lowers every such column by one
+        // per stage (−3 bits, +1 sum, +1 carry from below) for one bootstrap.
+        let excess = height - max_height;
+        if excess <= 3 && height >= 3 * excess {
+            for i in 0..excess {
+                groups.push((c, 3 * i, 3));
+            }
+            continue;
+        }
+        while rem >= 3 {
+            let top = width - c; // outputs that still fit
+            let k = if top <= 1 {
+                rem.min(15)
+            } else if rem >= 15 {
+                15
+            } else if rem >= 11 || (4..=7).contains(&rem) {
+                rem
+            } else if rem >= 8 {
+                7
+            } else {
+                3
+            };
+            groups.push((c, start, k));
+            start += k;
+            rem -= k;
+        }
+    }
+    groups
+}
+
 /// Which nodes of a Kogge–Stone prefix over `n` positions are needed so that
 /// the prefixes at positions `required` are complete: `levels[l][p]` is true
 /// when position `p` is combined at level `l` (distance 2^l).
-fn kogge_stone_schedule(n: usize, required: &[usize]) -> Vec<Vec<bool>> {
+pub(crate) fn kogge_stone_schedule(n: usize, required: &[usize]) -> Vec<Vec<bool>> {
     let mut dists = Vec::new();
     let mut d = 1;
     while d < n {
@@ -245,7 +254,7 @@ fn kogge_stone_schedule(n: usize, required: &[usize]) -> Vec<Vec<bool>> {
 /// The adder [`AdderKind::Auto`] picks: carry chains below 8 threads (two
 /// bootstraps per layer already fill the machine, and they need the fewest
 /// bootstraps), Kogge–Stone from 8 threads on (shallower).
-fn auto_kind(threads: usize) -> AdderKind {
+pub(crate) fn auto_kind(threads: usize) -> AdderKind {
     if threads >= 8 {
         AdderKind::KoggeStone
     } else {
@@ -304,8 +313,18 @@ fn ripple_columns<E: BitEngine>(
 /// Digit plan of a ripple lane: `(first column, columns)` per digit, two
 /// columns where the lookup input (with the carry bound so far) fits.
 fn plan_digits<C>(cols: &[Vec<&Wire<C>>], cin: bool) -> Result<Vec<(usize, usize)>> {
-    let width = cols.len();
-    let mut digits: Vec<(usize, usize)> = Vec::new();
+    let heights: Vec<usize> = cols.iter().map(Vec::len).collect();
+    Ok(plan_digit_heights(&heights, cin)?
+        .into_iter()
+        .map(|(lo, k, _)| (lo, k))
+        .collect())
+}
+
+/// [`plan_digits`] from the column heights alone (bits of value ≤ 1):
+/// `(first column, columns, largest lookup input)` per digit.
+pub(crate) fn plan_digit_heights(heights: &[usize], cin: bool) -> Result<Vec<(usize, usize, u64)>> {
+    let width = heights.len();
+    let mut digits: Vec<(usize, usize, u64)> = Vec::new();
     let (mut lo, mut carry_max, mut carry_noise) = (0usize, u64::from(cin), 0u64);
     while lo < width {
         let fits = |k: usize| -> Option<u64> {
@@ -314,7 +333,7 @@ fn plan_digits<C>(cols: &[Vec<&Wire<C>>], cin: bool) -> Result<Vec<(usize, usize
             }
             let (mut v, mut n) = (carry_max, carry_noise);
             for i in 0..k {
-                let h = cols[lo + i].len() as u64;
+                let h = heights[lo + i] as u64;
                 v += h << i;
                 n += h << (2 * i);
             }
@@ -326,12 +345,12 @@ fn plan_digits<C>(cols: &[Vec<&Wire<C>>], cin: bool) -> Result<Vec<(usize, usize
             (None, None) => {
                 return Err(CircuitError::OutOfPlaintextSpace {
                     min: 0,
-                    max: (cols[lo].len() as u64 + carry_max) as i64,
+                    max: (heights[lo] as u64 + carry_max) as i64,
                     space: crate::PLAINTEXT_SPACE,
                 });
             }
         };
-        digits.push((lo, k));
+        digits.push((lo, k, vmax));
         carry_max = vmax >> k;
         carry_noise = 1;
         lo += k;
@@ -453,6 +472,16 @@ fn ripple_lanes<E: BitEngine>(
         .collect()
 }
 
+/// Lanes of one round of [`sum_by_carry_chains`] over `r` rows (sizes as
+/// even as possible, the first `r % groups` one row taller).
+pub(crate) fn chain_groups(r: usize) -> usize {
+    if r <= RIPPLE_MAX_ROWS {
+        1
+    } else {
+        r.div_ceil(RIPPLE_MAX_BIT_ROWS)
+    }
+}
+
 /// Sum of many rows by carry chains: rows are split into groups of at most
 /// [`RIPPLE_MAX_BIT_ROWS`] (or one group of up to [`RIPPLE_MAX_ROWS`], added
 /// over 2-bit digits), each group becomes one row through a ripple lane, all
@@ -464,11 +493,7 @@ fn sum_by_carry_chains<E: BitEngine>(
 ) -> Result<Vec<WireOf<E>>> {
     while rows.len() > 1 {
         let r = rows.len();
-        let groups = if r <= RIPPLE_MAX_ROWS {
-            1
-        } else {
-            r.div_ceil(RIPPLE_MAX_BIT_ROWS)
-        };
+        let groups = chain_groups(r);
         let mut lanes: Vec<Vec<Vec<&WireOf<E>>>> = Vec::with_capacity(groups);
         let mut start = 0;
         for g in 0..groups {

@@ -20,9 +20,13 @@
 //! Independent lookups are submitted together as one *layer*
 //! ([`BitEngine::eval_layer`]); an engine may evaluate a layer in parallel.
 //! Engines count bootstraps and layers ([`Stats`]).
+//!
+//! A long circuit is stopped from outside through a cancellation flag:
+//! [`Cancellable`] runs any engine with one, and every layer then reads it
+//! first ([`BitEngine::eval_layer_cancellable`]).
 
 use crate::error::{CircuitError, Result};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 /// Size of the plaintext space of a wire: values `0..16`.
 pub const PLAINTEXT_SPACE: u64 = 16;
@@ -248,8 +252,7 @@ pub fn plan<C>(op: &LutOp<'_, C>) -> Result<Plan> {
             budget: NOISE_BUDGET,
         });
     }
-    // A many-LUT bootstrap with k tables needs inputs < 16 / k (and k ≤ 8).
-    let per = ((PLAINTEXT_SPACE / (hi + 1)) as usize).clamp(1, 8).min(n);
+    let (per, bootstraps) = lut_grouping(hi, n);
     let out_max = op
         .luts
         .iter()
@@ -259,9 +262,19 @@ pub fn plan<C>(op: &LutOp<'_, C>) -> Result<Plan> {
         min: lo,
         max: hi,
         per_bootstrap: per,
-        bootstraps: n.div_ceil(per),
+        bootstraps,
         out_max,
     })
+}
+
+/// Tables per bootstrap and bootstraps for `luts` tables (≥ 1) on inputs up
+/// to `hi`: a many-LUT bootstrap with k tables needs inputs < 16 / k (and k ≤ 8).
+pub(crate) fn lut_grouping(hi: u64, luts: usize) -> (usize, usize) {
+    let per = ((PLAINTEXT_SPACE / (hi + 1)) as usize)
+        .clamp(1, MAX_LUTS_PER_OP)
+        .min(luts)
+        .max(1);
+    (per, luts.div_ceil(per))
 }
 
 /// Counters of work done by an engine.
@@ -371,6 +384,44 @@ pub trait BitEngine: Sync {
         rayon::current_num_threads()
     }
 
+    /// [`eval_layer`](Self::eval_layer) that gives up with
+    /// [`CircuitError::Cancelled`] once `cancel` is raised. The flag is read
+    /// before the layer; an engine whose layers take long also reads it
+    /// within (the TFHE engine before every bootstrap). A layer given up
+    /// part-way is not counted in [`stats`](Self::stats).
+    fn eval_layer_cancellable(
+        &self,
+        ops: &[LutOp<'_, Self::Ct>],
+        cancel: &AtomicBool,
+    ) -> Result<Vec<Vec<WireOf<Self>>>> {
+        // Relaxed: the flag publishes no data, it only has to be seen eventually.
+        if cancel.load(Ordering::Relaxed) {
+            return Err(CircuitError::Cancelled);
+        }
+        self.eval_layer(ops)
+    }
+
+    /// This engine with a cancellation flag: every circuit run on the result
+    /// stops at its next layer (or bootstrap, on TFHE) once `cancel` is raised.
+    ///
+    /// ```
+    /// use std::sync::atomic::AtomicBool;
+    /// use hecloud_circuits::{circuits::{self, AdderKind, SumMode}, BitEngine, CircuitError, ClearEngine, EncryptedUint};
+    /// let e = ClearEngine::new();
+    /// let xs: Vec<_> = (0..8).map(|v| EncryptedUint::encrypt_u128(&e, v, 8)).collect::<Result<_, _>>()?;
+    /// let cancel = AtomicBool::new(true);
+    /// let r = circuits::sum(&e.with_cancel(&cancel), &xs, SumMode::Full, AdderKind::Auto);
+    /// assert_eq!(r.unwrap_err(), CircuitError::Cancelled);
+    /// assert_eq!(e.stats().bootstraps, 0);
+    /// # Ok::<(), CircuitError>(())
+    /// ```
+    fn with_cancel<'a>(&'a self, cancel: &'a AtomicBool) -> Cancellable<'a, Self>
+    where
+        Self: Sized,
+    {
+        Cancellable::new(self, cancel)
+    }
+
     /// Encrypts a bit (client side).
     fn encrypt_bit(&self, b: bool) -> Result<WireOf<Self>> {
         self.encrypt_value(u64::from(b), 1)
@@ -450,6 +501,91 @@ pub trait BitEngine: Sync {
     /// (7,3) counter two, a (15,4) counter four).
     fn counter(&self, bits: &[&WireOf<Self>]) -> Result<Vec<WireOf<Self>>> {
         self.lookup(counter_op(bits)?)
+    }
+}
+
+/// An engine run under a cancellation flag: the same wires, keys and
+/// counters as the engine it borrows, but every layer first reads the flag
+/// ([`BitEngine::eval_layer_cancellable`]) and fails with
+/// [`CircuitError::Cancelled`] once it is raised. One is made per computation
+/// (it borrows both), so the engine itself stays shareable between jobs.
+#[derive(Debug)]
+pub struct Cancellable<'a, E> {
+    engine: &'a E,
+    cancel: &'a AtomicBool,
+}
+
+// By hand: derived impls would require `E: Clone`, but only references are copied.
+impl<E> Clone for Cancellable<'_, E> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<E> Copy for Cancellable<'_, E> {}
+
+impl<'a, E: BitEngine> Cancellable<'a, E> {
+    /// `engine` under `cancel`.
+    pub fn new(engine: &'a E, cancel: &'a AtomicBool) -> Self {
+        Self { engine, cancel }
+    }
+
+    /// The engine underneath.
+    pub fn engine(&self) -> &'a E {
+        self.engine
+    }
+
+    /// Whether the flag is raised.
+    pub fn is_cancelled(&self) -> bool {
+        self.cancel.load(Ordering::Relaxed)
+    }
+}
+
+impl<E: BitEngine> BitEngine for Cancellable<'_, E> {
+    type Ct = E::Ct;
+
+    fn name(&self) -> &'static str {
+        self.engine.name()
+    }
+
+    fn encrypt_value(&self, v: u64, max: u64) -> Result<WireOf<Self>> {
+        self.engine.encrypt_value(v, max)
+    }
+
+    fn decrypt_value(&self, w: &WireOf<Self>) -> Result<u64> {
+        self.engine.decrypt_value(w)
+    }
+
+    fn constant(&self, v: u64) -> WireOf<Self> {
+        self.engine.constant(v)
+    }
+
+    fn linear(&self, expr: &Expr<'_, Self::Ct>) -> Result<WireOf<Self>> {
+        self.engine.linear(expr)
+    }
+
+    fn eval_layer(&self, ops: &[LutOp<'_, Self::Ct>]) -> Result<Vec<Vec<WireOf<Self>>>> {
+        self.engine.eval_layer_cancellable(ops, self.cancel)
+    }
+
+    fn stats(&self) -> Stats {
+        self.engine.stats()
+    }
+
+    fn threads(&self) -> usize {
+        self.engine.threads()
+    }
+
+    fn eval_layer_cancellable(
+        &self,
+        ops: &[LutOp<'_, Self::Ct>],
+        cancel: &AtomicBool,
+    ) -> Result<Vec<Vec<WireOf<Self>>>> {
+        // Nested flags: either one stops the layer.
+        if cancel.load(Ordering::Relaxed) {
+            return Err(CircuitError::Cancelled);
+        }
+        self.eval_layer(ops)
     }
 }
 

@@ -80,6 +80,11 @@ pub enum CircuitError {
     /// Encryption or decryption was asked of an engine that holds no client key.
     #[error("this engine holds no client key (server side only)")]
     NoClientKey,
+    /// The cancellation flag of the computation was raised (see
+    /// [`crate::Cancellable`]); the circuit stopped at a layer boundary, or
+    /// part-way through a layer on engines that check within layers.
+    #[error("cancelled")]
+    Cancelled,
 }
 
 /// Result alias of this crate.

@@ -13,6 +13,11 @@
 //! * [`TfheEngine`]: TFHE-rs shortint ciphertexts (see [`tfhe_engine`] for the
 //!   parameter choice: 128-bit security, p_fail ≤ 2^-128).
 //!
+//! Any engine runs under a cancellation flag through [`Cancellable`]
+//! ([`BitEngine::with_cancel`]): a circuit then stops with
+//! [`CircuitError::Cancelled`] at its next layer. [`bound`] bounds a
+//! circuit's bootstraps from its shape, without running it.
+//!
 //! ```
 //! use hecloud_circuits::{circuits::{self, AdderKind, SumMode}, with_cost, BitEngine, ClearEngine, EncryptedUint};
 //! let e = ClearEngine::new();
@@ -25,6 +30,7 @@
 //! ```
 #![deny(missing_docs)]
 
+pub mod bound;
 pub mod circuits;
 pub mod clear;
 pub mod demo;
@@ -36,8 +42,8 @@ pub mod uint;
 pub use circuits::with_cost;
 pub use clear::ClearEngine;
 pub use engine::{
-    BitEngine, Expr, Lut, LutOp, MAX_LUTS_PER_OP, NOISE_BUDGET, PLAINTEXT_SPACE, Plan, Stats, Wire,
-    WireOf, plan,
+    BitEngine, Cancellable, Expr, Lut, LutOp, MAX_LUTS_PER_OP, NOISE_BUDGET, PLAINTEXT_SPACE, Plan,
+    Stats, Wire, WireOf, plan,
 };
 pub use error::{CircuitError, Result};
 pub use tfhe_engine::{TFHE_PARAMS, TfheEngine};

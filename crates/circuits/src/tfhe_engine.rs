@@ -26,6 +26,7 @@ use crate::engine::{
 use crate::error::{CircuitError, Result};
 use rayon::prelude::*;
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, RwLock};
 use tfhe::shortint::ciphertext::{Degree, NoiseLevel};
 use tfhe::shortint::server_key::{LookupTableOwned, ManyLookupTableOwned};
@@ -177,6 +178,62 @@ impl TfheEngine {
             Table::Many(t) => self.server_key().apply_many_lookup_table(input, t),
         }
     }
+
+    /// One layer; with a flag, it is read before every bootstrap, since one
+    /// wide layer (the first stage of a counter tree over thousands of
+    /// operands) may hold minutes of bootstraps.
+    fn run_layer(
+        &self,
+        ops: &[LutOp<'_, Ciphertext>],
+        cancel: Option<&AtomicBool>,
+    ) -> Result<Vec<Vec<WireOf<Self>>>> {
+        let cancelled = || cancel.is_some_and(|c| c.load(Ordering::Relaxed));
+        if cancelled() {
+            return Err(CircuitError::Cancelled);
+        }
+        let plans: Vec<Plan> = ops.iter().map(plan).collect::<Result<_>>()?;
+        // Linear combinations are cheap (a few thousand additions): computed here.
+        let inputs: Vec<Ciphertext> = ops
+            .iter()
+            .zip(&plans)
+            .map(|(op, p)| self.combine(&op.expr, p.max))
+            .collect();
+        // One job per bootstrap, all run in parallel.
+        let jobs: Vec<(usize, usize)> = plans
+            .iter()
+            .enumerate()
+            .flat_map(|(i, p)| (0..p.bootstraps).map(move |g| (i, g)))
+            .collect();
+        let run = |&(i, g): &(usize, usize)| {
+            if cancelled() {
+                return None;
+            }
+            let per = plans[i].per_bootstrap;
+            let luts = &ops[i].luts[g * per..((g + 1) * per).min(ops[i].luts.len())];
+            Some(self.run_group(&inputs[i], luts))
+        };
+        // A lone bootstrap runs on the calling thread: handing it to the pool
+        // costs a wake-up and a cold worker cache for no parallelism.
+        let results: Option<Vec<Vec<Ciphertext>>> = if jobs.len() == 1 {
+            jobs.iter().map(run).collect()
+        } else {
+            jobs.par_iter().map(run).collect()
+        };
+        let results = results.ok_or(CircuitError::Cancelled)?;
+        let mut out: Vec<Vec<WireOf<Self>>> = plans
+            .iter()
+            .map(|p| Vec::with_capacity(p.out_max.len()))
+            .collect();
+        for (&(i, _), cts) in jobs.iter().zip(results) {
+            let k = out[i].len();
+            for (j, ct) in cts.into_iter().enumerate() {
+                let m = plans[i].out_max[k + j];
+                out[i].push(Wire::from_parts(ct, m, 1));
+            }
+        }
+        self.stats.record(&plans);
+        Ok(out)
+    }
 }
 
 impl BitEngine for TfheEngine {
@@ -229,44 +286,15 @@ impl BitEngine for TfheEngine {
     }
 
     fn eval_layer(&self, ops: &[LutOp<'_, Ciphertext>]) -> Result<Vec<Vec<WireOf<Self>>>> {
-        let plans: Vec<Plan> = ops.iter().map(plan).collect::<Result<_>>()?;
-        // Linear combinations are cheap (a few thousand additions): computed here.
-        let inputs: Vec<Ciphertext> = ops
-            .iter()
-            .zip(&plans)
-            .map(|(op, p)| self.combine(&op.expr, p.max))
-            .collect();
-        // One job per bootstrap, all run in parallel.
-        let jobs: Vec<(usize, usize)> = plans
-            .iter()
-            .enumerate()
-            .flat_map(|(i, p)| (0..p.bootstraps).map(move |g| (i, g)))
-            .collect();
-        let run = |&(i, g): &(usize, usize)| {
-            let per = plans[i].per_bootstrap;
-            let luts = &ops[i].luts[g * per..((g + 1) * per).min(ops[i].luts.len())];
-            self.run_group(&inputs[i], luts)
-        };
-        // A lone bootstrap runs on the calling thread: handing it to the pool
-        // costs a wake-up and a cold worker cache for no parallelism.
-        let results: Vec<Vec<Ciphertext>> = if jobs.len() == 1 {
-            jobs.iter().map(run).collect()
-        } else {
-            jobs.par_iter().map(run).collect()
-        };
-        let mut out: Vec<Vec<WireOf<Self>>> = plans
-            .iter()
-            .map(|p| Vec::with_capacity(p.out_max.len()))
-            .collect();
-        for (&(i, _), cts) in jobs.iter().zip(results) {
-            let k = out[i].len();
-            for (j, ct) in cts.into_iter().enumerate() {
-                let m = plans[i].out_max[k + j];
-                out[i].push(Wire::from_parts(ct, m, 1));
-            }
-        }
-        self.stats.record(&plans);
-        Ok(out)
+        self.run_layer(ops, None)
+    }
+
+    fn eval_layer_cancellable(
+        &self,
+        ops: &[LutOp<'_, Ciphertext>],
+        cancel: &AtomicBool,
+    ) -> Result<Vec<Vec<WireOf<Self>>>> {
+        self.run_layer(ops, Some(cancel))
     }
 
     fn stats(&self) -> Stats {

@@ -3,11 +3,17 @@
 //! generated once for this test binary. Wide widths on TFHE run in the bench
 //! (`hecloud bench tfhe`) and in the ignored test below.
 
+mod common;
+
+use common::Tripwire;
 use hecloud_circuits::circuits::{self, AdderKind, CmpLayout, Relation, SumMode};
-use hecloud_circuits::{BitEngine, ClearEngine, EncryptedUint, TfheEngine, with_cost};
+use hecloud_circuits::{
+    BitEngine, CircuitError, ClearEngine, EncryptedUint, TfheEngine, with_cost,
+};
 use rand_chacha::ChaCha20Rng;
 use rand_core::{RngCore, SeedableRng};
 use std::sync::OnceLock;
+use std::sync::atomic::AtomicBool;
 
 /// Keys generated once; each test gets its own counters.
 fn engine() -> TfheEngine {
@@ -172,6 +178,42 @@ fn carry_chains_use_the_whole_plaintext_space() {
         .collect();
     let s = circuits::sum(e, &xs, SumMode::Full, AdderKind::CarryChains).unwrap();
     assert_eq!(s.decrypt_u128(e).unwrap(), vals.iter().sum::<u128>());
+}
+
+#[test]
+fn cancellation_stops_tfhe_where_it_stops_the_clear_engine() {
+    let e = &engine();
+    let c = ClearEngine::new();
+    let vals = [3u128, 15, 9, 0, 7, 12];
+    let xt: Vec<_> = vals
+        .iter()
+        .map(|&v| EncryptedUint::encrypt_u128(e, v, 4).unwrap())
+        .collect();
+    let xc: Vec<_> = vals
+        .iter()
+        .map(|&v| EncryptedUint::encrypt_u128(&c, v, 4).unwrap())
+        .collect();
+    // Raised before: no bootstrap at all.
+    let raised = AtomicBool::new(true);
+    let (r, cost) = with_cost(e, || {
+        circuits::sum(&e.with_cancel(&raised), &xt, SumMode::Full, AdderKind::Auto)
+    });
+    assert_eq!(r.unwrap_err(), CircuitError::Cancelled);
+    assert_eq!(cost.bootstraps, 0);
+    // Raised after two layers: both engines stop after the same work.
+    let (ft, fc) = (AtomicBool::new(false), AtomicBool::new(false));
+    let (tt, tc) = (Tripwire::new(e, &ft, 2), Tripwire::new(&c, &fc, 2));
+    let (rt, st) = with_cost(e, || {
+        circuits::sum(&tt.with_cancel(&ft), &xt, SumMode::Full, AdderKind::Auto)
+    });
+    let (rc, sc) = with_cost(&c, || {
+        circuits::sum(&tc.with_cancel(&fc), &xc, SumMode::Full, AdderKind::Auto)
+    });
+    assert_eq!(rt.unwrap_err(), CircuitError::Cancelled);
+    assert_eq!(rc.unwrap_err(), CircuitError::Cancelled);
+    assert_eq!((tt.layers(), tc.layers()), (2, 2));
+    assert_eq!(st, sc);
+    assert!(st.bootstraps > 0);
 }
 
 /// Heavy: a 64-bit sum of 16 and a 1024-bit comparison on TFHE (minutes on 2 cores).

@@ -243,6 +243,31 @@ pub enum ValidationError {
         /// Why.
         reason: String,
     },
+    /// The job's estimated cost exceeds the caller's limit
+    /// ([`crate::ValidationLimits`]).
+    #[error(
+        "the job's estimated cost{} of {est_seconds:.1} s exceeds the limit of {max_seconds:.1} s",
+        bound_note(*upper_bound)
+    )]
+    TooCostly {
+        /// Estimated single-core seconds ([`crate::CostEstimate::est_seconds`]),
+        /// or an upper bound of it (see `upper_bound`); when the refusal came
+        /// before every node was checked, only the nodes checked so far.
+        est_seconds: f64,
+        /// The limit.
+        max_seconds: f64,
+        /// Whether `est_seconds` is the upper bound computed before the
+        /// circuits ran, rather than the exact estimate.
+        upper_bound: bool,
+    },
+}
+
+fn bound_note(upper_bound: bool) -> &'static str {
+    if upper_bound {
+        " (upper bound, so far)"
+    } else {
+        ""
+    }
 }
 
 impl ValidationError {
@@ -262,7 +287,10 @@ impl ValidationError {
             | Self::MissingServerKey { node, .. }
             | Self::SchemeUnavailable { node, .. }
             | Self::InvalidArgument { node, .. } => Some(*node),
-            Self::NoOutputs | Self::TooLarge { .. } | Self::BadOutput { .. } => None,
+            Self::NoOutputs
+            | Self::TooLarge { .. }
+            | Self::BadOutput { .. }
+            | Self::TooCostly { .. } => None,
         }
     }
 }

@@ -2,8 +2,12 @@
 //!
 //! [`execute`] is synchronous (the server runs it on its worker pool),
 //! evaluates the live nodes in order over the CKKS evaluator and the TFHE
-//! circuits, checks the cancellation flag between nodes, reports progress
-//! after each node and frees every intermediate value after its last use.
+//! circuits, checks the cancellation flag between nodes and, inside an
+//! integer node, before every bootstrap (a sum of thousands of operands runs
+//! for minutes), reports progress after each node and frees every
+//! intermediate value after its last use. A CKKS node runs to its end once
+//! started (the evaluator takes no flag; a Chebyshev evaluation is the
+//! longest of them).
 //!
 //! ```
 //! use std::sync::atomic::AtomicBool;
@@ -37,7 +41,7 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use hecloud_circuits::circuits::{self, AdderKind, SumMode};
-use hecloud_circuits::{EncryptedUint, TfheEngine, Wire};
+use hecloud_circuits::{Cancellable, CircuitError, EncryptedUint, TfheEngine, Wire};
 use hecloud_ckks::polynomial::ChebyshevPolynomial;
 use hecloud_ckks::{CkksError, Evaluator};
 use hecloud_rlwe::{Ciphertext, Plaintext};
@@ -84,8 +88,10 @@ enum V<'a> {
 }
 
 /// Runs `graph` (validated for these keys and inputs) and returns its named
-/// outputs in the graph's order. `cancel` is checked before every node;
-/// `progress` is called after every node.
+/// outputs in the graph's order. `cancel` is checked before every node and,
+/// within integer nodes, before every bootstrap; once it is seen raised,
+/// the result is [`ExecError::Cancelled`] with the number of nodes that
+/// completed. `progress` is called after every node.
 pub fn execute(
     graph: &ValidatedGraph,
     keys: &SessionKeys,
@@ -119,6 +125,7 @@ pub fn execute(
         g: graph,
         keys,
         inputs,
+        cancel,
         slots: (0..graph.graph.nodes.len()).map(|_| Slot::Empty).collect(),
         uses: graph.uses.clone(),
     };
@@ -128,7 +135,13 @@ pub fn execute(
             return Err(ExecError::Cancelled { done, total });
         }
         let op = &graph.graph.nodes[id as usize];
-        let slot = run.node(id, op)?;
+        let slot = match run.node(id, op) {
+            Err(ExecError::Circuit {
+                source: CircuitError::Cancelled,
+                ..
+            }) => return Err(ExecError::Cancelled { done, total }),
+            r => r?,
+        };
         run.slots[id as usize] = slot;
         if !matches!(run.slots[id as usize], Slot::FusedMul(..)) {
             for m in op.operands() {
@@ -189,6 +202,7 @@ struct Run<'a> {
     g: &'a ValidatedGraph,
     keys: &'a SessionKeys,
     inputs: &'a [Object],
+    cancel: &'a AtomicBool,
     slots: Vec<Slot>,
     uses: Vec<u32>,
 }
@@ -313,7 +327,7 @@ impl<'a> Run<'a> {
                 _ => Err(internal("operand types")),
             },
             Op::IntSum { inputs, full } => {
-                let e = self.engine(id, name)?;
+                let e = &self.engine(id, name)?;
                 let xs = inputs
                     .iter()
                     .map(|&m| match self.view(m) {
@@ -332,7 +346,7 @@ impl<'a> Run<'a> {
                     .map_err(|source| circuit_err(id, name, source))
             }
             Op::IntCompare(a, b, rel) => {
-                let e = self.engine(id, name)?;
+                let e = &self.engine(id, name)?;
                 match (self.view(*a), self.view(*b)) {
                     (V::Uint(x), V::Uint(y)) => circuits::compare(e, x, y, circuit_relation(*rel))
                         .map(Slot::Bit)
@@ -341,7 +355,7 @@ impl<'a> Run<'a> {
                 }
             }
             Op::IntMin(a, b) | Op::IntMax(a, b) => {
-                let e = self.engine(id, name)?;
+                let e = &self.engine(id, name)?;
                 let min = matches!(op, Op::IntMin(..));
                 match (self.view(*a), self.view(*b)) {
                     (V::Uint(x), V::Uint(y)) => {
@@ -359,12 +373,18 @@ impl<'a> Run<'a> {
         }
     }
 
-    fn engine(&self, id: NodeId, op: &'static str) -> Result<&'a TfheEngine, ExecError> {
-        self.keys.tfhe_engine().ok_or(ExecError::Internal {
+    /// The session's TFHE engine under this run's cancellation flag.
+    fn engine(
+        &self,
+        id: NodeId,
+        op: &'static str,
+    ) -> Result<Cancellable<'a, TfheEngine>, ExecError> {
+        let e = self.keys.tfhe_engine().ok_or(ExecError::Internal {
             node: id,
             op,
             reason: "no TFHE server key".into(),
-        })
+        })?;
+        Ok(Cancellable::new(e, self.cancel))
     }
 }
 

@@ -41,7 +41,7 @@ pub const MAX_CHEBYSHEV_COEFFS: usize = 1 << 11;
 pub const MAX_SUM_OPERANDS: usize = 1 << 12;
 
 /// Which relation an integer comparison outputs (as one encrypted bit).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[repr(u8)]
 pub enum Relation {
     /// `a < b`

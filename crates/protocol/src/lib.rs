@@ -13,9 +13,12 @@
 //!   circuits;
 //! * [`validate()`]: types, levels, scales, keys, structure and cost, before
 //!   anything runs → [`ValidatedGraph`] or a [`ValidationError`];
+//!   [`validate_with_limits`] also refuses jobs above a cost limit
+//!   ([`ValidationLimits`]);
 //! * [`object`]: decoding and checking payloads ([`SessionParams`]) and the
 //!   server's key set ([`SessionKeys`]);
-//! * [`execute`]: runs a validated graph (progress, cancellation).
+//! * [`execute`]: runs a validated graph (progress, cancellation, also
+//!   inside integer circuits).
 //!
 //! The server's whole path, from bytes to result:
 //!
@@ -74,4 +77,7 @@ pub use object::{Object, SessionKeys, SessionParams, TfheCiphertext, value_type_
 pub use session::{
     CkksParamSpec, ObjectDescriptor, ObjectId, ObjectKind, ParamSpec, SessionSpec, TfheParamSpec,
 };
-pub use validate::{Capabilities, CostEstimate, ValidatedGraph, ValueType, validate};
+pub use validate::{
+    Capabilities, CostEstimate, ValidatedGraph, ValidationLimits, ValueType, validate,
+    validate_with_limits,
+};

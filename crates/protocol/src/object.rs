@@ -610,6 +610,14 @@ impl SessionKeys {
     pub(crate) fn tfhe_engine(&self) -> Option<&TfheEngine> {
         self.tfhe.as_ref()
     }
+
+    /// Bootstraps and layers the session's TFHE engine has run so far, all
+    /// jobs together (`None` without a TFHE server key): for metrics, and to
+    /// watch a long integer node advance.
+    pub fn tfhe_stats(&self) -> Option<hecloud_circuits::Stats> {
+        use hecloud_circuits::BitEngine;
+        self.tfhe.as_ref().map(BitEngine::stats)
+    }
 }
 
 /// Size of a serialized CKKS ciphertext of `components` polynomials at `level`.

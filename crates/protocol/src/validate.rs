@@ -1,7 +1,8 @@
 //! Validation before running: structure (limits, dangling references, cycles,
 //! outputs), types, CKKS levels and scales (tracked exactly as the evaluator
 //! tracks them, from the primes of the parameter set), keys present, and a
-//! cost estimate. A graph that passes is a [`ValidatedGraph`], the only thing
+//! cost estimate, which [`validate_with_limits`] checks against the caller's
+//! limit. A graph that passes is a [`ValidatedGraph`], the only thing
 //! [`crate::execute`] runs.
 //!
 //! ```
@@ -27,11 +28,13 @@
 //! assert!(matches!(validate(&bad, &caps, &[x]), Err(ValidationError::MissingGaloisKey { .. })));
 //! ```
 
-use std::collections::{BTreeSet, HashSet};
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 
 use hecloud_circuits::circuits::{self, AdderKind, SumMode};
-use hecloud_circuits::{ClearEngine, EncryptedUint, MAX_WIDTH, MIN_WIDTH, with_cost};
+use hecloud_circuits::{
+    BitEngine, ClearEngine, EncryptedUint, MAX_WIDTH, MIN_WIDTH, Stats, bound, with_cost,
+};
 use hecloud_ckks::CkksParameters;
 use hecloud_ckks::evaluator::SCALE_TOLERANCE;
 use hecloud_rlwe::keys::{galois_element_conjugate, galois_element_for_rotation};
@@ -45,6 +48,18 @@ use crate::object::ckks_ciphertext_bytes;
 
 /// Most bits (operands × width) one integer operation may touch.
 pub const MAX_CIRCUIT_BITS: usize = 1 << 18;
+/// Most bits (operands × width, summed over every integer node, live or not)
+/// one graph may hold: 8 operations of [`MAX_CIRCUIT_BITS`].
+///
+/// Validation costs integer nodes exactly by running their circuits on the
+/// clear engine, at about a third of a microsecond per bit (a sum of 4096
+/// operands of 64 bits: about 0.1 s on one core); this cap keeps that under
+/// a second or so per graph even without a cost limit
+/// ([`ValidationLimits`]), dead nodes included (they are checked too).
+/// Identical circuits run once. Not covered: the comparator's layout search
+/// for a width not seen before (up to 0.1 s at 1024 bits, remembered for
+/// the life of the process).
+pub const MAX_GRAPH_CIRCUIT_BITS: usize = 8 * MAX_CIRCUIT_BITS;
 /// Serialized size of one TFHE bit in a container (an LWE ciphertext of
 /// dimension 2048, its metadata and length prefix).
 pub const TFHE_BIT_BYTES: u64 = 16_558;
@@ -180,6 +195,58 @@ impl Capabilities {
     }
 }
 
+/// Limits a caller puts on the jobs it validates
+/// ([`validate_with_limits`]).
+///
+/// ```
+/// use hecloud_protocol::{validate_with_limits, Capabilities, Graph, ValidationError, ValidationLimits, ValueType};
+/// let mut g = Graph::new();
+/// let xs: Vec<u32> = (0..64).map(|i| g.input(i)).collect();
+/// let s = g.int_sum(xs, true);
+/// g.output("s", s);
+/// let types = vec![ValueType::Uint { width: 32 }; 64];
+/// let caps = Capabilities::tfhe();
+/// let ok = validate_with_limits(&g, &caps, &types, &ValidationLimits::default()).unwrap();
+/// let limit = ValidationLimits { max_est_seconds: ok.cost().est_seconds / 2.0 };
+/// assert!(matches!(
+///     validate_with_limits(&g, &caps, &types, &limit),
+///     Err(ValidationError::TooCostly { .. })
+/// ));
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ValidationLimits {
+    /// Largest [`CostEstimate::est_seconds`] a job may have. Infinite (the
+    /// default): no limit. NaN refuses every job (a broken configuration
+    /// fails closed).
+    pub max_est_seconds: f64,
+}
+
+impl ValidationLimits {
+    /// No limit on the cost (the structural limits still apply).
+    pub const UNLIMITED: Self = Self {
+        max_est_seconds: f64::INFINITY,
+    };
+
+    fn allows(&self, est_seconds: f64) -> bool {
+        est_seconds <= self.max_est_seconds
+    }
+
+    fn refuse(&self, est_seconds: f64, upper_bound: bool) -> ValidationError {
+        ValidationError::TooCostly {
+            est_seconds,
+            max_seconds: self.max_est_seconds,
+            upper_bound,
+        }
+    }
+}
+
+impl Default for ValidationLimits {
+    /// [`ValidationLimits::UNLIMITED`].
+    fn default() -> Self {
+        Self::UNLIMITED
+    }
+}
+
 /// What running the graph will cost, estimated before it runs.
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
 pub struct CostEstimate {
@@ -265,10 +332,34 @@ type VResult<T> = Result<T, ValidationError>;
 
 /// Validates `graph` for a session offering `caps`, with job inputs of
 /// types `inputs`; returns the validated graph or the first problem found.
+/// No limit on the cost ([`validate_with_limits`] with the default limits).
 pub fn validate(
     graph: &Graph,
     caps: &Capabilities,
     inputs: &[ValueType],
+) -> VResult<ValidatedGraph> {
+    validate_with_limits(graph, caps, inputs, &ValidationLimits::UNLIMITED)
+}
+
+/// [`validate`], refusing a job whose estimated cost exceeds
+/// `limits.max_est_seconds` with [`ValidationError::TooCostly`].
+///
+/// Integer nodes are costed in two passes. While types are checked, each
+/// integer circuit's bootstraps are bounded from above from its shape
+/// ([`hecloud_circuits::bound`]), without running it; once the bound of the
+/// nodes checked so far exceeds the limit the job is refused
+/// (`upper_bound: true` in the error), so an oversized job costs the
+/// validator next to nothing. Since the bound can exceed the exact count
+/// (by up to 8 % for sums, a few bootstraps per thread for comparisons), a
+/// job whose exact estimate is just under the limit may be refused this
+/// way. Then each distinct circuit runs once on the clear engine for the
+/// exact count, and the exact estimate is checked against the limit again
+/// (a backstop: it cannot exceed the bound that passed).
+pub fn validate_with_limits(
+    graph: &Graph,
+    caps: &Capabilities,
+    inputs: &[ValueType],
+    limits: &ValidationLimits,
 ) -> VResult<ValidatedGraph> {
     let n = graph.nodes.len();
     if n > MAX_NODES {
@@ -325,8 +416,20 @@ pub fn validate(
     }
     let topo = topological_order(&operands)?;
 
+    // Live nodes: those the outputs depend on (only they count in the cost).
+    let mut live = vec![false; n];
+    let mut stack: Vec<NodeId> = graph.outputs.iter().map(|o| o.node).collect();
+    while let Some(v) = stack.pop() {
+        if !std::mem::replace(&mut live[v as usize], true) {
+            stack.extend(&operands[v as usize]);
+        }
+    }
+
     let mut cx = Checker::new(caps);
     let mut types: Vec<Option<ValueType>> = vec![None; n];
+    // Upper bound of the live nodes' cost so far: integer circuits by their
+    // bootstrap bounds, everything else as costed.
+    let mut bound_seconds = 0.0;
     for &id in &topo {
         let op = &graph.nodes[id as usize];
         let args: Vec<&ValueType> = operands[id as usize]
@@ -336,20 +439,26 @@ pub fn validate(
             .ok_or(ValidationError::Cycle { node: id })?;
         let t = cx.check(id, op, &args, inputs)?;
         types[id as usize] = Some(t);
+        if live[id as usize] {
+            let c = &cx.node_costs[id as usize];
+            bound_seconds += c.seconds + c.bound_seconds;
+            if !limits.allows(bound_seconds) {
+                return Err(limits.refuse(bound_seconds, true));
+            }
+        }
+    }
+    // Exact costs, once per distinct circuit (dead nodes too: a circuit that
+    // fails refuses the graph wherever it is).
+    for &id in &topo {
+        if let Some(c) = cx.node_costs[id as usize].circuit {
+            cx.exact_circuit_cost(id, graph.nodes[id as usize].name(), c)?;
+        }
     }
     let types: Vec<ValueType> = types
         .into_iter()
         .map(|t| t.unwrap_or(ValueType::Bit))
         .collect();
 
-    // Live nodes: those the outputs depend on.
-    let mut live = vec![false; n];
-    let mut stack: Vec<NodeId> = graph.outputs.iter().map(|o| o.node).collect();
-    while let Some(v) = stack.pop() {
-        if !std::mem::replace(&mut live[v as usize], true) {
-            stack.extend(&operands[v as usize]);
-        }
-    }
     let order: Vec<NodeId> = topo.into_iter().filter(|&v| live[v as usize]).collect();
     let mut uses = vec![0u32; n];
     for &v in &order {
@@ -415,6 +524,9 @@ pub fn validate(
             });
         }
     }
+    if !limits.allows(cost.est_seconds) {
+        return Err(limits.refuse(cost.est_seconds, false));
+    }
     let mut needs = cx.needs;
     needs.param_hash = caps.ckks.as_ref().map(|p| *p.rlwe().hash());
     Ok(ValidatedGraph {
@@ -470,6 +582,79 @@ struct NodeCost {
     bootstraps: u64,
     bootstrap_depth: u64,
     seconds: f64,
+    /// The node's integer circuit, costed exactly after the type pass.
+    circuit: Option<Circuit>,
+    /// Upper bound of the circuit's seconds (not included in `seconds`).
+    bound_seconds: f64,
+}
+
+/// The shape of an integer node's circuit: all its cost depends on (with the
+/// thread count, fixed for one validation).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+enum Circuit {
+    Sum {
+        n: usize,
+        width: usize,
+        full: bool,
+    },
+    Compare {
+        width: usize,
+        rel: crate::graph::Relation,
+    },
+    MinMax {
+        width: usize,
+        min: bool,
+    },
+}
+
+impl Circuit {
+    /// Operand count and width.
+    fn shape(self) -> (usize, usize) {
+        match self {
+            Circuit::Sum { n, width, .. } => (n, width),
+            Circuit::Compare { width, .. } | Circuit::MinMax { width, .. } => (2, width),
+        }
+    }
+
+    fn mode(full: bool) -> SumMode {
+        if full {
+            SumMode::Full
+        } else {
+            SumMode::Modular
+        }
+    }
+
+    /// Upper bound of its bootstraps, from its shape alone.
+    fn bound(self, threads: usize) -> hecloud_circuits::Result<u64> {
+        match self {
+            Circuit::Sum { n, width, full } => {
+                bound::sum_bootstraps(n, width, Self::mode(full), AdderKind::Auto, threads)
+            }
+            Circuit::Compare { width, .. } => bound::compare_bootstraps(width, threads),
+            Circuit::MinMax { width, .. } => bound::min_max_bootstraps(width, threads),
+        }
+    }
+
+    /// Runs it on the clear engine (which counts the same bootstraps and
+    /// layers as the TFHE engine) to cost it exactly.
+    fn run(self) -> hecloud_circuits::Result<Stats> {
+        let e = ClearEngine::new();
+        let (n, width) = self.shape();
+        let xs: Vec<EncryptedUint<u64>> = (0..n)
+            .map(|_| EncryptedUint::encrypt_u128(&e, 0, width))
+            .collect::<Result<_, _>>()?;
+        let (r, stats) = with_cost(&e, || match self {
+            Circuit::Sum { full, .. } => {
+                circuits::sum(&e, &xs, Self::mode(full), AdderKind::Auto).map(drop)
+            }
+            Circuit::Compare { rel, .. } => {
+                circuits::compare(&e, &xs[0], &xs[1], circuit_relation(rel)).map(drop)
+            }
+            Circuit::MinMax { min: true, .. } => circuits::min(&e, &xs[0], &xs[1]).map(drop),
+            Circuit::MinMax { min: false, .. } => circuits::max(&e, &xs[0], &xs[1]).map(drop),
+        });
+        r.map(|()| stats)
+    }
 }
 
 /// Level and scale of a CKKS ciphertext, as the evaluator tracks them.
@@ -483,6 +668,13 @@ struct Checker<'a> {
     caps: &'a Capabilities,
     needs: Needs,
     node_costs: Vec<NodeCost>,
+    /// Threads the clear engine plans circuits for (the adder and the
+    /// comparator layout depend on it).
+    threads: usize,
+    /// Operands × width over the integer nodes checked so far.
+    circuit_bits: usize,
+    /// Exact costs of the circuits run so far.
+    exact: HashMap<Circuit, Stats>,
     /// log2 Q_l for every level.
     log_q: Vec<f64>,
     cur: NodeCost,
@@ -509,6 +701,9 @@ impl<'a> Checker<'a> {
             caps,
             needs: Needs::default(),
             node_costs: Vec::new(),
+            threads: ClearEngine::new().threads(),
+            circuit_bits: 0,
+            exact: HashMap::new(),
             log_q,
             cur: NodeCost::default(),
             node: 0,
@@ -1104,35 +1299,28 @@ impl<'a> Checker<'a> {
                     )));
                 }
                 self.need_tfhe()?;
-                let mode = if *full {
-                    SumMode::Full
-                } else {
-                    SumMode::Modular
-                };
-                self.circuit_cost(w, n, |e, xs| {
-                    circuits::sum(e, xs, mode, AdderKind::Auto).map(|_| ())
+                self.circuit(Circuit::Sum {
+                    n,
+                    width: w,
+                    full: *full,
                 })?;
                 Ok(T::Uint { width: out_w })
             }
             Op::IntCompare(_, _, rel) => {
                 let w = self.uint_widths(args)?;
                 self.need_tfhe()?;
-                let rel = circuit_relation(*rel);
-                self.circuit_cost(w, 2, |e, xs| {
-                    circuits::compare(e, &xs[0], &xs[1], rel).map(|_| ())
+                self.circuit(Circuit::Compare {
+                    width: w,
+                    rel: *rel,
                 })?;
                 Ok(T::Bit)
             }
             Op::IntMin(..) | Op::IntMax(..) => {
                 let w = self.uint_widths(args)?;
                 self.need_tfhe()?;
-                let is_min = matches!(op, Op::IntMin(..));
-                self.circuit_cost(w, 2, |e, xs| {
-                    if is_min {
-                        circuits::min(e, &xs[0], &xs[1]).map(|_| ())
-                    } else {
-                        circuits::max(e, &xs[0], &xs[1]).map(|_| ())
-                    }
+                self.circuit(Circuit::MinMax {
+                    width: w,
+                    min: matches!(op, Op::IntMin(..)),
                 })?;
                 Ok(T::Uint { width: w })
             }
@@ -1162,25 +1350,43 @@ impl<'a> Checker<'a> {
         w.ok_or_else(|| self.mismatch(args, "encrypted integers"))
     }
 
-    /// Runs the circuit on the clear engine (which counts the same
-    /// bootstraps and layers as the TFHE engine) to cost it exactly.
-    fn circuit_cost(
-        &mut self,
-        width: usize,
-        n: usize,
-        f: impl FnOnce(&ClearEngine, &[EncryptedUint<u64>]) -> hecloud_circuits::Result<()>,
-    ) -> VResult<()> {
-        let e = ClearEngine::new();
-        let circuit_err = |e: hecloud_circuits::CircuitError| self.invalid(e.to_string());
-        let xs: Vec<EncryptedUint<u64>> = (0..n)
-            .map(|_| EncryptedUint::encrypt_u128(&e, 0, width))
-            .collect::<Result<_, _>>()
-            .map_err(circuit_err)?;
-        let (r, stats) = with_cost(&e, || f(&e, &xs));
-        r.map_err(circuit_err)?;
-        self.cur.bootstraps += stats.bootstraps;
-        self.cur.bootstrap_depth += stats.depth;
-        self.cur.seconds += stats.bootstraps as f64 * BOOTSTRAP_SECONDS;
+    /// Records the node's circuit with the upper bound of its cost; the
+    /// graph's total of circuit bits is capped here, before anything runs.
+    fn circuit(&mut self, c: Circuit) -> VResult<()> {
+        let (n, width) = c.shape();
+        self.circuit_bits = self.circuit_bits.saturating_add(n.saturating_mul(width));
+        if self.circuit_bits > MAX_GRAPH_CIRCUIT_BITS {
+            return Err(ValidationError::TooLarge {
+                what: "integer circuit bits (operands × width over all integer nodes)",
+                len: self.circuit_bits,
+                max: MAX_GRAPH_CIRCUIT_BITS,
+            });
+        }
+        let bootstraps = c
+            .bound(self.threads)
+            .map_err(|e| self.invalid(e.to_string()))?;
+        self.cur.circuit = Some(c);
+        self.cur.bound_seconds = bootstraps as f64 * BOOTSTRAP_SECONDS;
+        Ok(())
+    }
+
+    /// Adds the exact cost of node `node`'s circuit (run once per distinct
+    /// circuit) to the node's cost.
+    fn exact_circuit_cost(&mut self, node: NodeId, op: &'static str, c: Circuit) -> VResult<()> {
+        self.node = node;
+        self.op = op;
+        let stats = match self.exact.get(&c) {
+            Some(s) => *s,
+            None => {
+                let s = c.run().map_err(|e| self.invalid(e.to_string()))?;
+                self.exact.insert(c, s);
+                s
+            }
+        };
+        let cost = &mut self.node_costs[node as usize];
+        cost.bootstraps += stats.bootstraps;
+        cost.bootstrap_depth += stats.depth;
+        cost.seconds += stats.bootstraps as f64 * BOOTSTRAP_SECONDS;
         Ok(())
     }
 

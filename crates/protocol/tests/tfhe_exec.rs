@@ -5,7 +5,7 @@
 //! random inputs. TFHE is slow: one key generation and a handful of small
 //! circuits. Mutated TFHE payloads are refused with typed errors.
 
-use std::sync::atomic::AtomicBool;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use hecloud_circuits::{BitEngine, EncryptedUint, TfheEngine};
 use hecloud_protocol::*;
@@ -144,4 +144,86 @@ fn tfhe_sum_compare_min_max_through_bytes() {
     let mid = bad_key.len() / 3;
     bad_key[mid..mid + 64].fill(0xff);
     let _ = sp.decode(ObjectKind::TfheServerKey, &bad_key);
+}
+
+#[test]
+fn a_cancel_raised_during_a_long_sum_stops_it_inside_the_node() {
+    // Server side only: a fresh key pair, its server key in the session.
+    let client = TfheEngine::generate();
+    let spec = SessionSpec {
+        params: ParamSpec {
+            ckks: None,
+            tfhe: Some(TfheParamSpec::Message2Carry2),
+        },
+        ..SessionSpec::default()
+    };
+    let sp = SessionParams::build(&spec.params, false).unwrap();
+    let keys = SessionKeys::from_parts(
+        sp,
+        Default::default(),
+        Some(TfheEngine::from_keys(None, client.server_key().clone())),
+    )
+    .unwrap();
+    // 64 operands of 8 bits: a few hundred bootstraps over tens of layers
+    // (seconds on two cores) behind 64 input nodes.
+    const N: usize = 64;
+    const W: usize = 8;
+    let inputs: Vec<Object> = (0..N)
+        .map(|i| {
+            Object::TfheUint(EncryptedUint::encrypt_u128(&client, (i % 256) as u128, W).unwrap())
+        })
+        .collect();
+    let types: Vec<ValueType> = inputs.iter().map(|o| o.value_type().unwrap()).collect();
+    let mut g = Graph::new();
+    let xs: Vec<u32> = (0..N as u32).map(|i| g.input(i)).collect();
+    let s = g.int_sum(xs, true);
+    g.output("sum", s);
+    let v = validate(&g, &keys.capabilities(), &types).unwrap();
+    let full = *v.cost();
+    assert!(full.bootstrap_depth >= 4, "{full:?}");
+    let total = N + 1;
+
+    // Raised by the progress hook after the last input node: seen before the
+    // sum starts, no bootstrap runs.
+    let cancel = AtomicBool::new(false);
+    let before = keys.tfhe_stats().unwrap();
+    let r = execute(&v, &keys, &inputs, &cancel, &mut |p| {
+        if p.done == N {
+            cancel.store(true, Ordering::Relaxed);
+        }
+    });
+    assert_eq!(r.unwrap_err(), ExecError::Cancelled { done: N, total });
+    assert_eq!(keys.tfhe_stats().unwrap(), before);
+
+    // Raised by a watcher once the sum's first layer is done: the node stops
+    // at its next layer (or bootstrap) instead of running to its end.
+    let cancel = AtomicBool::new(false);
+    let finished = AtomicBool::new(false);
+    let mut reported = 0;
+    let r = std::thread::scope(|scope| {
+        scope.spawn(|| {
+            while !finished.load(Ordering::SeqCst) {
+                if keys.tfhe_stats().unwrap().depth > before.depth {
+                    cancel.store(true, Ordering::SeqCst);
+                    return;
+                }
+                std::thread::sleep(std::time::Duration::from_millis(1));
+            }
+        });
+        let r = execute(&v, &keys, &inputs, &cancel, &mut |p| reported = p.done);
+        finished.store(true, Ordering::SeqCst);
+        r
+    });
+    assert_eq!(r.unwrap_err(), ExecError::Cancelled { done: N, total });
+    assert_eq!(
+        reported, N,
+        "no progress is reported for the cancelled node"
+    );
+    let done = keys.tfhe_stats().unwrap() - before;
+    eprintln!("cancelled after {done:?} of {full:?}");
+    assert!(done.depth >= 1, "{done:?}");
+    assert!(
+        done.depth < full.bootstrap_depth && done.bootstraps < full.bootstraps,
+        "the node ran to its end: {done:?} of {full:?}"
+    );
 }

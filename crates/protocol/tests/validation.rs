@@ -3,8 +3,10 @@
 use std::sync::Arc;
 
 use hecloud_ckks::{CkksParameters, params::test_literal};
+use hecloud_protocol::validate::{BOOTSTRAP_SECONDS, MAX_CIRCUIT_BITS, MAX_GRAPH_CIRCUIT_BITS};
 use hecloud_protocol::{
-    Capabilities, Graph, Op, Relation, ValidationError, ValueType, graph::MAX_NODES, validate,
+    Capabilities, Graph, Op, Relation, ValidationError, ValidationLimits, ValueType,
+    graph::MAX_NODES, validate, validate_with_limits,
 };
 
 fn params() -> Arc<CkksParameters> {
@@ -587,4 +589,185 @@ fn dead_nodes_are_validated_but_not_scheduled() {
     let mut g2 = g.clone();
     g2.nodes[1] = Op::Rotate(x, 3);
     assert!(validate(&g2, &caps, &[ct(&p, 3)]).is_err());
+}
+
+/// `nodes` full sums, each over all of `n` inputs of `width` bits, each an output.
+fn many_sums(nodes: usize, n: usize, width: usize) -> (Graph, Vec<ValueType>) {
+    let mut g = Graph::new();
+    let xs: Vec<u32> = (0..n as u32).map(|i| g.input(i)).collect();
+    for k in 0..nodes {
+        let s = g.int_sum(xs.clone(), true);
+        g.output(format!("s{k}"), s);
+    }
+    (g, vec![ValueType::Uint { width }; n])
+}
+
+#[test]
+fn a_costly_graph_is_refused_before_its_circuits_run() {
+    // 200 sums of 4096 operands of 64 bits: about 3.5 minutes of CPU to cost
+    // exactly, and days of TFHE.
+    let (g, types) = many_sums(200, 4096, 64);
+    let caps = Capabilities::tfhe();
+    let limits = ValidationLimits {
+        max_est_seconds: 3600.0,
+    };
+    let t = std::time::Instant::now();
+    let e = validate_with_limits(&g, &caps, &types, &limits).unwrap_err();
+    let took = t.elapsed();
+    assert!(took.as_secs_f64() < 2.0, "refused after {took:?}");
+    let ValidationError::TooCostly {
+        est_seconds,
+        max_seconds,
+        upper_bound,
+    } = e
+    else {
+        panic!("{e:?}")
+    };
+    assert!(upper_bound);
+    assert_eq!(max_seconds, 3600.0);
+    assert!(est_seconds > 3600.0, "{est_seconds}");
+    // Refused as soon as the bound passed the limit: a few nodes in.
+    assert!(est_seconds < 2.0 * 3600.0, "{est_seconds}");
+    let msg = e.to_string();
+    assert!(
+        msg.contains(&format!("{est_seconds:.1}")) && msg.contains("3600.0"),
+        "{msg}"
+    );
+    // Without a limit, the cap on the graph's circuit bits refuses it, as fast.
+    let t = std::time::Instant::now();
+    let e = validate(&g, &caps, &types).unwrap_err();
+    assert!(
+        t.elapsed().as_secs_f64() < 2.0,
+        "refused after {:?}",
+        t.elapsed()
+    );
+    assert!(
+        matches!(e, ValidationError::TooLarge { len, max, .. } if max == MAX_GRAPH_CIRCUIT_BITS && len > max),
+        "{e:?}"
+    );
+}
+
+#[test]
+fn a_cheap_graph_passes_a_limit_with_the_unlimited_estimate() {
+    let caps = Capabilities::tfhe();
+    let u = ValueType::Uint { width: 16 };
+    let mut g = Graph::new();
+    let xs: Vec<u32> = (0..12).map(|i| g.input(i)).collect();
+    let s = g.int_sum(xs.clone(), true);
+    let c = g.int_compare(xs[0], xs[1], Relation::Lt);
+    let m = g.int_max(xs[2], xs[3]);
+    g.output("s", s);
+    g.output("c", c);
+    g.output("m", m);
+    let types = vec![u.clone(); 12];
+    let free = validate(&g, &caps, &types).unwrap();
+    let limited = validate_with_limits(
+        &g,
+        &caps,
+        &types,
+        &ValidationLimits {
+            max_est_seconds: 3600.0,
+        },
+    )
+    .unwrap();
+    assert_eq!(limited.cost(), free.cost());
+    let est = free.cost().est_seconds;
+    assert!(est > 0.0);
+    assert!((est - free.cost().bootstraps as f64 * BOOTSTRAP_SECONDS).abs() < 1e-9);
+    assert_eq!(
+        validate_with_limits(&g, &caps, &types, &ValidationLimits::default())
+            .unwrap()
+            .cost(),
+        free.cost()
+    );
+    // At the upper bound of its cost it passes; below its estimate, it is
+    // refused with the figures.
+    use hecloud_circuits::circuits::{AdderKind, SumMode};
+    use hecloud_circuits::{BitEngine, ClearEngine, bound};
+    let t = ClearEngine::new().threads();
+    let upper = (bound::sum_bootstraps(12, 16, SumMode::Full, AdderKind::Auto, t).unwrap()
+        + bound::compare_bootstraps(16, t).unwrap()
+        + bound::min_max_bootstraps(16, t).unwrap()) as f64
+        * BOOTSTRAP_SECONDS;
+    assert!(upper >= est && upper < 1.5 * est, "{upper} vs {est}");
+    assert!(
+        validate_with_limits(
+            &g,
+            &caps,
+            &types,
+            &ValidationLimits {
+                max_est_seconds: upper + 1e-9
+            }
+        )
+        .is_ok()
+    );
+    let e = validate_with_limits(
+        &g,
+        &caps,
+        &types,
+        &ValidationLimits {
+            max_est_seconds: est / 2.0,
+        },
+    )
+    .unwrap_err();
+    assert!(
+        matches!(e, ValidationError::TooCostly { est_seconds, max_seconds, .. }
+            if est_seconds > max_seconds && max_seconds == est / 2.0),
+        "{e:?}"
+    );
+    // A NaN limit fails closed; a graph without circuits costs nothing.
+    assert!(matches!(
+        validate_with_limits(
+            &g,
+            &caps,
+            &types,
+            &ValidationLimits {
+                max_est_seconds: f64::NAN
+            }
+        ),
+        Err(ValidationError::TooCostly { .. })
+    ));
+    let mut pass = Graph::new();
+    let x = pass.input(0);
+    pass.output("x", x);
+    let zero = ValidationLimits {
+        max_est_seconds: 0.0,
+    };
+    assert!(validate_with_limits(&pass, &caps, &[ValueType::Bit], &zero).is_ok());
+    // Dead nodes do not count against the limit.
+    let mut dead = pass.clone();
+    let a = dead.input(1);
+    let b = dead.input(2);
+    dead.int_sum(vec![a, b], false);
+    let types = [ValueType::Bit, u.clone(), u.clone()];
+    assert!(validate_with_limits(&dead, &caps, &types, &zero).is_ok());
+}
+
+#[test]
+fn identical_circuits_are_costed_once_and_capped_in_total() {
+    let caps = Capabilities::tfhe();
+    // The most a graph may hold: eight of the largest sums, all run at once
+    // on the clear engine would take a second; costed once, a fraction.
+    let largest = MAX_CIRCUIT_BITS / 64;
+    let nodes = MAX_GRAPH_CIRCUIT_BITS / MAX_CIRCUIT_BITS;
+    let (one, types) = many_sums(1, largest, 64);
+    let (all, _) = many_sums(nodes, largest, 64);
+    let one = validate(&one, &caps, &types).unwrap();
+    let all = validate(&all, &caps, &types).unwrap();
+    assert_eq!(all.cost().bootstraps, nodes as u64 * one.cost().bootstraps);
+    assert_eq!(
+        all.cost().bootstrap_depth,
+        nodes as u64 * one.cost().bootstrap_depth
+    );
+    // One more operand anywhere is over the cap.
+    let (mut over, mut types) = many_sums(nodes, largest, 64);
+    let a = over.input(largest as u32);
+    let b = over.input(largest as u32);
+    let s = over.int_compare(a, b, Relation::Le);
+    over.output("one_more", s);
+    types.push(ValueType::Uint { width: 64 });
+    assert!(matches!(
+        validate(&over, &caps, &types).unwrap_err(),
+        ValidationError::TooLarge { max, .. } if max == MAX_GRAPH_CIRCUIT_BITS
+    ));
 }
