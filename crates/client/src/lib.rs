@@ -44,6 +44,17 @@ pub enum ClientError {
         /// The server's reason.
         message: String,
     },
+    /// The server URL would carry the bearer token in cleartext: `http://`
+    /// to a host that is not loopback. Refused before any connection (or
+    /// name lookup) is made, so nothing was sent.
+    #[error(
+        "refusing to send the bearer token in cleartext to {host}: use https:// \
+         (http:// is allowed only to a loopback host: 127.0.0.0/8, [::1], localhost)"
+    )]
+    CleartextToken {
+        /// The host the URL names.
+        host: String,
+    },
     /// Could not connect.
     #[error("transport: {0}")]
     Transport(#[from] tonic::transport::Error),
@@ -291,26 +302,37 @@ fn rand_hex(n: usize) -> String {
 }
 
 impl Client {
-    /// Connects to `url` (`https://host:port` or `http://…`) with a bearer
-    /// token; `ca_pem` is the CA certificate to trust for TLS.
+    /// Connects to `url` with a bearer token; `ca_pem` is the CA certificate
+    /// to trust for TLS.
+    ///
+    /// `url` is `https://host:port`, or `http://host:port` to a loopback host
+    /// only: any other `http://` URL is refused with
+    /// [`ClientError::CleartextToken`] before a connection is attempted (see
+    /// [`check_server_url`]).
     pub async fn connect(url: &str, token: &str, ca_pem: Option<&str>) -> Result<Self> {
         hecloud_protocol::rpc::install_tls_provider();
-        let mut ep = Endpoint::from_shared(url.to_string())?
+        let ep = Endpoint::from_shared(url.to_string())?;
+        // Checked on the endpoint's own parse of the URL, so that the check
+        // and the connection cannot disagree on the scheme or the host.
+        check_uri(ep.uri())?;
+        let mut ep = ep
             .connect_timeout(Duration::from_secs(10))
             .http2_keep_alive_interval(Duration::from_secs(20))
             .initial_stream_window_size(Some(4 << 20))
             .initial_connection_window_size(Some(16 << 20));
         if let Some(ca) = ca_pem {
-            let host = url
-                .split("://")
-                .nth(1)
-                .and_then(|h| h.rsplit_once(':').map(|(h, _)| h))
+            // `check_uri` made sure there is a host; `Uri::host` keeps an IPv6
+            // literal's brackets.
+            let host = ep
+                .uri()
+                .host()
                 .unwrap_or("localhost")
-                .trim_matches(|c| c == '[' || c == ']');
+                .trim_start_matches('[')
+                .trim_end_matches(']');
             let domain = if host.parse::<std::net::IpAddr>().is_ok() {
-                "localhost"
+                "localhost".to_string()
             } else {
-                host
+                host.to_string()
             };
             ep = ep.tls_config(
                 ClientTlsConfig::new()
@@ -1055,7 +1077,213 @@ impl Drop for SessionHandle {
     }
 }
 
+/// Checks that `url` is one [`Client::connect`] will send the bearer token
+/// to, without connecting (or looking the host up).
+///
+/// Accepted: `https://` to any host (the token travels inside TLS), and
+/// `http://` to a loopback host (`127.0.0.0/8`, `[::1]`, `localhost`), where
+/// the token never leaves the machine. Refused: `http://` to any other host
+/// ([`ClientError::CleartextToken`]); and, as [`ClientError::Invalid`], a URL
+/// that does not parse, has no scheme or host, has a scheme other than
+/// `http`/`https` (the transport would speak cleartext to it), or carries
+/// user info (`user:password@host`).
+pub fn check_server_url(url: &str) -> Result<()> {
+    let uri: tonic::codegen::http::Uri = url
+        .parse()
+        .map_err(|e| ClientError::Invalid(format!("server URL {url:?} does not parse: {e}")))?;
+    check_uri(&uri)
+}
+
+/// [`check_server_url`] on a parsed URL.
+fn check_uri(uri: &tonic::codegen::http::Uri) -> Result<()> {
+    let Some(authority) = uri.authority() else {
+        return Err(ClientError::Invalid(format!(
+            "server URL {uri} has no host: use https://host:port"
+        )));
+    };
+    // The user info would otherwise be dropped silently or, worse, taken for
+    // a credential; the token is passed separately.
+    if authority.as_str().contains('@') {
+        return Err(ClientError::Invalid(
+            "the server URL must not carry user info (user:password@); \
+             the bearer token is passed separately"
+                .into(),
+        ));
+    }
+    let host = authority.host();
+    // The transport wraps the connection in TLS exactly when the parsed
+    // scheme reads "https" (the parser lower-cases `HTTPS://`): anything else
+    // is cleartext.
+    match uri.scheme_str() {
+        Some("https") => Ok(()),
+        Some("http") if is_loopback_host(host) => Ok(()),
+        Some("http") => Err(ClientError::CleartextToken {
+            host: host.to_string(),
+        }),
+        Some(other) => Err(ClientError::Invalid(format!(
+            "unsupported scheme {other}:// in the server URL: use https:// \
+             (or http:// to a loopback host)"
+        ))),
+        None => Err(ClientError::Invalid(format!(
+            "server URL {uri} has no scheme: use https://{authority}"
+        ))),
+    }
+}
+
+/// Whether `host` (as [`tonic::codegen::http::uri::Authority::host`] gives
+/// it: IPv6 literals in brackets) names this machine: `localhost`, an
+/// address in `127.0.0.0/8`, `::1`, or `::ffff:127.x.y.z`. Only literal
+/// forms count: `127.1` or a decimal address is refused rather than
+/// second-guessing the resolver.
+fn is_loopback_host(host: &str) -> bool {
+    if host.eq_ignore_ascii_case("localhost") {
+        return true;
+    }
+    match host.strip_prefix('[').and_then(|h| h.strip_suffix(']')) {
+        Some(v6) => v6.parse::<std::net::Ipv6Addr>().is_ok_and(|a| {
+            a.is_loopback() || a.to_ipv4_mapped().is_some_and(|v4| v4.is_loopback())
+        }),
+        None => host
+            .parse::<std::net::Ipv4Addr>()
+            .is_ok_and(|a| a.is_loopback()),
+    }
+}
+
 /// A fresh random upload id.
 pub fn random_upload_id() -> String {
     format!("u{}", rand_hex(16))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn refused_cleartext(url: &str) -> String {
+        match check_server_url(url) {
+            Err(ClientError::CleartextToken { host }) => host,
+            other => panic!("{url}: expected a cleartext refusal, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn http_to_a_remote_host_is_refused() {
+        assert_eq!(refused_cleartext("http://10.0.0.1:7443"), "10.0.0.1");
+        assert_eq!(refused_cleartext("http://example.com"), "example.com");
+        assert_eq!(refused_cleartext("http://example.com:80/x"), "example.com");
+        assert_eq!(
+            refused_cleartext("http://[2001:db8::1]:7443"),
+            "[2001:db8::1]"
+        );
+        // The scheme is case-insensitive, and a port does not hide the host.
+        assert_eq!(refused_cleartext("HTTP://10.0.0.1:7443"), "10.0.0.1");
+        // Look-alikes of loopback are not loopback.
+        for url in [
+            "http://localhost.example.com:7443",
+            "http://127.0.0.1.example.com",
+            "http://0.0.0.0:7443",
+            "http://[::]:7443",
+            "http://128.0.0.1",
+            "http://127.1:7443",
+        ] {
+            refused_cleartext(url);
+        }
+        let msg = check_server_url("http://10.0.0.1:7443")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            msg.contains("cleartext") && msg.contains("https://"),
+            "{msg}"
+        );
+    }
+
+    #[test]
+    fn http_to_loopback_is_accepted() {
+        for url in [
+            "http://127.0.0.1:7443",
+            "http://127.255.0.9",
+            "http://localhost:7443",
+            "http://LocalHost",
+            "http://[::1]:7443",
+            "http://[::1]",
+            "http://[::ffff:127.0.0.1]:7443",
+            "HTTP://127.0.0.1:1",
+        ] {
+            check_server_url(url).unwrap_or_else(|e| panic!("{url}: {e}"));
+        }
+    }
+
+    #[test]
+    fn https_is_accepted_anywhere() {
+        for url in [
+            "https://10.0.0.1:7443",
+            "https://example.com",
+            "https://[2001:db8::1]:7443",
+            "HTTPS://example.com:443",
+            "https://localhost:7443",
+        ] {
+            check_server_url(url).unwrap_or_else(|e| panic!("{url}: {e}"));
+        }
+    }
+
+    #[test]
+    fn odd_urls_are_refused() {
+        for url in [
+            // User info: refused even over https, and must not smuggle a
+            // remote host past the loopback check.
+            "http://localhost@10.0.0.1:7443",
+            "http://user:pw@127.0.0.1:7443",
+            "https://user@example.com",
+            // Schemes the transport would speak cleartext to.
+            "grpc://10.0.0.1:7443",
+            "httpx://127.0.0.1:7443",
+            // No scheme, no host, no URL.
+            "10.0.0.1:7443",
+            "/just/a/path",
+            "",
+            "http://",
+        ] {
+            assert!(
+                matches!(
+                    check_server_url(url),
+                    Err(ClientError::Invalid(_) | ClientError::CleartextToken { .. })
+                ),
+                "{url} was accepted"
+            );
+        }
+    }
+
+    /// `connect` refuses before touching the network: a connection attempt
+    /// to these hosts would fail with a transport error (or hang until the
+    /// connect timeout), not with `CleartextToken`.
+    #[tokio::test]
+    async fn connect_refuses_cleartext_before_connecting() {
+        for url in [
+            "http://10.0.0.1:7443",
+            "http://example.com:7443",
+            "http://[2001:db8::1]:7443",
+        ] {
+            let r = tokio::time::timeout(
+                Duration::from_secs(2),
+                Client::connect(url, "secret-token", None),
+            )
+            .await
+            .unwrap_or_else(|_| panic!("{url}: connect tried the network"));
+            assert!(
+                matches!(r, Err(ClientError::CleartextToken { .. })),
+                "{url}: {r:?}"
+            );
+        }
+    }
+
+    /// Loopback `http://` gets past the check to the transport: with
+    /// nothing listening, the error is the transport's.
+    #[tokio::test]
+    async fn connect_allows_http_to_loopback() {
+        let port = {
+            let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+            l.local_addr().unwrap().port()
+        };
+        let r = Client::connect(&format!("http://127.0.0.1:{port}"), "t", None).await;
+        assert!(matches!(r, Err(ClientError::Transport(_))), "{r:?}");
+    }
 }
