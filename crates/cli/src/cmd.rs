@@ -18,7 +18,9 @@ use crate::demo::bytes;
 /// How to reach the server (flags or `HECLOUD_SERVER`, `HECLOUD_TOKEN`, `HECLOUD_CA`).
 #[derive(Debug, Args)]
 pub struct Conn {
-    /// Server URL.
+    /// Server URL: `https://host:port`; plain `http://` only to a loopback
+    /// host (127.0.0.1, [::1], localhost), as the token would cross the
+    /// network in cleartext.
     #[arg(long, env = "HECLOUD_SERVER", default_value = "https://localhost:7443")]
     server: String,
     /// Bearer token of your tenant.
@@ -32,7 +34,12 @@ pub struct Conn {
 impl Conn {
     /// Connects.
     pub async fn connect(&self) -> anyhow::Result<Client> {
-        let ca = if self.server.starts_with("https://") {
+        // The scheme is case-insensitive: `HTTPS://` needs the CA too.
+        let https = self
+            .server
+            .get(..8)
+            .is_some_and(|s| s.eq_ignore_ascii_case("https://"));
+        let ca = if https {
             Some(
                 std::fs::read_to_string(&self.ca)
                     .with_context(|| format!("reading the CA certificate {}", self.ca.display()))?,
@@ -61,7 +68,8 @@ pub struct ServeArgs {
     /// Job workers.
     #[arg(long)]
     workers: Option<usize>,
-    /// Serve plain HTTP/2 (no TLS): for tests on loopback only.
+    /// Serve plain HTTP/2 (no TLS): for tests; refused unless the listen
+    /// address is loopback (tokens would cross the network in clear).
     #[arg(long)]
     no_tls: bool,
     /// Adds a tenant `name:token` (repeatable).
@@ -118,7 +126,7 @@ pub fn serve(a: ServeArgs) -> anyhow::Result<()> {
     if config.tenants.is_empty() {
         // First start without tenants: one `default` tenant whose token is
         // kept (0600) in the store folder.
-        std::fs::create_dir_all(&config.data_dir)?;
+        hecloud_server::store::create_private_dir(&config.data_dir)?;
         let path = config.data_dir.join("default.token");
         let token = match std::fs::read_to_string(&path) {
             Ok(t) => t.trim().to_string(),

@@ -29,6 +29,7 @@ impl Embedded {
                 max_object_bytes: 1 << 30,
                 max_objects: 100_000,
                 max_concurrent_jobs: max_jobs,
+                ..Quota::default()
             },
             tenants: vec![TenantConfig {
                 name: "demo".into(),

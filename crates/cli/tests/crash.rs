@@ -18,19 +18,38 @@ struct Server {
     url: String,
 }
 
+fn serve(dir: &std::path::Path, port: u16, workers: usize) -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_hecloud"));
+    c.args([
+        "serve",
+        "--data-dir",
+        dir.to_str().unwrap(),
+        "--listen",
+        &format!("127.0.0.1:{port}"),
+        "--workers",
+        &workers.to_string(),
+        "--tenant",
+        &format!("crash:{TOKEN}"),
+    ]);
+    c
+}
+
 fn start(dir: &std::path::Path, port: u16) -> Server {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_hecloud"))
-        .args([
-            "serve",
-            "--data-dir",
-            dir.to_str().unwrap(),
-            "--listen",
-            &format!("127.0.0.1:{port}"),
-            "--workers",
-            "1",
-            "--tenant",
-            &format!("crash:{TOKEN}"),
-        ])
+    start_with(dir, port, 1)
+}
+
+/// `hecloud serve` that cannot start: its exit status and what it printed.
+fn refused(dir: &std::path::Path, port: u16) -> String {
+    let out = serve(dir, port, 1)
+        .stdout(Stdio::null())
+        .output()
+        .expect("run hecloud serve");
+    assert!(!out.status.success(), "it started");
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+fn start_with(dir: &std::path::Path, port: u16, workers: usize) -> Server {
+    let mut child = serve(dir, port, workers)
         .env("HECLOUD_LOG", "info")
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
@@ -185,5 +204,92 @@ async fn sigkill_mid_job_and_mid_upload_loses_nothing_acknowledged() {
     assert_eq!(done.state, JobState::Succeeded as i32, "{}", done.error);
     let out = c.download(&done.outputs[0].object_id, None).await.unwrap();
     assert_eq!(out, b"survive");
+    kill9(s);
+}
+
+/// Cancels and restarts: a cancel answered before a SIGKILL holds after
+/// it, a second server on the same data dir is refused, and a restart that
+/// cannot bind its port resumes nothing (it used up an attempt of every
+/// interrupted job, and the next restart failed them).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_cancel_survives_sigkill_and_a_restart_that_cannot_listen_costs_no_attempt() {
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let s = start_with(dir.path(), port, 2);
+    // Refused while it runs, with the reason.
+    let e = refused(dir.path(), free_port());
+    assert!(e.contains("in use by another hecloud server"), "{e}");
+    let c = connect(&s, dir.path()).await;
+    let killed = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let k = killed.clone();
+    let held = c
+        .open_session(
+            &[rpc::CALLBACK_ECHO],
+            Arc::new(move |_, p: &[u8]| {
+                let t = Instant::now();
+                while !k.load(std::sync::atomic::Ordering::Relaxed)
+                    && t.elapsed() < Duration::from_secs(60)
+                {
+                    std::thread::sleep(Duration::from_millis(20));
+                }
+                Ok(p.to_vec())
+            }),
+        )
+        .await
+        .unwrap();
+    let keep = c
+        .submit(rpc::JOB_KIND_ECHO, b"keep".to_vec(), "")
+        .await
+        .unwrap();
+    let drop_it = c
+        .submit(rpc::JOB_KIND_ECHO, b"drop".to_vec(), "")
+        .await
+        .unwrap();
+    let t = Instant::now();
+    for id in [&keep.job_id, &drop_it.job_id] {
+        while c.job(id).await.unwrap().state != JobState::Running as i32 {
+            assert!(t.elapsed() < Duration::from_secs(30), "job never started");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+    let answer = c.cancel(&drop_it.job_id).await.unwrap();
+    assert_eq!(answer.message, "cancelling");
+    kill9(s);
+    killed.store(true, std::sync::atomic::Ordering::Relaxed);
+    drop(held);
+    drop(c);
+
+    // Twice with the port taken: each would have cost `keep` an attempt
+    // (two of two), and it would have failed at the next start.
+    let taken = std::net::TcpListener::bind(("127.0.0.1", port)).unwrap();
+    for _ in 0..2 {
+        let e = refused(dir.path(), port);
+        assert!(!e.contains("resuming job"), "{e}");
+    }
+    drop(taken);
+    let s = start_with(dir.path(), port, 2);
+    let c = connect(&s, dir.path()).await;
+    let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let log = seen.clone();
+    let _fast = c
+        .open_session(
+            &[rpc::CALLBACK_ECHO],
+            Arc::new(move |_, p: &[u8]| {
+                log.lock().unwrap().push(p.to_vec());
+                Ok(p.to_vec())
+            }),
+        )
+        .await
+        .unwrap();
+    let kept = c.wait(&keep.job_id, &|_| {}).await.unwrap();
+    assert_eq!(kept.state, JobState::Succeeded as i32, "{}", kept.error);
+    let dropped = c.job(&drop_it.job_id).await.unwrap();
+    assert_eq!(dropped.state, JobState::Cancelled as i32, "{dropped:?}");
+    assert!(dropped.outputs.is_empty());
+    assert_eq!(
+        *seen.lock().unwrap(),
+        [b"keep".to_vec()],
+        "the cancelled job ran again"
+    );
     kill9(s);
 }

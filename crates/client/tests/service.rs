@@ -297,6 +297,7 @@ async fn malformed_and_oversized_input_is_invalid_argument() {
         max_object_bytes: 1 << 20,
         max_objects: 5,
         max_concurrent_jobs: 1,
+        ..Quota::default()
     };
     let s = server(quota, 1).await;
     let alice = connect(&s, ALICE).await;
@@ -457,6 +458,7 @@ async fn job_quota_and_cancellation() {
         max_object_bytes: 1 << 20,
         max_objects: 100,
         max_concurrent_jobs: 2,
+        ..Quota::default()
     };
     let s = server(quota, 1).await;
     let alice = connect(&s, ALICE).await;
@@ -820,6 +822,7 @@ async fn sixteen_concurrent_clients_run_the_demo_workload() {
             max_object_bytes: 1 << 30,
             max_objects: 10_000,
             max_concurrent_jobs: 64,
+            ..Quota::default()
         },
         2,
     )

@@ -11,7 +11,11 @@
 //! [quota]
 //! max_object_bytes = 1073741824
 //! max_objects = 10000
+//! max_stored_bytes = 68719476736
 //! max_concurrent_jobs = 4
+//! max_job_seconds = 3600
+//! max_inflight_seconds = 14400
+//! check_seconds_per_minute = 30
 //!
 //! [[tenants]]
 //! name = "alice"
@@ -25,16 +29,32 @@ use serde::Deserialize;
 
 use crate::error::{Result, ServerError};
 
-/// Per-tenant limits.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+/// Per-tenant limits. Objects and bytes are checked in the transaction
+/// that reserves or records them (uploads and job outputs alike); a
+/// refusal is RESOURCE_EXHAUSTED with the figures.
+#[derive(Debug, Clone, Copy, PartialEq, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct Quota {
     /// Largest object in bytes.
     pub max_object_bytes: u64,
-    /// Most objects (stored plus pending uploads).
+    /// Most objects (stored, job outputs, plus pending uploads).
     pub max_objects: u64,
+    /// Most bytes stored (objects, job outputs, plus the announced length
+    /// of pending uploads).
+    pub max_stored_bytes: u64,
     /// Most jobs queued or running at once.
     pub max_concurrent_jobs: u32,
+    /// Largest estimated single-core cost of one job, in seconds (the
+    /// validator's estimate; a graph over it is refused before it is
+    /// costed in full).
+    pub max_job_seconds: f64,
+    /// Largest estimated cost of a tenant's jobs queued or running at once,
+    /// in seconds.
+    pub max_inflight_seconds: f64,
+    /// Seconds of checking (validating graphs, decoding inputs) a tenant's
+    /// submissions may use per minute, on average; bursts of up to twice
+    /// that are allowed. Counted whether the job is then accepted or not.
+    pub check_seconds_per_minute: f64,
 }
 
 impl Default for Quota {
@@ -42,8 +62,40 @@ impl Default for Quota {
         Self {
             max_object_bytes: 2 << 30,
             max_objects: 10_000,
+            max_stored_bytes: 64 << 30,
             max_concurrent_jobs: 16,
+            max_job_seconds: 3600.0,
+            max_inflight_seconds: 4.0 * 3600.0,
+            check_seconds_per_minute: 30.0,
         }
+    }
+}
+
+impl Quota {
+    fn validate(&self) -> Result<()> {
+        let positive = [
+            ("max_job_seconds", self.max_job_seconds),
+            ("max_inflight_seconds", self.max_inflight_seconds),
+            ("check_seconds_per_minute", self.check_seconds_per_minute),
+        ];
+        for (name, v) in positive {
+            if !(v.is_finite() && v > 0.0) {
+                return Err(ServerError::Config(format!(
+                    "quota.{name} must be a positive number of seconds"
+                )));
+            }
+        }
+        if self.max_inflight_seconds < self.max_job_seconds {
+            return Err(ServerError::Config(
+                "quota.max_inflight_seconds must be at least quota.max_job_seconds".into(),
+            ));
+        }
+        if self.max_objects == 0 || self.max_object_bytes == 0 || self.max_stored_bytes == 0 {
+            return Err(ServerError::Config(
+                "quota.max_objects, max_object_bytes and max_stored_bytes must be positive".into(),
+            ));
+        }
+        Ok(())
     }
 }
 
@@ -70,7 +122,7 @@ impl std::fmt::Debug for TenantConfig {
 }
 
 /// The whole configuration.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct ServerConfig {
     /// Address to listen on.
@@ -80,7 +132,8 @@ pub struct ServerConfig {
     /// Worker threads for jobs.
     pub workers: usize,
     /// Serve TLS (certificates from `tls_cert`/`tls_key`, or generated under
-    /// `<data_dir>/tls`).
+    /// `<data_dir>/tls`). Without TLS the server only listens on loopback:
+    /// bearer tokens would otherwise cross the network in clear.
     pub tls: bool,
     /// Server certificate chain (PEM).
     pub tls_cert: Option<PathBuf>,
@@ -203,7 +256,15 @@ impl ServerConfig {
                 "tls_cert and tls_key go together".into(),
             ));
         }
+        if !self.tls && !self.listen.ip().is_loopback() {
+            return Err(ServerError::Config(format!(
+                "TLS is off but {} is not a loopback address: bearer tokens and ciphertexts would cross the network in clear (turn TLS on, or listen on 127.0.0.1 / ::1)",
+                self.listen
+            )));
+        }
+        self.quota.validate()?;
         let mut names = std::collections::HashSet::new();
+        let mut tokens = std::collections::HashMap::new();
         for t in &self.tenants {
             if !valid_name(&t.name) {
                 return Err(ServerError::Config(format!(
@@ -214,18 +275,34 @@ impl ServerConfig {
             if !names.insert(&t.name) {
                 return Err(ServerError::Config(format!("tenant {} twice", t.name)));
             }
-            match (&t.token, &t.token_blake3) {
-                (Some(tok), None) if tok.len() >= 16 => {}
-                (None, Some(h)) if h.len() == 64 && hex::decode(h).is_ok() => {}
-                _ => {
-                    return Err(ServerError::Config(format!(
-                        "tenant {}: give exactly one of token (≥ 16 chars) or token_blake3 (64 hex)",
-                        t.name
-                    )));
-                }
+            let hash = t.token_hash().ok_or_else(|| {
+                ServerError::Config(format!(
+                    "tenant {}: give exactly one of token (≥ 16 chars) or token_blake3 (64 hex)",
+                    t.name
+                ))
+            })?;
+            // A token authenticates one tenant: a second would make it
+            // silently whichever tenant was read last.
+            if let Some(other) = tokens.insert(hash, &t.name) {
+                return Err(ServerError::Config(format!(
+                    "tenants {other} and {} have the same token: give each tenant its own",
+                    t.name
+                )));
             }
         }
         Ok(())
+    }
+}
+
+impl TenantConfig {
+    /// The BLAKE3 hash of the tenant's token (what clients are matched
+    /// by), if exactly one well-formed token form is given.
+    pub fn token_hash(&self) -> Option<[u8; 32]> {
+        match (&self.token, &self.token_blake3) {
+            (Some(tok), None) if tok.len() >= 16 => Some(*blake3::hash(tok.as_bytes()).as_bytes()),
+            (None, Some(h)) if h.len() == 64 => hex::decode(h).ok()?.try_into().ok(),
+            _ => None,
+        }
     }
 }
 
@@ -272,6 +349,33 @@ mod tests {
         assert_eq!(c.workers, 7);
         assert_eq!(c.tenants.len(), 2);
         c.validate().unwrap();
+        // The same token for two tenants would authenticate as either.
+        let mut twice = c.clone();
+        twice.tenants.push(TenantConfig {
+            name: "carol".into(),
+            token: None,
+            token_blake3: Some(blake3::hash(b"abcdefabcdefabcdef").to_hex().to_string()),
+        });
+        let e = twice.validate().unwrap_err().to_string();
+        assert!(e.contains("bob and carol have the same token"), "{e}");
+        // No TLS only on loopback.
+        let mut clear = c.clone();
+        clear.tls = false;
+        clear.validate().unwrap();
+        clear.listen = "[::1]:7443".parse().unwrap();
+        clear.validate().unwrap();
+        for addr in ["0.0.0.0:7443", "192.0.2.7:7443", "[::]:7443"] {
+            clear.listen = addr.parse().unwrap();
+            let e = clear.validate().unwrap_err().to_string();
+            assert!(e.contains("not a loopback address"), "{e}");
+        }
+        // Quota figures are checked.
+        let mut q = c.clone();
+        q.quota.max_job_seconds = f64::NAN;
+        assert!(q.validate().is_err());
+        q.quota.max_job_seconds = 10.0;
+        q.quota.max_inflight_seconds = 5.0;
+        assert!(q.validate().is_err());
         // The token never shows in Debug output.
         assert!(!format!("{c:?}").contains("0123456789abcdef0123"));
         assert!(ServerConfig::from_toml("nonsense = 1").is_err());

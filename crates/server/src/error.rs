@@ -20,6 +20,13 @@ pub enum ServerError {
     /// The request conflicts with the current state (FAILED_PRECONDITION).
     #[error("{0}")]
     Precondition(String),
+    /// Something the request would create exists already, differently
+    /// (ALREADY_EXISTS).
+    #[error("{0}")]
+    AlreadyExists(String),
+    /// A stored object's bytes no longer match its id (DATA_LOSS).
+    #[error("{0}")]
+    Damaged(String),
     /// Configuration error.
     #[error("configuration: {0}")]
     Config(String),
@@ -52,6 +59,8 @@ impl From<ServerError> for tonic::Status {
             ServerError::NotFound(m) => Status::not_found(m),
             ServerError::Quota(m) => Status::resource_exhausted(m),
             ServerError::Precondition(m) => Status::failed_precondition(m),
+            ServerError::AlreadyExists(m) => Status::already_exists(m),
+            ServerError::Damaged(m) => Status::data_loss(m),
             other => {
                 // Details go to the log, not to the client.
                 tracing::error!(error = %other, "internal error");

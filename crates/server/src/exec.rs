@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use hecloud_protocol::rpc::{self, JOB_KIND_ECHO, JOB_KIND_GRAPH, SESSION_KIND};
 use hecloud_protocol::{
     JobSubmission, Message, ObjectId, SessionKeys, SessionParams, SessionSpec, ValidatedGraph,
-    execute, validate, value_type_of,
+    ValidationError, ValidationLimits, execute, validate_with_limits, value_type_of,
 };
 use rayon::prelude::*;
 
@@ -28,6 +28,11 @@ pub enum JobError {
     Cancelled,
     /// It failed while running.
     Failed(String),
+    /// It would cost more than the tenant may spend (RESOURCE_EXHAUSTED at
+    /// submission).
+    OverLimit(String),
+    /// An object it reads is damaged (DATA_LOSS at submission).
+    Damaged(String),
 }
 
 /// One output: name, object kind, bytes.
@@ -87,6 +92,7 @@ impl TenantObjects {
                     kind: a.kind,
                     size: a.size,
                     created_ms: crate::store::now_ms(),
+                    damaged: false,
                 });
             } else {
                 *found = self
@@ -117,7 +123,9 @@ impl TenantObjects {
     }
 
     /// The bytes of an object whose metadata [`Self::meta`] returned (one
-    /// still being stored is waited for).
+    /// still being stored is waited for), checked against its id as they
+    /// are read: a damaged object fails the job instead of feeding it
+    /// garbage.
     pub fn bytes(&self, meta: &ObjectMeta) -> Result<Vec<u8>, JobError> {
         let arriving = self
             .arriving
@@ -130,8 +138,11 @@ impl TenantObjects {
             Self::stored(&meta.id, &o)?;
         }
         self.store
-            .read_blob(&meta.id)
-            .map_err(|e| JobError::Failed(format!("reading object {}: {e}", meta.id)))
+            .read_blob_verified(&meta.id)
+            .map_err(|e| match e {
+                crate::ServerError::Damaged(m) => JobError::Damaged(m),
+                e => JobError::Failed(format!("reading object {}: {e}", meta.id)),
+            })
     }
 
     fn stored(id: &str, outcome: &Outcome) -> Result<(), JobError> {
@@ -187,9 +198,17 @@ pub struct RunOutput {
 
 /// Runs one kind of job.
 pub trait Executor: Send + Sync + 'static {
-    /// Checks a submission before it is queued; the error is the reason sent
-    /// back to the client.
-    fn check(&self, spec: &[u8], objects: &TenantObjects) -> Result<(), JobError>;
+    /// Checks a submission before it is queued and returns its estimated
+    /// single-core cost in seconds; the error is the reason sent back to
+    /// the client. A job estimated over `max_seconds` is refused with
+    /// [`JobError::OverLimit`], as early as the executor can tell (before
+    /// it spends much on costing it).
+    fn check(
+        &self,
+        spec: &[u8],
+        objects: &TenantObjects,
+        max_seconds: f64,
+    ) -> Result<f64, JobError>;
     /// Runs a job.
     fn run(&self, spec: &[u8], ctx: JobContext<'_>) -> Result<RunOutput, JobError>;
     /// A watcher for an upload of `kind` and `size` bytes that `tenant` is
@@ -245,14 +264,15 @@ pub struct EchoExecutor;
 pub const MAX_ECHO_BYTES: usize = 1 << 20;
 
 impl Executor for EchoExecutor {
-    fn check(&self, spec: &[u8], _: &TenantObjects) -> Result<(), JobError> {
+    /// An echo waits on the key holder; it costs the server next to nothing.
+    fn check(&self, spec: &[u8], _: &TenantObjects, _: f64) -> Result<f64, JobError> {
         if spec.len() > MAX_ECHO_BYTES {
             return Err(JobError::Invalid(format!(
                 "echo payload of {} bytes (at most {MAX_ECHO_BYTES})",
                 spec.len()
             )));
         }
-        Ok(())
+        Ok(0.0)
     }
 
     fn run(&self, spec: &[u8], ctx: JobContext<'_>) -> Result<RunOutput, JobError> {
@@ -274,7 +294,7 @@ impl Executor for EchoExecutor {
     }
 }
 
-type KeyCell = Arc<OnceLock<Result<Arc<SessionKeys>, String>>>;
+type KeyCell = Arc<OnceLock<Result<Arc<SessionKeys>, JobError>>>;
 
 /// A ciphertext being decoded as its upload completes: the CKKS parameter
 /// hash it was decoded under and the object, or `None` if it did not
@@ -434,35 +454,51 @@ impl GraphExecutor {
                 // Do not cache failures: the client may upload the missing key.
                 let mut cache = self.keys.lock().unwrap();
                 cache.retain(|(_, c)| !Arc::ptr_eq(c, &cell));
-                Err(JobError::Invalid(e.clone()))
+                Err(e.clone())
             }
         }
     }
 
-    fn load_keys(&self, objects: &TenantObjects, id: &ObjectId) -> Result<SessionKeys, String> {
+    fn load_keys(&self, objects: &TenantObjects, id: &ObjectId) -> Result<SessionKeys, JobError> {
         let hex = id.to_hex();
+        let invalid = |e: String| JobError::Invalid(format!("session {hex}: {e}"));
         let (meta, bytes) = objects.get(&hex).map_err(|e| match e {
-            JobError::Invalid(_) => format!("session {hex} not found"),
-            JobError::Failed(m) => m,
-            JobError::Cancelled => "cancelled".into(),
+            JobError::Invalid(_) => JobError::Invalid(format!("session {hex} not found")),
+            other => other,
         })?;
         if meta.kind != SESSION_KIND {
-            return Err(format!("object {hex} is a {}, not a session", meta.kind));
+            return Err(JobError::Invalid(format!(
+                "object {hex} is a {}, not a session",
+                meta.kind
+            )));
         }
-        let spec = SessionSpec::decode(&bytes).map_err(|e| format!("session {hex}: {e}"))?;
+        let spec = SessionSpec::decode(&bytes).map_err(|e| invalid(e.to_string()))?;
         let params = SessionParams::build(&spec.params, self.allow_insecure)
-            .map_err(|e| format!("session {hex}: {e}"))?;
-        SessionKeys::load(&spec, params, |oid| {
-            let h = oid.to_hex();
-            match objects.meta(&h) {
-                Ok(_) => objects.get(&h).ok().map(|(_, b)| b),
-                Err(_) => None,
+            .map_err(|e| invalid(e.to_string()))?;
+        // A damaged key is reported as such, not as a missing one.
+        let damaged = Mutex::new(None);
+        let keys = SessionKeys::load(&spec, params, |oid| match objects.get(&oid.to_hex()) {
+            Ok((_, b)) => Some(b),
+            Err(JobError::Damaged(m)) => {
+                *damaged.lock().unwrap() = Some(m);
+                None
             }
-        })
-        .map_err(|e| format!("session {hex}: {e}"))
+            Err(_) => None,
+        });
+        if let Some(m) = damaged.into_inner().unwrap() {
+            return Err(JobError::Damaged(m));
+        }
+        keys.map_err(|e| invalid(e.to_string()))
     }
 
-    fn prepare(&self, spec: &[u8], objects: &TenantObjects) -> Result<Prepared, JobError> {
+    /// Decodes the job, its keys and inputs, and validates its graph,
+    /// refusing one estimated over `max_seconds`.
+    fn prepare(
+        &self,
+        spec: &[u8],
+        objects: &TenantObjects,
+        max_seconds: f64,
+    ) -> Result<Prepared, JobError> {
         let job = JobSubmission::decode(spec)
             .map_err(|e| JobError::Invalid(format!("job submission: {e}")))?;
         let keys = self.session_keys(objects, &job.session)?;
@@ -516,8 +552,16 @@ impl GraphExecutor {
             })
             .collect::<Result<Vec<_>, JobError>>()?;
         let (inputs, types): (Vec<_>, Vec<_>) = decoded.into_iter().unzip();
-        let graph = validate(&job.graph, &keys.capabilities(), &types)
-            .map_err(|e| JobError::Invalid(format!("graph refused: {e}")))?;
+        let limits = ValidationLimits {
+            max_est_seconds: max_seconds,
+        };
+        let graph = validate_with_limits(&job.graph, &keys.capabilities(), &types, &limits)
+            .map_err(|e| match e {
+                ValidationError::TooCostly { .. } => {
+                    JobError::OverLimit(format!("graph refused: {e}"))
+                }
+                e => JobError::Invalid(format!("graph refused: {e}")),
+            })?;
         Ok(Prepared {
             keys,
             graph,
@@ -528,8 +572,14 @@ impl GraphExecutor {
 }
 
 impl Executor for GraphExecutor {
-    fn check(&self, spec: &[u8], objects: &TenantObjects) -> Result<(), JobError> {
-        let p = self.prepare(spec, objects)?;
+    fn check(
+        &self,
+        spec: &[u8],
+        objects: &TenantObjects,
+        max_seconds: f64,
+    ) -> Result<f64, JobError> {
+        let p = self.prepare(spec, objects, max_seconds)?;
+        let est = p.graph.cost().est_seconds;
         if let Ok(mut cache) = self.prepared.lock() {
             cache.retain(|(_, at, _)| at.elapsed() < PREPARED_TTL);
             if cache.len() < PREPARED_CACHE {
@@ -540,14 +590,15 @@ impl Executor for GraphExecutor {
                 ));
             }
         }
-        Ok(())
+        Ok(est)
     }
 
     fn run(&self, spec: &[u8], ctx: JobContext<'_>) -> Result<RunOutput, JobError> {
         (ctx.progress)(0.0, "loading keys and inputs");
         let p = match self.take_prepared(spec, ctx.objects) {
             Some(p) => p,
-            None => Arc::new(self.prepare(spec, ctx.objects)?),
+            // Checked against the tenant's limit when it was submitted.
+            None => Arc::new(self.prepare(spec, ctx.objects, f64::INFINITY)?),
         };
         let t = Instant::now();
         let progress = ctx.progress;

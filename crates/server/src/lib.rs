@@ -106,26 +106,12 @@ pub async fn start(config: ServerConfig) -> Result<RunningServer> {
     if config.retain_freed_memory && !hecloud_rlwe::pool::retain_freed_memory() {
         tracing::debug!("the C allocator does not take retain_freed_memory (not glibc)");
     }
-    std::fs::create_dir_all(&config.data_dir)?;
+    // Locks the data dir: a second server on it is refused here.
     let store = Arc::new(store::Store::open(&config.data_dir)?);
-    let hub = Arc::new(hub::SessionHub::default());
-    let jobs = jobs::Jobs::start(
-        store.clone(),
-        exec::builtin(config.allow_insecure_params),
-        hub.clone(),
-        config.workers,
-        config.quota.max_concurrent_jobs,
-        config.max_job_attempts,
-        tokio::runtime::Handle::current(),
-    )?;
-    let upload_store = store.clone();
-    let svc = service::Service::new(&config, store, jobs.clone(), hub);
-    let limit = config.max_chunk_bytes as usize * 2 + (64 << 10);
-    let grpc = HecloudServer::new(svc)
-        .max_decoding_message_size(limit)
-        .max_encoding_message_size(
-            limit.max(service::DOWNLOAD_CHUNK.max(service::INLINE_OUTPUT_BYTES) + (64 << 10)),
-        );
+    // Bound before any job is resumed: a server that cannot listen must
+    // not use up an attempt of each interrupted job.
+    let listener = tokio::net::TcpListener::bind(config.listen).await?;
+    let addr = listener.local_addr()?;
 
     let mut builder = Server::builder();
     let mut ca_pem = None;
@@ -145,8 +131,25 @@ pub async fn start(config: ServerConfig) -> Result<RunningServer> {
             builder.tls_config(ServerTlsConfig::new().identity(Identity::from_pem(cert, key)))?;
         ca_pem = ca;
     }
-    let listener = tokio::net::TcpListener::bind(config.listen).await?;
-    let addr = listener.local_addr()?;
+    // Interrupted jobs resume only once the server can serve.
+    let hub = Arc::new(hub::SessionHub::default());
+    let jobs = jobs::Jobs::start(
+        store.clone(),
+        exec::builtin(config.allow_insecure_params),
+        hub.clone(),
+        config.workers,
+        config.quota,
+        config.max_job_attempts,
+        tokio::runtime::Handle::current(),
+    )?;
+    let upload_store = store.clone();
+    let svc = service::Service::new(&config, store, jobs.clone(), hub);
+    let limit = config.max_chunk_bytes as usize * 2 + (64 << 10);
+    let grpc = HecloudServer::new(svc)
+        .max_decoding_message_size(limit)
+        .max_encoding_message_size(
+            limit.max(service::DOWNLOAD_CHUNK.max(service::INLINE_OUTPUT_BYTES) + (64 << 10)),
+        );
     let (tx, rx) = oneshot::channel::<()>();
     // Uploads are paced by the server's receive windows: h2's default of
     // 64 KiB per stream held uploads to about 64 MiB/s on loopback.

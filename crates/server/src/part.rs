@@ -312,12 +312,20 @@ fn write_all_at(mut file: &File, buf: &[u8], at: u64) -> std::io::Result<()> {
     file.write_all(buf)
 }
 
+/// Part and blob files are readable by the server's user only, whatever
+/// the umask.
+#[cfg(unix)]
+fn private(o: &mut OpenOptions) -> &mut OpenOptions {
+    std::os::unix::fs::OpenOptionsExt::mode(o, 0o600)
+}
+
+#[cfg(not(unix))]
+fn private(o: &mut OpenOptions) -> &mut OpenOptions {
+    o
+}
+
 fn open_buffered(path: &Path, offset: u64) -> std::io::Result<File> {
-    let mut f = OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .open(path)?;
+    let mut f = private(OpenOptions::new().write(true).create(true).truncate(false)).open(path)?;
     f.set_len(offset)?;
     f.seek(std::io::SeekFrom::Start(offset))?;
     Ok(f)
@@ -326,10 +334,7 @@ fn open_buffered(path: &Path, offset: u64) -> std::io::Result<File> {
 #[cfg(target_os = "linux")]
 fn open_direct(path: &Path) -> Option<File> {
     use std::os::unix::fs::OpenOptionsExt;
-    OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(false)
+    private(OpenOptions::new().write(true).create(true).truncate(false))
         .custom_flags(libc::O_DIRECT)
         .open(path)
         .ok()

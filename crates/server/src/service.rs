@@ -171,6 +171,7 @@ pub fn object_info(m: &ObjectMeta) -> ObjectInfo {
         kind: m.kind.clone(),
         size: m.size,
         created_unix_ms: m.created_ms,
+        damaged: m.damaged,
     }
 }
 
@@ -197,6 +198,7 @@ pub fn job_info(r: &JobRecord) -> JobInfo {
         created_unix_ms: r.created_ms,
         finished_unix_ms: r.finished_ms,
         compute_micros: r.compute_us,
+        est_seconds: r.est_seconds,
     }
 }
 
@@ -227,7 +229,7 @@ fn watched_job(
             .iter_mut()
             .filter(|o| !sent.contains(&o.object_id))
         {
-            match store.read_blob(&o.object_id) {
+            match store.read_blob_verified(&o.object_id) {
                 Ok(bytes) => o.data = bytes,
                 Err(e) => {
                     // The client downloads them instead.
@@ -265,21 +267,13 @@ impl Service {
         jobs: Arc<Jobs>,
         hub: Arc<SessionHub>,
     ) -> Self {
-        let mut tokens = HashMap::new();
-        for t in &config.tenants {
-            let h = match (&t.token, &t.token_blake3) {
-                (Some(tok), _) => *blake3::hash(tok.as_bytes()).as_bytes(),
-                (None, Some(h)) => match hex::decode(h)
-                    .ok()
-                    .and_then(|v| <[u8; 32]>::try_from(v).ok())
-                {
-                    Some(a) => a,
-                    None => continue,
-                },
-                (None, None) => continue,
-            };
-            tokens.insert(h, t.name.clone());
-        }
+        // `ServerConfig::validate` refused tenants without a well-formed
+        // token and tokens given twice.
+        let tokens = config
+            .tenants
+            .iter()
+            .filter_map(|t| Some((t.token_hash()?, t.name.clone())))
+            .collect();
         Self {
             store,
             jobs,
@@ -373,29 +367,30 @@ impl Hecloud for Service {
             total: h.total_bytes,
             hash: hex::encode(&h.blake3),
         };
-        let (store, t, m, uid, max) = (
+        let (store, t, m, uid, quota) = (
             self.store.clone(),
             tenant.clone(),
             meta.clone(),
             h.upload_id.clone(),
-            self.quota.max_objects,
+            self.quota,
         );
         // One trip to a blocking thread: the store's checks and set-up are
         // on the path of every upload.
         let started = blocking(move || {
-            // Already stored for this tenant: nothing to transfer.
+            // Already stored for this tenant: nothing to transfer (unless
+            // the stored bytes are damaged: these repair them).
             if !m.hash.is_empty()
                 && let Some(o) = store.object(&t, &m.hash)?
-                && o.kind == m.kind
             {
-                return Ok(ControlFlow::Break(o));
+                if o.kind != m.kind {
+                    return Err(crate::store::kind_conflict(&o.id, &o.kind, &m.kind));
+                }
+                if !o.damaged {
+                    return Ok(ControlFlow::Break(o));
+                }
             }
-            if store.upload(&t, &uid)?.is_none()
-                && store.count_objects(&t)? + store.count_uploads(&t)? >= max
-            {
-                return Err(ServerError::Quota(format!("object limit of {max} reached")));
-            }
-            let have = store.begin_upload(&t, &uid, &m)?;
+            // Checks the tenant's quota, atomically with reserving.
+            let have = store.begin_upload(&t, &uid, &m, &quota)?;
             // The bytes are hashed as they arrive (after those held from an
             // interrupted attempt), so finishing needs no second pass over
             // the file.
@@ -519,12 +514,7 @@ impl Hecloud for Service {
         let obj = blocking(move || {
             if meta.kind == rpc::SESSION_KIND {
                 // A session spec is small: check it decodes before accepting it.
-                let part = store
-                    .root()
-                    .join("uploads")
-                    .join(&t)
-                    .join(format!("{uid}.part"));
-                let bytes = std::fs::read(part)?;
+                let bytes = store.read_part(&t, &uid)?;
                 if let Err(e) =
                     <hecloud_protocol::SessionSpec as hecloud_protocol::Message>::decode(&bytes)
                 {
@@ -581,6 +571,13 @@ impl Hecloud for Service {
         let meta = blocking(move || store.object(&tenant, &id))
             .await?
             .ok_or_else(|| Status::not_found(format!("object {} not found", r.object_id)))?;
+        if meta.damaged {
+            return Err(crate::store::damaged_error(
+                &meta.id,
+                "its stored bytes were found not to hash to its id",
+            )
+            .into());
+        }
         if r.offset > meta.size {
             return Err(Status::invalid_argument(format!(
                 "offset {} is past the end ({} bytes)",
@@ -588,13 +585,21 @@ impl Hecloud for Service {
             )));
         }
         let path = self.store.blob_path(&meta.id);
+        let store = self.store.clone();
         let (tx, rx) = mpsc::channel(4);
         tokio::task::spawn_blocking(move || {
+            // A download from byte 0 is checked against the id as it is
+            // read: the last chunk goes out only if every byte matches.
+            let mut hasher = (r.offset == 0).then(blake3::Hasher::new);
             let mut f = match std::fs::File::open(&path) {
                 Ok(f) => f,
                 Err(e) => {
-                    tracing::error!(error = %e, "blob missing");
-                    let _ = tx.blocking_send(Err(Status::internal("internal server error")));
+                    let e = if e.kind() == std::io::ErrorKind::NotFound {
+                        store.damaged(&meta.id, "its stored bytes are missing")
+                    } else {
+                        ServerError::Io(e)
+                    };
+                    let _ = tx.blocking_send(Err(e.into()));
                     return;
                 }
             };
@@ -606,8 +611,24 @@ impl Hecloud for Service {
             while off < meta.size {
                 let n = DOWNLOAD_CHUNK.min((meta.size - off) as usize);
                 let mut buf = vec![0u8; n];
-                if f.read_exact(&mut buf).is_err() {
-                    let _ = tx.blocking_send(Err(Status::internal("internal server error")));
+                let read = f.read_exact(&mut buf);
+                if let Some(h) = &mut hasher
+                    && read.is_ok()
+                {
+                    h.update(&buf);
+                }
+                let last = off + n as u64 == meta.size;
+                let intact = match (&hasher, last) {
+                    (Some(h), true) => h.finalize().to_hex().as_str() == meta.id,
+                    _ => true,
+                };
+                if read.is_err() || !intact {
+                    let why = if intact {
+                        "its stored bytes are shorter than recorded"
+                    } else {
+                        "its stored bytes no longer hash to its id"
+                    };
+                    let _ = tx.blocking_send(Err(store.damaged(&meta.id, why).into()));
                     return;
                 }
                 let chunk = DataChunk {

@@ -1,0 +1,444 @@
+//! The server probed as a hostile tenant or an unlucky operator would:
+//! damaged blobs, job bombs and their cancel, racing quotas, fairness
+//! between tenants, a data dir shared by two servers, and the minor
+//! refusals (kinds, client refs).
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use hecloud_circuits::EncryptedUint;
+use hecloud_ckks::params::test_literal;
+use hecloud_ckks::{CkksParameters, Encoder, KeySet};
+use hecloud_client::{Client, ClientError, workload};
+use hecloud_protocol::rpc::{self, JobState};
+use hecloud_protocol::{
+    CkksParamSpec, Graph, JobSubmission, Message, Object, ObjectId, ObjectKind, ParamSpec,
+    SessionSpec,
+};
+use hecloud_server::{Quota, RunningServer, ServerConfig, TenantConfig};
+use tonic::Code;
+
+const ALICE: &str = "alice-token-0123456789";
+const BOB: &str = "bob-token-0123456789ab";
+
+struct Setup {
+    server: RunningServer,
+    dir: tempfile::TempDir,
+}
+
+fn config(dir: &std::path::Path, quota: Quota, workers: usize) -> ServerConfig {
+    let tenant = |name: &str, token: &str| TenantConfig {
+        name: name.into(),
+        token: Some(token.into()),
+        token_blake3: None,
+    };
+    ServerConfig {
+        listen: "127.0.0.1:0".parse().unwrap(),
+        data_dir: dir.to_path_buf(),
+        workers,
+        tls: true,
+        allow_insecure_params: true,
+        quota,
+        tenants: vec![tenant("alice", ALICE), tenant("bob", BOB)],
+        ..ServerConfig::default()
+    }
+}
+
+async fn server(quota: Quota, workers: usize) -> Setup {
+    let dir = tempfile::tempdir().unwrap();
+    let server = hecloud_server::start(config(dir.path(), quota, workers))
+        .await
+        .unwrap();
+    Setup { server, dir }
+}
+
+async fn connect(s: &Setup, token: &str) -> Client {
+    Client::connect(
+        &format!("https://localhost:{}", s.server.addr.port()),
+        token,
+        s.server.ca_pem.as_deref(),
+    )
+    .await
+    .unwrap()
+}
+
+fn code<T: std::fmt::Debug>(r: Result<T, ClientError>) -> (Code, String) {
+    match r {
+        Err(ClientError::Status { code, message }) => (code, message),
+        other => panic!("expected a status error, got {other:?}"),
+    }
+}
+
+/// A small (insecure, test-only) CKKS session, uploaded.
+async fn small_ckks(client: &Client) -> (Arc<CkksParameters>, KeySet, ObjectId) {
+    let lit = test_literal(11, 4);
+    let params = CkksParameters::new_insecure_for_tests(lit.clone(), 40).unwrap();
+    let keys = KeySet::generate(&params, &workload::sum_rotations(8), false).unwrap();
+    let ev = keys.evaluation_keys();
+    let mut spec = SessionSpec {
+        params: ParamSpec {
+            ckks: Some(CkksParamSpec::from_literal(&lit, 40)),
+            tfhe: None,
+        },
+        ..SessionSpec::default()
+    };
+    let relin = ev.relin.as_ref().unwrap().to_bytes(true);
+    spec.relin_key = Some(ObjectId::of(&relin));
+    client
+        .upload("ckks.relin_key", Arc::new(relin), None)
+        .await
+        .unwrap();
+    for g in ev.galois.elements().collect::<Vec<_>>() {
+        let b = ev.galois.get(g).unwrap().to_bytes(true);
+        spec.galois_keys.push(ObjectId::of(&b));
+        client
+            .upload("ckks.galois_key", Arc::new(b), None)
+            .await
+            .unwrap();
+    }
+    client
+        .upload(rpc::SESSION_KIND, Arc::new(spec.encode()), None)
+        .await
+        .unwrap();
+    (params, keys, spec.id())
+}
+
+/// Flips one byte of a stored blob, as a failing disk would.
+fn flip_byte(data_dir: &std::path::Path, id: &str, at: usize) {
+    let path = data_dir.join("blobs").join(&id[..2]).join(id);
+    let mut b = std::fs::read(&path).unwrap();
+    b[at] ^= 0x40;
+    std::fs::write(&path, b).unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_damaged_blob_fails_its_job_instead_of_giving_a_wrong_answer() {
+    let s = server(Quota::default(), 1).await;
+    let alice = connect(&s, ALICE).await;
+    let (params, keys, session) = small_ckks(&alice).await;
+    let enc = Encoder::new(&params);
+    let values = workload::random_values(8);
+    let ct = keys
+        .encrypt(
+            &enc.encode_real(&values, params.max_level(), params.default_scale())
+                .unwrap(),
+        )
+        .unwrap()
+        .to_bytes();
+    // No session is loaded yet: nothing decodes the upload ahead of its
+    // job, so the job reads the stored blob.
+    let o = alice
+        .upload("ckks.ciphertext", Arc::new(ct.clone()), None)
+        .await
+        .unwrap();
+    flip_byte(s.dir.path(), &o.object_id, ct.len() / 2);
+    let id = ObjectId::from_hex(&o.object_id).unwrap();
+    let job = workload::statistics_graph(session, id, values.len());
+    let (c, m) = code(alice.submit(rpc::JOB_KIND_GRAPH, job.encode(), "").await);
+    assert_eq!(c, Code::DataLoss, "{m}");
+    assert!(m.contains("damaged") && m.contains(&o.object_id), "{m}");
+    // Marked: listed as damaged, and downloads refuse it.
+    let listed = alice.list().await.unwrap();
+    assert!(
+        listed
+            .iter()
+            .any(|l| l.object_id == o.object_id && l.damaged)
+    );
+    let (c, _) = code(alice.download(&o.object_id, None).await);
+    assert_eq!(c, Code::DataLoss);
+    // The same bytes uploaded again repair it, and the job is right.
+    alice
+        .upload("ckks.ciphertext", Arc::new(ct), None)
+        .await
+        .unwrap();
+    let done = workload::run_job(&alice, &job).await.unwrap();
+    let out = workload::output(&alice, &done, "mean").await.unwrap();
+    let mean = enc
+        .decode_real(
+            &keys
+                .decrypt(&hecloud_rlwe::Ciphertext::from_bytes(params.rlwe(), &out).unwrap())
+                .unwrap(),
+        )
+        .unwrap()[0];
+    let want = values.iter().sum::<f64>() / values.len() as f64;
+    assert!((mean - want).abs() < 1e-3, "mean {mean} vs {want}");
+
+    // A blob damaged on disk after it was stored is caught by a download
+    // too, before its last chunk goes out.
+    flip_byte(s.dir.path(), &done.outputs[0].object_id, 10);
+    let (c, m) = code(alice.download(&done.outputs[0].object_id, None).await);
+    assert_eq!(c, Code::DataLoss, "{m}");
+    s.server.stop().await.unwrap();
+}
+
+/// One TFHE integer of `width` bits, encrypted and uploaded.
+async fn tfhe_input(
+    client: &Client,
+    tf: &workload::TfheSession,
+    v: u128,
+    width: usize,
+) -> ObjectId {
+    let e = tf.engine.clone();
+    let bytes = tokio::task::spawn_blocking(move || {
+        Object::TfheUint(EncryptedUint::encrypt_u128(&*e, v, width).unwrap()).to_bytes()
+    })
+    .await
+    .unwrap();
+    let o = client
+        .upload(
+            rpc::object_kind_name(ObjectKind::TfheUint),
+            Arc::new(bytes),
+            None,
+        )
+        .await
+        .unwrap();
+    ObjectId::from_hex(&o.object_id).unwrap()
+}
+
+/// `nodes` sums, each of `operands` copies of input 0.
+fn sums(session: ObjectId, input: ObjectId, nodes: usize, operands: usize) -> JobSubmission {
+    let mut g = Graph::new();
+    let x = g.input(0);
+    let mut last = x;
+    for _ in 0..nodes {
+        last = g.int_sum(vec![x; operands], false);
+    }
+    g.output("sum", last);
+    JobSubmission {
+        session,
+        graph: g,
+        inputs: vec![input],
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn job_bombs_are_refused_cheaply_and_a_long_node_stops_at_its_cancel() {
+    let quota = Quota {
+        max_job_seconds: 600.0,
+        max_inflight_seconds: 900.0,
+        ..Quota::default()
+    };
+    let s = server(quota, 1).await;
+    let alice = connect(&s, ALICE).await;
+    let tf = workload::tfhe_setup(&alice).await.unwrap();
+    let x64 = tfhe_input(&alice, &tf, 12345, 64).await;
+
+    // 200 sums of 4096 operands of 64 bits (it took 17.5 s of CPU to
+    // validate, then was accepted): refused on its shape alone.
+    let t = Instant::now();
+    let bomb = sums(tf.id, x64, 200, 4096);
+    let (c, m) = code(alice.submit(rpc::JOB_KIND_GRAPH, bomb.encode(), "").await);
+    assert_eq!(c, Code::InvalidArgument, "{m}");
+    assert!(m.contains("exceeds the limit"), "{m}");
+    // Seven pass the shape limit but not the tenant's cost limit: refused
+    // before they are costed in full, with the figures.
+    let bomb = sums(tf.id, x64, 7, 4096);
+    let (c, m) = code(alice.submit(rpc::JOB_KIND_GRAPH, bomb.encode(), "").await);
+    assert_eq!(c, Code::ResourceExhausted, "{m}");
+    assert!(m.contains("600"), "the limit is named: {m}");
+    assert!(t.elapsed() < Duration::from_secs(3), "{:?}", t.elapsed());
+
+    // A long node (one sum of 48 numbers of 32 bits: tens of seconds on
+    // two cores) is cancelled while it runs: it stops within a layer of
+    // its circuit and ends CANCELLED, with no output.
+    let x32 = tfhe_input(&alice, &tf, 777, 32).await;
+    let long = sums(tf.id, x32, 1, 48);
+    let job = alice
+        .submit(rpc::JOB_KIND_GRAPH, long.encode(), "")
+        .await
+        .unwrap();
+    let t = Instant::now();
+    loop {
+        let j = alice.job(&job.job_id).await.unwrap();
+        if j.state == JobState::Running as i32 {
+            break;
+        }
+        assert!(t.elapsed() < Duration::from_secs(60), "never started");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    // Well inside the node (loading takes milliseconds).
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let cancelled_at = Instant::now();
+    let c = alice.cancel(&job.job_id).await.unwrap();
+    assert_eq!(c.message, "cancelling");
+    let done = alice.wait(&job.job_id, &|_| {}).await.unwrap();
+    let stopped = cancelled_at.elapsed();
+    assert_eq!(done.state, JobState::Cancelled as i32, "{done:?}");
+    assert!(done.outputs.is_empty());
+    assert!(
+        stopped < Duration::from_secs(8),
+        "stopped {stopped:?} after its cancel"
+    );
+
+    // The cost of jobs in flight is bounded per tenant: two sums each
+    // estimated at about 500 s (under the 600 s per job; the estimate grows
+    // with operands × width, as measured on the 48 × 32-bit one) do not
+    // fit within 900 s together.
+    assert!(job.est_seconds > 0.0);
+    let operands = (48.0 * 32.0 * 500.0 / job.est_seconds / 64.0) as usize;
+    let first = alice
+        .submit(
+            rpc::JOB_KIND_GRAPH,
+            sums(tf.id, x64, 1, operands).encode(),
+            "",
+        )
+        .await
+        .unwrap();
+    assert!(
+        (450.0..=600.0).contains(&first.est_seconds),
+        "{}",
+        first.est_seconds
+    );
+    let second = sums(tf.id, x64, 1, operands - 1);
+    let (c, m) = code(alice.submit(rpc::JOB_KIND_GRAPH, second.encode(), "").await);
+    assert_eq!(c, Code::ResourceExhausted, "{m}");
+    assert!(m.contains("in flight") && m.contains("900"), "{m}");
+    alice.cancel(&first.job_id).await.unwrap();
+    s.server.stop().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn tenants_are_served_in_turn() {
+    let s = server(Quota::default(), 1).await;
+    let alice = connect(&s, ALICE).await;
+    let bob = connect(&s, BOB).await;
+    let slow = || {
+        Arc::new(|_: &str, p: &[u8]| {
+            std::thread::sleep(Duration::from_millis(600));
+            Ok(p.to_vec())
+        }) as hecloud_client::CallbackHandler
+    };
+    let _a = alice
+        .open_session(&[rpc::CALLBACK_ECHO], slow())
+        .await
+        .unwrap();
+    let _b = bob
+        .open_session(&[rpc::CALLBACK_ECHO], slow())
+        .await
+        .unwrap();
+    let mut mine = vec![];
+    for i in 0..4 {
+        let j = alice
+            .submit(rpc::JOB_KIND_ECHO, format!("a{i}").into_bytes(), "")
+            .await
+            .unwrap();
+        mine.push(j.job_id);
+    }
+    // Queued behind three of Alice's jobs, Bob's runs after at most one
+    // more of hers (first come, first served ran it last).
+    let b = bob
+        .submit(rpc::JOB_KIND_ECHO, b"b".to_vec(), "")
+        .await
+        .unwrap();
+    let b = bob.wait(&b.job_id, &|_| {}).await.unwrap();
+    assert_eq!(b.state, JobState::Succeeded as i32, "{}", b.error);
+    let mut later = 0;
+    for id in &mine {
+        let j = alice.wait(id, &|_| {}).await.unwrap();
+        assert_eq!(j.state, JobState::Succeeded as i32, "{}", j.error);
+        later += usize::from(j.finished_unix_ms > b.finished_unix_ms);
+    }
+    assert!(later >= 2, "{later} of Alice's jobs ended after Bob's");
+    s.server.stop().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn racing_uploads_and_job_outputs_stay_within_the_quota() {
+    let quota = Quota {
+        max_objects: 6,
+        ..Quota::default()
+    };
+    let s = server(quota, 1).await;
+    let alice = connect(&s, ALICE).await;
+    let uploads: Vec<_> = (0..20)
+        .map(|i| {
+            let c = alice.clone();
+            tokio::spawn(async move {
+                let bytes = format!("object number {i} of twenty").into_bytes();
+                c.upload("ckks.ciphertext", Arc::new(bytes), None).await
+            })
+        })
+        .collect();
+    let mut stored = 0;
+    for u in uploads {
+        match u.await.unwrap() {
+            Ok(_) => stored += 1,
+            Err(e) => assert_eq!(code::<()>(Err(e)).0, Code::ResourceExhausted),
+        }
+    }
+    assert_eq!(stored, 6);
+    assert_eq!(alice.list().await.unwrap().len(), 6);
+    // A job's output would be the seventh object: the job fails and says
+    // why, and nothing is stored.
+    let _echo = alice
+        .open_session(
+            &[rpc::CALLBACK_ECHO],
+            Arc::new(|_, p: &[u8]| Ok(p.to_vec())),
+        )
+        .await
+        .unwrap();
+    let j = alice
+        .submit(rpc::JOB_KIND_ECHO, b"one too many".to_vec(), "")
+        .await
+        .unwrap();
+    let done = alice.wait(&j.job_id, &|_| {}).await.unwrap();
+    assert_eq!(done.state, JobState::Failed as i32);
+    assert!(done.error.contains("object limit of 6"), "{}", done.error);
+    assert_eq!(alice.list().await.unwrap().len(), 6);
+    s.server.stop().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn bytes_under_another_kind_and_a_reused_client_ref_are_refused() {
+    let s = server(Quota::default(), 1).await;
+    let alice = connect(&s, ALICE).await;
+    let bytes = Arc::new(b"some bytes stored as a ciphertext".to_vec());
+    let o = alice
+        .upload("ckks.ciphertext", bytes.clone(), None)
+        .await
+        .unwrap();
+    let (c, m) = code(alice.upload("ckks.galois_key", bytes.clone(), None).await);
+    assert_eq!(c, Code::AlreadyExists, "{m}");
+    assert!(m.contains("ckks.ciphertext"), "{m}");
+    assert_eq!(alice.list().await.unwrap()[0].kind, "ckks.ciphertext");
+    assert_eq!(alice.list().await.unwrap()[0].object_id, o.object_id);
+
+    let _echo = alice
+        .open_session(
+            &[rpc::CALLBACK_ECHO],
+            Arc::new(|_, p: &[u8]| Ok(p.to_vec())),
+        )
+        .await
+        .unwrap();
+    let j = alice
+        .submit(rpc::JOB_KIND_ECHO, b"first".to_vec(), "my-ref")
+        .await
+        .unwrap();
+    let again = alice
+        .submit(rpc::JOB_KIND_ECHO, b"first".to_vec(), "my-ref")
+        .await
+        .unwrap();
+    assert_eq!(again.job_id, j.job_id);
+    let (c, m) = code(
+        alice
+            .submit(rpc::JOB_KIND_ECHO, b"second".to_vec(), "my-ref")
+            .await,
+    );
+    assert_eq!(c, Code::AlreadyExists, "{m}");
+    assert!(m.contains(&j.job_id), "{m}");
+    s.server.stop().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_second_server_on_a_data_dir_is_refused() {
+    let s = server(Quota::default(), 1).await;
+    let e = hecloud_server::start(config(s.dir.path(), Quota::default(), 1))
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("in use by another hecloud server"), "{e}");
+    // The first one is unharmed.
+    let alice = connect(&s, ALICE).await;
+    assert_eq!(alice.info().await.unwrap().tenant, "alice");
+    s.server.stop().await.unwrap();
+}
