@@ -7,101 +7,16 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use hecloud_circuits::EncryptedUint;
-use hecloud_ckks::params::test_literal;
-use hecloud_ckks::{CkksParameters, Encoder, KeySet};
-use hecloud_client::{Client, ClientError, workload};
+use hecloud_ckks::Encoder;
+use hecloud_client::{Client, workload};
 use hecloud_protocol::rpc::{self, JobState};
-use hecloud_protocol::{
-    CkksParamSpec, Graph, JobSubmission, Message, Object, ObjectId, ObjectKind, ParamSpec,
-    SessionSpec,
-};
-use hecloud_server::{Quota, RunningServer, ServerConfig, TenantConfig};
+use hecloud_protocol::{Graph, JobSubmission, Message, Object, ObjectId, ObjectKind};
+use hecloud_server::{Quota, ServerConfig};
 use tonic::Code;
 
-const ALICE: &str = "alice-token-0123456789";
-const BOB: &str = "bob-token-0123456789ab";
+mod common;
 
-struct Setup {
-    server: RunningServer,
-    dir: tempfile::TempDir,
-}
-
-fn config(dir: &std::path::Path, quota: Quota, workers: usize) -> ServerConfig {
-    let tenant = |name: &str, token: &str| TenantConfig {
-        name: name.into(),
-        token: Some(token.into()),
-        token_blake3: None,
-    };
-    ServerConfig {
-        listen: "127.0.0.1:0".parse().unwrap(),
-        data_dir: dir.to_path_buf(),
-        workers,
-        tls: true,
-        allow_insecure_params: true,
-        quota,
-        tenants: vec![tenant("alice", ALICE), tenant("bob", BOB)],
-        ..ServerConfig::default()
-    }
-}
-
-async fn server(quota: Quota, workers: usize) -> Setup {
-    let dir = tempfile::tempdir().unwrap();
-    let server = hecloud_server::start(config(dir.path(), quota, workers))
-        .await
-        .unwrap();
-    Setup { server, dir }
-}
-
-async fn connect(s: &Setup, token: &str) -> Client {
-    Client::connect(
-        &format!("https://localhost:{}", s.server.addr.port()),
-        token,
-        s.server.ca_pem.as_deref(),
-    )
-    .await
-    .unwrap()
-}
-
-fn code<T: std::fmt::Debug>(r: Result<T, ClientError>) -> (Code, String) {
-    match r {
-        Err(ClientError::Status { code, message }) => (code, message),
-        other => panic!("expected a status error, got {other:?}"),
-    }
-}
-
-/// A small (insecure, test-only) CKKS session, uploaded.
-async fn small_ckks(client: &Client) -> (Arc<CkksParameters>, KeySet, ObjectId) {
-    let lit = test_literal(11, 4);
-    let params = CkksParameters::new_insecure_for_tests(lit.clone(), 40).unwrap();
-    let keys = KeySet::generate(&params, &workload::sum_rotations(8), false).unwrap();
-    let ev = keys.evaluation_keys();
-    let mut spec = SessionSpec {
-        params: ParamSpec {
-            ckks: Some(CkksParamSpec::from_literal(&lit, 40)),
-            tfhe: None,
-        },
-        ..SessionSpec::default()
-    };
-    let relin = ev.relin.as_ref().unwrap().to_bytes(true);
-    spec.relin_key = Some(ObjectId::of(&relin));
-    client
-        .upload("ckks.relin_key", Arc::new(relin), None)
-        .await
-        .unwrap();
-    for g in ev.galois.elements().collect::<Vec<_>>() {
-        let b = ev.galois.get(g).unwrap().to_bytes(true);
-        spec.galois_keys.push(ObjectId::of(&b));
-        client
-            .upload("ckks.galois_key", Arc::new(b), None)
-            .await
-            .unwrap();
-    }
-    client
-        .upload(rpc::SESSION_KIND, Arc::new(spec.encode()), None)
-        .await
-        .unwrap();
-    (params, keys, spec.id())
-}
+use common::{ALICE, BOB, Setup, code, config, connect, server, small_ckks};
 
 /// Flips one byte of a stored blob, as a failing disk would.
 fn flip_byte(data_dir: &std::path::Path, id: &str, at: usize) {
@@ -218,7 +133,14 @@ async fn job_bombs_are_refused_cheaply_and_a_long_node_stops_at_its_cancel() {
         max_inflight_seconds: 900.0,
         ..Quota::default()
     };
-    let s = server(quota, 1).await;
+    // Messages as large as the default chunks: the bomb's spec is 3 MB.
+    let dir = tempfile::tempdir().unwrap();
+    let mut c = config(dir.path(), quota, 1);
+    c.max_chunk_bytes = ServerConfig::default().max_chunk_bytes;
+    let s = Setup {
+        server: hecloud_server::start(c).await.unwrap(),
+        dir,
+    };
     let alice = connect(&s, ALICE).await;
     let tf = workload::tfhe_setup(&alice).await.unwrap();
     let x64 = tfhe_input(&alice, &tf, 12345, 64).await;

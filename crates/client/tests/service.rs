@@ -6,75 +6,22 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use hecloud_ckks::params::test_literal;
 use hecloud_ckks::{CkksParameters, Encoder, KeySet};
 use hecloud_client::{Client, workload};
 use hecloud_protocol::rpc::{self, JobState, UploadChunk, UploadHeader};
-use hecloud_protocol::{CkksParamSpec, Message, ObjectId, ObjectKind, ParamSpec, SessionSpec};
-use hecloud_server::{Quota, RunningServer, ServerConfig, TenantConfig};
+use hecloud_protocol::{Message, ObjectId, ObjectKind};
+use hecloud_server::Quota;
 use tonic::Code;
 
-const ALICE: &str = "alice-token-0123456789";
-const BOB: &str = "bob-token-0123456789ab";
+mod common;
 
-struct Setup {
-    server: RunningServer,
-    _dir: tempfile::TempDir,
-}
-
-async fn server(quota: Quota, workers: usize) -> Setup {
-    let dir = tempfile::tempdir().unwrap();
-    let config = ServerConfig {
-        listen: "127.0.0.1:0".parse().unwrap(),
-        data_dir: dir.path().to_path_buf(),
-        workers,
-        tls: true,
-        max_chunk_bytes: 256 << 10,
-        allow_insecure_params: true,
-        quota,
-        tenants: vec![
-            TenantConfig {
-                name: "alice".into(),
-                token: Some(ALICE.into()),
-                token_blake3: None,
-            },
-            TenantConfig {
-                name: "bob".into(),
-                token: None,
-                token_blake3: Some(blake3::hash(BOB.as_bytes()).to_hex().to_string()),
-            },
-        ],
-        ..ServerConfig::default()
-    };
-    Setup {
-        server: hecloud_server::start(config).await.unwrap(),
-        _dir: dir,
-    }
-}
-
-async fn connect(s: &Setup, token: &str) -> Client {
-    Client::connect(
-        &format!("https://localhost:{}", s.server.addr.port()),
-        token,
-        s.server.ca_pem.as_deref(),
-    )
-    .await
-    .unwrap()
-    .with_chunk_size(64 << 10)
-}
+use common::{ALICE, BOB, code, connect, server, small_ckks};
 
 fn random_bytes(n: usize) -> Vec<u8> {
     use rand_core::{OsRng, TryRngCore};
     let mut v = vec![0u8; n];
     OsRng.try_fill_bytes(&mut v).unwrap();
     v
-}
-
-fn code<T: std::fmt::Debug>(r: Result<T, hecloud_client::ClientError>) -> (Code, String) {
-    match r {
-        Err(hecloud_client::ClientError::Status { code, message }) => (code, message),
-        other => panic!("expected a status error, got {other:?}"),
-    }
 }
 
 fn header(bytes: &[u8], kind: &str, id: &str) -> UploadHeader {
@@ -511,40 +458,6 @@ async fn job_quota_and_cancellation() {
     assert_eq!(d2.state, JobState::Cancelled as i32);
     assert!(d2.outputs.is_empty());
     s.server.stop().await.unwrap();
-}
-
-/// A small (insecure, test-only) CKKS session, uploaded.
-async fn small_ckks(client: &Client) -> (Arc<CkksParameters>, KeySet, ObjectId) {
-    let lit = test_literal(11, 4);
-    let params = CkksParameters::new_insecure_for_tests(lit.clone(), 40).unwrap();
-    let keys = KeySet::generate(&params, &[1, 2, 4, 8, 16], false).unwrap();
-    let ev = keys.evaluation_keys();
-    let mut spec = SessionSpec {
-        params: ParamSpec {
-            ckks: Some(CkksParamSpec::from_literal(&lit, 40)),
-            tfhe: None,
-        },
-        ..SessionSpec::default()
-    };
-    let relin = ev.relin.as_ref().unwrap().to_bytes(true);
-    spec.relin_key = Some(ObjectId::of(&relin));
-    client
-        .upload("ckks.relin_key", Arc::new(relin), None)
-        .await
-        .unwrap();
-    for g in ev.galois.elements().collect::<Vec<_>>() {
-        let b = ev.galois.get(g).unwrap().to_bytes(true);
-        spec.galois_keys.push(ObjectId::of(&b));
-        client
-            .upload("ckks.galois_key", Arc::new(b), None)
-            .await
-            .unwrap();
-    }
-    client
-        .upload(rpc::SESSION_KIND, Arc::new(spec.encode()), None)
-        .await
-        .unwrap();
-    (params, keys, spec.id())
 }
 
 /// `values` encoded at the top level, encrypted and serialized.
