@@ -520,7 +520,17 @@ impl Jobs {
                         tracing::warn!(%tenant, job = %id, reason = %why, "job failed");
                         Ok(())
                     }
-                    Err(e) => Err(e),
+                    // Not left running: the job fails, saying why when the
+                    // reason is the tenant's (an output already stored as
+                    // another kind), not the server's.
+                    Err(e) => {
+                        tracing::error!(%tenant, job = %id, error = %e, "job outputs not stored");
+                        let why = match e {
+                            ServerError::AlreadyExists(m) => m,
+                            _ => "its outputs could not be stored (server error)".into(),
+                        };
+                        self.store.end_job(tenant, id, JobState::Failed, &why)
+                    }
                 }
             }
             Err(JobError::Cancelled) => {

@@ -1426,6 +1426,22 @@ mod tests {
             s.put_object("t", "echo", &bytes),
             Err(ServerError::AlreadyExists(_))
         ));
+        // A job output too: nothing of the job's is stored.
+        let (rec, _) = s.insert_job("t", "graph.v1", b"spec", "", 1.0).unwrap();
+        assert!(s.start_job("t", &rec.id).unwrap());
+        let fresh = ReadyOutput::new("a".into(), "raw".into(), b"fresh".to_vec());
+        let same = ReadyOutput::new("b".into(), "echo".into(), bytes.to_vec());
+        let e = s
+            .complete_job("t", &rec.id, &[fresh.clone(), same], 5, &Quota::default())
+            .unwrap_err();
+        assert!(matches!(e, ServerError::AlreadyExists(_)), "{e:?}");
+        assert!(s.object("t", &fresh.id).unwrap().is_none());
+        assert!(!s.blob_path(&fresh.id).exists());
+        assert_eq!(s.read_blob(&o.id).unwrap(), bytes, "the shared blob stays");
+        assert_eq!(
+            s.job("t", &rec.id).unwrap().unwrap().state,
+            JobState::Running
+        );
     }
 
     #[test]
