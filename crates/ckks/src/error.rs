@@ -33,6 +33,9 @@ pub enum CkksError {
     /// A polynomial-evaluation request that cannot be satisfied.
     #[error("polynomial evaluation: {0}")]
     Polynomial(String),
+    /// The caller's cancellation flag was raised during an evaluation.
+    #[error("cancelled")]
+    Cancelled,
 }
 
 impl From<hecloud_math::MathError> for CkksError {

@@ -7,6 +7,8 @@
 //! and scales tracked exactly (all stay within the evaluator's tolerance of
 //! Δ because the primes are within 2^-30 of one another).
 
+use std::sync::atomic::{AtomicBool, Ordering};
+
 use hecloud_rlwe::Ciphertext;
 use num_complex::Complex64;
 
@@ -112,6 +114,7 @@ fn divide(c: &[f64], n: usize) -> (Vec<f64>, Vec<f64>) {
 
 struct Basis<'a> {
     eval: &'a Evaluator,
+    cancel: &'a AtomicBool,
     /// baby[k] = T_k for 1 ≤ k ≤ g (index 0 unused).
     baby: Vec<Option<Ciphertext>>,
     /// (n, T_n) for n = g, 2g, 4g, …
@@ -165,9 +168,19 @@ impl Basis<'_> {
             .ok_or_else(|| CkksError::Polynomial("missing giant step".into()))?;
         let (q, r) = divide(c, *n);
         let qv = self.eval_rec(&q)?;
+        not_cancelled(self.cancel)?;
         let prod = self.eval.mul_relin_rescale(&qv, tn)?;
         let rv = self.eval_rec(&r)?;
         self.eval.add(&prod, &rv)
+    }
+}
+
+/// Relaxed: the flag publishes no data, it only has to be seen eventually.
+fn not_cancelled(cancel: &AtomicBool) -> Result<()> {
+    if cancel.load(Ordering::Relaxed) {
+        Err(CkksError::Cancelled)
+    } else {
+        Ok(())
     }
 }
 
@@ -208,6 +221,34 @@ impl Evaluator {
         ct: &Ciphertext,
         poly: &ChebyshevPolynomial,
     ) -> Result<Ciphertext> {
+        self.evaluate_chebyshev_cancellable(ct, poly, &AtomicBool::new(false))
+    }
+
+    /// [`Self::evaluate_chebyshev`] that gives up with
+    /// [`CkksError::Cancelled`] once `cancel` is raised: the flag is read
+    /// before every ciphertext product (each a key switch), so a
+    /// high-degree evaluation stops within one of them.
+    ///
+    /// ```
+    /// use std::sync::atomic::AtomicBool;
+    /// use hecloud_ckks::{*, params::test_literal, polynomial::ChebyshevPolynomial};
+    /// let params = CkksParameters::new_insecure_for_tests(test_literal(10, 6), 45).unwrap();
+    /// let keys = KeySet::generate(&params, &[], false).unwrap();
+    /// let (enc, eval) = (Encoder::new(&params), Evaluator::new(&params, keys.evaluation_keys()));
+    /// let p = ChebyshevPolynomial::interpolate(|x| x.sin(), 15, -1.0, 1.0);
+    /// let ct = keys.encrypt(&enc.encode_real(&[0.5], 6, params.default_scale()).unwrap()).unwrap();
+    /// let raised = AtomicBool::new(true);
+    /// assert!(matches!(
+    ///     eval.evaluate_chebyshev_cancellable(&ct, &p, &raised),
+    ///     Err(CkksError::Cancelled)
+    /// ));
+    /// ```
+    pub fn evaluate_chebyshev_cancellable(
+        &self,
+        ct: &Ciphertext,
+        poly: &ChebyshevPolynomial,
+        cancel: &AtomicBool,
+    ) -> Result<Ciphertext> {
         let d = poly.degree();
         if poly.coeffs.is_empty() || poly.coeffs.iter().any(|c| !c.is_finite()) {
             return Err(CkksError::Polynomial("coefficients must be finite".into()));
@@ -245,6 +286,7 @@ impl Evaluator {
                     .as_ref()
                     .ok_or_else(|| CkksError::Polynomial("T_i".into()))?;
                 let diff = if i == j { None } else { baby[i - j].as_ref() };
+                not_cancelled(cancel)?;
                 self.chebyshev_product(tj, ti, diff)?
             };
             baby[k] = Some(t);
@@ -260,10 +302,12 @@ impl Evaluator {
                 .last()
                 .cloned()
                 .ok_or_else(|| CkksError::Polynomial("giant".into()))?;
+            not_cancelled(cancel)?;
             giant.push((2 * n, self.chebyshev_product(&t, &t, None)?));
         }
         let basis = Basis {
             eval: self,
+            cancel,
             baby,
             giant,
         };

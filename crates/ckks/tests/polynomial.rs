@@ -44,6 +44,19 @@ fn degree_63_relu_and_sign_match_plaintext() {
     let out = eval.evaluate_chebyshev(&ct, &p).unwrap();
     let got = enc.decode_real(&keys.decrypt(&out).unwrap()).unwrap();
     assert!((got[10] - x[10] * x[10]).abs() < 1e-4);
+    // With a flag that stays down, the cancellable form is the same
+    // evaluation; with it raised, it stops (before its first key switch).
+    let p = ChebyshevPolynomial::interpolate(|v| (3.0 * v).sin(), 63, -1.0, 1.0);
+    let down = std::sync::atomic::AtomicBool::new(false);
+    assert_eq!(
+        eval.evaluate_chebyshev_cancellable(&ct, &p, &down).unwrap(),
+        eval.evaluate_chebyshev(&ct, &p).unwrap()
+    );
+    let raised = std::sync::atomic::AtomicBool::new(true);
+    assert!(matches!(
+        eval.evaluate_chebyshev_cancellable(&ct, &p, &raised),
+        Err(CkksError::Cancelled)
+    ));
     // Not enough levels: a typed error.
     let low = eval.drop_level(&ct, 3).unwrap();
     let p = ChebyshevPolynomial::interpolate(|v| v, 63, -1.0, 1.0);

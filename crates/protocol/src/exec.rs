@@ -2,12 +2,12 @@
 //!
 //! [`execute`] is synchronous (the server runs it on its worker pool),
 //! evaluates the live nodes in order over the CKKS evaluator and the TFHE
-//! circuits, checks the cancellation flag between nodes and, inside an
-//! integer node, before every bootstrap (a sum of thousands of operands runs
-//! for minutes), reports progress after each node and frees every
-//! intermediate value after its last use. A CKKS node runs to its end once
-//! started (the evaluator takes no flag; a Chebyshev evaluation is the
-//! longest of them).
+//! circuits, checks the cancellation flag between nodes and inside the long
+//! ones: an integer node before every bootstrap (a sum of thousands of
+//! operands runs for minutes), a Chebyshev polynomial before every
+//! ciphertext product (each a key switch); it reports progress after each
+//! node and frees every intermediate value after its last use. Other CKKS
+//! nodes are one or two key switches each and run to their end.
 //!
 //! ```
 //! use std::sync::atomic::AtomicBool;
@@ -88,8 +88,9 @@ enum V<'a> {
 }
 
 /// Runs `graph` (validated for these keys and inputs) and returns its named
-/// outputs in the graph's order. `cancel` is checked before every node and,
-/// within integer nodes, before every bootstrap; once it is seen raised,
+/// outputs in the graph's order. `cancel` is checked before every node,
+/// within integer nodes before every bootstrap and within Chebyshev nodes
+/// before every ciphertext product; once it is seen raised,
 /// the result is [`ExecError::Cancelled`] with the number of nodes that
 /// completed. `progress` is called after every node.
 pub fn execute(
@@ -136,10 +137,16 @@ pub fn execute(
         }
         let op = &graph.graph.nodes[id as usize];
         let slot = match run.node(id, op) {
-            Err(ExecError::Circuit {
-                source: CircuitError::Cancelled,
-                ..
-            }) => return Err(ExecError::Cancelled { done, total }),
+            Err(
+                ExecError::Circuit {
+                    source: CircuitError::Cancelled,
+                    ..
+                }
+                | ExecError::Ckks {
+                    source: CkksError::Cancelled,
+                    ..
+                },
+            ) => return Err(ExecError::Cancelled { done, total }),
             r => r?,
         };
         run.slots[id as usize] = slot;
@@ -322,7 +329,9 @@ impl<'a> Run<'a> {
                         a: *a,
                         b: *b,
                     };
-                    ck(rt()?.evaluator.evaluate_chebyshev(c, &p))
+                    ck(rt()?
+                        .evaluator
+                        .evaluate_chebyshev_cancellable(c, &p, self.cancel))
                 }
                 _ => Err(internal("operand types")),
             },
