@@ -90,6 +90,28 @@ async fn connect(s: &Server, dir: &std::path::Path) -> Client {
         .with_chunk_size(256 << 10)
 }
 
+/// A key holder that answers echo callbacks only once `killed` is raised
+/// (or after a minute): it holds a job mid-way until the server is killed.
+async fn holding_key_holder(
+    c: &Client,
+    killed: Arc<std::sync::atomic::AtomicBool>,
+) -> hecloud_client::SessionHandle {
+    c.open_session(
+        &[rpc::CALLBACK_ECHO],
+        Arc::new(move |_, p: &[u8]| {
+            let t = Instant::now();
+            while !killed.load(std::sync::atomic::Ordering::Relaxed)
+                && t.elapsed() < Duration::from_secs(60)
+            {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            Ok(p.to_vec())
+        }),
+    )
+    .await
+    .unwrap()
+}
+
 fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
@@ -137,23 +159,7 @@ async fn sigkill_mid_job_and_mid_upload_loses_nothing_acknowledged() {
         .await;
     // A job that is mid-way (its key holder has not answered yet).
     let killed = Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let k = killed.clone();
-    let slow = c
-        .open_session(
-            &[rpc::CALLBACK_ECHO],
-            Arc::new(move |_, p: &[u8]| {
-                // Holds the job mid-way until the server is killed.
-                let t = Instant::now();
-                while !k.load(std::sync::atomic::Ordering::Relaxed)
-                    && t.elapsed() < Duration::from_secs(60)
-                {
-                    std::thread::sleep(Duration::from_millis(20));
-                }
-                Ok(p.to_vec())
-            }),
-        )
-        .await
-        .unwrap();
+    let slow = holding_key_holder(&c, killed.clone()).await;
     let job = c
         .submit(rpc::JOB_KIND_ECHO, b"survive".to_vec(), "")
         .await
@@ -221,22 +227,7 @@ async fn a_cancel_survives_sigkill_and_a_restart_that_cannot_listen_costs_no_att
     assert!(e.contains("in use by another hecloud server"), "{e}");
     let c = connect(&s, dir.path()).await;
     let killed = Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let k = killed.clone();
-    let held = c
-        .open_session(
-            &[rpc::CALLBACK_ECHO],
-            Arc::new(move |_, p: &[u8]| {
-                let t = Instant::now();
-                while !k.load(std::sync::atomic::Ordering::Relaxed)
-                    && t.elapsed() < Duration::from_secs(60)
-                {
-                    std::thread::sleep(Duration::from_millis(20));
-                }
-                Ok(p.to_vec())
-            }),
-        )
-        .await
-        .unwrap();
+    let held = holding_key_holder(&c, killed.clone()).await;
     let keep = c
         .submit(rpc::JOB_KIND_ECHO, b"keep".to_vec(), "")
         .await
