@@ -16,7 +16,7 @@ use tonic::Code;
 
 mod common;
 
-use common::{ALICE, BOB, Setup, code, config, connect, server, small_ckks};
+use common::{ALICE, BOB, Setup, code, config, connect, echo_key_holder, server, small_ckks};
 
 /// Flips one byte of a stored blob, as a failing disk would.
 fn flip_byte(data_dir: &std::path::Path, id: &str, at: usize) {
@@ -295,13 +295,7 @@ async fn racing_uploads_and_job_outputs_stay_within_the_quota() {
     assert_eq!(alice.list().await.unwrap().len(), 6);
     // A job's output would be the seventh object: the job fails and says
     // why, and nothing is stored.
-    let _echo = alice
-        .open_session(
-            &[rpc::CALLBACK_ECHO],
-            Arc::new(|_, p: &[u8]| Ok(p.to_vec())),
-        )
-        .await
-        .unwrap();
+    let _echo = echo_key_holder(&alice).await;
     let j = alice
         .submit(rpc::JOB_KIND_ECHO, b"one too many".to_vec(), "")
         .await
@@ -328,13 +322,7 @@ async fn bytes_under_another_kind_and_a_reused_client_ref_are_refused() {
     assert_eq!(alice.list().await.unwrap()[0].kind, "ckks.ciphertext");
     assert_eq!(alice.list().await.unwrap()[0].object_id, o.object_id);
 
-    let _echo = alice
-        .open_session(
-            &[rpc::CALLBACK_ECHO],
-            Arc::new(|_, p: &[u8]| Ok(p.to_vec())),
-        )
-        .await
-        .unwrap();
+    let _echo = echo_key_holder(&alice).await;
     let j = alice
         .submit(rpc::JOB_KIND_ECHO, b"first".to_vec(), "my-ref")
         .await

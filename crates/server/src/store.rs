@@ -576,24 +576,25 @@ impl Store {
         let dest = self.blob_path(id);
         let dir = dest.parent().expect("blob path has a parent");
         create_private_dir(dir)?;
-        let damaged = || -> Result<bool> {
-            Ok(self.db().query_row(
+        // A fresh blob (the usual case) needs no metadata work here; only
+        // one already installed is looked up, and replaced if damaged.
+        let replacing = dest.exists();
+        if replacing {
+            let damaged: bool = self.db().query_row(
                 "SELECT EXISTS(SELECT 1 FROM objects WHERE id=?1 AND damaged=1)",
                 params![id],
                 |r| r.get(0),
-            )?)
-        };
-        if dest.exists() && !damaged()? {
-            fs::remove_file(file)?;
-            return Ok(());
+            )?;
+            if !damaged {
+                fs::remove_file(file)?;
+                return Ok(());
+            }
         }
         fs::rename(file, &dest)?;
         fsync_dir(dir)?;
-        let repaired = self.db().execute(
-            "UPDATE objects SET damaged=0 WHERE id=?1 AND damaged=1",
-            params![id],
-        )?;
-        if repaired > 0 {
+        if replacing {
+            self.db()
+                .execute("UPDATE objects SET damaged=0 WHERE id=?1", params![id])?;
             tracing::info!(object = %id, "damaged object repaired by new bytes");
         }
         Ok(())

@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use hecloud_ckks::params::test_literal;
 use hecloud_ckks::{CkksParameters, KeySet};
-use hecloud_client::{Client, ClientError};
+use hecloud_client::{Client, ClientError, SessionHandle};
 use hecloud_protocol::rpc;
 use hecloud_protocol::{CkksParamSpec, Message, ObjectId, ParamSpec, SessionSpec};
 use hecloud_server::{Quota, RunningServer, ServerConfig, TenantConfig};
@@ -111,4 +111,15 @@ pub async fn small_ckks(client: &Client) -> (Arc<CkksParameters>, KeySet, Object
         .await
         .unwrap();
     (params, keys, spec.id())
+}
+
+/// A key holder that answers every echo callback at once.
+pub async fn echo_key_holder(client: &Client) -> SessionHandle {
+    client
+        .open_session(
+            &[rpc::CALLBACK_ECHO],
+            Arc::new(|_, p: &[u8]| Ok(p.to_vec())),
+        )
+        .await
+        .unwrap()
 }
