@@ -19,7 +19,7 @@ use crate::demo::bytes;
 #[derive(Debug, Args)]
 pub struct Conn {
     /// Server URL: `https://host:port`; plain `http://` only to a loopback
-    /// host (127.0.0.1, [::1], localhost), as the token would cross the
+    /// host (127.0.0.1, `[::1]`, localhost), as the token would cross the
     /// network in cleartext.
     #[arg(long, env = "HECLOUD_SERVER", default_value = "https://localhost:7443")]
     server: String,

@@ -1,4 +1,4 @@
-//! Negacyclic number-theoretic transform over Z_q[X]/(X^n + 1).
+//! Negacyclic number-theoretic transform over Z_q\[X\]/(X^n + 1).
 //!
 //! The forward transform is Cooley–Tukey with ψ merged into the twiddles
 //! (no pre-multiplication by powers of ψ) and Harvey's lazy butterflies:

@@ -1,4 +1,4 @@
-//! RNS polynomials: a polynomial of Z_Q[X]/(X^n + 1), Q = q_0·…·q_{L-1},
+//! RNS polynomials: a polynomial of Z_Q\[X\]/(X^n + 1), Q = q_0·…·q_{L-1},
 //! stored as L limbs of n residues, each tagged with its domain and basis.
 
 use std::mem::MaybeUninit;
