@@ -8,7 +8,7 @@ use hecloud_circuits::{
 use num_bigint::BigUint;
 use num_traits::{One, Zero};
 use rand_chacha::ChaCha20Rng;
-use rand_core::{RngCore, SeedableRng};
+use rand_core::RngCore;
 
 const WIDTHS: [usize; 6] = [2, 3, 8, 32, 64, 1024];
 const COUNTS: [usize; 7] = [1, 2, 3, 4, 7, 16, 100];
@@ -20,7 +20,7 @@ const ADDERS: [AdderKind; 4] = [
 ];
 
 fn rng() -> ChaCha20Rng {
-    ChaCha20Rng::from_os_rng()
+    hecloud_math::testing::rng()
 }
 
 fn random(rng: &mut ChaCha20Rng, width: usize) -> BigUint {

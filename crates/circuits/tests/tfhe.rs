@@ -11,7 +11,7 @@ use hecloud_circuits::{
     BitEngine, CircuitError, ClearEngine, EncryptedUint, TfheEngine, with_cost,
 };
 use rand_chacha::ChaCha20Rng;
-use rand_core::{RngCore, SeedableRng};
+use rand_core::RngCore;
 use std::sync::OnceLock;
 use std::sync::atomic::AtomicBool;
 
@@ -22,7 +22,7 @@ fn engine() -> TfheEngine {
 }
 
 fn rng() -> ChaCha20Rng {
-    ChaCha20Rng::from_os_rng()
+    hecloud_math::testing::rng()
 }
 
 #[test]

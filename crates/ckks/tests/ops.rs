@@ -4,7 +4,6 @@
 use std::sync::{Arc, OnceLock};
 
 use hecloud_ckks::{params::test_literal, precision::report, *};
-use hecloud_math::Sampler;
 use hecloud_rlwe::RlweError;
 use num_complex::Complex64;
 
@@ -39,7 +38,7 @@ fn fixture() -> &'static Fixture {
 }
 
 fn random_vec(len: usize, bound: f64) -> Vec<Complex64> {
-    let mut s = Sampler::from_os();
+    let mut s = hecloud_math::testing::sampler();
     let mut f = || (s.next_u64() >> 11) as f64 / (1u64 << 53) as f64 * 2.0 - 1.0;
     (0..len)
         .map(|_| Complex64::new(f() * bound, f() * bound))

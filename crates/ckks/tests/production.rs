@@ -3,7 +3,6 @@
 //! Meant for release builds (CI runs `cargo test --release`).
 
 use hecloud_ckks::{precision::report, *};
-use hecloud_math::Sampler;
 use num_complex::Complex64;
 
 #[test]
@@ -15,7 +14,7 @@ fn preset_n16_multiply_and_rotate() {
     let enc = Encoder::new(&params);
     let eval = Evaluator::new(&params, keys.evaluation_keys());
     let slots = params.slots();
-    let mut s = Sampler::from_os();
+    let mut s = hecloud_math::testing::sampler();
     let mut f = || (s.next_u64() >> 11) as f64 / (1u64 << 53) as f64 * 2.0 - 1.0;
     let a: Vec<Complex64> = (0..slots).map(|_| Complex64::new(f(), f())).collect();
     let b: Vec<Complex64> = (0..slots).map(|_| Complex64::new(f(), f())).collect();

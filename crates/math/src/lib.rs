@@ -27,6 +27,7 @@ pub mod ntt;
 pub mod poly;
 pub mod prime;
 pub mod sampling;
+pub mod testing;
 
 pub use base_conv::BaseConverter;
 pub use error::{MathError, Result};

@@ -277,7 +277,7 @@ mod tests {
 
     #[test]
     fn product_matches_schoolbook() {
-        let mut rng = ChaCha20Rng::from_os_rng();
+        let mut rng = crate::testing::rng();
         for log_n in MIN_LOG_N..=12 {
             let n = 1 << log_n;
             for bits in [20, 50, 60, 61] {
@@ -366,7 +366,7 @@ mod tests {
         let n = 1 << 16;
         let q = ntt_primes(60, n, 1, &[]).unwrap()[0];
         let t = NttTable::new(q, n).unwrap();
-        let mut rng = ChaCha20Rng::from_os_rng();
+        let mut rng = crate::testing::rng();
         let (a, b) = (random_vec(&mut rng, n, q), random_vec(&mut rng, n, q));
         let c = ntt_product(&t, &a, &b);
         assert_eq!(c, schoolbook_parallel(&a, &b, t.modulus()));

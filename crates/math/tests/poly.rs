@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 use hecloud_math::prime::ntt_primes;
-use hecloud_math::{BaseConverter, Domain, MathError, RnsBasis, RnsPoly, Sampler};
+use hecloud_math::{BaseConverter, Domain, MathError, RnsBasis, RnsPoly};
 use num_bigint::{BigInt, BigUint};
 use num_traits::{One, Zero};
 
@@ -34,7 +34,7 @@ fn bigint_schoolbook(a: &[BigUint], b: &[BigUint], q: &BigUint) -> Vec<BigUint> 
 
 #[test]
 fn rns_product_through_crt_equals_bigint_schoolbook() {
-    let mut s = Sampler::from_os();
+    let mut s = hecloud_math::testing::sampler();
     for (n, bits, limbs) in [(16, 60, 1), (64, 50, 4), (256, 61, 3), (1024, 30, 2)] {
         let b = basis(n, bits, limbs);
         let mut x = s.uniform_poly(&b, Domain::Coefficient);
@@ -55,7 +55,7 @@ fn rns_product_through_crt_equals_bigint_schoolbook() {
 #[test]
 fn signed_and_bigint_round_trips() {
     let b = basis(64, 50, 3);
-    let mut s = Sampler::from_os();
+    let mut s = hecloud_math::testing::sampler();
     let e = s.gaussian(64);
     let p = RnsPoly::from_signed(&b, &e).unwrap();
     let back = p.to_bigint_centered().unwrap();
@@ -74,7 +74,7 @@ fn signed_and_bigint_round_trips() {
 
 #[test]
 fn automorphism_commutes_with_ntt() {
-    let mut s = Sampler::from_os();
+    let mut s = hecloud_math::testing::sampler();
     for n in [16usize, 1024, 1 << 12] {
         let b = basis(n, 60, 2);
         let a = s.uniform_poly(&b, Domain::Coefficient);
@@ -107,7 +107,7 @@ fn automorphism_commutes_with_ntt() {
 
 #[test]
 fn rescale_rounds_like_bigint_division_in_both_domains() {
-    let mut s = Sampler::from_os();
+    let mut s = hecloud_math::testing::sampler();
     let b = basis(256, 50, 4);
     let x = s.uniform_poly(&b, Domain::Coefficient);
     let ql = BigUint::from(b.moduli()[3].value());
@@ -197,7 +197,7 @@ fn mismatched_operands_are_typed_errors() {
 
 #[test]
 fn arithmetic_matches_bigint_reference() {
-    let mut s = Sampler::from_os();
+    let mut s = hecloud_math::testing::sampler();
     let b = basis(64, 61, 3);
     let q = b.product();
     let x = s.uniform_poly(&b, Domain::Coefficient);

@@ -13,7 +13,7 @@ use common::{messages, sample_graph};
 use hecloud_ckks::{CkksParameters, Encoder, KeySet, params::test_literal};
 use hecloud_protocol::*;
 use rand_chacha::ChaCha20Rng;
-use rand_core::{RngCore, SeedableRng, TryRngCore};
+use rand_core::RngCore;
 
 struct Counting;
 
@@ -156,9 +156,8 @@ fn messages_round_trip_and_every_prefix_is_refused() {
 
 #[test]
 fn random_and_mutated_bytes_never_panic_or_overallocate() {
-    let seed = rand_core::OsRng.try_next_u64().unwrap_or(3);
-    eprintln!("seed {seed}");
-    let mut rng = ChaCha20Rng::seed_from_u64(seed);
+    let mut rng = hecloud_math::testing::rng();
+    let seed = hecloud_math::testing::seed();
     let msgs = messages();
     let mut accepted = 0;
     let mut worst = 0.0f64;
@@ -189,9 +188,7 @@ fn random_and_mutated_bytes_never_panic_or_overallocate() {
 
 #[test]
 fn ckks_payloads_refuse_mutations_with_typed_errors() {
-    let seed = rand_core::OsRng.try_next_u64().unwrap_or(5);
-    eprintln!("seed {seed}");
-    let mut rng = ChaCha20Rng::seed_from_u64(seed);
+    let mut rng = hecloud_math::testing::rng();
     let params = CkksParameters::new_insecure_for_tests(test_literal(10, 2), 45).unwrap();
     let ks = KeySet::generate(&params, &[1], false).unwrap();
     let enc = Encoder::new(&params);
@@ -276,9 +273,7 @@ fn ckks_payloads_refuse_mutations_with_typed_errors() {
 #[test]
 #[ignore]
 fn a_million_mutated_inputs() {
-    let seed = rand_core::OsRng.try_next_u64().unwrap_or(11);
-    eprintln!("seed {seed}");
-    let mut rng = ChaCha20Rng::seed_from_u64(seed);
+    let mut rng = hecloud_math::testing::rng();
     let params = CkksParameters::new_insecure_for_tests(test_literal(10, 3), 45).unwrap();
     let caps = Capabilities::ckks(&params)
         .with_relin_key()

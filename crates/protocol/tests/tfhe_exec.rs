@@ -9,14 +9,11 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use hecloud_circuits::{BitEngine, EncryptedUint, TfheEngine};
 use hecloud_protocol::*;
-use rand_chacha::ChaCha20Rng;
-use rand_core::{RngCore, SeedableRng, TryRngCore};
+use rand_core::RngCore;
 
 #[test]
 fn tfhe_sum_compare_min_max_through_bytes() {
-    let seed = rand_core::OsRng.try_next_u64().unwrap_or(7);
-    eprintln!("seed {seed}");
-    let mut rng = ChaCha20Rng::seed_from_u64(seed);
+    let mut rng = hecloud_math::testing::rng();
 
     // Client: keys and inputs.
     let client = TfheEngine::generate();

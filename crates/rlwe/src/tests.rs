@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use hecloud_math::{Domain, RnsPoly, Sampler};
+use hecloud_math::{Domain, RnsPoly};
 
 use crate::keys::galois_element_for_rotation;
 use crate::keyswitch::{key_switch_ext, lift_times_p, mod_down, mod_down_rescale};
@@ -21,7 +21,7 @@ pub(crate) fn setup(
 
 /// A plaintext with small random signed coefficients.
 fn random_message(params: &Arc<Parameters>, level: usize, bound: i64) -> (Vec<i64>, Plaintext) {
-    let mut s = Sampler::from_os();
+    let mut s = hecloud_math::testing::sampler();
     let m: Vec<i64> = (0..params.n())
         .map(|_| (s.next_u64() % (2 * bound as u64 + 1)) as i64 - bound)
         .collect();
@@ -165,7 +165,7 @@ fn fused_mod_down_rescale_matches_separate_steps() {
     let (params, sk) = setup(10, 3, None);
     let mut kg = KeyGenerator::new(&params);
     let rlk = kg.gen_relinearization_key(&sk).unwrap();
-    let mut s = Sampler::from_os();
+    let mut s = hecloud_math::testing::sampler();
     let level = params.max_level();
     let d = s.uniform_poly(params.q_at(level).unwrap(), Domain::Ntt);
     let ext = key_switch_ext(&params, &d, &rlk.0).unwrap();
