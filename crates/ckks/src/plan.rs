@@ -121,7 +121,8 @@ impl Step {
 pub struct PolynomialPlan {
     /// The result.
     pub out: CtShape,
-    /// Levels consumed ([`ChebyshevPolynomial::depth`]).
+    /// Levels the input needs ([`ChebyshevPolynomial::depth`]); the
+    /// evaluation consumes at most this many (`input level − out.level`).
     pub depth: usize,
     /// Ciphertext products, each one relinearization (key switch).
     pub key_switches: u32,
@@ -432,7 +433,7 @@ impl<'a> Planner<'a> {
     /// let x = CtShape::new(6, params.default_scale());
     /// let plan = Planner::new(&params).chebyshev(&x, &p).unwrap();
     /// assert_eq!(plan.depth, 5);
-    /// assert_eq!(plan.out.level, 6 - plan.depth);
+    /// assert!(plan.out.level >= 6 - plan.depth);
     /// assert!(plan.key_switches > 0);
     /// // Two levels short: refused, as the evaluator refuses it.
     /// assert!(Planner::new(&params).chebyshev(&CtShape::new(3, x.scale), &p).is_err());

@@ -87,7 +87,8 @@ impl ChebyshevPolynomial {
         self.a != -1.0 || self.b != 1.0
     }
 
-    /// Levels consumed by [`Evaluator::evaluate_chebyshev`].
+    /// Levels [`Evaluator::evaluate_chebyshev`] needs: it consumes at most
+    /// this many (a sparse or low-degree polynomial may take fewer).
     pub fn depth(&self) -> usize {
         let d = self.degree().max(1);
         let log = usize::BITS as usize - d.leading_zeros() as usize; // ⌈log2(d+1)⌉
