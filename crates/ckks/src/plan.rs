@@ -13,7 +13,7 @@
 //! ```
 //! use hecloud_ckks::{CkksParameters, params::test_literal};
 //! use hecloud_ckks::plan::{CtShape, Planner};
-//! let params = CkksParameters::new_insecure_for_tests(test_literal(10, 3), 40).unwrap();
+//! let params = CkksParameters::new_insecure_for_tests(test_literal(10, 3), 45).unwrap();
 //! let plan = Planner::new(&params);
 //! let x = CtShape::new(3, params.default_scale());
 //! let sq = plan.mul_relin_rescale(&x, &x).unwrap();
@@ -243,7 +243,7 @@ impl<'a> Planner<'a> {
     ///
     /// ```
     /// # use hecloud_ckks::{CkksParameters, params::test_literal, plan::{CtShape, Planner}};
-    /// # let params = CkksParameters::new_insecure_for_tests(test_literal(10, 3), 40).unwrap();
+    /// # let params = CkksParameters::new_insecure_for_tests(test_literal(10, 3), 45).unwrap();
     /// let plan = Planner::new(&params);
     /// let x = CtShape::new(1, params.default_scale());
     /// assert_eq!(plan.mul_const(&x, -3.0).unwrap().out, x);
