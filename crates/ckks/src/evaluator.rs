@@ -1,11 +1,12 @@
 //! The CKKS evaluator: additions, multiplications, relinearization,
 //! rescaling, rotations and conjugation on ciphertexts, with exact scale
-//! tracking and automatic level matching.
+//! tracking and automatic level matching. Every operation takes its
+//! result's level, scale and degree from the [`Planner`], and only then
+//! does the arithmetic.
 
 use std::sync::Arc;
 
 use hecloud_math::{Domain, MathError, RnsPoly, backend::default_backend};
-use hecloud_rlwe::keys::{galois_element_conjugate, galois_element_for_rotation};
 use hecloud_rlwe::keyswitch::{add_times_p_assign, key_switch_ext, mod_down_rescale};
 use hecloud_rlwe::pool::{pooled_uninit, recycle};
 use hecloud_rlwe::{Ciphertext, GaloisKeys, Plaintext, RelinearizationKey, RlweError, ops};
@@ -14,10 +15,9 @@ use rayon::prelude::*;
 
 use crate::error::{CkksError, Result};
 use crate::params::CkksParameters;
+use crate::plan::{CtShape, Planner, PtShape};
 
-/// Relative difference below which two scales count as equal (the exact
-/// prime-dependent scales of operands at the same depth differ by less).
-pub const SCALE_TOLERANCE: f64 = 1e-6;
+pub use crate::plan::SCALE_TOLERANCE;
 
 /// The server-side keys: relinearization and Galois keys.
 #[derive(Debug, Clone, Default)]
@@ -48,16 +48,6 @@ pub struct Evaluator {
     keys: EvaluationKeys,
 }
 
-fn scales_match(a: f64, b: f64) -> Result<()> {
-    if ((a - b) / a.max(b)).abs() > SCALE_TOLERANCE {
-        return Err(CkksError::ScaleMismatch {
-            left: a.log2(),
-            right: b.log2(),
-        });
-    }
-    Ok(())
-}
-
 impl Evaluator {
     /// An evaluator with the given keys.
     pub fn new(params: &Arc<CkksParameters>, keys: EvaluationKeys) -> Self {
@@ -77,8 +67,21 @@ impl Evaluator {
         &self.keys
     }
 
+    /// The planner of these parameters: what each operation will give
+    /// and cost, before it runs.
+    pub fn planner(&self) -> Planner<'_> {
+        Planner::new(&self.params)
+    }
+
     fn check(&self, ct: &Ciphertext) -> Result<()> {
         if ct.params().hash() != self.params.rlwe().hash() {
+            return Err(RlweError::ParameterMismatch.into());
+        }
+        Ok(())
+    }
+
+    fn check_plain(&self, pt: &Plaintext) -> Result<()> {
+        if pt.params().hash() != self.params.rlwe().hash() {
             return Err(RlweError::ParameterMismatch.into());
         }
         Ok(())
@@ -87,6 +90,7 @@ impl Evaluator {
     /// A copy of `ct` reduced to `level` (limbs dropped, value and scale kept).
     pub fn drop_level(&self, ct: &Ciphertext, level: usize) -> Result<Ciphertext> {
         self.check(ct)?;
+        self.planner().drop_level(&CtShape::of(ct), level)?;
         let mut out = ct.clone();
         out.drop_to_level(level)?;
         Ok(out)
@@ -106,17 +110,15 @@ impl Evaluator {
     ) -> Result<Ciphertext> {
         self.check(a)?;
         self.check(b)?;
-        scales_match(a.scale(), b.scale())?;
+        let out = self.planner().add(&CtShape::of(a), &CtShape::of(b))?.out;
         let (a, b) = if a.level() == b.level() {
             (a.clone(), b.clone())
         } else {
             self.match_levels(a, b)?
         };
-        let level = a.level();
-        let deg = a.degree().max(b.degree());
         let zero = RnsPoly::zero(a.polys()[0].basis(), Domain::Ntt);
-        let mut polys = Vec::with_capacity(deg + 1);
-        for i in 0..=deg {
+        let mut polys = Vec::with_capacity(out.degree + 1);
+        for i in 0..=out.degree {
             let mut x = a.polys().get(i).cloned().unwrap_or_else(|| zero.clone());
             f(&mut x, b.polys().get(i).unwrap_or(&zero))?;
             polys.push(x);
@@ -124,8 +126,8 @@ impl Evaluator {
         Ok(Ciphertext::new(
             self.params.rlwe(),
             polys,
-            level,
-            a.scale(),
+            out.level,
+            out.scale,
         )?)
     }
 
@@ -149,17 +151,9 @@ impl Evaluator {
         Ok(out)
     }
 
+    /// The limbs of `pt` at `level` (the planner has checked that it holds
+    /// them).
     fn plain_at(&self, pt: &Plaintext, level: usize) -> Result<RnsPoly> {
-        if pt.params().hash() != self.params.rlwe().hash() {
-            return Err(RlweError::ParameterMismatch.into());
-        }
-        if pt.level() < level {
-            return Err(RlweError::LevelMismatch {
-                left: level,
-                right: pt.level(),
-            }
-            .into());
-        }
         let n = self.params.n();
         Ok(RnsPoly::from_limbs(
             self.params.rlwe().q_at(level)?,
@@ -171,7 +165,9 @@ impl Evaluator {
     /// ct + pt (pt at the ciphertext's level or above, same scale).
     pub fn add_plain(&self, ct: &Ciphertext, pt: &Plaintext) -> Result<Ciphertext> {
         self.check(ct)?;
-        scales_match(ct.scale(), pt.scale())?;
+        self.check_plain(pt)?;
+        self.planner()
+            .add_plain(&CtShape::of(ct), &PtShape::of(pt))?;
         let p = self.plain_at(pt, ct.level())?;
         let mut out = ct.clone();
         out.polys_mut()[0].add_assign(&p)?;
@@ -181,7 +177,9 @@ impl Evaluator {
     /// ct − pt.
     pub fn sub_plain(&self, ct: &Ciphertext, pt: &Plaintext) -> Result<Ciphertext> {
         self.check(ct)?;
-        scales_match(ct.scale(), pt.scale())?;
+        self.check_plain(pt)?;
+        self.planner()
+            .sub_plain(&CtShape::of(ct), &PtShape::of(pt))?;
         let p = self.plain_at(pt, ct.level())?;
         let mut out = ct.clone();
         out.polys_mut()[0].sub_assign(&p)?;
@@ -259,74 +257,70 @@ impl Evaluator {
         if !c.is_finite() {
             return Err(CkksError::ValueOutOfRange(format!("constant {c}")));
         }
+        let plan = self.planner().mul_const_raw(&CtShape::of(ct), s);
         let res = self.round_residues(c * s, ct.level())?;
         let mut out = ct.clone();
         for p in out.polys_mut() {
             p.mul_rns_scalar_assign(&res)?;
         }
-        out.set_scale(ct.scale() * s);
+        out.set_scale(plan.out.scale);
         Ok(out)
     }
 
     /// ct · c for a real constant: exact integers cost no level; other
     /// constants are scaled by q_l and rescaled away (one level, scale kept).
     pub fn mul_const(&self, ct: &Ciphertext, c: f64) -> Result<Ciphertext> {
-        if c.fract() == 0.0 && c.abs() < 2f64.powi(62) {
+        let plan = self.planner().mul_const(&CtShape::of(ct), c)?;
+        if plan.rescales == 0 {
             return self.mul_int(ct, c as i64);
-        }
-        if ct.level() == 0 {
-            return Err(RlweError::LevelsExhausted { level: 0, need: 1 }.into());
         }
         let ql = self.params.q_f64(ct.level());
         let out = self.mul_const_raw(ct, c, ql)?;
         let mut out = self.rescale(&out)?;
-        out.set_scale(ct.scale());
+        out.set_scale(plan.out.scale);
         Ok(out)
     }
 
     /// The tensor product (degree 2) of two degree-1 ciphertexts.
     pub fn mul(&self, a: &Ciphertext, b: &Ciphertext) -> Result<Ciphertext> {
-        let (polys, level, scale) = self.tensor_parts(a, b)?;
+        self.check(a)?;
+        self.check(b)?;
+        let out = self.planner().mul(&CtShape::of(a), &CtShape::of(b))?.out;
+        let polys = self.tensor_parts(a, b)?;
         Ok(Ciphertext::new(
             self.params.rlwe(),
             polys.to_vec(),
-            level,
-            scale,
+            out.level,
+            out.scale,
         )?)
     }
 
-    fn tensor_parts(&self, a: &Ciphertext, b: &Ciphertext) -> Result<([RnsPoly; 3], usize, f64)> {
-        self.check(a)?;
-        self.check(b)?;
-        for c in [a, b] {
-            if c.degree() != 1 {
-                return Err(RlweError::CiphertextDegree {
-                    expected: 1,
-                    found: c.degree(),
-                }
-                .into());
-            }
-        }
-        let scale = a.scale() * b.scale();
+    /// The tensor product of two degree-1 ciphertexts (checked by the
+    /// caller's plan) at the lower of their levels.
+    fn tensor_parts(&self, a: &Ciphertext, b: &Ciphertext) -> Result<[RnsPoly; 3]> {
         if a.level() == b.level() {
             let (x, y) = (a.polys(), b.polys());
-            Ok((tensor(&x[0], &x[1], &y[0], &y[1])?, a.level(), scale))
+            tensor(&x[0], &x[1], &y[0], &y[1])
         } else {
             let (a, b) = self.match_levels(a, b)?;
             let (x, y) = (a.polys(), b.polys());
-            Ok((tensor(&x[0], &x[1], &y[0], &y[1])?, a.level(), scale))
+            tensor(&x[0], &x[1], &y[0], &y[1])
         }
     }
 
     /// ct · pt (scale multiplied, no rescale).
     pub fn mul_plain(&self, ct: &Ciphertext, pt: &Plaintext) -> Result<Ciphertext> {
         self.check(ct)?;
+        self.check_plain(pt)?;
+        let plan = self
+            .planner()
+            .mul_plain(&CtShape::of(ct), &PtShape::of(pt))?;
         let p = self.plain_at(pt, ct.level())?;
         let mut out = ct.clone();
         for c in out.polys_mut() {
             c.mul_assign(&p)?;
         }
-        out.set_scale(ct.scale() * pt.scale());
+        out.set_scale(plan.out.scale);
         Ok(out)
     }
 
@@ -340,16 +334,15 @@ impl Evaluator {
     /// Degree 2 → degree 1.
     pub fn relinearize(&self, ct: &Ciphertext) -> Result<Ciphertext> {
         self.check(ct)?;
-        Ok(ops::relinearize(ct, self.rlk()?)?)
+        let rlk = self.rlk()?;
+        self.planner().relinearize(&CtShape::of(ct))?;
+        Ok(ops::relinearize(ct, rlk)?)
     }
 
     /// Divides by the last prime q_l: level − 1, scale / q_l.
     pub fn rescale(&self, ct: &Ciphertext) -> Result<Ciphertext> {
         self.check(ct)?;
-        if ct.level() == 0 {
-            return Err(RlweError::LevelsExhausted { level: 0, need: 1 }.into());
-        }
-        let ql = self.params.q_f64(ct.level());
+        let out = self.planner().rescale(&CtShape::of(ct))?.out;
         let mut polys = ct.polys().to_vec();
         for p in &mut polys {
             p.rescale()?;
@@ -357,8 +350,8 @@ impl Evaluator {
         Ok(Ciphertext::new(
             self.params.rlwe(),
             polys,
-            ct.level() - 1,
-            ct.scale() / ql,
+            out.level,
+            out.scale,
         )?)
     }
 
@@ -366,10 +359,13 @@ impl Evaluator {
     /// key switching fused into the rescale.
     pub fn mul_relin_rescale(&self, a: &Ciphertext, b: &Ciphertext) -> Result<Ciphertext> {
         let rlk = self.rlk()?;
-        if a.level().min(b.level()) == 0 {
-            return Err(RlweError::LevelsExhausted { level: 0, need: 1 }.into());
-        }
-        let ([d0, d1, d2], level, scale) = self.tensor_parts(a, b)?;
+        self.check(a)?;
+        self.check(b)?;
+        let plan = self
+            .planner()
+            .mul_relin_rescale(&CtShape::of(a), &CtShape::of(b))?;
+        let level = plan.level;
+        let [d0, d1, d2] = self.tensor_parts(a, b)?;
         let rl = self.params.rlwe();
         let mut ext = key_switch_ext(rl, &d2, &rlk.0)?;
         add_times_p_assign(rl, &mut ext.c0, &d0)?;
@@ -379,42 +375,48 @@ impl Evaluator {
         for p in [d0, d1, d2, ext.c0, ext.c1] {
             recycle(p);
         }
-        let ql = self.params.q_f64(level);
-        Ok(Ciphertext::new(rl, vec![c0, c1], level - 1, scale / ql)?)
+        Ok(Ciphertext::new(
+            rl,
+            vec![c0, c1],
+            plan.out.level,
+            plan.out.scale,
+        )?)
     }
 
     /// Rotates the slots left by `k` (negative: right).
     pub fn rotate(&self, ct: &Ciphertext, k: i64) -> Result<Ciphertext> {
         self.check(ct)?;
-        let g = galois_element_for_rotation(k, self.params.n());
-        if g == 1 {
+        let Some(g) = self.planner().rotation_key(k) else {
             return Ok(ct.clone());
-        }
-        Ok(ops::apply_galois(ct, self.keys.galois.get(g)?)?)
+        };
+        let key = self.keys.galois.get(g)?;
+        self.planner().rotate(&CtShape::of(ct), k)?;
+        Ok(ops::apply_galois(ct, key)?)
     }
 
     /// Complex conjugation of every slot.
     pub fn conjugate(&self, ct: &Ciphertext) -> Result<Ciphertext> {
         self.check(ct)?;
-        let g = galois_element_conjugate(self.params.n());
-        Ok(ops::apply_galois(ct, self.keys.galois.get(g)?)?)
+        let key = self.keys.galois.get(self.planner().conjugation_key())?;
+        self.planner().conjugate(&CtShape::of(ct))?;
+        Ok(ops::apply_galois(ct, key)?)
     }
 
     /// Several rotations of one ciphertext, decomposing it once (hoisting).
     pub fn rotate_hoisted(&self, ct: &Ciphertext, ks: &[i64]) -> Result<Vec<Ciphertext>> {
         self.check(ct)?;
-        let n = self.params.n();
+        let plan = self.planner();
         let mut keys = Vec::new();
         for &k in ks {
-            let g = galois_element_for_rotation(k, n);
-            if g != 1 {
+            if let Some(g) = plan.rotation_key(k) {
                 keys.push(self.keys.galois.get(g)?);
             }
         }
+        plan.rotate_hoisted(&CtShape::of(ct), ks)?;
         let mut rotated = ops::apply_galois_hoisted(ct, &keys)?.into_iter();
         ks.iter()
             .map(|&k| {
-                if galois_element_for_rotation(k, n) == 1 {
+                if plan.rotation_key(k).is_none() {
                     Ok(ct.clone())
                 } else {
                     rotated
@@ -428,15 +430,10 @@ impl Evaluator {
     /// Slot j of the result holds Σ_{t < n} slot (j + t) of `ct` (n a power
     /// of two; needs rotation keys for 1, 2, 4, …, n/2).
     pub fn rotate_and_sum(&self, ct: &Ciphertext, n: usize) -> Result<Ciphertext> {
-        if !n.is_power_of_two() || n > self.params.slots() {
-            return Err(CkksError::Slots(format!("rotate_and_sum over {n} slots")));
-        }
         let mut acc = ct.clone();
-        let mut step = 1;
-        while step < n {
-            let r = self.rotate(&acc, step as i64)?;
+        for k in self.planner().rotate_and_sum_steps(n)? {
+            let r = self.rotate(&acc, k)?;
             acc = self.add(&acc, &r)?;
-            step *= 2;
         }
         Ok(acc)
     }

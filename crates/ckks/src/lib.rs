@@ -6,6 +6,9 @@
 //! rescaling with exact scale tracking, rotations, conjugation, hoisting,
 //! rotate-and-sum), polynomial evaluation in the Chebyshev basis with
 //! baby-step giant-step, named 128-bit presets and precision reports.
+//! The [`plan`] module holds the rules the evaluator follows (each
+//! operation's result level, scale and key switches), so that a circuit can
+//! be checked and costed before any ciphertext exists.
 //!
 //! ```
 //! use hecloud_ckks::{*, params::test_literal};
@@ -28,6 +31,7 @@ pub mod error;
 pub mod evaluator;
 pub mod keys;
 pub mod params;
+pub mod plan;
 pub mod polynomial;
 pub mod precision;
 
@@ -36,4 +40,5 @@ pub use error::{CkksError, Result};
 pub use evaluator::{EvaluationKeys, Evaluator};
 pub use keys::KeySet;
 pub use params::{CkksParameters, Preset};
+pub use plan::{CtShape, Planner, PtShape, Step};
 pub use precision::PrecisionReport;

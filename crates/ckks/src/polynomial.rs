@@ -6,6 +6,10 @@
 //! linear combinations of baby steps. Levels are matched by dropping limbs
 //! and scales tracked exactly (all stay within the evaluator's tolerance of
 //! Δ because the primes are within 2^-30 of one another).
+//!
+//! The schedule is written once, in [`ChebyshevPolynomial::evaluate_with`]
+//! over the [`ChebyshevOps`] it is made of, so the evaluator, the planner
+//! and a validator that checks each step cannot disagree on it.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -83,7 +87,8 @@ impl ChebyshevPolynomial {
         self.a != -1.0 || self.b != 1.0
     }
 
-    /// Levels consumed by [`Evaluator::evaluate_chebyshev`].
+    /// Levels [`Evaluator::evaluate_chebyshev`] needs: it consumes at most
+    /// this many (a sparse or low-degree polynomial may take fewer).
     pub fn depth(&self) -> usize {
         let d = self.degree().max(1);
         let log = usize::BITS as usize - d.leading_zeros() as usize; // ⌈log2(d+1)⌉
@@ -112,66 +117,217 @@ fn divide(c: &[f64], n: usize) -> (Vec<f64>, Vec<f64>) {
     (q, r)
 }
 
-struct Basis<'a> {
-    eval: &'a Evaluator,
-    cancel: &'a AtomicBool,
-    /// baby[k] = T_k for 1 ≤ k ≤ g (index 0 unused).
-    baby: Vec<Option<Ciphertext>>,
-    /// (n, T_n) for n = g, 2g, 4g, …
-    giant: Vec<(usize, Ciphertext)>,
+/// The operations a Chebyshev evaluation is made of, each with the meaning
+/// of the [`Evaluator`] method of the same name.
+///
+/// [`ChebyshevPolynomial::evaluate_with`] writes the baby-step giant-step
+/// schedule once over this trait: the evaluator runs it on ciphertexts,
+/// the [`Planner`](crate::plan::Planner) on shapes
+/// ([`Planner::chebyshev`](crate::plan::Planner::chebyshev)), and a caller
+/// that checks or costs each step (a job validator) on its own values, so
+/// all of them follow the same steps.
+pub trait ChebyshevOps {
+    /// A ciphertext, or what stands for one.
+    type Value: Clone;
+    /// What a step fails with (the schedule's own refusals are
+    /// [`CkksError`]s).
+    type Error: From<CkksError>;
+    /// The level of `x`.
+    fn level(&self, x: &Self::Value) -> usize;
+    /// The prime q_level as a float ([`crate::CkksParameters::q_f64`]).
+    fn prime(&self, level: usize) -> f64;
+    /// x · c ([`Evaluator::mul_const`]).
+    fn mul_const(
+        &mut self,
+        x: &Self::Value,
+        c: f64,
+    ) -> std::result::Result<Self::Value, Self::Error>;
+    /// x + c ([`Evaluator::add_const`]).
+    fn add_const(
+        &mut self,
+        x: &Self::Value,
+        c: f64,
+    ) -> std::result::Result<Self::Value, Self::Error>;
+    /// a · b, relinearized and rescaled ([`Evaluator::mul_relin_rescale`]).
+    fn mul_relin_rescale(
+        &mut self,
+        a: &Self::Value,
+        b: &Self::Value,
+    ) -> std::result::Result<Self::Value, Self::Error>;
+    /// x · k ([`Evaluator::mul_int`]).
+    fn mul_int(&mut self, x: &Self::Value, k: i64)
+    -> std::result::Result<Self::Value, Self::Error>;
+    /// a + b ([`Evaluator::add`]).
+    fn add(
+        &mut self,
+        a: &Self::Value,
+        b: &Self::Value,
+    ) -> std::result::Result<Self::Value, Self::Error>;
+    /// a − b ([`Evaluator::sub`]).
+    fn sub(
+        &mut self,
+        a: &Self::Value,
+        b: &Self::Value,
+    ) -> std::result::Result<Self::Value, Self::Error>;
+    /// x at `level` ([`Evaluator::drop_level`]).
+    fn drop_level(
+        &mut self,
+        x: &Self::Value,
+        level: usize,
+    ) -> std::result::Result<Self::Value, Self::Error>;
+    /// x · round(c·s), scale times s ([`Evaluator::mul_const_raw`]).
+    fn mul_const_raw(
+        &mut self,
+        x: &Self::Value,
+        c: f64,
+        s: f64,
+    ) -> std::result::Result<Self::Value, Self::Error>;
+    /// x / q_l ([`Evaluator::rescale`]).
+    fn rescale(&mut self, x: &Self::Value) -> std::result::Result<Self::Value, Self::Error>;
 }
 
-impl Basis<'_> {
-    fn leaf(&self, c: &[f64]) -> Result<Ciphertext> {
-        let ev = self.eval;
+fn polynomial_error<E: From<CkksError>>(what: &str) -> E {
+    CkksError::Polynomial(what.into()).into()
+}
+
+struct Basis<V> {
+    /// baby[k] = T_k for 1 ≤ k ≤ g (index 0 unused).
+    baby: Vec<Option<V>>,
+    /// (n, T_n) for n = g, 2g, 4g, …
+    giant: Vec<(usize, V)>,
+}
+
+impl<V: Clone> Basis<V> {
+    fn leaf<O: ChebyshevOps<Value = V>>(
+        &self,
+        ops: &mut O,
+        c: &[f64],
+    ) -> std::result::Result<V, O::Error> {
         // Linear combination at the lowest level among the terms used.
         let used: Vec<usize> = (1..c.len()).filter(|&k| c[k] != 0.0).collect();
         let terms: Vec<usize> = if used.is_empty() { vec![1] } else { used };
         let level = terms
             .iter()
-            .filter_map(|&k| self.baby[k].as_ref().map(|t| t.level()))
+            .filter_map(|&k| self.baby[k].as_ref().map(|t| ops.level(t)))
             .min()
-            .ok_or_else(|| CkksError::Polynomial("missing baby step".into()))?;
+            .ok_or_else(|| polynomial_error("missing baby step"))?;
         if level == 0 {
-            return Err(hecloud_rlwe::RlweError::LevelsExhausted { level, need: 1 }.into());
+            let e: CkksError = hecloud_rlwe::RlweError::LevelsExhausted { level, need: 1 }.into();
+            return Err(e.into());
         }
-        let ql = ev.params().q_f64(level);
-        let mut acc: Option<Ciphertext> = None;
+        let ql = ops.prime(level);
+        let mut acc: Option<V> = None;
         for &k in &terms {
             let t = self.baby[k]
                 .as_ref()
-                .ok_or_else(|| CkksError::Polynomial("missing baby step".into()))?;
-            let t = ev.drop_level(t, level)?;
+                .ok_or_else(|| polynomial_error("missing baby step"))?;
+            let t = ops.drop_level(t, level)?;
             let coeff = c.get(k).copied().unwrap_or(0.0);
-            let term = ev.mul_const_raw(&t, coeff, ql)?;
+            let term = ops.mul_const_raw(&t, coeff, ql)?;
             acc = Some(match acc {
                 None => term,
-                Some(a) => ev.add(&a, &term)?,
+                Some(a) => ops.add(&a, &term)?,
             });
         }
-        let acc = acc.ok_or_else(|| CkksError::Polynomial("empty combination".into()))?;
-        let acc = ev.add_const(&acc, Complex64::new(c[0], 0.0))?;
-        ev.rescale(&acc)
+        let acc = acc.ok_or_else(|| polynomial_error("empty combination"))?;
+        let acc = ops.add_const(&acc, c[0])?;
+        ops.rescale(&acc)
     }
 
-    fn eval_rec(&self, c: &[f64]) -> Result<Ciphertext> {
+    fn eval_rec<O: ChebyshevOps<Value = V>>(
+        &self,
+        ops: &mut O,
+        c: &[f64],
+    ) -> std::result::Result<V, O::Error> {
         let g = self.giant[0].0;
         let d = c.len() - 1;
         if d < g {
-            return self.leaf(c);
+            return self.leaf(ops, c);
         }
         let (n, tn) = self
             .giant
             .iter()
             .rev()
             .find(|(n, _)| *n <= d)
-            .ok_or_else(|| CkksError::Polynomial("missing giant step".into()))?;
+            .ok_or_else(|| polynomial_error("missing giant step"))?;
         let (q, r) = divide(c, *n);
-        let qv = self.eval_rec(&q)?;
-        not_cancelled(self.cancel)?;
-        let prod = self.eval.mul_relin_rescale(&qv, tn)?;
-        let rv = self.eval_rec(&r)?;
-        self.eval.add(&prod, &rv)
+        let qv = self.eval_rec(ops, &q)?;
+        let prod = ops.mul_relin_rescale(&qv, tn)?;
+        let rv = self.eval_rec(ops, &r)?;
+        ops.add(&prod, &rv)
+    }
+}
+
+/// T_{2k} = 2·T_k² − 1 or T_{j+k} = 2·T_j·T_k − T_{|j−k|}.
+fn chebyshev_product<O: ChebyshevOps>(
+    ops: &mut O,
+    tj: &O::Value,
+    tk: &O::Value,
+    t_diff: Option<&O::Value>,
+) -> std::result::Result<O::Value, O::Error> {
+    let p = ops.mul_relin_rescale(tj, tk)?;
+    let p = ops.mul_int(&p, 2)?;
+    match t_diff {
+        Some(t) => ops.sub(&p, t),
+        None => ops.add_const(&p, -1.0),
+    }
+}
+
+impl ChebyshevPolynomial {
+    /// The baby-step giant-step evaluation of this polynomial on `x`, step
+    /// by step on `ops`: the schedule [`Evaluator::evaluate_chebyshev`]
+    /// runs and [`Planner::chebyshev`](crate::plan::Planner::chebyshev)
+    /// plans. Refuses (with [`CkksError::Polynomial`]) empty or non-finite
+    /// coefficients, an interval without a < b, and an `x` below
+    /// [`Self::depth`]; a ciphertext product comes only after every
+    /// step it depends on.
+    pub fn evaluate_with<O: ChebyshevOps>(
+        &self,
+        ops: &mut O,
+        x: &O::Value,
+    ) -> std::result::Result<O::Value, O::Error> {
+        let d = self.degree();
+        if self.coeffs.is_empty() || self.coeffs.iter().any(|c| !c.is_finite()) {
+            return Err(polynomial_error("coefficients must be finite"));
+        }
+        if self.a >= self.b || !self.a.is_finite() || !self.b.is_finite() {
+            return Err(polynomial_error("interval must satisfy a < b"));
+        }
+        let level = ops.level(x);
+        if level < self.depth() {
+            return Err(polynomial_error(&format!(
+                "degree {d} needs {} levels, the ciphertext has {level}",
+                self.depth(),
+            )));
+        }
+        // y = (2x − a − b)/(b − a).
+        let y = if self.needs_affine() {
+            let s = ops.mul_const(x, 2.0 / (self.b - self.a))?;
+            ops.add_const(&s, -(self.a + self.b) / (self.b - self.a))?
+        } else {
+            x.clone()
+        };
+        let g = baby_count(d);
+        let mut baby: Vec<Option<O::Value>> = vec![None; g + 1];
+        baby[1] = Some(y);
+        for k in 2..=g {
+            let (j, i) = (k / 2, k - k / 2);
+            let tj = baby[j].as_ref().ok_or_else(|| polynomial_error("T_j"))?;
+            let ti = baby[i].as_ref().ok_or_else(|| polynomial_error("T_i"))?;
+            let diff = if i == j { None } else { baby[i - j].as_ref() };
+            let t = chebyshev_product(ops, tj, ti, diff)?;
+            baby[k] = Some(t);
+        }
+        let tg = baby[g].clone().ok_or_else(|| polynomial_error("T_g"))?;
+        let mut giant = vec![(g, tg)];
+        while giant.last().map(|(n, _)| 2 * n <= d).unwrap_or(false) {
+            let (n, t) = giant
+                .last()
+                .cloned()
+                .ok_or_else(|| polynomial_error("giant"))?;
+            giant.push((2 * n, chebyshev_product(ops, &t, &t, None)?));
+        }
+        Basis { baby, giant }.eval_rec(ops, &self.coeffs)
     }
 }
 
@@ -184,22 +340,66 @@ fn not_cancelled(cancel: &AtomicBool) -> Result<()> {
     }
 }
 
-impl Evaluator {
-    /// T_{2k} = 2·T_k² − 1 or T_{j+k} = 2·T_j·T_k − T_{|j−k|}.
-    fn chebyshev_product(
-        &self,
-        tj: &Ciphertext,
-        tk: &Ciphertext,
-        t_diff: Option<&Ciphertext>,
-    ) -> Result<Ciphertext> {
-        let p = self.mul_relin_rescale(tj, tk)?;
-        let p = self.mul_int(&p, 2)?;
-        match t_diff {
-            Some(t) => self.sub(&p, t),
-            None => self.add_const(&p, Complex64::new(-1.0, 0.0)),
-        }
+/// The schedule on ciphertexts, giving up before a product once `cancel`
+/// is raised.
+struct Cancellable<'a> {
+    eval: &'a Evaluator,
+    cancel: &'a AtomicBool,
+}
+
+impl ChebyshevOps for Cancellable<'_> {
+    type Value = Ciphertext;
+    type Error = CkksError;
+
+    fn level(&self, x: &Ciphertext) -> usize {
+        x.level()
     }
 
+    fn prime(&self, level: usize) -> f64 {
+        self.eval.params().q_f64(level)
+    }
+
+    fn mul_const(&mut self, x: &Ciphertext, c: f64) -> Result<Ciphertext> {
+        self.eval.mul_const(x, c)
+    }
+
+    fn add_const(&mut self, x: &Ciphertext, c: f64) -> Result<Ciphertext> {
+        self.eval.add_const(x, Complex64::new(c, 0.0))
+    }
+
+    /// Every key switch of the evaluation is one of these: the flag is
+    /// read before each.
+    fn mul_relin_rescale(&mut self, a: &Ciphertext, b: &Ciphertext) -> Result<Ciphertext> {
+        not_cancelled(self.cancel)?;
+        self.eval.mul_relin_rescale(a, b)
+    }
+
+    fn mul_int(&mut self, x: &Ciphertext, k: i64) -> Result<Ciphertext> {
+        self.eval.mul_int(x, k)
+    }
+
+    fn add(&mut self, a: &Ciphertext, b: &Ciphertext) -> Result<Ciphertext> {
+        self.eval.add(a, b)
+    }
+
+    fn sub(&mut self, a: &Ciphertext, b: &Ciphertext) -> Result<Ciphertext> {
+        self.eval.sub(a, b)
+    }
+
+    fn drop_level(&mut self, x: &Ciphertext, level: usize) -> Result<Ciphertext> {
+        self.eval.drop_level(x, level)
+    }
+
+    fn mul_const_raw(&mut self, x: &Ciphertext, c: f64, s: f64) -> Result<Ciphertext> {
+        self.eval.mul_const_raw(x, c, s)
+    }
+
+    fn rescale(&mut self, x: &Ciphertext) -> Result<Ciphertext> {
+        self.eval.rescale(x)
+    }
+}
+
+impl Evaluator {
     /// Evaluates `poly` slot-wise on `ct` (real slots in [a, b]) with
     /// baby-step giant-step in the Chebyshev basis; consumes
     /// [`ChebyshevPolynomial::depth`] levels.
@@ -249,69 +449,7 @@ impl Evaluator {
         poly: &ChebyshevPolynomial,
         cancel: &AtomicBool,
     ) -> Result<Ciphertext> {
-        let d = poly.degree();
-        if poly.coeffs.is_empty() || poly.coeffs.iter().any(|c| !c.is_finite()) {
-            return Err(CkksError::Polynomial("coefficients must be finite".into()));
-        }
-        if poly.a >= poly.b || !poly.a.is_finite() || !poly.b.is_finite() {
-            return Err(CkksError::Polynomial("interval must satisfy a < b".into()));
-        }
-        if ct.level() < poly.depth() {
-            return Err(CkksError::Polynomial(format!(
-                "degree {d} needs {} levels, the ciphertext has {}",
-                poly.depth(),
-                ct.level()
-            )));
-        }
-        // y = (2x − a − b)/(b − a).
-        let y = if poly.needs_affine() {
-            let s = self.mul_const(ct, 2.0 / (poly.b - poly.a))?;
-            self.add_const(
-                &s,
-                Complex64::new(-(poly.a + poly.b) / (poly.b - poly.a), 0.0),
-            )?
-        } else {
-            ct.clone()
-        };
-        let g = baby_count(d);
-        let mut baby: Vec<Option<Ciphertext>> = vec![None; g + 1];
-        baby[1] = Some(y);
-        for k in 2..=g {
-            let (j, i) = (k / 2, k - k / 2);
-            let t = {
-                let tj = baby[j]
-                    .as_ref()
-                    .ok_or_else(|| CkksError::Polynomial("T_j".into()))?;
-                let ti = baby[i]
-                    .as_ref()
-                    .ok_or_else(|| CkksError::Polynomial("T_i".into()))?;
-                let diff = if i == j { None } else { baby[i - j].as_ref() };
-                not_cancelled(cancel)?;
-                self.chebyshev_product(tj, ti, diff)?
-            };
-            baby[k] = Some(t);
-        }
-        let mut giant = vec![(
-            g,
-            baby[g]
-                .clone()
-                .ok_or_else(|| CkksError::Polynomial("T_g".into()))?,
-        )];
-        while giant.last().map(|(n, _)| 2 * n <= d).unwrap_or(false) {
-            let (n, t) = giant
-                .last()
-                .cloned()
-                .ok_or_else(|| CkksError::Polynomial("giant".into()))?;
-            not_cancelled(cancel)?;
-            giant.push((2 * n, self.chebyshev_product(&t, &t, None)?));
-        }
-        let basis = Basis {
-            eval: self,
-            cancel,
-            baby,
-            giant,
-        };
-        basis.eval_rec(&poly.coeffs)
+        poly.evaluate_with(&mut Cancellable { eval: self, cancel }, ct)
     }
 }
 
@@ -347,5 +485,73 @@ mod tests {
         }
         assert_eq!(baby_count(63), 8);
         assert_eq!(baby_count(3), 2);
+    }
+
+    /// The schedule on clear values (value, level): it must compute p(x)
+    /// and consume exactly `depth` levels.
+    struct Clear;
+
+    impl ChebyshevOps for Clear {
+        type Value = (f64, usize);
+        type Error = CkksError;
+        fn level(&self, x: &(f64, usize)) -> usize {
+            x.1
+        }
+        fn prime(&self, _: usize) -> f64 {
+            1.0
+        }
+        fn mul_const(&mut self, x: &(f64, usize), c: f64) -> Result<(f64, usize)> {
+            Ok((x.0 * c, x.1 - 1))
+        }
+        fn add_const(&mut self, x: &(f64, usize), c: f64) -> Result<(f64, usize)> {
+            Ok((x.0 + c, x.1))
+        }
+        fn mul_relin_rescale(
+            &mut self,
+            a: &(f64, usize),
+            b: &(f64, usize),
+        ) -> Result<(f64, usize)> {
+            Ok((a.0 * b.0, a.1.min(b.1) - 1))
+        }
+        fn mul_int(&mut self, x: &(f64, usize), k: i64) -> Result<(f64, usize)> {
+            Ok((x.0 * k as f64, x.1))
+        }
+        fn add(&mut self, a: &(f64, usize), b: &(f64, usize)) -> Result<(f64, usize)> {
+            Ok((a.0 + b.0, a.1.min(b.1)))
+        }
+        fn sub(&mut self, a: &(f64, usize), b: &(f64, usize)) -> Result<(f64, usize)> {
+            Ok((a.0 - b.0, a.1.min(b.1)))
+        }
+        fn drop_level(&mut self, x: &(f64, usize), level: usize) -> Result<(f64, usize)> {
+            Ok((x.0, level))
+        }
+        fn mul_const_raw(&mut self, x: &(f64, usize), c: f64, _: f64) -> Result<(f64, usize)> {
+            Ok((x.0 * c, x.1))
+        }
+        fn rescale(&mut self, x: &(f64, usize)) -> Result<(f64, usize)> {
+            Ok((x.0, x.1 - 1))
+        }
+    }
+
+    #[test]
+    fn the_schedule_computes_the_polynomial_in_its_depth() {
+        for (d, a, b) in [
+            (1, -1.0, 1.0),
+            (7, -1.0, 1.0),
+            (20, -3.0, 2.0),
+            (63, -1.0, 1.0),
+        ] {
+            let p = ChebyshevPolynomial::interpolate(|x| (2.0 * x).cos() + x, d, a, b);
+            for x in [a, 0.3 * a + 0.7 * b, b] {
+                let (y, level) = p.evaluate_with(&mut Clear, &(x, 20)).unwrap();
+                assert!((y - p.eval(x)).abs() < 1e-9, "degree {d} at {x}");
+                assert!(20 - level <= p.depth(), "degree {d}: {level}");
+            }
+        }
+        let p = ChebyshevPolynomial::interpolate(|x| x, 7, -1.0, 1.0);
+        assert!(matches!(
+            p.evaluate_with(&mut Clear, &(0.5, p.depth() - 1)),
+            Err(CkksError::Polynomial(_))
+        ));
     }
 }

@@ -1,6 +1,7 @@
 //! Graph execution over CKKS checked against plaintext arithmetic on fresh
 //! random inputs: every operation by name, then random graphs (only those
-//! validation accepts), which must all run without error and match.
+//! validation accepts), which must all run without error and match, each
+//! output at exactly the level, degree and scale validation predicted.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -375,6 +376,34 @@ fn random_graphs_accepted_by_validation_run_and_match_plaintext() {
         })
         .unwrap_or_else(|e| panic!("seed {seed} round {round}: a validated graph failed: {e}"));
         assert_eq!(done.get(), v.schedule().len());
+        // Validation plans with the evaluator's own planner: every output's
+        // level, degree and scale are predicted exactly (the scale to the bit).
+        let predicted = v.output_types();
+        assert_eq!(predicted.len(), results.len());
+        for ((name, obj), (pname, want)) in results.iter().zip(&predicted) {
+            assert_eq!(name, pname);
+            let Object::CkksCiphertext(c) = obj else {
+                panic!("{name}: not a ciphertext")
+            };
+            let ValueType::CkksCiphertext {
+                level,
+                scale,
+                degree,
+            } = want
+            else {
+                panic!("{name}: predicted {want:?}")
+            };
+            let at = format!("seed {seed} round {round} {name}");
+            assert_eq!(c.level(), *level, "{at}: level");
+            assert_eq!(c.degree(), *degree, "{at}: degree");
+            assert_eq!(
+                c.scale().to_bits(),
+                scale.to_bits(),
+                "{at}: scale 2^{} executed, 2^{} predicted",
+                c.scale().log2(),
+                scale.log2()
+            );
+        }
         for (name, obj) in &results {
             let i: usize = name[1..].parse().unwrap();
             let Ref::Ct(want) = &refs[i] else {
