@@ -33,6 +33,37 @@ pub fn install_tls_provider() {
     let _ = provider.install_default();
 }
 
+/// The wire form of a job state (the one place the domain's states meet
+/// the gRPC enum; the numbering is the same, and `Unspecified` has no
+/// domain state).
+impl From<crate::JobState> for JobState {
+    fn from(s: crate::JobState) -> Self {
+        match s {
+            crate::JobState::Queued => Self::Queued,
+            crate::JobState::Running => Self::Running,
+            crate::JobState::Succeeded => Self::Succeeded,
+            crate::JobState::Failed => Self::Failed,
+            crate::JobState::Cancelled => Self::Cancelled,
+        }
+    }
+}
+
+/// The domain state of a wire job state; `Unspecified` is refused.
+impl TryFrom<JobState> for crate::JobState {
+    type Error = JobState;
+
+    fn try_from(s: JobState) -> Result<Self, JobState> {
+        Ok(match s {
+            JobState::Queued => Self::Queued,
+            JobState::Running => Self::Running,
+            JobState::Succeeded => Self::Succeeded,
+            JobState::Failed => Self::Failed,
+            JobState::Cancelled => Self::Cancelled,
+            JobState::Unspecified => return Err(s),
+        })
+    }
+}
+
 /// The wire name of an object kind (the `kind` of an upload).
 pub fn object_kind_name(kind: ObjectKind) -> &'static str {
     match kind {
@@ -70,6 +101,17 @@ pub fn is_known_kind(name: &str) -> bool {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn job_states_round_trip_through_the_wire() {
+        use crate::JobState as S;
+        for s in [S::Queued, S::Running, S::Succeeded, S::Failed, S::Cancelled] {
+            let wire = super::JobState::from(s);
+            assert_eq!(wire as i32, s as i32);
+            assert_eq!(S::try_from(wire), Ok(s));
+        }
+        assert!(S::try_from(super::JobState::Unspecified).is_err());
+    }
+
     #[test]
     fn tls_prefers_aes_128_gcm() {
         super::install_tls_provider();

@@ -23,7 +23,7 @@ use crate::config::{Quota, ServerConfig};
 use crate::error::ServerError;
 use crate::hub::{MAX_CALLBACK_BYTES, SessionHub};
 use crate::jobs::Jobs;
-use crate::store::{JobRecord, JobState as StoredState, ObjectMeta, Store, UploadMeta};
+use crate::store::{JobRecord, ObjectMeta, Store, UploadMeta};
 
 /// Bytes per download chunk.
 pub const DOWNLOAD_CHUNK: usize = 1 << 20;
@@ -180,7 +180,7 @@ pub fn job_info(r: &JobRecord) -> JobInfo {
     JobInfo {
         job_id: r.id.clone(),
         kind: r.kind.clone(),
-        state: r.state as i32,
+        state: rpc::JobState::from(r.state).into(),
         progress: r.progress,
         message: r.message.clone(),
         outputs: r
@@ -223,7 +223,9 @@ fn watched_job(
     };
     let mut info = job_info(&r);
     let small = |total: u64| total <= INLINE_OUTPUT_BYTES as u64;
-    if r.state == StoredState::Succeeded && small(info.outputs.iter().map(|o| o.size).sum()) {
+    if r.state == hecloud_protocol::JobState::Succeeded
+        && small(info.outputs.iter().map(|o| o.size).sum())
+    {
         for o in info
             .outputs
             .iter_mut()

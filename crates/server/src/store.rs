@@ -27,6 +27,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{SystemTime, UNIX_EPOCH};
 
+use hecloud_protocol::JobState;
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 
 use crate::arrivals::Arrivals;
@@ -86,38 +87,6 @@ pub struct UploadMeta {
     /// Announced hex BLAKE3; empty when the client hashes the bytes as it
     /// makes them and checks the id it is answered with.
     pub hash: String,
-}
-
-/// Job states as stored (the same numbering as the wire's `JobState`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum JobState {
-    /// Waiting for a worker.
-    Queued = 1,
-    /// On a worker.
-    Running = 2,
-    /// Done; outputs stored.
-    Succeeded = 3,
-    /// Failed; `error` says why.
-    Failed = 4,
-    /// Cancelled.
-    Cancelled = 5,
-}
-
-impl JobState {
-    fn from_i64(v: i64) -> Self {
-        match v {
-            1 => Self::Queued,
-            2 => Self::Running,
-            3 => Self::Succeeded,
-            5 => Self::Cancelled,
-            _ => Self::Failed,
-        }
-    }
-
-    /// Whether the state is final.
-    pub fn is_final(self) -> bool {
-        matches!(self, Self::Succeeded | Self::Failed | Self::Cancelled)
-    }
 }
 
 /// One output of a job.
@@ -381,6 +350,25 @@ fn migrate(db: &mut Connection) -> Result<()> {
     }
 }
 
+/// A job state as the `jobs.state` column holds it: the protocol's
+/// numbering (the statements that select or set states by number, such as
+/// `state IN (1,2)` for the unfinished ones, use it too).
+fn state_column(state: JobState) -> i64 {
+    state as i64
+}
+
+/// The job state of a `jobs.state` value (one this build does not know
+/// reads as failed: the job cannot be resumed).
+fn state_of_column(v: i64) -> JobState {
+    match v {
+        1 => JobState::Queued,
+        2 => JobState::Running,
+        3 => JobState::Succeeded,
+        5 => JobState::Cancelled,
+        _ => JobState::Failed,
+    }
+}
+
 /// Columns of a job row, in the order [`job_row`] reads them.
 const JOB_COLUMNS: &str = "kind,spec,state,progress,message,error,created,finished,compute_us,attempts,cancel_requested,est_seconds";
 
@@ -396,7 +384,7 @@ fn job_row(
         id: id.to_string(),
         kind: r.get(at)?,
         spec: r.get(at + 1)?,
-        state: JobState::from_i64(r.get(at + 2)?),
+        state: state_of_column(r.get(at + 2)?),
         progress: r.get::<_, f64>(at + 3)? as f32,
         message: r.get(at + 4)?,
         error: r.get(at + 5)?,
@@ -1113,7 +1101,7 @@ impl Store {
     pub fn end_job(&self, tenant: &str, id: &str, state: JobState, error: &str) -> Result<()> {
         self.db().execute(
             "UPDATE jobs SET state=?3, error=?4, message=?5, finished=?6 WHERE tenant=?1 AND id=?2 AND state IN (1,2)",
-            params![tenant, id, state as i64, error, format!("{state:?}").to_lowercase(), now_ms()],
+            params![tenant, id, state_column(state), error, format!("{state:?}").to_lowercase(), now_ms()],
         )?;
         Ok(())
     }
@@ -1537,6 +1525,24 @@ mod tests {
 
     /// A store written before the schema carried a version (today's
     /// released schema, version 0) opens, migrated, with its rows.
+    /// The column keeps the protocol's numbering, which the statements
+    /// that select states by number rely on.
+    #[test]
+    fn job_states_round_trip_through_their_column() {
+        use JobState::*;
+        for (state, n) in [
+            (Queued, 1),
+            (Running, 2),
+            (Succeeded, 3),
+            (Failed, 4),
+            (Cancelled, 5),
+        ] {
+            assert_eq!(state_column(state), n);
+            assert_eq!(state_of_column(n), state);
+        }
+        assert_eq!(state_of_column(99), Failed);
+    }
+
     #[test]
     fn a_version_0_store_is_migrated() {
         let dir = tempfile::tempdir().unwrap();
