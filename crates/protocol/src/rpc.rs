@@ -11,6 +11,11 @@ use crate::session::ObjectKind;
 
 /// Upload kind of an encoded [`crate::SessionSpec`].
 pub const SESSION_KIND: &str = "session";
+/// Upload kind of bytes the server stores without reading them: never a
+/// job input, a key or a session. Every other kind is checked as it
+/// arrives (see [`crate::object::PayloadCheck`]), so bytes that are not
+/// what they claim to be are only ever stored as this.
+pub const OPAQUE_KIND: &str = "opaque";
 /// Job kind of an encoded [`crate::JobSubmission`] (a computation graph).
 pub const JOB_KIND_GRAPH: &str = "graph.v1";
 /// Job kind that asks the tenant's key holder to echo the spec back over
@@ -96,7 +101,7 @@ pub fn parse_object_kind(name: &str) -> Option<ObjectKind> {
 
 /// Whether `name` is an upload kind the server accepts.
 pub fn is_known_kind(name: &str) -> bool {
-    name == SESSION_KIND || parse_object_kind(name).is_some()
+    name == SESSION_KIND || name == OPAQUE_KIND || parse_object_kind(name).is_some()
 }
 
 #[cfg(test)]

@@ -826,16 +826,45 @@ impl Store {
         )?)
     }
 
-    /// A hasher fed with the first `len` bytes of a pending upload (to go on
-    /// hashing a resumed upload as its bytes arrive).
+    /// A hasher fed with the first `len` bytes of a pending upload.
     pub fn part_hasher(&self, tenant: &str, upload_id: &str, len: u64) -> Result<blake3::Hasher> {
         let mut hasher = blake3::Hasher::new();
-        let file = File::open(self.part_path(tenant, upload_id))?;
-        std::io::copy(
-            &mut std::io::BufReader::with_capacity(1 << 20, file.take(len)),
-            &mut hasher,
-        )?;
+        self.replay_part(tenant, upload_id, len, |b| {
+            hasher.update(b);
+        })?;
         Ok(hasher)
+    }
+
+    /// Hands the first `len` bytes of a pending upload to `each`, in steps:
+    /// a resumed upload goes on hashing and checking its bytes where the
+    /// interrupted attempt stopped, and neither survived it.
+    pub fn replay_part(
+        &self,
+        tenant: &str,
+        upload_id: &str,
+        len: u64,
+        mut each: impl FnMut(&[u8]),
+    ) -> Result<()> {
+        if len == 0 {
+            return Ok(());
+        }
+        let mut file = File::open(self.part_path(tenant, upload_id))?.take(len);
+        let mut buf = vec![0u8; READ_STEP.min(len) as usize];
+        loop {
+            let n = file.read(&mut buf)?;
+            if n == 0 {
+                return Ok(());
+            }
+            each(&buf[..n]);
+        }
+    }
+
+    /// The ids of a tenant's objects of one kind.
+    pub fn object_ids_of_kind(&self, tenant: &str, kind: &str) -> Result<Vec<String>> {
+        let db = self.db();
+        let mut st = db.prepare("SELECT id FROM objects WHERE tenant=?1 AND kind=?2")?;
+        let rows = st.query_map(params![tenant, kind], |r| r.get(0))?;
+        Ok(rows.collect::<std::result::Result<_, _>>()?)
     }
 
     /// Finishes an upload whose part file holds every byte, synced by the
