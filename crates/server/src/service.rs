@@ -15,6 +15,7 @@ use hecloud_protocol::rpc::{
     SubmitRequest, UploadChunk, UploadOffsetReply, UploadOffsetRequest, hecloud_server::Hecloud,
     session_client_msg, session_server_msg,
 };
+use hecloud_protocol::{JobId, ObjectId};
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 use tokio_stream::{Stream, StreamExt};
@@ -143,28 +144,26 @@ fn valid_upload_id(s: &str) -> bool {
             .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
 }
 
-fn valid_object_id(s: &str) -> bool {
-    s.len() == 64 && s.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
+/// The object id a request names, parsed where it enters the server: 64
+/// lower-case hex characters (one spelling per object), else
+/// INVALID_ARGUMENT.
+fn object_id(s: &str) -> Result<ObjectId, Status> {
+    s.bytes()
+        .all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
+        .then(|| ObjectId::from_hex(s))
+        .flatten()
+        .ok_or_else(|| {
+            Status::invalid_argument(
+                "object id must be 64 lower-case hex characters (a BLAKE3 hash)",
+            )
+        })
 }
 
-fn check_object_id(s: &str) -> Result<(), Status> {
-    if valid_object_id(s) {
-        Ok(())
-    } else {
-        Err(Status::invalid_argument(
-            "object id must be 64 lower-case hex characters (a BLAKE3 hash)",
-        ))
-    }
-}
-
-fn check_job_id(s: &str) -> Result<(), Status> {
-    if s.len() == 32 && s.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f')) {
-        Ok(())
-    } else {
-        Err(Status::invalid_argument(
-            "job id must be 32 lower-case hex characters",
-        ))
-    }
+/// The job id a request names, parsed where it enters the server (32
+/// lower-case hex characters), else INVALID_ARGUMENT.
+fn job_id(s: &str) -> Result<JobId, Status> {
+    JobId::from_hex(s)
+        .ok_or_else(|| Status::invalid_argument("job id must be 32 lower-case hex characters"))
 }
 
 /// Wire form of an object's metadata.
@@ -366,9 +365,8 @@ impl Hecloud for Service {
     ) -> Result<Response<Self::DownloadStream>, Status> {
         let tenant = self.tenant(&req)?;
         let r = req.into_inner();
-        check_object_id(&r.object_id)?;
+        let id = object_id(&r.object_id)?.to_hex();
         let store = self.store.clone();
-        let id = r.object_id.clone();
         let meta = blocking(move || store.object(&tenant, &id))
             .await?
             .ok_or_else(|| Status::not_found(format!("object {} not found", r.object_id)))?;
@@ -460,8 +458,7 @@ impl Hecloud for Service {
 
     async fn delete_object(&self, req: Request<ObjectRef>) -> Result<Response<ObjectInfo>, Status> {
         let tenant = self.tenant(&req)?;
-        let id = req.into_inner().object_id;
-        check_object_id(&id)?;
+        let id = object_id(&req.into_inner().object_id)?.to_hex();
         let store = self.store.clone();
         let i = id.clone();
         let m = blocking(move || store.delete_object(&tenant, &i))
@@ -498,8 +495,7 @@ impl Hecloud for Service {
 
     async fn get_job(&self, req: Request<JobRef>) -> Result<Response<JobInfo>, Status> {
         let tenant = self.tenant(&req)?;
-        let id = req.into_inner().job_id;
-        check_job_id(&id)?;
+        let id = job_id(&req.into_inner().job_id)?.to_hex();
         let store = self.store.clone();
         let i = id.clone();
         let rec = blocking(move || store.job(&tenant, &i))
@@ -515,8 +511,7 @@ impl Hecloud for Service {
         req: Request<JobRef>,
     ) -> Result<Response<Self::WatchJobStream>, Status> {
         let tenant = self.tenant(&req)?;
-        let id = req.into_inner().job_id;
-        check_job_id(&id)?;
+        let id = job_id(&req.into_inner().job_id)?.to_hex();
         let mut events = self.jobs.subscribe();
         let (store, jobs) = (self.store.clone(), self.jobs.clone());
         let (t, i) = (tenant.clone(), id.clone());
@@ -584,8 +579,7 @@ impl Hecloud for Service {
 
     async fn cancel_job(&self, req: Request<JobRef>) -> Result<Response<JobInfo>, Status> {
         let tenant = self.tenant(&req)?;
-        let id = req.into_inner().job_id;
-        check_job_id(&id)?;
+        let id = job_id(&req.into_inner().job_id)?.to_hex();
         let jobs = self.jobs.clone();
         let rec = blocking(move || jobs.cancel(&tenant, &id)).await?;
         Ok(Response::new(job_info(&rec)))
