@@ -280,7 +280,7 @@ async fn racing_uploads_and_job_outputs_stay_within_the_quota() {
             let c = alice.clone();
             tokio::spawn(async move {
                 let bytes = format!("object number {i} of twenty").into_bytes();
-                c.upload("ckks.ciphertext", Arc::new(bytes), None).await
+                c.upload(rpc::OPAQUE_KIND, Arc::new(bytes), None).await
             })
         })
         .collect();
@@ -311,15 +311,15 @@ async fn racing_uploads_and_job_outputs_stay_within_the_quota() {
 async fn bytes_under_another_kind_and_a_reused_client_ref_are_refused() {
     let s = server(Quota::default(), 1).await;
     let alice = connect(&s, ALICE).await;
-    let bytes = Arc::new(b"some bytes stored as a ciphertext".to_vec());
+    let bytes = Arc::new(b"some bytes stored as opaque bytes".to_vec());
     let o = alice
-        .upload("ckks.ciphertext", bytes.clone(), None)
+        .upload(rpc::OPAQUE_KIND, bytes.clone(), None)
         .await
         .unwrap();
     let (c, m) = code(alice.upload("ckks.galois_key", bytes.clone(), None).await);
     assert_eq!(c, Code::AlreadyExists, "{m}");
-    assert!(m.contains("ckks.ciphertext"), "{m}");
-    assert_eq!(alice.list().await.unwrap()[0].kind, "ckks.ciphertext");
+    assert!(m.contains(rpc::OPAQUE_KIND), "{m}");
+    assert_eq!(alice.list().await.unwrap()[0].kind, rpc::OPAQUE_KIND);
     assert_eq!(alice.list().await.unwrap()[0].object_id, o.object_id);
 
     let _echo = echo_key_holder(&alice).await;
@@ -353,5 +353,168 @@ async fn a_second_server_on_a_data_dir_is_refused() {
     // The first one is unharmed.
     let alice = connect(&s, ALICE).await;
     assert_eq!(alice.info().await.unwrap().tenant, "alice");
+    s.server.stop().await.unwrap();
+}
+
+fn random_bytes(n: usize) -> Vec<u8> {
+    use rand_core::{OsRng, TryRngCore};
+    let mut v = vec![0u8; n];
+    OsRng.try_fill_bytes(&mut v).unwrap();
+    v
+}
+
+/// The refusal of bytes that are not what their upload says; its message.
+fn not_what_it_says<T: std::fmt::Debug>(r: Result<T, hecloud_client::ClientError>) -> String {
+    let (c, m) = code(r);
+    assert_eq!(c, Code::InvalidArgument, "{m}");
+    assert!(m.contains("nothing was stored"), "{m}");
+    m
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn uploads_are_refused_as_they_arrive_unless_they_are_what_their_kind_says() {
+    let s = server(Quota::default(), 1).await;
+    let alice = connect(&s, ALICE).await;
+    let (params, keys, session) = small_ckks(&alice).await;
+    let stored = alice.list().await.unwrap();
+    let enc = Encoder::new(&params);
+    let values = workload::random_values(8);
+    let encrypted = || {
+        keys.encrypt(
+            &enc.encode_real(&values, params.max_level(), params.default_scale())
+                .unwrap(),
+        )
+        .unwrap()
+        .to_bytes()
+    };
+    let ct = encrypted();
+    let ckks_ct = rpc::object_kind_name(ObjectKind::CkksCiphertext);
+
+    // Random bytes announced as a ciphertext.
+    let m = not_what_it_says(
+        alice
+            .upload(ckks_ct, Arc::new(random_bytes(ct.len())), None)
+            .await,
+    );
+    assert!(m.contains("HECL"), "{m}");
+    // A ciphertext announced as another kind, CKKS or TFHE.
+    let m = not_what_it_says(
+        alice
+            .upload("ckks.plaintext", Arc::new(ct.clone()), None)
+            .await,
+    );
+    assert!(m.contains("CkksCiphertext"), "{m}");
+    not_what_it_says(
+        alice
+            .upload("ckks.galois_key", Arc::new(ct.clone()), None)
+            .await,
+    );
+    let m = not_what_it_says(alice.upload("tfhe.uint", Arc::new(ct.clone()), None).await);
+    assert!(m.contains("HECT"), "{m}");
+    // Cut short, or with bytes after its end: its header (of this tenant's
+    // session parameters) says how long it is.
+    for len in [ct.len() - 1000, ct.len() - 1, 64, 10] {
+        let m = not_what_it_says(
+            alice
+                .upload(ckks_ct, Arc::new(ct[..len].to_vec()), None)
+                .await,
+        );
+        assert!(m.contains("length") || m.contains("truncated"), "{m}");
+    }
+    let mut long = ct.clone();
+    long.extend_from_slice(&[0; 16]);
+    let m = not_what_it_says(alice.upload(ckks_ct, Arc::new(long), None).await);
+    assert!(m.contains("length"), "{m}");
+    // A TFHE integer whose items end before its last byte.
+    let mut tfhe = b"HECT".to_vec();
+    tfhe.extend_from_slice(&1u16.to_le_bytes());
+    tfhe.extend_from_slice(&[ObjectKind::TfheUint as u8, 0]);
+    tfhe.extend_from_slice(&hecloud_protocol::TfheParamSpec::Message2Carry2.hash());
+    tfhe.extend_from_slice(&2u32.to_le_bytes());
+    for item in [&b"abc"[..], &b"defgh"[..]] {
+        tfhe.extend_from_slice(&(item.len() as u32).to_le_bytes());
+        tfhe.extend_from_slice(item);
+    }
+    let m = not_what_it_says(
+        alice
+            .upload("tfhe.uint", Arc::new(tfhe[..tfhe.len() - 2].to_vec()), None)
+            .await,
+    );
+    assert!(m.contains("TFHE item"), "{m}");
+    tfhe.push(0);
+    not_what_it_says(alice.upload("tfhe.uint", Arc::new(tfhe), None).await);
+    // Nothing of them is stored, listed or pending.
+    assert_eq!(alice.list().await.unwrap(), stored);
+
+    // The resumable path checks the same: refused at its first part, the
+    // upload is dropped.
+    let junk = Arc::new(random_bytes(ct.len()));
+    let h = rpc::UploadHeader {
+        upload_id: "junk-resumable-upload-01".into(),
+        kind: ckks_ct.into(),
+        total_bytes: junk.len() as u64,
+        blake3: blake3::hash(&junk).as_bytes().to_vec(),
+    };
+    not_what_it_says(alice.upload_range(&h, junk.clone(), 0, 20_000, None).await);
+    assert_eq!(alice.upload_offset(&h.upload_id).await.unwrap(), 0);
+    // Bytes held from an interrupted attempt are checked again when it
+    // resumes (here changed behind the server's back, as bytes accepted
+    // before these checks existed would be).
+    let ct2 = Arc::new(encrypted());
+    let mut h = rpc::UploadHeader {
+        upload_id: "ckks-resumable-upload-01".into(),
+        kind: ckks_ct.into(),
+        total_bytes: ct2.len() as u64,
+        blake3: blake3::hash(&ct2).as_bytes().to_vec(),
+    };
+    let (c, m) = code(alice.upload_range(&h, ct2.clone(), 0, 20_000, None).await);
+    assert_eq!(c, Code::InvalidArgument, "{m}");
+    assert!(m.contains("resume from"), "{m}");
+    let part = s
+        .dir
+        .path()
+        .join("uploads/alice")
+        .join(format!("{}.part", h.upload_id));
+    let held = std::fs::read(&part).unwrap();
+    let mut forged = held.clone();
+    forged[..4].copy_from_slice(b"JUNK");
+    std::fs::write(&part, &forged).unwrap();
+    let have = alice.upload_offset(&h.upload_id).await.unwrap();
+    assert_eq!(have, 20_000);
+    not_what_it_says(alice.upload_from(&h, ct2.clone(), have, None).await);
+    assert_eq!(alice.upload_offset(&h.upload_id).await.unwrap(), 0);
+    assert_eq!(alice.list().await.unwrap(), stored);
+    // Interrupted and resumed as it should be, it is stored.
+    h.upload_id = "ckks-resumable-upload-02".into();
+    let (c, m) = code(alice.upload_range(&h, ct2.clone(), 0, 20_000, None).await);
+    assert_eq!(c, Code::InvalidArgument, "{m}");
+    let have = alice.upload_offset(&h.upload_id).await.unwrap();
+    let resumed = alice
+        .upload_from(&h, ct2.clone(), have, None)
+        .await
+        .unwrap();
+    assert_eq!(resumed.object_id, ObjectId::of(&ct2).to_hex());
+
+    // The ciphertext as it is: accepted, and its job computes.
+    let o = alice
+        .upload(ckks_ct, Arc::new(ct.clone()), None)
+        .await
+        .unwrap();
+    assert_eq!(o.kind, ckks_ct);
+    let want = values.iter().sum::<f64>() / values.len() as f64;
+    for id in [&o.object_id, &resumed.object_id] {
+        let job =
+            workload::statistics_graph(session, ObjectId::from_hex(id).unwrap(), values.len());
+        let done = workload::run_job(&alice, &job).await.unwrap();
+        let out = workload::output(&alice, &done, "mean").await.unwrap();
+        let mean = enc
+            .decode_real(
+                &keys
+                    .decrypt(&hecloud_rlwe::Ciphertext::from_bytes(params.rlwe(), &out).unwrap())
+                    .unwrap(),
+            )
+            .unwrap()[0];
+        assert!((mean - want).abs() < 1e-3, "mean {mean} vs {want}");
+    }
     s.server.stop().await.unwrap();
 }

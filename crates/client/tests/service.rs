@@ -43,7 +43,7 @@ async fn upload_resume_download_and_isolation() {
 
     // A multi-chunk object, interrupted after ~40% and resumed.
     let data = Arc::new(random_bytes(3_000_000 + 17));
-    let h = header(&data, "ckks.ciphertext", "resume-test-upload-0001");
+    let h = header(&data, rpc::OPAQUE_KIND, "resume-test-upload-0001");
     let r = alice
         .upload_range(&h, data.clone(), 0, 1_200_000, None)
         .await;
@@ -69,7 +69,7 @@ async fn upload_resume_download_and_isolation() {
     assert_eq!(&back, &*data);
     // The SDK's own upload of the same content is deduplicated.
     let again = alice
-        .upload("ckks.ciphertext", data.clone(), None)
+        .upload(rpc::OPAQUE_KIND, data.clone(), None)
         .await
         .unwrap();
     assert_eq!(again.object_id, o.object_id);
@@ -176,7 +176,7 @@ async fn streamed_uploads_are_hashed_by_the_server_and_resume() {
     // Made as it is sent, chunk by chunk (64 KiB here), each byte once.
     let src = Made::new(&data);
     let o = alice
-        .upload_streamed("ckks.ciphertext", src.clone(), None)
+        .upload_streamed(rpc::OPAQUE_KIND, src.clone(), None)
         .await
         .unwrap();
     assert_eq!(o.object_id, blake3::hash(&data).to_hex().as_str());
@@ -185,7 +185,7 @@ async fn streamed_uploads_are_hashed_by_the_server_and_resume() {
     // Sent again: with no hash announced, the server cannot skip it, and it
     // stores the same object.
     let again = alice
-        .upload_streamed("ckks.ciphertext", Made::new(&data), None)
+        .upload_streamed(rpc::OPAQUE_KIND, Made::new(&data), None)
         .await
         .unwrap();
     assert_eq!(again.object_id, o.object_id);
@@ -194,7 +194,7 @@ async fn streamed_uploads_are_hashed_by_the_server_and_resume() {
     // Resumed after an interruption: the bytes the server holds are made
     // again to be hashed, not sent.
     let more = random_bytes(500_000);
-    let mut h = header(&more, "ckks.ciphertext", "streamed-resume-test-02");
+    let mut h = header(&more, rpc::OPAQUE_KIND, "streamed-resume-test-02");
     h.blake3.clear();
     let (c, m) = code(
         alice
@@ -216,7 +216,7 @@ async fn streamed_uploads_are_hashed_by_the_server_and_resume() {
     // The wire side: an upload without an announced hash, interrupted and
     // resumed, is stored under the hash of what arrived.
     let other = Arc::new(random_bytes(300_000));
-    let mut h = header(&other, "ckks.ciphertext", "streamed-resume-test-01");
+    let mut h = header(&other, rpc::OPAQUE_KIND, "streamed-resume-test-01");
     h.blake3.clear();
     let (c, m) = code(
         alice
@@ -266,25 +266,25 @@ async fn malformed_and_oversized_input_is_invalid_argument() {
             header(&data, "nonsense.kind", "bad-kind-upload-0001"),
             "unknown object kind",
         ),
-        (header(&data, "ckks.ciphertext", "short"), "upload_id"),
+        (header(&data, rpc::OPAQUE_KIND, "short"), "upload_id"),
         (
             UploadHeader {
                 total_bytes: 2 << 20,
-                ..header(&data, "ckks.ciphertext", "too-big-upload-00001")
+                ..header(&data, rpc::OPAQUE_KIND, "too-big-upload-00001")
             },
             "exceeds the limit",
         ),
         (
             UploadHeader {
                 blake3: vec![1, 2, 3],
-                ..header(&data, "ckks.ciphertext", "bad-hash-upload-0001")
+                ..header(&data, rpc::OPAQUE_KIND, "bad-hash-upload-0001")
             },
             "blake3",
         ),
         (
             UploadHeader {
                 total_bytes: 0,
-                ..header(&data, "ckks.ciphertext", "empty-upload-0000001")
+                ..header(&data, rpc::OPAQUE_KIND, "empty-upload-0000001")
             },
             "at least one byte",
         ),
@@ -295,7 +295,7 @@ async fn malformed_and_oversized_input_is_invalid_argument() {
         assert!(m.contains(why), "{why}: {m}");
     }
     // Content that does not match its announced hash.
-    let mut h = header(&data, "ckks.ciphertext", "hash-mismatch-upload-1");
+    let mut h = header(&data, rpc::OPAQUE_KIND, "hash-mismatch-upload-1");
     h.blake3 = blake3::hash(b"other").as_bytes().to_vec();
     let (c, m) = code(alice.upload_from(&h, data.clone(), 0, None).await);
     assert_eq!(c, Code::InvalidArgument);
@@ -304,13 +304,13 @@ async fn malformed_and_oversized_input_is_invalid_argument() {
     let wrong = ObjectId::of(b"other");
     let (c, m) = code(
         alice
-            .upload_hashed("ckks.ciphertext", data.clone(), wrong, None)
+            .upload_hashed(rpc::OPAQUE_KIND, data.clone(), wrong, None)
             .await,
     );
     assert_eq!(c, Code::InvalidArgument);
     assert!(m.contains("hash mismatch"), "{m}");
     // More bytes than announced.
-    let mut h = header(&data, "ckks.ciphertext", "overlong-upload-00001");
+    let mut h = header(&data, rpc::OPAQUE_KIND, "overlong-upload-00001");
     h.total_bytes = 5_000;
     let (c, m) = code(alice.upload_from(&h, data.clone(), 0, None).await);
     assert_eq!(c, Code::InvalidArgument);
@@ -332,7 +332,7 @@ async fn malformed_and_oversized_input_is_invalid_argument() {
     assert_eq!(e.code(), Code::InvalidArgument);
     let big = random_bytes(300 << 10);
     let s2 = tokio_stream::iter(vec![UploadChunk {
-        header: Some(header(&big, "ckks.ciphertext", "big-chunk-upload-0001")),
+        header: Some(header(&big, rpc::OPAQUE_KIND, "big-chunk-upload-0001")),
         offset: 0,
         data: big.clone().into(),
     }]);
@@ -386,11 +386,11 @@ async fn malformed_and_oversized_input_is_invalid_argument() {
     // one and the one with a big chunk, both resumable) count too.
     for i in 0..3 {
         let d = Arc::new(random_bytes(100 + i));
-        alice.upload("ckks.ciphertext", d, None).await.unwrap();
+        alice.upload(rpc::OPAQUE_KIND, d, None).await.unwrap();
     }
     let (c, m) = code(
         alice
-            .upload("ckks.ciphertext", Arc::new(random_bytes(50)), None)
+            .upload(rpc::OPAQUE_KIND, Arc::new(random_bytes(50)), None)
             .await,
     );
     assert_eq!(c, Code::ResourceExhausted, "{m}");
@@ -568,9 +568,12 @@ async fn ckks_graph_jobs_match_plaintext_and_bad_graphs_are_refused() {
             inputs: vec![ObjectId::from_hex(object_id).unwrap()],
         }
     };
-    // An input that is not a ciphertext of this session.
+    // Bytes that are not a ciphertext are refused as they arrive; stored
+    // as opaque bytes, they are no job input.
     let junk = Arc::new(random_bytes(5000));
-    let o = alice.upload("ckks.ciphertext", junk, None).await.unwrap();
+    let (c, m) = code(alice.upload("ckks.ciphertext", junk.clone(), None).await);
+    assert_eq!(c, Code::InvalidArgument, "{m}");
+    let o = alice.upload(rpc::OPAQUE_KIND, junk, None).await.unwrap();
     let job = identity(&o.object_id);
     let (c, m) = code(alice.submit(rpc::JOB_KIND_GRAPH, job.encode(), "").await);
     assert_eq!(c, Code::InvalidArgument);

@@ -28,6 +28,35 @@ pub const MAX_STATUS_MESSAGE: usize = 4096;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct JobId(pub [u8; 16]);
 
+impl JobId {
+    /// Lower-case hex (32 characters): the form the wire and the server's
+    /// store carry.
+    pub fn to_hex(&self) -> String {
+        self.0.iter().map(|b| format!("{b:02x}")).collect()
+    }
+
+    /// Parses 32 lower-case hex characters (the only form [`Self::to_hex`]
+    /// writes, so that one job has one spelling).
+    pub fn from_hex(s: &str) -> Option<Self> {
+        let s = s.as_bytes();
+        if s.len() != 32 || !s.iter().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f')) {
+            return None;
+        }
+        let mut out = [0u8; 16];
+        for (i, o) in out.iter_mut().enumerate() {
+            let hex = std::str::from_utf8(&s[2 * i..2 * i + 2]).ok()?;
+            *o = u8::from_str_radix(hex, 16).ok()?;
+        }
+        Some(Self(out))
+    }
+}
+
+impl std::fmt::Display for JobId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.to_hex())
+    }
+}
+
 /// A job as the client submits it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct JobSubmission {

@@ -624,3 +624,473 @@ impl SessionKeys {
 pub fn ckks_ciphertext_bytes(params: &CkksParameters, level: usize, components: usize) -> u64 {
     (HEADER_LEN + params.rlwe().poly_bytes(level) * components) as u64
 }
+
+/// Flag bit of a CKKS header whose uniform polynomials travel as seeds
+/// (the [`hecloud_rlwe::serial`] format).
+const CKKS_FLAG_SEEDED: u8 = 1;
+
+/// Checks an object payload as its bytes arrive (an upload), so that bytes
+/// that are not what their kind says are refused before they are stored,
+/// not when a job first reads them. It holds nothing but the header and
+/// decodes nothing, so it costs next to nothing per byte:
+///
+/// * every kind: the header as soon as it is in (magic, format version,
+///   the kind byte against the announced kind, flags, the fields the kind
+///   fixes), and that exactly the announced length arrives;
+/// * CKKS kinds: level, scale and count; when the parameter hash is one of
+///   the `known` sets (those of the tenant's sessions), the level against
+///   the chain and the announced length against the exact length the
+///   header implies. An object uploaded before any session of its
+///   parameters is only checked as far as its header goes: keys are
+///   necessarily uploaded before the session that names them;
+/// * TFHE kinds: the parameter hash (there is one TFHE set), the item
+///   count, and the framing: every item's length within its limit and the
+///   last item ending at the last byte.
+///
+/// Residues, TFHE-rs objects and key material are checked when the object
+/// is decoded ([`SessionParams::decode`]).
+#[derive(Debug)]
+pub struct PayloadCheck {
+    kind: ObjectKind,
+    total: u64,
+    received: u64,
+    /// The header, while it is incomplete.
+    head: Vec<u8>,
+    known: Vec<Arc<hecloud_rlwe::Parameters>>,
+    stage: Stage,
+    /// The first refusal: every later call returns it.
+    failed: Option<DecodeError>,
+}
+
+/// Where a [`PayloadCheck`] stands.
+#[derive(Debug)]
+enum Stage {
+    /// The header is still coming.
+    Header,
+    /// The header was checked, and with it everything there is to check
+    /// in the body (CKKS).
+    Body,
+    /// TFHE items: how many are still to start, the largest accepted, the
+    /// length prefix read so far and the bytes of the current item still
+    /// to come.
+    Items {
+        left: usize,
+        max: u64,
+        prefix: Vec<u8>,
+        remaining: u64,
+    },
+}
+
+fn is_ckks(kind: ObjectKind) -> bool {
+    matches!(
+        kind,
+        ObjectKind::CkksCiphertext
+            | ObjectKind::CkksPlaintext
+            | ObjectKind::CkksPublicKey
+            | ObjectKind::CkksRelinKey
+            | ObjectKind::CkksGaloisKey
+    )
+}
+
+fn invalid(field: &'static str, reason: impl Into<String>) -> DecodeError {
+    DecodeError::InvalidField {
+        field,
+        reason: reason.into(),
+    }
+}
+
+/// What a kind byte of an object header names, in words (for refusals).
+fn kind_words(byte: u8, ckks: bool) -> String {
+    if ckks && byte == hecloud_rlwe::serial::Kind::SecretKey as u8 {
+        return "an exported secret key (which never belongs on a server)".into();
+    }
+    match ObjectKind::from_u8(byte) {
+        Ok(k) => format!("a {k:?}"),
+        Err(_) => format!("kind {byte}"),
+    }
+}
+
+impl PayloadCheck {
+    /// A check of a payload of `kind` announced `total` bytes long; `known`
+    /// are the CKKS parameter sets it may belong to (it may belong to
+    /// another: see the type's notes).
+    pub fn new(kind: ObjectKind, total: u64, known: Vec<Arc<hecloud_rlwe::Parameters>>) -> Self {
+        Self {
+            kind,
+            total,
+            received: 0,
+            head: Vec::new(),
+            known,
+            stage: Stage::Header,
+            failed: None,
+        }
+    }
+
+    fn header_len(&self) -> usize {
+        if is_ckks(self.kind) {
+            HEADER_LEN
+        } else {
+            TFHE_HEADER_LEN
+        }
+    }
+
+    /// Takes the next bytes; fails as soon as they show the payload is not
+    /// a well-formed object of its kind and length.
+    pub fn push(&mut self, data: &[u8]) -> Result<(), DecodeError> {
+        if let Some(e) = &self.failed {
+            return Err(e.clone());
+        }
+        let r = self.take(data);
+        if let Err(e) = &r {
+            self.failed = Some(e.clone());
+        }
+        r
+    }
+
+    fn take(&mut self, mut data: &[u8]) -> Result<(), DecodeError> {
+        if data.len() as u64 > self.total - self.received {
+            return Err(DecodeError::TrailingBytes(
+                (self.received + data.len() as u64 - self.total) as usize,
+            ));
+        }
+        self.received += data.len() as u64;
+        if matches!(self.stage, Stage::Header) {
+            let take = (self.header_len() - self.head.len()).min(data.len());
+            self.head.extend_from_slice(&data[..take]);
+            data = &data[take..];
+            if self.head.len() < self.header_len() {
+                return Ok(());
+            }
+            let head = std::mem::take(&mut self.head);
+            self.stage = if is_ckks(self.kind) {
+                self.check_ckks_header(&head)?;
+                Stage::Body
+            } else {
+                self.check_tfhe_header(&head)?
+            };
+        }
+        if let Stage::Items {
+            left,
+            max,
+            prefix,
+            remaining,
+        } = &mut self.stage
+        {
+            while !data.is_empty() {
+                if *remaining > 0 {
+                    let n = (*remaining).min(data.len() as u64);
+                    *remaining -= n;
+                    data = &data[n as usize..];
+                } else if *left == 0 {
+                    return Err(DecodeError::TrailingBytes(data.len()));
+                } else {
+                    let n = (4 - prefix.len()).min(data.len());
+                    prefix.extend_from_slice(&data[..n]);
+                    data = &data[n..];
+                    if prefix.len() == 4 {
+                        let len = u32::from_le_bytes([prefix[0], prefix[1], prefix[2], prefix[3]]);
+                        if u64::from(len) > *max {
+                            return Err(DecodeError::TooLong {
+                                field: "tfhe item",
+                                len: len.into(),
+                                max: *max,
+                            });
+                        }
+                        prefix.clear();
+                        *remaining = len.into();
+                        *left -= 1;
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Succeeds once every announced byte is in and the payload ended where
+    /// its header said it would.
+    pub fn finish(&self) -> Result<(), DecodeError> {
+        if let Some(e) = &self.failed {
+            return Err(e.clone());
+        }
+        let truncated = |need: u64| DecodeError::Truncated {
+            need: need as usize,
+            have: self.received as usize,
+        };
+        if self.received < self.total {
+            return Err(truncated(self.total));
+        }
+        match &self.stage {
+            Stage::Header => Err(truncated(self.header_len() as u64)),
+            Stage::Body => Ok(()),
+            Stage::Items {
+                left,
+                prefix,
+                remaining,
+                ..
+            } => {
+                if *left == 0 && prefix.is_empty() && *remaining == 0 {
+                    Ok(())
+                } else {
+                    Err(invalid(
+                        "length",
+                        format!(
+                            "the bytes end inside a TFHE item ({left} more announced by the header)"
+                        ),
+                    ))
+                }
+            }
+        }
+    }
+
+    fn check_kind_byte(&self, found: u8, ckks: bool) -> Result<(), DecodeError> {
+        if found == self.kind as u8 {
+            return Ok(());
+        }
+        Err(invalid(
+            "object kind",
+            format!(
+                "the bytes hold {} where the upload announces a {:?}",
+                kind_words(found, ckks),
+                self.kind
+            ),
+        ))
+    }
+
+    fn check_ckks_header(&self, h: &[u8]) -> Result<(), DecodeError> {
+        use hecloud_rlwe::serial::{FORMAT_VERSION, MAGIC, MAX_CIPHERTEXT_COMPONENTS};
+        let u32_at = |at: usize| u32::from_le_bytes([h[at], h[at + 1], h[at + 2], h[at + 3]]);
+        if h[..4] != MAGIC {
+            return Err(invalid(
+                "magic",
+                "not a CKKS object (its bytes do not start with `HECL`)",
+            ));
+        }
+        let version = u16::from_le_bytes([h[4], h[5]]);
+        if version != FORMAT_VERSION {
+            return Err(DecodeError::UnsupportedVersion {
+                found: version,
+                supported: FORMAT_VERSION,
+            });
+        }
+        self.check_kind_byte(h[6], true)?;
+        let flags = h[7];
+        let seeded = flags == CKKS_FLAG_SEEDED;
+        let level = u32_at(40) as usize;
+        let mut scale = [0u8; 8];
+        scale.copy_from_slice(&h[44..52]);
+        let scale = f64::from_le_bytes(scale);
+        let count = u32_at(52) as usize;
+        let flags_ok = match self.kind {
+            ObjectKind::CkksPlaintext => flags == 0,
+            ObjectKind::CkksPublicKey => seeded,
+            _ => flags == 0 || seeded,
+        };
+        if !flags_ok {
+            return Err(invalid(
+                "flags",
+                format!("{flags:#x} for a {:?}", self.kind),
+            ));
+        }
+        let count_ok = match self.kind {
+            ObjectKind::CkksCiphertext => {
+                (2..=MAX_CIPHERTEXT_COMPONENTS).contains(&count) && !(seeded && count != 2)
+            }
+            ObjectKind::CkksPlaintext => count == 1,
+            ObjectKind::CkksPublicKey => count == 2,
+            _ => count >= 1,
+        };
+        if !count_ok {
+            return Err(invalid("count", format!("{count} for a {:?}", self.kind)));
+        }
+        let carries_scale = matches!(
+            self.kind,
+            ObjectKind::CkksCiphertext | ObjectKind::CkksPlaintext
+        );
+        if carries_scale && !(scale.is_finite() && scale > 0.0) {
+            return Err(invalid(
+                "scale",
+                format!("{scale} is not a positive finite number"),
+            ));
+        }
+        if self.total <= HEADER_LEN as u64 {
+            return Err(DecodeError::Truncated {
+                need: HEADER_LEN + 1,
+                have: self.total as usize,
+            });
+        }
+        let Some(p) = self.known.iter().find(|p| p.hash()[..] == h[8..40]) else {
+            return Ok(());
+        };
+        let is_key = self.kind.is_key();
+        if (is_key && level != p.max_level()) || level > p.max_level() {
+            return Err(invalid(
+                "level",
+                format!(
+                    "{level} for a {:?} of parameters whose top level is {}",
+                    self.kind,
+                    p.max_level()
+                ),
+            ));
+        }
+        let key_poly = hecloud_rlwe::serial::packed_poly_bytes(p.qp_basis());
+        let body = match self.kind {
+            ObjectKind::CkksCiphertext if seeded => p.poly_bytes(level) + 32,
+            ObjectKind::CkksCiphertext => p.poly_bytes(level) * count,
+            ObjectKind::CkksPlaintext => p.poly_bytes(level),
+            ObjectKind::CkksPublicKey => key_poly + 32,
+            _ => {
+                if count != p.dnum() {
+                    return Err(invalid(
+                        "count",
+                        format!("{count} digits where the parameters have {}", p.dnum()),
+                    ));
+                }
+                count * (key_poly + if seeded { 32 } else { key_poly })
+            }
+        };
+        let need = (HEADER_LEN + body) as u64;
+        if self.total != need {
+            return Err(invalid(
+                "length",
+                format!(
+                    "{} bytes announced where its header (level {level}, count {count}) needs {need}",
+                    self.total
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    fn check_tfhe_header(&self, h: &[u8]) -> Result<Stage, DecodeError> {
+        if h[..4] != TFHE_MAGIC {
+            return Err(invalid(
+                "magic",
+                "not a TFHE object (its bytes do not start with `HECT`)",
+            ));
+        }
+        let version = u16::from_le_bytes([h[4], h[5]]);
+        if version != TFHE_FORMAT_VERSION {
+            return Err(DecodeError::UnsupportedVersion {
+                found: version,
+                supported: TFHE_FORMAT_VERSION,
+            });
+        }
+        self.check_kind_byte(h[6], false)?;
+        if h[7] != 0 {
+            return Err(invalid("flags", "no flag is defined"));
+        }
+        if h[8..40] != TfheParamSpec::Message2Carry2.hash() {
+            return Err(invalid(
+                "parameter hash",
+                "not the TFHE parameter set of this server",
+            ));
+        }
+        let count = u32::from_le_bytes([h[40], h[41], h[42], h[43]]) as usize;
+        let (lo, hi) = match self.kind {
+            ObjectKind::TfheUint => (MIN_WIDTH, MAX_WIDTH),
+            _ => (1, 1),
+        };
+        if !(lo..=hi).contains(&count) {
+            return Err(invalid(
+                "count",
+                format!("{count} items where {lo}..={hi} are accepted"),
+            ));
+        }
+        let need = (TFHE_HEADER_LEN + 4 * count) as u64;
+        if self.total < need {
+            return Err(DecodeError::Truncated {
+                need: need as usize,
+                have: self.total as usize,
+            });
+        }
+        let max = if self.kind == ObjectKind::TfheServerKey {
+            MAX_TFHE_SERVER_KEY_BYTES
+        } else {
+            MAX_TFHE_CIPHERTEXT_BYTES
+        };
+        Ok(Stage::Items {
+            left: count,
+            max: max as u64,
+            prefix: Vec::new(),
+            remaining: 0,
+        })
+    }
+}
+
+#[cfg(test)]
+mod payload_check_tests {
+    use super::*;
+
+    fn ciphertext() -> (Arc<CkksParameters>, Vec<u8>) {
+        let params =
+            CkksParameters::new_insecure_for_tests(hecloud_ckks::params::test_literal(11, 3), 40)
+                .unwrap();
+        let keys = hecloud_ckks::KeySet::generate(&params, &[], false).unwrap();
+        let pt = Encoder::new(&params)
+            .encode_real(&[1.0, 2.0], params.max_level(), params.default_scale())
+            .unwrap();
+        let ct = keys.encrypt(&pt).unwrap().to_bytes();
+        (params, ct)
+    }
+
+    /// `bytes` as a `kind` pushed in pieces of `split`.
+    fn check(
+        kind: ObjectKind,
+        bytes: &[u8],
+        known: &[Arc<hecloud_rlwe::Parameters>],
+        split: usize,
+    ) -> Result<(), DecodeError> {
+        let mut c = PayloadCheck::new(kind, bytes.len() as u64, known.to_vec());
+        for piece in bytes.chunks(split) {
+            c.push(piece)?;
+        }
+        c.finish()
+    }
+
+    #[test]
+    fn a_ciphertext_passes_in_any_split_and_a_cut_or_mislabelled_one_does_not() {
+        let (params, ct) = ciphertext();
+        let known = [params.rlwe().clone()];
+        for split in [1, 7, 64, 1000, ct.len()] {
+            check(ObjectKind::CkksCiphertext, &ct, &known, split).unwrap();
+            check(ObjectKind::CkksCiphertext, &ct, &[], split).unwrap();
+        }
+        for kind in [
+            ObjectKind::CkksPlaintext,
+            ObjectKind::CkksRelinKey,
+            ObjectKind::TfheUint,
+        ] {
+            assert!(check(kind, &ct, &known, 100).is_err(), "{kind:?}");
+        }
+        for len in [0, 10, 64, ct.len() - 1] {
+            assert!(check(ObjectKind::CkksCiphertext, &ct[..len], &known, 9).is_err());
+        }
+        // Of parameters it does not know, only the header is checked.
+        check(ObjectKind::CkksCiphertext, &ct[..ct.len() - 1], &[], 9).unwrap();
+        let mut junk = ct.clone();
+        junk[0] ^= 1;
+        assert!(check(ObjectKind::CkksCiphertext, &junk, &[], 9).is_err());
+    }
+
+    #[test]
+    fn a_tfhe_container_must_end_with_its_last_item() {
+        let mut w = Writer::new();
+        w.bytes_raw(&TFHE_MAGIC);
+        w.u16(TFHE_FORMAT_VERSION);
+        w.u8(ObjectKind::TfheUint as u8);
+        w.u8(0);
+        w.bytes_raw(&TfheParamSpec::Message2Carry2.hash());
+        w.len(2);
+        w.bytes(b"abc");
+        w.bytes(b"");
+        let b = w.into_bytes();
+        for split in [1, 5, 44, b.len()] {
+            check(ObjectKind::TfheUint, &b, &[], split).unwrap();
+            assert!(check(ObjectKind::TfheBit, &b, &[], split).is_err());
+            assert!(check(ObjectKind::TfheUint, &b[..b.len() - 5], &[], split).is_err());
+            let mut long = b.clone();
+            long.push(0);
+            assert!(check(ObjectKind::TfheUint, &long, &[], split).is_err());
+        }
+    }
+}

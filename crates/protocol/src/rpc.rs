@@ -11,6 +11,11 @@ use crate::session::ObjectKind;
 
 /// Upload kind of an encoded [`crate::SessionSpec`].
 pub const SESSION_KIND: &str = "session";
+/// Upload kind of bytes the server stores without reading them: never a
+/// job input, a key or a session. Every other kind is checked as it
+/// arrives (see [`crate::object::PayloadCheck`]), so bytes that are not
+/// what they claim to be are only ever stored as this.
+pub const OPAQUE_KIND: &str = "opaque";
 /// Job kind of an encoded [`crate::JobSubmission`] (a computation graph).
 pub const JOB_KIND_GRAPH: &str = "graph.v1";
 /// Job kind that asks the tenant's key holder to echo the spec back over
@@ -31,6 +36,37 @@ pub fn install_tls_provider() {
         .cipher_suites
         .sort_by_key(|s| s.suite() != rustls::CipherSuite::TLS13_AES_128_GCM_SHA256);
     let _ = provider.install_default();
+}
+
+/// The wire form of a job state (the one place the domain's states meet
+/// the gRPC enum; the numbering is the same, and `Unspecified` has no
+/// domain state).
+impl From<crate::JobState> for JobState {
+    fn from(s: crate::JobState) -> Self {
+        match s {
+            crate::JobState::Queued => Self::Queued,
+            crate::JobState::Running => Self::Running,
+            crate::JobState::Succeeded => Self::Succeeded,
+            crate::JobState::Failed => Self::Failed,
+            crate::JobState::Cancelled => Self::Cancelled,
+        }
+    }
+}
+
+/// The domain state of a wire job state; `Unspecified` is refused.
+impl TryFrom<JobState> for crate::JobState {
+    type Error = JobState;
+
+    fn try_from(s: JobState) -> Result<Self, JobState> {
+        Ok(match s {
+            JobState::Queued => Self::Queued,
+            JobState::Running => Self::Running,
+            JobState::Succeeded => Self::Succeeded,
+            JobState::Failed => Self::Failed,
+            JobState::Cancelled => Self::Cancelled,
+            JobState::Unspecified => return Err(s),
+        })
+    }
 }
 
 /// The wire name of an object kind (the `kind` of an upload).
@@ -65,11 +101,22 @@ pub fn parse_object_kind(name: &str) -> Option<ObjectKind> {
 
 /// Whether `name` is an upload kind the server accepts.
 pub fn is_known_kind(name: &str) -> bool {
-    name == SESSION_KIND || parse_object_kind(name).is_some()
+    name == SESSION_KIND || name == OPAQUE_KIND || parse_object_kind(name).is_some()
 }
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn job_states_round_trip_through_the_wire() {
+        use crate::JobState as S;
+        for s in [S::Queued, S::Running, S::Succeeded, S::Failed, S::Cancelled] {
+            let wire = super::JobState::from(s);
+            assert_eq!(wire as i32, s as i32);
+            assert_eq!(S::try_from(wire), Ok(s));
+        }
+        assert!(S::try_from(super::JobState::Unspecified).is_err());
+    }
+
     #[test]
     fn tls_prefers_aes_128_gcm() {
         super::install_tls_provider();

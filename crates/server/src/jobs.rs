@@ -8,13 +8,14 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
+use hecloud_protocol::JobState;
 use tokio::sync::broadcast;
 
 use crate::config::Quota;
 use crate::error::{Result, ServerError};
 use crate::exec::{Executors, JobContext, JobError, TenantObjects, UploadWatcher};
 use crate::hub::SessionHub;
-use crate::store::{Completion, JobRecord, JobState, ReadyOutput, Store};
+use crate::store::{Completion, JobRecord, ReadyOutput, Store};
 
 /// A change to a job (tenant, job id): watchers re-read the job.
 pub type JobEvent = (String, String);

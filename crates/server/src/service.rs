@@ -1,8 +1,9 @@
 //! The gRPC service: authentication, uploads, downloads, jobs and sessions.
 
+mod upload;
+
 use std::collections::HashMap;
 use std::io::{Read, Seek};
-use std::ops::ControlFlow;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -14,6 +15,7 @@ use hecloud_protocol::rpc::{
     SubmitRequest, UploadChunk, UploadOffsetReply, UploadOffsetRequest, hecloud_server::Hecloud,
     session_client_msg, session_server_msg,
 };
+use hecloud_protocol::{JobId, ObjectId};
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 use tokio_stream::{Stream, StreamExt};
@@ -23,7 +25,7 @@ use crate::config::{Quota, ServerConfig};
 use crate::error::ServerError;
 use crate::hub::{MAX_CALLBACK_BYTES, SessionHub};
 use crate::jobs::Jobs;
-use crate::store::{JobRecord, JobState as StoredState, ObjectMeta, Store, UploadMeta};
+use crate::store::{JobRecord, ObjectMeta, Store};
 
 /// Bytes per download chunk.
 pub const DOWNLOAD_CHUNK: usize = 1 << 20;
@@ -45,6 +47,8 @@ pub struct Service {
     /// Submissions waiting for their inputs, per tenant (each holds a
     /// blocking thread while it waits).
     waiting: Arc<std::sync::Mutex<HashMap<String, u32>>>,
+    /// What uploaded CKKS objects are checked against.
+    known_params: Arc<upload::KnownParams>,
 }
 
 /// A tenant's place among the submissions waiting for inputs, given back
@@ -140,28 +144,26 @@ fn valid_upload_id(s: &str) -> bool {
             .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
 }
 
-fn valid_object_id(s: &str) -> bool {
-    s.len() == 64 && s.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
+/// The object id a request names, parsed where it enters the server: 64
+/// lower-case hex characters (one spelling per object), else
+/// INVALID_ARGUMENT.
+fn object_id(s: &str) -> Result<ObjectId, Status> {
+    s.bytes()
+        .all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
+        .then(|| ObjectId::from_hex(s))
+        .flatten()
+        .ok_or_else(|| {
+            Status::invalid_argument(
+                "object id must be 64 lower-case hex characters (a BLAKE3 hash)",
+            )
+        })
 }
 
-fn check_object_id(s: &str) -> Result<(), Status> {
-    if valid_object_id(s) {
-        Ok(())
-    } else {
-        Err(Status::invalid_argument(
-            "object id must be 64 lower-case hex characters (a BLAKE3 hash)",
-        ))
-    }
-}
-
-fn check_job_id(s: &str) -> Result<(), Status> {
-    if s.len() == 32 && s.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f')) {
-        Ok(())
-    } else {
-        Err(Status::invalid_argument(
-            "job id must be 32 lower-case hex characters",
-        ))
-    }
+/// The job id a request names, parsed where it enters the server (32
+/// lower-case hex characters), else INVALID_ARGUMENT.
+fn job_id(s: &str) -> Result<JobId, Status> {
+    JobId::from_hex(s)
+        .ok_or_else(|| Status::invalid_argument("job id must be 32 lower-case hex characters"))
 }
 
 /// Wire form of an object's metadata.
@@ -180,7 +182,7 @@ pub fn job_info(r: &JobRecord) -> JobInfo {
     JobInfo {
         job_id: r.id.clone(),
         kind: r.kind.clone(),
-        state: r.state as i32,
+        state: rpc::JobState::from(r.state).into(),
         progress: r.progress,
         message: r.message.clone(),
         outputs: r
@@ -223,7 +225,9 @@ fn watched_job(
     };
     let mut info = job_info(&r);
     let small = |total: u64| total <= INLINE_OUTPUT_BYTES as u64;
-    if r.state == StoredState::Succeeded && small(info.outputs.iter().map(|o| o.size).sum()) {
+    if r.state == hecloud_protocol::JobState::Succeeded
+        && small(info.outputs.iter().map(|o| o.size).sum())
+    {
         for o in info
             .outputs
             .iter_mut()
@@ -283,6 +287,7 @@ impl Service {
             max_chunk: config.max_chunk_bytes,
             kept_bytes: Arc::default(),
             waiting: Arc::default(),
+            known_params: Arc::new(upload::KnownParams::new(config.allow_insecure_params)),
         }
     }
 
@@ -326,212 +331,7 @@ impl Hecloud for Service {
         req: Request<Streaming<UploadChunk>>,
     ) -> Result<Response<ObjectInfo>, Status> {
         let tenant = self.tenant(&req)?;
-        let mut stream = req.into_inner();
-        let first = stream
-            .message()
-            .await?
-            .ok_or_else(|| Status::invalid_argument("empty upload stream"))?;
-        let h = first.header.clone().ok_or_else(|| {
-            Status::invalid_argument("the first upload message must carry the header")
-        })?;
-        if !valid_upload_id(&h.upload_id) {
-            return Err(Status::invalid_argument(
-                "upload_id must be 16..64 characters of [0-9A-Za-z_-]",
-            ));
-        }
-        if !rpc::is_known_kind(&h.kind) {
-            return Err(Status::invalid_argument(format!(
-                "unknown object kind {:?}",
-                h.kind
-            )));
-        }
-        if h.total_bytes == 0 {
-            return Err(Status::invalid_argument("an object has at least one byte"));
-        }
-        if h.total_bytes > self.quota.max_object_bytes {
-            return Err(Status::invalid_argument(format!(
-                "object of {} bytes exceeds the limit of {} bytes",
-                h.total_bytes, self.quota.max_object_bytes
-            )));
-        }
-        if !(h.blake3.is_empty() || h.blake3.len() == 32) {
-            return Err(Status::invalid_argument(
-                "blake3 must be 32 bytes, or empty when the client hashes as it sends",
-            ));
-        }
-        if h.kind == rpc::SESSION_KIND && h.total_bytes > 1 << 20 {
-            return Err(Status::invalid_argument("a session spec is at most 1 MiB"));
-        }
-        let meta = UploadMeta {
-            kind: h.kind.clone(),
-            total: h.total_bytes,
-            hash: hex::encode(&h.blake3),
-        };
-        let (store, t, m, uid, quota) = (
-            self.store.clone(),
-            tenant.clone(),
-            meta.clone(),
-            h.upload_id.clone(),
-            self.quota,
-        );
-        // One trip to a blocking thread: the store's checks and set-up are
-        // on the path of every upload.
-        let started = blocking(move || {
-            // Already stored for this tenant: nothing to transfer (unless
-            // the stored bytes are damaged: these repair them).
-            if !m.hash.is_empty()
-                && let Some(o) = store.object(&t, &m.hash)?
-            {
-                if o.kind != m.kind {
-                    return Err(crate::store::kind_conflict(&o.id, &o.kind, &m.kind));
-                }
-                if !o.damaged {
-                    return Ok(ControlFlow::Break(o));
-                }
-            }
-            // Checks the tenant's quota, atomically with reserving.
-            let have = store.begin_upload(&t, &uid, &m, &quota)?;
-            // The bytes are hashed as they arrive (after those held from an
-            // interrupted attempt), so finishing needs no second pass over
-            // the file.
-            Ok(ControlFlow::Continue((
-                have,
-                store.open_part(&t, &uid, have)?,
-                store.part_hasher(&t, &uid, have)?,
-            )))
-        })
-        .await?;
-        let (have, mut file, mut hasher) = match started {
-            ControlFlow::Continue(s) => s,
-            ControlFlow::Break(stored) => return Ok(Response::new(object_info(&stored))),
-        };
-        // Executors may watch the bytes of an upload sent in one stream as
-        // they arrive (the chunks as received, shared, not copied), to decode
-        // it while it streams in. The budget bounds what slow or stalled
-        // streams make them hold.
-        let mut watching = (have == 0)
-            .then(|| KeptBytes::reserve(&self.kept_bytes, meta.total))
-            .flatten()
-            .map(|share| {
-                let watchers = self.jobs.watch_upload(&tenant, &meta.kind, meta.total);
-                (share, watchers)
-            })
-            .filter(|(_, watchers)| !watchers.is_empty());
-        let mut received = have;
-        let mut next = Some(first);
-        let mut stream_error = None;
-        loop {
-            let msg = match next.take() {
-                Some(m) => m,
-                None => match stream.next().await {
-                    None => break,
-                    Some(Ok(m)) => {
-                        if m.header.is_some() {
-                            stream_error = Some(Status::invalid_argument(
-                                "only the first upload message carries a header",
-                            ));
-                            break;
-                        }
-                        m
-                    }
-                    Some(Err(e)) => {
-                        stream_error = Some(e);
-                        break;
-                    }
-                },
-            };
-            if msg.data.is_empty() {
-                continue;
-            }
-            if msg.offset != received {
-                stream_error = Some(Status::invalid_argument(format!(
-                    "chunk at offset {} but {received} bytes are held: resume from {received}",
-                    msg.offset
-                )));
-                break;
-            }
-            if msg.data.len() > self.max_chunk as usize {
-                stream_error = Some(Status::invalid_argument(format!(
-                    "chunk of {} bytes exceeds the limit of {}",
-                    msg.data.len(),
-                    self.max_chunk
-                )));
-                break;
-            }
-            if received + msg.data.len() as u64 > meta.total {
-                stream_error = Some(Status::invalid_argument(format!(
-                    "more bytes than the {} announced",
-                    meta.total
-                )));
-                break;
-            }
-            let end = received + msg.data.len() as u64;
-            if let Some((_, watchers)) = &mut watching {
-                for w in watchers.iter_mut() {
-                    w.bytes(msg.data.clone());
-                }
-            }
-            // Hashing and writing block.
-            if let Err(e) = tokio::task::block_in_place(|| {
-                hasher.update(&msg.data);
-                file.write(&msg.data)
-            }) {
-                return Err(ServerError::Io(e).into());
-            }
-            received = end;
-        }
-        let hashed = hasher.finalize();
-        let arrived = stream_error.is_none()
-            && received == meta.total
-            && (meta.hash.is_empty() || hashed.to_hex().as_str() == meta.hash);
-        if let Some((_share, watchers)) = watching
-            && arrived
-        {
-            let id = hecloud_protocol::ObjectId(*hashed.as_bytes());
-            for w in watchers {
-                w.complete(id);
-            }
-        }
-        // Jobs may start on it while it is stored; the guard tells them how
-        // storing ended (dropped on an early return: not stored).
-        let arrival = arrived.then(|| {
-            self.store
-                .arrivals()
-                .arrived(&tenant, hashed.to_hex().as_str(), &meta.kind, meta.total)
-        });
-        // What was received is kept (durably) for a resume.
-        tokio::task::block_in_place(|| file.finish()).map_err(ServerError::Io)?;
-        if let Some(e) = stream_error {
-            return Err(e);
-        }
-        if received < meta.total {
-            return Err(Status::invalid_argument(format!(
-                "upload stream ended at {received} of {} bytes: resume from {received}",
-                meta.total
-            )));
-        }
-        let (store, t, uid) = (self.store.clone(), tenant.clone(), h.upload_id.clone());
-        let obj = blocking(move || {
-            if meta.kind == rpc::SESSION_KIND {
-                // A session spec is small: check it decodes before accepting it.
-                let bytes = store.read_part(&t, &uid)?;
-                if let Err(e) =
-                    <hecloud_protocol::SessionSpec as hecloud_protocol::Message>::decode(&bytes)
-                {
-                    // It can never become valid: drop it.
-                    store.abort_upload(&t, &uid)?;
-                    return Err(ServerError::InvalidArgument(format!("session spec: {e}")));
-                }
-            }
-            let stored = store.finish_upload(&t, &uid, &meta, Some(hashed));
-            if let (Some(a), Ok(_)) = (arrival, &stored) {
-                a.stored();
-            }
-            stored
-        })
-        .await?;
-        tracing::info!(%tenant, object = %obj.id, kind = %obj.kind, size = obj.size, "object stored");
-        Ok(Response::new(object_info(&obj)))
+        self.upload_object(tenant, req.into_inner()).await
     }
 
     async fn upload_offset(
@@ -565,9 +365,8 @@ impl Hecloud for Service {
     ) -> Result<Response<Self::DownloadStream>, Status> {
         let tenant = self.tenant(&req)?;
         let r = req.into_inner();
-        check_object_id(&r.object_id)?;
+        let id = object_id(&r.object_id)?.to_hex();
         let store = self.store.clone();
-        let id = r.object_id.clone();
         let meta = blocking(move || store.object(&tenant, &id))
             .await?
             .ok_or_else(|| Status::not_found(format!("object {} not found", r.object_id)))?;
@@ -659,8 +458,7 @@ impl Hecloud for Service {
 
     async fn delete_object(&self, req: Request<ObjectRef>) -> Result<Response<ObjectInfo>, Status> {
         let tenant = self.tenant(&req)?;
-        let id = req.into_inner().object_id;
-        check_object_id(&id)?;
+        let id = object_id(&req.into_inner().object_id)?.to_hex();
         let store = self.store.clone();
         let i = id.clone();
         let m = blocking(move || store.delete_object(&tenant, &i))
@@ -697,8 +495,7 @@ impl Hecloud for Service {
 
     async fn get_job(&self, req: Request<JobRef>) -> Result<Response<JobInfo>, Status> {
         let tenant = self.tenant(&req)?;
-        let id = req.into_inner().job_id;
-        check_job_id(&id)?;
+        let id = job_id(&req.into_inner().job_id)?.to_hex();
         let store = self.store.clone();
         let i = id.clone();
         let rec = blocking(move || store.job(&tenant, &i))
@@ -714,8 +511,7 @@ impl Hecloud for Service {
         req: Request<JobRef>,
     ) -> Result<Response<Self::WatchJobStream>, Status> {
         let tenant = self.tenant(&req)?;
-        let id = req.into_inner().job_id;
-        check_job_id(&id)?;
+        let id = job_id(&req.into_inner().job_id)?.to_hex();
         let mut events = self.jobs.subscribe();
         let (store, jobs) = (self.store.clone(), self.jobs.clone());
         let (t, i) = (tenant.clone(), id.clone());
@@ -783,8 +579,7 @@ impl Hecloud for Service {
 
     async fn cancel_job(&self, req: Request<JobRef>) -> Result<Response<JobInfo>, Status> {
         let tenant = self.tenant(&req)?;
-        let id = req.into_inner().job_id;
-        check_job_id(&id)?;
+        let id = job_id(&req.into_inner().job_id)?.to_hex();
         let jobs = self.jobs.clone();
         let rec = blocking(move || jobs.cancel(&tenant, &id)).await?;
         Ok(Response::new(job_info(&rec)))
