@@ -132,7 +132,7 @@ pub fn serve(a: ServeArgs) -> anyhow::Result<()> {
             Ok(t) => t.trim().to_string(),
             Err(_) => {
                 let t = crate::embedded::random_token();
-                keys::write_private(&path, t.as_bytes())?;
+                hecloud_protocol::fs::write_private(&path, t.as_bytes())?;
                 t
             }
         };

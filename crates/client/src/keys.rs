@@ -22,6 +22,7 @@ use std::sync::Arc;
 
 use hecloud_circuits::{BitEngine, EncryptedUint, TFHE_PARAMS, TfheEngine};
 use hecloud_ckks::{CkksParameters, Encoder, KeySet, Preset};
+use hecloud_protocol::fs::write_private;
 use hecloud_protocol::object::{tfhe_kind, unversion, versioned_bytes};
 use hecloud_protocol::{
     CkksParamSpec, Message, Object, ObjectId, ObjectKind, ParamSpec, SessionParams, SessionSpec,
@@ -34,27 +35,6 @@ use crate::{ClientError, Result};
 
 fn crypto<E: std::fmt::Display>(e: E) -> ClientError {
     ClientError::Crypto(e.to_string())
-}
-
-/// Writes a file readable and writable by its owner only (0600 on Unix).
-pub fn write_private(path: &Path, bytes: &[u8]) -> Result<()> {
-    use std::io::Write;
-    let mut o = std::fs::OpenOptions::new();
-    o.write(true).create(true).truncate(true);
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::OpenOptionsExt;
-        o.mode(0o600);
-    }
-    let mut f = o.open(path)?;
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::PermissionsExt;
-        f.set_permissions(std::fs::Permissions::from_mode(0o600))?;
-    }
-    f.write_all(bytes)?;
-    f.sync_all()?;
-    Ok(())
 }
 
 /// Parses a preset name (`n13` … `n17`).
