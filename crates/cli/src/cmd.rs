@@ -335,7 +335,7 @@ pub fn upload(
             let data = Arc::new(std::fs::read(&p).with_context(|| p.display().to_string())?);
             let kind = kind.unwrap_or_else(|| kind_of(&p, &data));
             let (pb, f) = bar(data.len() as u64, "upload");
-            let o = c.upload(kind, data, Some(f)).await?;
+            let o = c.upload(kind, data).progress(f).await?;
             pb.finish_and_clear();
             println!(
                 "{}  {:16} {:>10}  {}",

@@ -43,7 +43,7 @@ async fn a_damaged_blob_fails_its_job_instead_of_giving_a_wrong_answer() {
     // No session is loaded yet: nothing decodes the upload ahead of its
     // job, so the job reads the stored blob.
     let o = alice
-        .upload("ckks.ciphertext", Arc::new(ct.clone()), None)
+        .upload("ckks.ciphertext", Arc::new(ct.clone()))
         .await
         .unwrap();
     flip_byte(s.dir.path(), &o.object_id, ct.len() / 2);
@@ -62,10 +62,7 @@ async fn a_damaged_blob_fails_its_job_instead_of_giving_a_wrong_answer() {
     let (c, _) = code(alice.download(&o.object_id, None).await);
     assert_eq!(c, Code::DataLoss);
     // The same bytes uploaded again repair it, and the job is right.
-    alice
-        .upload("ckks.ciphertext", Arc::new(ct), None)
-        .await
-        .unwrap();
+    alice.upload("ckks.ciphertext", Arc::new(ct)).await.unwrap();
     let done = workload::run_job(&alice, &job).await.unwrap();
     let out = workload::output(&alice, &done, "mean").await.unwrap();
     let mean = enc
@@ -100,11 +97,7 @@ async fn tfhe_input(
     .await
     .unwrap();
     let o = client
-        .upload(
-            rpc::object_kind_name(ObjectKind::TfheUint),
-            Arc::new(bytes),
-            None,
-        )
+        .upload(rpc::object_kind_name(ObjectKind::TfheUint), Arc::new(bytes))
         .await
         .unwrap();
     ObjectId::from_hex(&o.object_id).unwrap()
@@ -280,7 +273,7 @@ async fn racing_uploads_and_job_outputs_stay_within_the_quota() {
             let c = alice.clone();
             tokio::spawn(async move {
                 let bytes = format!("object number {i} of twenty").into_bytes();
-                c.upload("ckks.ciphertext", Arc::new(bytes), None).await
+                c.upload("ckks.ciphertext", Arc::new(bytes)).await
             })
         })
         .collect();
@@ -313,10 +306,10 @@ async fn bytes_under_another_kind_and_a_reused_client_ref_are_refused() {
     let alice = connect(&s, ALICE).await;
     let bytes = Arc::new(b"some bytes stored as a ciphertext".to_vec());
     let o = alice
-        .upload("ckks.ciphertext", bytes.clone(), None)
+        .upload("ckks.ciphertext", bytes.clone())
         .await
         .unwrap();
-    let (c, m) = code(alice.upload("ckks.galois_key", bytes.clone(), None).await);
+    let (c, m) = code(alice.upload("ckks.galois_key", bytes.clone()).await);
     assert_eq!(c, Code::AlreadyExists, "{m}");
     assert!(m.contains("ckks.ciphertext"), "{m}");
     assert_eq!(alice.list().await.unwrap()[0].kind, "ckks.ciphertext");
