@@ -7,13 +7,13 @@ use std::time::Duration;
 
 use anyhow::Context;
 use clap::Args;
+use hecloud_bench::report::bytes;
+use hecloud_bench::workload;
 use hecloud_client::keys::{self, KeyDir};
-use hecloud_client::{Client, ProgressFn, workload};
+use hecloud_client::{Client, ProgressFn};
 use hecloud_protocol::rpc::{self, JobState};
 use hecloud_protocol::{Message, ObjectId};
 use indicatif::{ProgressBar, ProgressStyle};
-
-use crate::demo::bytes;
 
 /// How to reach the server (flags or `HECLOUD_SERVER`, `HECLOUD_TOKEN`, `HECLOUD_CA`).
 #[derive(Debug, Args)]
@@ -131,7 +131,7 @@ pub fn serve(a: ServeArgs) -> anyhow::Result<()> {
         let token = match std::fs::read_to_string(&path) {
             Ok(t) => t.trim().to_string(),
             Err(_) => {
-                let t = crate::embedded::random_token();
+                let t = hecloud_bench::embedded::random_token();
                 hecloud_protocol::fs::write_private(&path, t.as_bytes())?;
                 t
             }

@@ -5,14 +5,10 @@
 //!
 //! * [`Client`]: a connection to a hecloud server (TLS, bearer token):
 //!   resumable chunked uploads and downloads, jobs, key-holder sessions;
-//! * [`keys`]: CKKS key files on disk (secret key 0600, zeroized in memory);
-//! * [`workload`]: the end-to-end workloads of `hecloud demo` and
-//!   `hecloud bench service` (CKKS statistics, TFHE sum and compare,
-//!   CKKS multiply-rotate-sum), each checked against plaintext.
+//! * [`keys`]: CKKS key files on disk (secret key 0600, zeroized in memory).
 #![deny(missing_docs)]
 
 pub mod keys;
-pub mod workload;
 
 use std::collections::HashMap;
 use std::sync::Arc;

@@ -6,9 +6,10 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use hecloud_bench::workload;
 use hecloud_circuits::EncryptedUint;
 use hecloud_ckks::Encoder;
-use hecloud_client::{Client, workload};
+use hecloud_client::Client;
 use hecloud_protocol::rpc::{self, JobState};
 use hecloud_protocol::{Graph, JobSubmission, Message, Object, ObjectId, ObjectKind};
 use hecloud_server::{Quota, ServerConfig};

@@ -6,8 +6,9 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
+use hecloud_bench::workload;
 use hecloud_ckks::{CkksParameters, Encoder, KeySet};
-use hecloud_client::{Client, workload};
+use hecloud_client::Client;
 use hecloud_protocol::rpc::{self, JobState, UploadChunk, UploadHeader};
 use hecloud_protocol::{Message, ObjectId, ObjectKind};
 use hecloud_server::Quota;

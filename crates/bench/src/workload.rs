@@ -1,6 +1,6 @@
 //! End-to-end workloads run against a server, each checked against a
 //! plaintext computation: what `hecloud demo`, `hecloud bench service` and
-//! the service tests run.
+//! the client's service tests run.
 
 use std::future::IntoFuture;
 use std::sync::Arc;
@@ -15,8 +15,8 @@ use hecloud_protocol::{
 };
 use hecloud_rlwe::Ciphertext;
 
-use crate::keys::{tfhe_params, tfhe_session_spec};
-use crate::{Client, ClientError, Result};
+use hecloud_client::keys::{tfhe_params, tfhe_session_spec};
+use hecloud_client::{Client, ClientError, Result};
 
 /// One checked operation.
 #[derive(Debug, Clone)]
