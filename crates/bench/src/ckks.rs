@@ -22,7 +22,7 @@ use hecloud_rlwe::ParametersLiteral;
 use num_complex::Complex64;
 
 use crate::BenchOptions;
-use crate::peers::{build_go, json_number, peer_dir, run_go};
+use crate::peers::{build_go, parse_json, peer_dir, run_go};
 use crate::report::{ResultLine, Table};
 use crate::timing::median_time;
 
@@ -150,10 +150,14 @@ fn ours(params: &std::sync::Arc<CkksParameters>, samples: usize) -> anyhow::Resu
     Ok(f)
 }
 
-fn parse(line: &str) -> Figures {
-    KEYS.iter()
-        .filter_map(|k| json_number(line, k).map(|v| (*k, v)))
-        .collect()
+/// The figures of a peer's JSON line: the numbers under [`KEYS`] (others
+/// are ignored).
+fn parse(line: &str) -> anyhow::Result<Figures> {
+    let all: BTreeMap<String, serde_json::Value> = parse_json(line)?;
+    Ok(KEYS
+        .iter()
+        .filter_map(|k| Some((*k, all.get(*k)?.as_f64()?)))
+        .collect())
 }
 
 /// Builds and runs the Lattigo peer at `lit`.
@@ -169,7 +173,7 @@ fn lattigo(lit: &ParametersLiteral, log_scale: u32, samples: usize) -> anyhow::R
     .into_iter()
     .flat_map(|(k, v)| [k.to_string(), v])
     .collect();
-    Ok(parse(run_go(&bin, &args)?.trim()))
+    parse(&run_go(&bin, &args)?)
 }
 
 /// The venv python with TenSEAL, created on first use.
@@ -214,7 +218,7 @@ fn seal(lit: &ParametersLiteral, log_scale: u32, samples: usize) -> anyhow::Resu
         "SEAL peer failed: {}",
         String::from_utf8_lossy(&out.stderr)
     );
-    Ok(parse(String::from_utf8(out.stdout)?.trim()))
+    parse(&String::from_utf8(out.stdout)?)
 }
 
 fn cell(x: Option<&f64>, decimals: usize) -> String {

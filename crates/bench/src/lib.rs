@@ -6,11 +6,14 @@
 #![deny(missing_docs)]
 
 pub mod ckks;
+pub mod embedded;
 pub mod ntt;
 pub mod peers;
 pub mod report;
+pub mod service;
 pub mod tfhe;
 pub mod timing;
+pub mod workload;
 
 pub use report::BenchOptions;
 
@@ -41,6 +44,11 @@ pub const EXPERIMENTS: &[Experiment] = &[
         name: "tfhe",
         about: "encrypted sums of n integers and comparisons (issue 3) on TFHE vs TFHE-rs's integer API",
         run: tfhe::run,
+    },
+    Experiment {
+        name: "service",
+        about: "service overhead (serialize, transfer, store, dispatch) of a CKKS job; 16 concurrent clients",
+        run: service::run,
     },
 ];
 

@@ -48,12 +48,9 @@ pub fn run_go(bin: &std::path::Path, args: &[String]) -> anyhow::Result<String> 
     Ok(String::from_utf8(out.stdout)?)
 }
 
-/// Pulls `"key": number` out of a flat JSON object line.
-pub fn json_number(line: &str, key: &str) -> Option<f64> {
-    let pat = format!("\"{key}\":");
-    let rest = line[line.find(&pat)? + pat.len()..].trim_start();
-    let end = rest.find([',', '}']).unwrap_or(rest.len());
-    rest[..end].trim().parse().ok()
+/// Reads one JSON object line that a peer printed.
+pub fn parse_json<T: serde::de::DeserializeOwned>(line: &str) -> anyhow::Result<T> {
+    serde_json::from_str(line.trim()).map_err(|e| anyhow::anyhow!("peer printed {line:?}: {e}"))
 }
 
 pub mod lattigo {
@@ -61,8 +58,9 @@ pub mod lattigo {
 
     use super::*;
 
-    /// Median times of one Lattigo ring operation over all limbs, in ns.
-    #[derive(Debug, Clone, Copy)]
+    /// Median times of one Lattigo ring operation over all limbs, in ns:
+    /// one JSON line of the peer (whose other fields are ignored).
+    #[derive(Debug, Clone, Copy, serde::Deserialize)]
     pub struct RingTimes {
         /// Forward NTT.
         pub fwd_ns: f64,
@@ -93,14 +91,7 @@ pub mod lattigo {
         let text = run_go(&bin, &all)?;
         let times: Vec<RingTimes> = text
             .lines()
-            .map(|l| {
-                let get = |k| json_number(l, k).ok_or_else(|| anyhow::anyhow!("no {k} in {l}"));
-                Ok(RingTimes {
-                    fwd_ns: get("fwd_ns")?,
-                    inv_ns: get("inv_ns")?,
-                    mul_ns: get("mul_ns")?,
-                })
-            })
+            .map(parse_json)
             .collect::<anyhow::Result<_>>()?;
         anyhow::ensure!(
             times.len() == specs.len(),
@@ -113,11 +104,21 @@ pub mod lattigo {
 
 #[cfg(test)]
 mod tests {
+    use std::collections::BTreeMap;
+
+    use super::*;
+
     #[test]
-    fn reads_numbers_from_json_lines() {
-        let l = r#"{"logn":16,"limbs":1,"fwd_ns":1186916.9,"inv_ns":1156393.15}"#;
-        assert_eq!(super::json_number(l, "logn"), Some(16.0));
-        assert_eq!(super::json_number(l, "inv_ns"), Some(1156393.15));
-        assert_eq!(super::json_number(l, "missing"), None);
+    fn reads_json_lines() {
+        let l = r#"{"logn":16,"limbs":1,"fwd_ns":1186916.9,"inv_ns":1156393.15,"mul_ns":7e4}"#;
+        let t: lattigo::RingTimes = parse_json(l).unwrap();
+        assert_eq!(t.fwd_ns, 1186916.9);
+        assert_eq!(t.inv_ns, 1156393.15);
+        assert_eq!(t.mul_ns, 70000.0);
+        let m: BTreeMap<String, f64> = parse_json(l).unwrap();
+        assert_eq!(m["logn"], 16.0);
+        assert!(!m.contains_key("missing"));
+        let e = parse_json::<lattigo::RingTimes>(r#"{"fwd_ns":1}"#).unwrap_err();
+        assert!(e.to_string().contains("inv_ns"), "{e}");
     }
 }

@@ -5,6 +5,20 @@
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
+/// Human-readable bytes (binary units).
+///
+/// ```
+/// assert_eq!(hecloud_bench::report::bytes(1536), "1.5 KiB");
+/// ```
+pub fn bytes(n: u64) -> String {
+    match n {
+        n if n >= 1 << 30 => format!("{:.2} GiB", n as f64 / (1u64 << 30) as f64),
+        n if n >= 1 << 20 => format!("{:.1} MiB", n as f64 / (1u64 << 20) as f64),
+        n if n >= 1 << 10 => format!("{:.1} KiB", n as f64 / 1024.0),
+        n => format!("{n} B"),
+    }
+}
+
 /// A table of results: one header row and any number of data rows.
 #[derive(Debug, Clone)]
 pub struct Table {

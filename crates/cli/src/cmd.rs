@@ -7,13 +7,13 @@ use std::time::Duration;
 
 use anyhow::Context;
 use clap::Args;
+use hecloud_bench::report::bytes;
+use hecloud_bench::workload;
 use hecloud_client::keys::{self, KeyDir};
-use hecloud_client::{Client, ProgressFn, workload};
+use hecloud_client::{Client, ProgressFn};
 use hecloud_protocol::rpc::{self, JobState};
 use hecloud_protocol::{Message, ObjectId};
 use indicatif::{ProgressBar, ProgressStyle};
-
-use crate::demo::bytes;
 
 /// How to reach the server (flags or `HECLOUD_SERVER`, `HECLOUD_TOKEN`, `HECLOUD_CA`).
 #[derive(Debug, Args)]
@@ -131,8 +131,8 @@ pub fn serve(a: ServeArgs) -> anyhow::Result<()> {
         let token = match std::fs::read_to_string(&path) {
             Ok(t) => t.trim().to_string(),
             Err(_) => {
-                let t = crate::embedded::random_token();
-                keys::write_private(&path, t.as_bytes())?;
+                let t = hecloud_bench::embedded::random_token();
+                hecloud_protocol::fs::write_private(&path, t.as_bytes())?;
                 t
             }
         };
@@ -335,7 +335,7 @@ pub fn upload(
             let data = Arc::new(std::fs::read(&p).with_context(|| p.display().to_string())?);
             let kind = kind.unwrap_or_else(|| kind_of(&p, &data));
             let (pb, f) = bar(data.len() as u64, "upload");
-            let o = c.upload(kind, data, Some(f)).await?;
+            let o = c.upload(kind, data).progress(f).await?;
             pb.finish_and_clear();
             println!(
                 "{}  {:16} {:>10}  {}",

@@ -7,27 +7,16 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use hecloud_bench::report::Table;
+use hecloud_bench::embedded::Embedded;
+use hecloud_bench::report::{Table, bytes};
+use hecloud_bench::workload::{self, StepReport};
 use hecloud_ckks::Preset;
-use hecloud_client::workload::{self, StepReport};
-
-use crate::embedded::Embedded;
 
 fn ms(d: Duration) -> String {
     if d >= Duration::from_secs(10) {
         format!("{:.1} s", d.as_secs_f64())
     } else {
         format!("{:.0} ms", d.as_secs_f64() * 1e3)
-    }
-}
-
-/// Human-readable bytes.
-pub fn bytes(n: u64) -> String {
-    match n {
-        n if n >= 1 << 30 => format!("{:.2} GiB", n as f64 / (1u64 << 30) as f64),
-        n if n >= 1 << 20 => format!("{:.1} MiB", n as f64 / (1u64 << 20) as f64),
-        n if n >= 1 << 10 => format!("{:.1} KiB", n as f64 / 1024.0),
-        n => format!("{n} B"),
     }
 }
 

@@ -1,9 +1,7 @@
 //! `hecloud`: the command line of the hecloud encrypted-computation system.
 
-mod bench_service;
 mod cmd;
 mod demo;
-mod embedded;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -189,25 +187,12 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 for e in hecloud_bench::EXPERIMENTS {
                     println!("{:<10} {}", e.name, e.about);
                 }
-                println!(
-                    "{:<10} service overhead (serialize, transfer, store, dispatch) of a CKKS job; 16 concurrent clients",
-                    "service"
-                );
                 return Ok(());
             }
             let name = experiment.unwrap_or_default();
-            if name == "service" {
-                return bench_service::run(&hecloud_bench::BenchOptions {
-                    quick,
-                    out_dir: out,
-                });
-            }
             let Some(exp) = hecloud_bench::find(&name) else {
                 let known: Vec<_> = hecloud_bench::EXPERIMENTS.iter().map(|e| e.name).collect();
-                anyhow::bail!(
-                    "unknown experiment `{name}`; known: {}, service",
-                    known.join(", ")
-                );
+                anyhow::bail!("unknown experiment `{name}`; known: {}", known.join(", "));
             };
             (exp.run)(&hecloud_bench::BenchOptions {
                 quick,

@@ -140,7 +140,7 @@ async fn sigkill_mid_job_and_mid_upload_loses_nothing_acknowledged() {
     for n in [1usize, 1000, 300_000, 3_000_000] {
         let data = random_bytes(n);
         let o = c
-            .upload(rpc::OPAQUE_KIND, Arc::new(data.clone()), None)
+            .upload(rpc::OPAQUE_KIND, Arc::new(data.clone()))
             .await
             .unwrap();
         acked.push((o.object_id, data));
@@ -154,7 +154,9 @@ async fn sigkill_mid_job_and_mid_upload_loses_nothing_acknowledged() {
         blake3: blake3::hash(&partial).as_bytes().to_vec(),
     };
     let _ = c
-        .upload_range(&h, partial.clone(), 0, 1_000_000, None)
+        .upload(&h.kind, partial.clone())
+        .header(h.clone())
+        .stop_after(1_000_000)
         .await;
     // A job that is mid-way (its key holder has not answered yet).
     let killed = Arc::new(std::sync::atomic::AtomicBool::new(false));
@@ -200,7 +202,9 @@ async fn sigkill_mid_job_and_mid_upload_loses_nothing_acknowledged() {
     let have = c.upload_offset("crash-partial-upload-01").await.unwrap();
     assert!(have <= 1_000_000, "server claims {have} bytes");
     let o = c
-        .upload_from(&h, partial.clone(), have, None)
+        .upload(&h.kind, partial.clone())
+        .header(h.clone())
+        .from_offset(have)
         .await
         .unwrap();
     assert_eq!(c.download(&o.object_id, None).await.unwrap(), *partial);

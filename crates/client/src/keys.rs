@@ -22,6 +22,7 @@ use std::sync::Arc;
 
 use hecloud_circuits::{BitEngine, EncryptedUint, TFHE_PARAMS, TfheEngine};
 use hecloud_ckks::{CkksParameters, Encoder, KeySet, Preset};
+use hecloud_protocol::fs::write_private;
 use hecloud_protocol::object::{tfhe_kind, unversion, versioned_bytes};
 use hecloud_protocol::{
     CkksParamSpec, Message, Object, ObjectId, ObjectKind, ParamSpec, SessionParams, SessionSpec,
@@ -34,27 +35,6 @@ use crate::{ClientError, Result};
 
 fn crypto<E: std::fmt::Display>(e: E) -> ClientError {
     ClientError::Crypto(e.to_string())
-}
-
-/// Writes a file readable and writable by its owner only (0600 on Unix).
-pub fn write_private(path: &Path, bytes: &[u8]) -> Result<()> {
-    use std::io::Write;
-    let mut o = std::fs::OpenOptions::new();
-    o.write(true).create(true).truncate(true);
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::OpenOptionsExt;
-        o.mode(0o600);
-    }
-    let mut f = o.open(path)?;
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::PermissionsExt;
-        f.set_permissions(std::fs::Permissions::from_mode(0o600))?;
-    }
-    f.write_all(bytes)?;
-    f.sync_all()?;
-    Ok(())
 }
 
 /// Parses a preset name (`n13` … `n17`).
@@ -218,7 +198,7 @@ pub fn session_of(dir: &Path) -> Result<ObjectId> {
 }
 
 /// The session spec of a TFHE key holder whose server key has id `server_key`.
-pub(crate) fn tfhe_session_spec(server_key: ObjectId) -> SessionSpec {
+pub fn tfhe_session_spec(server_key: ObjectId) -> SessionSpec {
     SessionSpec {
         params: ParamSpec {
             ckks: None,
@@ -394,7 +374,8 @@ impl TfheKeyDir {
     }
 }
 
-pub(crate) fn tfhe_params() -> SessionParams {
+/// The parameters of a TFHE key holder's session (to decode its objects).
+pub fn tfhe_params() -> SessionParams {
     SessionParams {
         ckks: None,
         tfhe: Some(TfheParamSpec::Message2Carry2),
@@ -422,7 +403,7 @@ mod tests {
         }
         let k = KeyDir::open(&kd).unwrap();
         assert_eq!(k.session().unwrap(), r.session);
-        let vals = crate::workload::random_values(100);
+        let vals: Vec<f64> = (0..100).map(|i| (i as f64 * 0.37).sin() * 10.0).collect();
         let back = k.decrypt(&k.encrypt(&vals).unwrap()).unwrap();
         for (a, b) in vals.iter().zip(&back) {
             assert!((a - b).abs() < 1e-6, "{a} vs {b}");

@@ -5,14 +5,10 @@
 //!
 //! * [`Client`]: a connection to a hecloud server (TLS, bearer token):
 //!   resumable chunked uploads and downloads, jobs, key-holder sessions;
-//! * [`keys`]: CKKS key files on disk (secret key 0600, zeroized in memory);
-//! * [`workload`]: the end-to-end workloads of `hecloud demo` and
-//!   `hecloud bench service` (CKKS statistics, TFHE sum and compare,
-//!   CKKS multiply-rotate-sum), each checked against plaintext.
+//! * [`keys`]: CKKS key files on disk (secret key 0600, zeroized in memory).
 #![deny(missing_docs)]
 
 pub mod keys;
-pub mod workload;
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -164,7 +160,7 @@ impl AsRef<[u8]> for SharedBuf {
 }
 
 /// An object whose bytes are made as they are sent
-/// ([`Client::upload_streamed`]).
+/// ([`UploadBody::Source`]).
 pub trait ObjectSource: Send + Sync {
     /// Its length in bytes.
     fn byte_len(&self) -> u64;
@@ -291,6 +287,247 @@ impl tonic::codec::Encoder for StreamedUpload {
     }
 }
 
+/// What an upload sends ([`Client::upload`]).
+#[derive(Clone)]
+pub enum UploadBody {
+    /// Bytes in memory. Their hash, the object id, is computed first (or
+    /// given with [`Upload::hashed`]) and announced in the header, so the
+    /// server skips an object it already holds; the upload id is derived
+    /// from it, so re-running the same upload, even from a new process,
+    /// resumes it. Use it for keys and session specs.
+    Bytes(Arc<Vec<u8>>),
+    /// Bytes made as they are sent: the first are on the wire as soon as
+    /// they are made, not once the whole object and its hash are. They are
+    /// hashed as they are made and the object id the server answers with is
+    /// checked against that hash. No hash is announced, so an object the
+    /// server already holds is sent again: use it for fresh data (a new
+    /// ciphertext). An interrupted transfer resumes, remaking the bytes.
+    Source(Arc<dyn ObjectSource>),
+}
+
+impl std::fmt::Debug for UploadBody {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Bytes(b) => write!(f, "Bytes({} bytes)", b.len()),
+            Self::Source(s) => write!(f, "Source({} bytes)", s.byte_len()),
+        }
+    }
+}
+
+impl From<Arc<Vec<u8>>> for UploadBody {
+    fn from(bytes: Arc<Vec<u8>>) -> Self {
+        Self::Bytes(bytes)
+    }
+}
+
+impl From<Vec<u8>> for UploadBody {
+    fn from(bytes: Vec<u8>) -> Self {
+        Self::Bytes(Arc::new(bytes))
+    }
+}
+
+impl<T: ObjectSource + 'static> From<Arc<T>> for UploadBody {
+    fn from(source: Arc<T>) -> Self {
+        Self::Source(source)
+    }
+}
+
+impl From<Arc<dyn ObjectSource>> for UploadBody {
+    fn from(source: Arc<dyn ObjectSource>) -> Self {
+        Self::Source(source)
+    }
+}
+
+/// An upload being set up by [`Client::upload`]: set its options, then
+/// `.await` it for the stored object's [`ObjectInfo`].
+#[must_use = "an upload sends nothing until it is awaited"]
+pub struct Upload<'a> {
+    client: &'a Client,
+    kind: String,
+    body: UploadBody,
+    progress: Option<ProgressFn>,
+    hash: Option<ObjectId>,
+    upload_id: Option<String>,
+    announce: Option<tokio::sync::oneshot::Sender<String>>,
+    header: Option<UploadHeader>,
+    /// One stream from `.0`, stopped after `.1` bytes, not resumed.
+    once: Option<(u64, u64)>,
+}
+
+impl std::fmt::Debug for Upload<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Upload")
+            .field("kind", &self.kind)
+            .field("body", &self.body)
+            .field("hash", &self.hash)
+            .field("upload_id", &self.upload_id)
+            .field("header", &self.header)
+            .field("once", &self.once)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Upload<'_> {
+    /// Calls `progress(bytes sent, total)` as chunks go out.
+    pub fn progress(mut self, progress: ProgressFn) -> Self {
+        self.progress = Some(progress);
+        self
+    }
+
+    /// The object id (BLAKE3 hash) of the bytes, which the caller already
+    /// computed: spares a pass over them. The server checks it: a wrong id
+    /// fails the upload with INVALID_ARGUMENT. For an [`UploadBody::Source`]
+    /// it is announced in the header, as for bytes.
+    pub fn hashed(mut self, id: ObjectId) -> Self {
+        self.hash = Some(id);
+        self
+    }
+
+    /// An explicit upload id (16..64 of `[0-9A-Za-z_-]`) instead of the one
+    /// derived from the content (bytes) or drawn at random (a source).
+    pub fn upload_id(mut self, upload_id: impl Into<String>) -> Self {
+        self.upload_id = Some(upload_id.into());
+        self
+    }
+
+    /// Sends the object's id (hex) on `sent` as soon as every byte is handed
+    /// to the connection, before the server has stored (and acknowledged)
+    /// it: a job submitted then with [`Client::submit_awaiting_inputs`] may
+    /// start on it while the server stores it. Sent once, however often the
+    /// upload resumes.
+    pub fn announce(mut self, sent: tokio::sync::oneshot::Sender<String>) -> Self {
+        self.announce = Some(sent);
+        self
+    }
+
+    /// Sends `header` exactly as given (upload id, kind, length and hash
+    /// unchecked, replacing those of the other options): for tests of the
+    /// server's checks.
+    pub fn header(mut self, header: UploadHeader) -> Self {
+        self.header = Some(header);
+        self
+    }
+
+    /// Sends one stream, from `offset` on, and does not resume it: for tests
+    /// and demos of resumption ([`Client::upload_offset`] tells where the
+    /// server stands).
+    pub fn from_offset(mut self, offset: u64) -> Self {
+        self.once = Some((offset, self.once.map_or(u64::MAX, |o| o.1)));
+        self
+    }
+
+    /// Sends one stream that stops after the first `end` bytes of the object
+    /// (a deliberately interrupted upload), and does not resume it.
+    pub fn stop_after(mut self, end: u64) -> Self {
+        self.once = Some((self.once.map_or(0, |o| o.0), end));
+        self
+    }
+
+    async fn send(self) -> Result<ObjectInfo> {
+        let Self {
+            client,
+            kind,
+            body,
+            progress,
+            hash,
+            upload_id,
+            announce,
+            header,
+            once,
+        } = self;
+        let sent: Option<SentSignal> = announce.map(|tx| Arc::new(std::sync::Mutex::new(Some(tx))));
+        let empty = || Err(ClientError::Invalid("cannot upload an empty object".into()));
+        match body {
+            UploadBody::Bytes(bytes) => {
+                let header = match header {
+                    Some(h) => h,
+                    None if bytes.is_empty() => return empty(),
+                    None => {
+                        let id = hash.unwrap_or_else(|| ObjectId::of(&bytes));
+                        let upload_id = upload_id.unwrap_or_else(|| {
+                            let derived = format!(
+                                "{}-{}",
+                                &id.to_hex()[..32],
+                                kind.replace(|c: char| !c.is_ascii_alphanumeric(), "_")
+                            );
+                            derived.chars().take(64).collect()
+                        });
+                        UploadHeader {
+                            upload_id,
+                            kind,
+                            total_bytes: bytes.len() as u64,
+                            blake3: id.0.to_vec(),
+                        }
+                    }
+                };
+                // What to announce: the id in the header, else the hash.
+                let announce = sent.map(|s| {
+                    let id = <[u8; 32]>::try_from(header.blake3.as_slice())
+                        .map_or_else(|_| ObjectId::of(&bytes), ObjectId);
+                    (s, id.to_hex())
+                });
+                if let Some(range) = once {
+                    return client
+                        .bytes_from(&header, bytes, range, progress, announce)
+                        .await;
+                }
+                client
+                    .resuming(&header.upload_id, |offset| {
+                        client.bytes_from(
+                            &header,
+                            bytes.clone(),
+                            (offset, u64::MAX),
+                            progress.clone(),
+                            announce.clone(),
+                        )
+                    })
+                    .await
+            }
+            UploadBody::Source(source) => {
+                let header = match header {
+                    Some(h) => h,
+                    None if source.byte_len() == 0 => return empty(),
+                    None => UploadHeader {
+                        // Content-derived ids need the hash up front: this
+                        // one is random.
+                        upload_id: upload_id
+                            .unwrap_or_else(|| format!("streamed-{}", rand_hex(16))),
+                        kind,
+                        total_bytes: source.byte_len(),
+                        blake3: hash.map(|h| h.0.to_vec()).unwrap_or_default(),
+                    },
+                };
+                if let Some(range) = once {
+                    return client
+                        .streamed_from(&header, source, range, progress, sent)
+                        .await;
+                }
+                client
+                    .resuming(&header.upload_id, |offset| {
+                        client.streamed_from(
+                            &header,
+                            source.clone(),
+                            (offset, u64::MAX),
+                            progress.clone(),
+                            sent.clone(),
+                        )
+                    })
+                    .await
+            }
+        }
+    }
+}
+
+impl<'a> std::future::IntoFuture for Upload<'a> {
+    type Output = Result<ObjectInfo>;
+    type IntoFuture =
+        std::pin::Pin<Box<dyn std::future::Future<Output = Result<ObjectInfo>> + Send + 'a>>;
+
+    fn into_future(self) -> Self::IntoFuture {
+        Box::pin(self.send())
+    }
+}
+
 /// Largest message the client accepts.
 const MAX_MESSAGE: usize = 16 << 20;
 
@@ -395,74 +632,44 @@ impl Client {
         Ok(self.rpc().info(InfoRequest {}).await?.into_inner())
     }
 
-    /// Uploads `bytes` as an object of `kind`, in chunks; an interrupted
-    /// transfer resumes from the offset the server holds. The upload id is
-    /// derived from the content, so re-running the same upload (even from a
-    /// new process) resumes it.
-    pub async fn upload(
-        &self,
-        kind: &str,
-        bytes: Arc<Vec<u8>>,
-        progress: Option<ProgressFn>,
-    ) -> Result<ObjectInfo> {
-        let id = ObjectId::of(&bytes);
-        self.upload_hashed(kind, bytes, id, progress).await
-    }
-
-    /// [`Self::upload`] of bytes whose id (BLAKE3 hash) the caller already
-    /// computed, which spares a pass over them. The server checks it: a
-    /// wrong id fails the upload with INVALID_ARGUMENT.
-    pub async fn upload_hashed(
-        &self,
-        kind: &str,
-        bytes: Arc<Vec<u8>>,
-        id: ObjectId,
-        progress: Option<ProgressFn>,
-    ) -> Result<ObjectInfo> {
-        if bytes.is_empty() {
-            return Err(ClientError::Invalid("cannot upload an empty object".into()));
-        }
-        let upload_id = format!(
-            "{}-{}",
-            &id.to_hex()[..32],
-            kind.replace(|c: char| !c.is_ascii_alphanumeric(), "_")
-        );
-        let upload_id: String = upload_id.chars().take(64).collect();
-        self.upload_resumable(&upload_id, kind, bytes, id, progress)
-            .await
-    }
-
-    /// [`Self::upload`] with an explicit upload id (16..64 of `[0-9A-Za-z_-]`).
-    pub async fn upload_with_id(
-        &self,
-        upload_id: &str,
-        kind: &str,
-        bytes: Arc<Vec<u8>>,
-        progress: Option<ProgressFn>,
-    ) -> Result<ObjectInfo> {
-        let id = ObjectId::of(&bytes);
-        self.upload_resumable(upload_id, kind, bytes, id, progress)
-            .await
-    }
-
-    async fn upload_resumable(
-        &self,
-        upload_id: &str,
-        kind: &str,
-        bytes: Arc<Vec<u8>>,
-        id: ObjectId,
-        progress: Option<ProgressFn>,
-    ) -> Result<ObjectInfo> {
-        let header = UploadHeader {
-            upload_id: upload_id.into(),
+    /// Uploads an object of `kind`: `.await` the [`Upload`] it returns to
+    /// send it, after setting any of its options.
+    ///
+    /// `body` is bytes in memory (`Arc<Vec<u8>>` or `Vec<u8>`) or an
+    /// [`ObjectSource`] that makes its bytes as they are sent (such as an
+    /// `Arc<Ciphertext>`); see [`UploadBody`] for what each one does. The
+    /// object is sent in chunks, and an interrupted transfer resumes from
+    /// the offset the server holds.
+    ///
+    /// ```no_run
+    /// # async fn f(client: &hecloud_client::Client, key: Vec<u8>, ct: hecloud_rlwe::Ciphertext) -> hecloud_client::Result<()> {
+    /// use std::sync::Arc;
+    /// // Bytes in memory, with a progress bar.
+    /// let info = client
+    ///     .upload("ckks.relin_key", key)
+    ///     .progress(Arc::new(|done, total| eprintln!("{done}/{total}")))
+    ///     .await?;
+    /// println!("stored as {}", info.object_id);
+    /// // A ciphertext serialized as it is sent; its id is announced once
+    /// // every byte is on its way, before the server has stored it.
+    /// let (tx, rx) = tokio::sync::oneshot::channel();
+    /// let upload = client.upload("ckks.ciphertext", Arc::new(ct)).announce(tx).into_future();
+    /// let (info, id) = tokio::join!(upload, async { rx.await.ok() });
+    /// assert_eq!(Some(info?.object_id), id);
+    /// # Ok(()) }
+    /// ```
+    pub fn upload(&self, kind: &str, body: impl Into<UploadBody>) -> Upload<'_> {
+        Upload {
+            client: self,
             kind: kind.into(),
-            total_bytes: bytes.len() as u64,
-            blake3: id.0.to_vec(),
-        };
-        self.resuming(upload_id, |offset| {
-            self.upload_from(&header, bytes.clone(), offset, progress.clone())
-        })
-        .await
+            body: body.into(),
+            progress: None,
+            hash: None,
+            upload_id: None,
+            announce: None,
+            header: None,
+            once: None,
+        }
     }
 
     /// Runs `send(offset)` (one upload stream from `offset`) until it
@@ -513,28 +720,16 @@ impl Client {
             .received)
     }
 
-    /// Sends one upload stream of `bytes[offset..]` (the first message holds
-    /// the header). Exposed for resume tests; use [`Self::upload`].
-    pub async fn upload_from(
+    /// Sends one upload stream of `bytes[offset..end]` (the first message
+    /// holds the header); announces `announce.1` on `announce.0` once the
+    /// last byte of the object is handed to the stream.
+    async fn bytes_from(
         &self,
         header: &UploadHeader,
         bytes: Arc<Vec<u8>>,
-        offset: u64,
+        (offset, end): (u64, u64),
         progress: Option<ProgressFn>,
-    ) -> Result<ObjectInfo> {
-        self.upload_range(header, bytes, offset, u64::MAX, progress)
-            .await
-    }
-
-    /// Like [`Self::upload_from`] but stops sending after `end` bytes (a
-    /// deliberately interrupted upload, for tests and resume demos).
-    pub async fn upload_range(
-        &self,
-        header: &UploadHeader,
-        bytes: Arc<Vec<u8>>,
-        offset: u64,
-        end: u64,
-        progress: Option<ProgressFn>,
+        announce: Option<(SentSignal, String)>,
     ) -> Result<ObjectInfo> {
         let total = bytes.len() as u64;
         let end = end.min(total);
@@ -564,6 +759,12 @@ impl Client {
                 if let Some(p) = &prog {
                     p(off, total);
                 }
+                if off >= total
+                    && let Some((signal, id)) = &announce
+                    && let Some(tx) = signal.lock().ok().and_then(|mut s| s.take())
+                {
+                    let _ = tx.send(id.clone());
+                }
                 if off >= end {
                     return;
                 }
@@ -575,110 +776,20 @@ impl Client {
         Ok(r?.into_inner())
     }
 
-    /// Uploads an object serialized as it is sent: its first bytes are on
-    /// the wire as soon as they are made, not once the whole object and its
-    /// hash are. The bytes are hashed as they are made and the object id the
-    /// server answers with is checked against that hash. No hash is
-    /// announced, so an object the server already holds is sent again: use
-    /// it for fresh data (a new ciphertext), [`Self::upload`] for keys.
-    /// An interrupted transfer resumes, remaking the bytes.
-    ///
-    /// ```no_run
-    /// # async fn f(client: &hecloud_client::Client, ct: hecloud_rlwe::Ciphertext) -> hecloud_client::Result<()> {
-    /// let info = client
-    ///     .upload_streamed("ckks.ciphertext", std::sync::Arc::new(ct), None)
-    ///     .await?;
-    /// println!("stored as {}", info.object_id);
-    /// # Ok(()) }
-    /// ```
-    pub async fn upload_streamed(
-        &self,
-        kind: &str,
-        source: Arc<dyn ObjectSource>,
-        progress: Option<ProgressFn>,
-    ) -> Result<ObjectInfo> {
-        self.streamed(kind, source, progress, None).await
-    }
-
-    /// [`Self::upload_streamed`], which also sends the object's id on `sent`
-    /// as soon as every byte is handed to the connection, before the server
-    /// has stored (and acknowledged) it: a job submitted then with
-    /// [`Self::submit_awaiting_inputs`] may start on it while the server
-    /// stores it.
-    ///
-    /// ```no_run
-    /// # async fn f(client: &hecloud_client::Client, ct: hecloud_rlwe::Ciphertext) -> hecloud_client::Result<()> {
-    /// let (tx, rx) = tokio::sync::oneshot::channel();
-    /// let upload = client.upload_streamed_announcing("ckks.ciphertext", std::sync::Arc::new(ct), None, tx);
-    /// let announced = async { rx.await.ok() };
-    /// let (info, id) = tokio::join!(upload, announced);
-    /// assert_eq!(Some(info?.object_id), id);
-    /// # Ok(()) }
-    /// ```
-    pub async fn upload_streamed_announcing(
-        &self,
-        kind: &str,
-        source: Arc<dyn ObjectSource>,
-        progress: Option<ProgressFn>,
-        sent: tokio::sync::oneshot::Sender<String>,
-    ) -> Result<ObjectInfo> {
-        let sent = Arc::new(std::sync::Mutex::new(Some(sent)));
-        self.streamed(kind, source, progress, Some(sent)).await
-    }
-
-    async fn streamed(
-        &self,
-        kind: &str,
-        source: Arc<dyn ObjectSource>,
-        progress: Option<ProgressFn>,
-        sent: Option<SentSignal>,
-    ) -> Result<ObjectInfo> {
-        if source.byte_len() == 0 {
-            return Err(ClientError::Invalid("cannot upload an empty object".into()));
-        }
-        let header = UploadHeader {
-            // Content-derived ids need the hash up front: this one is random.
-            upload_id: format!("streamed-{}", rand_hex(16)),
-            kind: kind.into(),
-            total_bytes: source.byte_len(),
-            blake3: Vec::new(),
-        };
-        self.resuming(&header.upload_id, |offset| {
-            self.streamed_from(
-                &header,
-                source.clone(),
-                offset,
-                progress.clone(),
-                sent.clone(),
-            )
-        })
-        .await
-    }
-
-    /// One upload stream of the bytes of `source` from `offset`, made as the
-    /// connection takes them (those before `offset` are made too, to be
-    /// hashed). Exposed for resume tests; use [`Self::upload_streamed`].
-    pub async fn upload_streamed_from(
-        &self,
-        header: &UploadHeader,
-        source: Arc<dyn ObjectSource>,
-        offset: u64,
-        progress: Option<ProgressFn>,
-    ) -> Result<ObjectInfo> {
-        self.streamed_from(header, source, offset, progress, None)
-            .await
-    }
-
+    /// One upload stream of the bytes of `source` from `offset` to `end`,
+    /// made as the connection takes them (those before `offset` are made
+    /// too, to be hashed).
     async fn streamed_from(
         &self,
         header: &UploadHeader,
         source: Arc<dyn ObjectSource>,
-        offset: u64,
+        (offset, end): (u64, u64),
         progress: Option<ProgressFn>,
         sent: Option<SentSignal>,
     ) -> Result<ObjectInfo> {
         let total = header.total_bytes;
         let offset = offset.min(total);
+        let end = end.min(total);
         // Every byte is hashed, those the server holds (before `offset`)
         // first.
         let mut hasher = blake3::Hasher::new();
@@ -705,8 +816,8 @@ impl Client {
         let chunk = self.chunk as u64;
         let mut plans = vec![];
         let mut at = offset;
-        while at < total || plans.is_empty() {
-            let len = chunk.min(total - at);
+        while at < end || plans.is_empty() {
+            let len = chunk.min(end.saturating_sub(at));
             plans.push(PlannedChunk {
                 header: plans.is_empty().then(|| header.clone()),
                 offset: at,
@@ -882,7 +993,7 @@ impl Client {
     }
 
     /// Submits a job some of whose inputs are still being uploaded by this
-    /// client (every byte sent, see [`Self::upload_streamed_announcing`]):
+    /// client (every byte sent, see [`Upload::announce`]):
     /// the server waits up to `wait` (at most 30 s) for each input it does
     /// not hold yet, starts the job once they have arrived, and lets it
     /// succeed only once they are stored.
@@ -1147,11 +1258,6 @@ fn is_loopback_host(host: &str) -> bool {
             .parse::<std::net::Ipv4Addr>()
             .is_ok_and(|a| a.is_loopback()),
     }
-}
-
-/// A fresh random upload id.
-pub fn random_upload_id() -> String {
-    format!("u{}", rand_hex(16))
 }
 
 #[cfg(test)]

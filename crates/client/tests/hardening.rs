@@ -6,9 +6,10 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use hecloud_bench::workload;
 use hecloud_circuits::EncryptedUint;
 use hecloud_ckks::Encoder;
-use hecloud_client::{Client, workload};
+use hecloud_client::Client;
 use hecloud_protocol::rpc::{self, JobState};
 use hecloud_protocol::{Graph, JobSubmission, Message, Object, ObjectId, ObjectKind};
 use hecloud_server::{Quota, ServerConfig};
@@ -43,7 +44,7 @@ async fn a_damaged_blob_fails_its_job_instead_of_giving_a_wrong_answer() {
     // No session is loaded yet: nothing decodes the upload ahead of its
     // job, so the job reads the stored blob.
     let o = alice
-        .upload("ckks.ciphertext", Arc::new(ct.clone()), None)
+        .upload("ckks.ciphertext", Arc::new(ct.clone()))
         .await
         .unwrap();
     flip_byte(s.dir.path(), &o.object_id, ct.len() / 2);
@@ -62,10 +63,7 @@ async fn a_damaged_blob_fails_its_job_instead_of_giving_a_wrong_answer() {
     let (c, _) = code(alice.download(&o.object_id, None).await);
     assert_eq!(c, Code::DataLoss);
     // The same bytes uploaded again repair it, and the job is right.
-    alice
-        .upload("ckks.ciphertext", Arc::new(ct), None)
-        .await
-        .unwrap();
+    alice.upload("ckks.ciphertext", Arc::new(ct)).await.unwrap();
     let done = workload::run_job(&alice, &job).await.unwrap();
     let out = workload::output(&alice, &done, "mean").await.unwrap();
     let mean = enc
@@ -100,11 +98,7 @@ async fn tfhe_input(
     .await
     .unwrap();
     let o = client
-        .upload(
-            rpc::object_kind_name(ObjectKind::TfheUint),
-            Arc::new(bytes),
-            None,
-        )
+        .upload(rpc::object_kind_name(ObjectKind::TfheUint), Arc::new(bytes))
         .await
         .unwrap();
     ObjectId::from_hex(&o.object_id).unwrap()
@@ -280,7 +274,7 @@ async fn racing_uploads_and_job_outputs_stay_within_the_quota() {
             let c = alice.clone();
             tokio::spawn(async move {
                 let bytes = format!("object number {i} of twenty").into_bytes();
-                c.upload(rpc::OPAQUE_KIND, Arc::new(bytes), None).await
+                c.upload(rpc::OPAQUE_KIND, Arc::new(bytes)).await
             })
         })
         .collect();
@@ -312,11 +306,8 @@ async fn bytes_under_another_kind_and_a_reused_client_ref_are_refused() {
     let s = server(Quota::default(), 1).await;
     let alice = connect(&s, ALICE).await;
     let bytes = Arc::new(b"some bytes stored as opaque bytes".to_vec());
-    let o = alice
-        .upload(rpc::OPAQUE_KIND, bytes.clone(), None)
-        .await
-        .unwrap();
-    let (c, m) = code(alice.upload("ckks.galois_key", bytes.clone(), None).await);
+    let o = alice.upload(rpc::OPAQUE_KIND, bytes.clone()).await.unwrap();
+    let (c, m) = code(alice.upload("ckks.galois_key", bytes.clone()).await);
     assert_eq!(c, Code::AlreadyExists, "{m}");
     assert!(m.contains(rpc::OPAQUE_KIND), "{m}");
     assert_eq!(alice.list().await.unwrap()[0].kind, rpc::OPAQUE_KIND);
@@ -393,37 +384,25 @@ async fn uploads_are_refused_as_they_arrive_unless_they_are_what_their_kind_says
     // Random bytes announced as a ciphertext.
     let m = not_what_it_says(
         alice
-            .upload(ckks_ct, Arc::new(random_bytes(ct.len())), None)
+            .upload(ckks_ct, Arc::new(random_bytes(ct.len())))
             .await,
     );
     assert!(m.contains("HECL"), "{m}");
     // A ciphertext announced as another kind, CKKS or TFHE.
-    let m = not_what_it_says(
-        alice
-            .upload("ckks.plaintext", Arc::new(ct.clone()), None)
-            .await,
-    );
+    let m = not_what_it_says(alice.upload("ckks.plaintext", Arc::new(ct.clone())).await);
     assert!(m.contains("CkksCiphertext"), "{m}");
-    not_what_it_says(
-        alice
-            .upload("ckks.galois_key", Arc::new(ct.clone()), None)
-            .await,
-    );
-    let m = not_what_it_says(alice.upload("tfhe.uint", Arc::new(ct.clone()), None).await);
+    not_what_it_says(alice.upload("ckks.galois_key", Arc::new(ct.clone())).await);
+    let m = not_what_it_says(alice.upload("tfhe.uint", Arc::new(ct.clone())).await);
     assert!(m.contains("HECT"), "{m}");
     // Cut short, or with bytes after its end: its header (of this tenant's
     // session parameters) says how long it is.
     for len in [ct.len() - 1000, ct.len() - 1, 64, 10] {
-        let m = not_what_it_says(
-            alice
-                .upload(ckks_ct, Arc::new(ct[..len].to_vec()), None)
-                .await,
-        );
+        let m = not_what_it_says(alice.upload(ckks_ct, Arc::new(ct[..len].to_vec())).await);
         assert!(m.contains("length") || m.contains("truncated"), "{m}");
     }
     let mut long = ct.clone();
     long.extend_from_slice(&[0; 16]);
-    let m = not_what_it_says(alice.upload(ckks_ct, Arc::new(long), None).await);
+    let m = not_what_it_says(alice.upload(ckks_ct, Arc::new(long)).await);
     assert!(m.contains("length"), "{m}");
     // A TFHE integer whose items end before its last byte.
     let mut tfhe = b"HECT".to_vec();
@@ -437,12 +416,12 @@ async fn uploads_are_refused_as_they_arrive_unless_they_are_what_their_kind_says
     }
     let m = not_what_it_says(
         alice
-            .upload("tfhe.uint", Arc::new(tfhe[..tfhe.len() - 2].to_vec()), None)
+            .upload("tfhe.uint", Arc::new(tfhe[..tfhe.len() - 2].to_vec()))
             .await,
     );
     assert!(m.contains("TFHE item"), "{m}");
     tfhe.push(0);
-    not_what_it_says(alice.upload("tfhe.uint", Arc::new(tfhe), None).await);
+    not_what_it_says(alice.upload("tfhe.uint", Arc::new(tfhe)).await);
     // Nothing of them is stored, listed or pending.
     assert_eq!(alice.list().await.unwrap(), stored);
 
@@ -455,7 +434,13 @@ async fn uploads_are_refused_as_they_arrive_unless_they_are_what_their_kind_says
         total_bytes: junk.len() as u64,
         blake3: blake3::hash(&junk).as_bytes().to_vec(),
     };
-    not_what_it_says(alice.upload_range(&h, junk.clone(), 0, 20_000, None).await);
+    not_what_it_says(
+        alice
+            .upload(&h.kind, junk.clone())
+            .header(h.clone())
+            .stop_after(20_000)
+            .await,
+    );
     assert_eq!(alice.upload_offset(&h.upload_id).await.unwrap(), 0);
     // Bytes held from an interrupted attempt are checked again when it
     // resumes (here changed behind the server's back, as bytes accepted
@@ -467,7 +452,13 @@ async fn uploads_are_refused_as_they_arrive_unless_they_are_what_their_kind_says
         total_bytes: ct2.len() as u64,
         blake3: blake3::hash(&ct2).as_bytes().to_vec(),
     };
-    let (c, m) = code(alice.upload_range(&h, ct2.clone(), 0, 20_000, None).await);
+    let (c, m) = code(
+        alice
+            .upload(&h.kind, ct2.clone())
+            .header(h.clone())
+            .stop_after(20_000)
+            .await,
+    );
     assert_eq!(c, Code::InvalidArgument, "{m}");
     assert!(m.contains("resume from"), "{m}");
     let part = s
@@ -481,25 +472,36 @@ async fn uploads_are_refused_as_they_arrive_unless_they_are_what_their_kind_says
     std::fs::write(&part, &forged).unwrap();
     let have = alice.upload_offset(&h.upload_id).await.unwrap();
     assert_eq!(have, 20_000);
-    not_what_it_says(alice.upload_from(&h, ct2.clone(), have, None).await);
+    not_what_it_says(
+        alice
+            .upload(&h.kind, ct2.clone())
+            .header(h.clone())
+            .from_offset(have)
+            .await,
+    );
     assert_eq!(alice.upload_offset(&h.upload_id).await.unwrap(), 0);
     assert_eq!(alice.list().await.unwrap(), stored);
     // Interrupted and resumed as it should be, it is stored.
     h.upload_id = "ckks-resumable-upload-02".into();
-    let (c, m) = code(alice.upload_range(&h, ct2.clone(), 0, 20_000, None).await);
+    let (c, m) = code(
+        alice
+            .upload(&h.kind, ct2.clone())
+            .header(h.clone())
+            .stop_after(20_000)
+            .await,
+    );
     assert_eq!(c, Code::InvalidArgument, "{m}");
     let have = alice.upload_offset(&h.upload_id).await.unwrap();
     let resumed = alice
-        .upload_from(&h, ct2.clone(), have, None)
+        .upload(&h.kind, ct2.clone())
+        .header(h.clone())
+        .from_offset(have)
         .await
         .unwrap();
     assert_eq!(resumed.object_id, ObjectId::of(&ct2).to_hex());
 
     // The ciphertext as it is: accepted, and its job computes.
-    let o = alice
-        .upload(ckks_ct, Arc::new(ct.clone()), None)
-        .await
-        .unwrap();
+    let o = alice.upload(ckks_ct, Arc::new(ct.clone())).await.unwrap();
     assert_eq!(o.kind, ckks_ct);
     let want = values.iter().sum::<f64>() / values.len() as f64;
     for id in [&o.object_id, &resumed.object_id] {

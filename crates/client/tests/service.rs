@@ -6,8 +6,9 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
+use hecloud_bench::workload;
 use hecloud_ckks::{CkksParameters, Encoder, KeySet};
-use hecloud_client::{Client, workload};
+use hecloud_client::Client;
 use hecloud_protocol::rpc::{self, JobState, UploadChunk, UploadHeader};
 use hecloud_protocol::{Message, ObjectId, ObjectKind};
 use hecloud_server::Quota;
@@ -45,7 +46,9 @@ async fn upload_resume_download_and_isolation() {
     let data = Arc::new(random_bytes(3_000_000 + 17));
     let h = header(&data, rpc::OPAQUE_KIND, "resume-test-upload-0001");
     let r = alice
-        .upload_range(&h, data.clone(), 0, 1_200_000, None)
+        .upload(&h.kind, data.clone())
+        .header(h.clone())
+        .stop_after(1_200_000)
         .await;
     let (c, m) = code(r);
     assert_eq!(c, Code::InvalidArgument, "{m}");
@@ -56,11 +59,19 @@ async fn upload_resume_download_and_isolation() {
         .unwrap();
     assert_eq!(have, 1_200_000);
     // Resuming at a wrong offset is refused with the offset to use.
-    let (c, m) = code(alice.upload_from(&h, data.clone(), 5, None).await);
+    let (c, m) = code(
+        alice
+            .upload(&h.kind, data.clone())
+            .header(h.clone())
+            .from_offset(5)
+            .await,
+    );
     assert_eq!(c, Code::InvalidArgument);
     assert!(m.contains("1200000"), "{m}");
     let o = alice
-        .upload_from(&h, data.clone(), have, None)
+        .upload(&h.kind, data.clone())
+        .header(h.clone())
+        .from_offset(have)
         .await
         .unwrap();
     assert_eq!(o.object_id, blake3::hash(&data).to_hex().as_str());
@@ -68,10 +79,7 @@ async fn upload_resume_download_and_isolation() {
     let back = alice.download(&o.object_id, None).await.unwrap();
     assert_eq!(&back, &*data);
     // The SDK's own upload of the same content is deduplicated.
-    let again = alice
-        .upload(rpc::OPAQUE_KIND, data.clone(), None)
-        .await
-        .unwrap();
+    let again = alice.upload(rpc::OPAQUE_KIND, data.clone()).await.unwrap();
     assert_eq!(again.object_id, o.object_id);
 
     // Bob sees nothing of Alice's.
@@ -175,17 +183,14 @@ async fn streamed_uploads_are_hashed_by_the_server_and_resume() {
 
     // Made as it is sent, chunk by chunk (64 KiB here), each byte once.
     let src = Made::new(&data);
-    let o = alice
-        .upload_streamed(rpc::OPAQUE_KIND, src.clone(), None)
-        .await
-        .unwrap();
+    let o = alice.upload(rpc::OPAQUE_KIND, src.clone()).await.unwrap();
     assert_eq!(o.object_id, blake3::hash(&data).to_hex().as_str());
     assert_eq!(src.made.load(Ordering::Relaxed), data.len() as u64);
     assert_eq!(alice.download(&o.object_id, None).await.unwrap(), data);
     // Sent again: with no hash announced, the server cannot skip it, and it
     // stores the same object.
     let again = alice
-        .upload_streamed(rpc::OPAQUE_KIND, Made::new(&data), None)
+        .upload(rpc::OPAQUE_KIND, Made::new(&data))
         .await
         .unwrap();
     assert_eq!(again.object_id, o.object_id);
@@ -198,14 +203,18 @@ async fn streamed_uploads_are_hashed_by_the_server_and_resume() {
     h.blake3.clear();
     let (c, m) = code(
         alice
-            .upload_range(&h, Arc::new(more.clone()), 0, 200_000, None)
+            .upload(&h.kind, Arc::new(more.clone()))
+            .header(h.clone())
+            .stop_after(200_000)
             .await,
     );
     assert_eq!(c, Code::InvalidArgument, "{m}");
     let sent_before = alice.traffic().0;
     let src = Made::new(&more);
     let o = alice
-        .upload_streamed_from(&h, src.clone(), 200_000, None)
+        .upload(&h.kind, src.clone())
+        .header(h.clone())
+        .from_offset(200_000)
         .await
         .unwrap();
     assert_eq!(o.object_id, blake3::hash(&more).to_hex().as_str());
@@ -220,7 +229,9 @@ async fn streamed_uploads_are_hashed_by_the_server_and_resume() {
     h.blake3.clear();
     let (c, m) = code(
         alice
-            .upload_range(&h, other.clone(), 0, 100_000, None)
+            .upload(&h.kind, other.clone())
+            .header(h.clone())
+            .stop_after(100_000)
             .await,
     );
     assert_eq!(c, Code::InvalidArgument, "{m}");
@@ -230,7 +241,9 @@ async fn streamed_uploads_are_hashed_by_the_server_and_resume() {
         .unwrap();
     assert_eq!(have, 100_000);
     let o = alice
-        .upload_from(&h, other.clone(), have, None)
+        .upload(&h.kind, other.clone())
+        .header(h.clone())
+        .from_offset(have)
         .await
         .unwrap();
     assert_eq!(o.object_id, blake3::hash(&other).to_hex().as_str());
@@ -290,21 +303,34 @@ async fn malformed_and_oversized_input_is_invalid_argument() {
         ),
     ];
     for (h, why) in cases {
-        let (c, m) = code(alice.upload_from(&h, data.clone(), 0, None).await);
+        let (c, m) = code(
+            alice
+                .upload(&h.kind, data.clone())
+                .header(h.clone())
+                .from_offset(0)
+                .await,
+        );
         assert_eq!(c, Code::InvalidArgument, "{why}: {m}");
         assert!(m.contains(why), "{why}: {m}");
     }
     // Content that does not match its announced hash.
     let mut h = header(&data, rpc::OPAQUE_KIND, "hash-mismatch-upload-1");
     h.blake3 = blake3::hash(b"other").as_bytes().to_vec();
-    let (c, m) = code(alice.upload_from(&h, data.clone(), 0, None).await);
+    let (c, m) = code(
+        alice
+            .upload(&h.kind, data.clone())
+            .header(h.clone())
+            .from_offset(0)
+            .await,
+    );
     assert_eq!(c, Code::InvalidArgument);
     assert!(m.contains("hash mismatch"), "{m}");
     // The SDK trusts no id its caller computed: the server checks it.
     let wrong = ObjectId::of(b"other");
     let (c, m) = code(
         alice
-            .upload_hashed(rpc::OPAQUE_KIND, data.clone(), wrong, None)
+            .upload(rpc::OPAQUE_KIND, data.clone())
+            .hashed(wrong)
             .await,
     );
     assert_eq!(c, Code::InvalidArgument);
@@ -312,7 +338,13 @@ async fn malformed_and_oversized_input_is_invalid_argument() {
     // More bytes than announced.
     let mut h = header(&data, rpc::OPAQUE_KIND, "overlong-upload-00001");
     h.total_bytes = 5_000;
-    let (c, m) = code(alice.upload_from(&h, data.clone(), 0, None).await);
+    let (c, m) = code(
+        alice
+            .upload(&h.kind, data.clone())
+            .header(h.clone())
+            .from_offset(0)
+            .await,
+    );
     assert_eq!(c, Code::InvalidArgument);
     assert!(m.contains("more bytes"), "{m}");
     // A stream without a header, an empty stream, a chunk above the limit.
@@ -341,7 +373,7 @@ async fn malformed_and_oversized_input_is_invalid_argument() {
     assert!(e.message().contains("chunk of"), "{}", e.message());
     // A malformed session spec is refused at upload.
     let junk = Arc::new(b"HCPR this is not a session".to_vec());
-    let (c, m) = code(alice.upload(rpc::SESSION_KIND, junk, None).await);
+    let (c, m) = code(alice.upload(rpc::SESSION_KIND, junk).await);
     assert_eq!(c, Code::InvalidArgument);
     assert!(m.contains("session spec"), "{m}");
     // Malformed ids.
@@ -386,11 +418,11 @@ async fn malformed_and_oversized_input_is_invalid_argument() {
     // one and the one with a big chunk, both resumable) count too.
     for i in 0..3 {
         let d = Arc::new(random_bytes(100 + i));
-        alice.upload(rpc::OPAQUE_KIND, d, None).await.unwrap();
+        alice.upload(rpc::OPAQUE_KIND, d).await.unwrap();
     }
     let (c, m) = code(
         alice
-            .upload(rpc::OPAQUE_KIND, Arc::new(random_bytes(50)), None)
+            .upload(rpc::OPAQUE_KIND, Arc::new(random_bytes(50)))
             .await,
     );
     assert_eq!(c, Code::ResourceExhausted, "{m}");
@@ -488,7 +520,7 @@ async fn ckks_graph_jobs_match_plaintext_and_bad_graphs_are_refused() {
             .unwrap();
         // Serialized as it is sent: stored as its `to_bytes`.
         let info = alice
-            .upload_streamed("ckks.ciphertext", Arc::new(ct.clone()), None)
+            .upload("ckks.ciphertext", Arc::new(ct.clone()))
             .await
             .unwrap();
         let ct = ct.to_bytes();
@@ -530,9 +562,7 @@ async fn ckks_graph_jobs_match_plaintext_and_bad_graphs_are_refused() {
         );
 
         // Bob uploads the same ciphertext bytes but has no such session.
-        bob.upload("ckks.ciphertext", Arc::new(ct), None)
-            .await
-            .unwrap();
+        bob.upload("ckks.ciphertext", Arc::new(ct)).await.unwrap();
         let (c, m) = code(bob.submit(rpc::JOB_KIND_GRAPH, job.encode(), "").await);
         assert_eq!(c, Code::InvalidArgument);
         assert!(m.contains("not found"), "{m}");
@@ -541,10 +571,7 @@ async fn ckks_graph_jobs_match_plaintext_and_bad_graphs_are_refused() {
     let values = workload::random_values(4);
     let ct = encrypted(&params, &keys, &values);
     let id = ObjectId::of(&ct);
-    alice
-        .upload("ckks.ciphertext", Arc::new(ct), None)
-        .await
-        .unwrap();
+    alice.upload("ckks.ciphertext", Arc::new(ct)).await.unwrap();
     let mut g = hecloud_protocol::Graph::new();
     let x = g.input(0);
     let r = g.rotate(x, 3);
@@ -571,9 +598,9 @@ async fn ckks_graph_jobs_match_plaintext_and_bad_graphs_are_refused() {
     // Bytes that are not a ciphertext are refused as they arrive; stored
     // as opaque bytes, they are no job input.
     let junk = Arc::new(random_bytes(5000));
-    let (c, m) = code(alice.upload("ckks.ciphertext", junk.clone(), None).await);
+    let (c, m) = code(alice.upload("ckks.ciphertext", junk.clone()).await);
     assert_eq!(c, Code::InvalidArgument, "{m}");
-    let o = alice.upload(rpc::OPAQUE_KIND, junk, None).await.unwrap();
+    let o = alice.upload(rpc::OPAQUE_KIND, junk).await.unwrap();
     let job = identity(&o.object_id);
     let (c, m) = code(alice.submit(rpc::JOB_KIND_GRAPH, job.encode(), "").await);
     assert_eq!(c, Code::InvalidArgument);
@@ -588,7 +615,7 @@ async fn ckks_graph_jobs_match_plaintext_and_bad_graphs_are_refused() {
     let o = alice
         .clone()
         .with_chunk_size(7000)
-        .upload("ckks.ciphertext", Arc::new(bad), None)
+        .upload("ckks.ciphertext", Arc::new(bad))
         .await
         .unwrap();
     let job = identity(&o.object_id);

@@ -61,6 +61,7 @@
 pub mod codec;
 pub mod error;
 pub mod exec;
+pub mod fs;
 pub mod graph;
 pub mod job;
 pub mod object;

@@ -8,8 +8,8 @@
 //! * `server.pem`, `server.key` (mode 0600): the server certificate, signed
 //!   by the CA, and its key.
 //!
-//! Every file is written atomically (temporary file, fsync, rename), the
-//! keys created with mode 0600 from the start.
+//! Every file is written atomically (temporary file, fsync, rename: see
+//! [`hecloud_protocol::fs`]), the keys created with mode 0600 from the start.
 //!
 //! # Lifetimes
 //!
@@ -44,6 +44,7 @@
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
+use hecloud_protocol::fs::{write_atomic, write_private};
 use rcgen::{
     BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair,
     KeyUsagePurpose, PublicKeyData,
@@ -362,64 +363,6 @@ fn write_fresh(dir: &Path, now: i64) -> Result<TlsMaterial> {
     write_private(&key_path, m.key_pem.as_bytes())?;
     write_atomic(&cert_path, m.cert_pem.as_bytes(), 0o644)?;
     Ok(m)
-}
-
-/// Writes a file readable only by its owner (0600 on Unix) atomically: a
-/// new temporary file beside it, created with mode 0600 (never chmod-ed
-/// after, so it is at no moment readable by others), written and fsynced,
-/// then renamed over `path`, and the folder fsynced.
-pub fn write_private(path: &Path, bytes: &[u8]) -> Result<()> {
-    write_atomic(path, bytes, 0o600)
-}
-
-/// Replaces `path` with `bytes` atomically: a new temporary file beside it,
-/// created with `mode` (on Unix, narrowed by the umask; never chmod-ed
-/// after, so it is at no moment more readable than `mode`), written and
-/// fsynced, then renamed over `path`, and the folder fsynced. Readers see
-/// the old file or the new one, never a part.
-fn write_atomic(path: &Path, bytes: &[u8], mode: u32) -> Result<()> {
-    use std::io::Write;
-    use std::sync::atomic::{AtomicU64, Ordering};
-    static SEQ: AtomicU64 = AtomicU64::new(0);
-
-    let dir = match path.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d,
-        _ => Path::new("."),
-    };
-    let name = path
-        .file_name()
-        .ok_or_else(|| ServerError::Internal(format!("{} is not a file path", path.display())))?;
-    let tmp = dir.join(format!(
-        ".{}.tmp-{}-{}",
-        name.to_string_lossy(),
-        std::process::id(),
-        SEQ.fetch_add(1, Ordering::Relaxed)
-    ));
-    let mut o = std::fs::OpenOptions::new();
-    // `create_new`: never reuse (or follow a link at) a name that exists.
-    o.write(true).create_new(true);
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::OpenOptionsExt;
-        o.mode(mode);
-    }
-    #[cfg(not(unix))]
-    let _ = mode;
-    let written = (|| -> std::io::Result<()> {
-        let mut f = o.open(&tmp)?;
-        f.write_all(bytes)?;
-        f.sync_all()?;
-        drop(f);
-        std::fs::rename(&tmp, path)?;
-        // The rename is durable once the folder is.
-        #[cfg(unix)]
-        std::fs::File::open(dir)?.sync_all()?;
-        Ok(())
-    })();
-    if written.is_err() {
-        let _ = std::fs::remove_file(&tmp);
-    }
-    Ok(written?)
 }
 
 /// What the renewal rules need of a certificate, read from its DER: just

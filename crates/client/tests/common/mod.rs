@@ -95,19 +95,16 @@ pub async fn small_ckks(client: &Client) -> (Arc<CkksParameters>, KeySet, Object
     let relin = ev.relin.as_ref().unwrap().to_bytes(true);
     spec.relin_key = Some(ObjectId::of(&relin));
     client
-        .upload("ckks.relin_key", Arc::new(relin), None)
+        .upload("ckks.relin_key", Arc::new(relin))
         .await
         .unwrap();
     for g in ev.galois.elements().collect::<Vec<_>>() {
         let b = ev.galois.get(g).unwrap().to_bytes(true);
         spec.galois_keys.push(ObjectId::of(&b));
-        client
-            .upload("ckks.galois_key", Arc::new(b), None)
-            .await
-            .unwrap();
+        client.upload("ckks.galois_key", Arc::new(b)).await.unwrap();
     }
     client
-        .upload(rpc::SESSION_KIND, Arc::new(spec.encode()), None)
+        .upload(rpc::SESSION_KIND, Arc::new(spec.encode()))
         .await
         .unwrap();
     (params, keys, spec.id())

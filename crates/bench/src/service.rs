@@ -13,13 +13,12 @@
 
 use std::time::{Duration, Instant};
 
-use hecloud_bench::BenchOptions;
-use hecloud_bench::report::{ResultLine, Table};
 use hecloud_ckks::Preset;
-use hecloud_client::workload;
 
-use crate::demo::bytes;
+use crate::BenchOptions;
 use crate::embedded::Embedded;
+use crate::report::{ResultLine, Table, bytes};
+use crate::workload;
 
 /// Slots summed by the job (rotations 1, 2, 4).
 const SUM_SLOTS: usize = 8;

@@ -1,7 +1,8 @@
 //! End-to-end workloads run against a server, each checked against a
 //! plaintext computation: what `hecloud demo`, `hecloud bench service` and
-//! the service tests run.
+//! the client's service tests run.
 
+use std::future::IntoFuture;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -14,8 +15,8 @@ use hecloud_protocol::{
 };
 use hecloud_rlwe::Ciphertext;
 
-use crate::keys::{tfhe_params, tfhe_session_spec};
-use crate::{Client, ClientError, Result};
+use hecloud_client::keys::{tfhe_params, tfhe_session_spec};
+use hecloud_client::{Client, ClientError, Result};
 
 /// One checked operation.
 #[derive(Debug, Clone)]
@@ -134,7 +135,8 @@ pub async fn ckks_setup(client: &Client, preset: Preset, rotations: &[i64]) -> R
         let id = ObjectId::of(&bytes);
         key_bytes += bytes.len() as u64;
         client
-            .upload_hashed(rpc::object_kind_name(kind), Arc::new(bytes), id, None)
+            .upload(rpc::object_kind_name(kind), bytes)
+            .hashed(id)
             .await?;
         match kind {
             ObjectKind::CkksRelinKey => spec.relin_key = Some(id),
@@ -142,9 +144,7 @@ pub async fn ckks_setup(client: &Client, preset: Preset, rotations: &[i64]) -> R
         }
     }
     let enc = spec.encode();
-    client
-        .upload(rpc::SESSION_KIND, Arc::new(enc), None)
-        .await?;
+    client.upload(rpc::SESSION_KIND, enc).await?;
     Ok(CkksSession {
         params,
         keys: Arc::new(keys),
@@ -279,12 +279,8 @@ pub async fn ckks_statistics(
     let ct = s.encrypt(values)?;
     let input = ObjectId::of(&ct);
     client
-        .upload_hashed(
-            rpc::object_kind_name(ObjectKind::CkksCiphertext),
-            Arc::new(ct),
-            input,
-            None,
-        )
+        .upload(rpc::object_kind_name(ObjectKind::CkksCiphertext), ct)
+        .hashed(input)
         .await?;
     let job = run_job(client, &statistics_graph(s.id, input, values.len())).await?;
     let mean = s.decrypt(&output(client, &job, "mean").await?)?[0];
@@ -404,8 +400,14 @@ pub async fn mul_rotate_sum(client: &Client, s: &CkksSession, n: usize) -> Resul
         )
     };
     let (ux, uy, submitted) = tokio::join!(
-        client.upload_streamed_announcing(kind, cx.clone(), None, sent_x),
-        client.upload_streamed_announcing(kind, cy.clone(), None, sent_y),
+        client
+            .upload(kind, cx.clone())
+            .announce(sent_x)
+            .into_future(),
+        client
+            .upload(kind, cy.clone())
+            .announce(sent_y)
+            .into_future(),
         submit
     );
     // Acknowledged, so stored, under the ids announced.
@@ -465,15 +467,9 @@ pub async fn tfhe_setup(client: &Client) -> Result<TfheSession> {
     let spec = tfhe_session_spec(ObjectId::of(&sk));
     let key_bytes = sk.len() as u64;
     client
-        .upload(
-            rpc::object_kind_name(ObjectKind::TfheServerKey),
-            Arc::new(sk),
-            None,
-        )
+        .upload(rpc::object_kind_name(ObjectKind::TfheServerKey), sk)
         .await?;
-    client
-        .upload(rpc::SESSION_KIND, Arc::new(spec.encode()), None)
-        .await?;
+    client.upload(rpc::SESSION_KIND, spec.encode()).await?;
     Ok(TfheSession {
         engine: Arc::new(engine),
         id: spec.id(),
@@ -503,12 +499,8 @@ async fn upload_uint(
     .await?;
     let id = ObjectId::of(&bytes);
     client
-        .upload_hashed(
-            rpc::object_kind_name(ObjectKind::TfheUint),
-            Arc::new(bytes),
-            id,
-            None,
-        )
+        .upload(rpc::object_kind_name(ObjectKind::TfheUint), bytes)
+        .hashed(id)
         .await?;
     Ok(id)
 }

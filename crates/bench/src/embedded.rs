@@ -5,6 +5,7 @@ use hecloud_client::Client;
 use hecloud_server::{Quota, RunningServer, ServerConfig, TenantConfig};
 
 /// A running in-process server, its store and a token.
+#[derive(Debug)]
 pub struct Embedded {
     /// The server.
     pub server: RunningServer,
