@@ -289,18 +289,17 @@ fn bar(total: u64, what: &str) -> (ProgressBar, ProgressFn) {
     )
 }
 
+/// The kind an upload is announced as: what the payload's header says, a
+/// session spec by its file name, else opaque bytes (the server stores those
+/// unread; they cannot be a job input).
 fn kind_of(path: &Path, data: &[u8]) -> &'static str {
     let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
-    if let Some(k) = hecloud_protocol::object::tfhe_kind(data) {
+    if let Some(k) = hecloud_protocol::object::payload_kind(data) {
         rpc::object_kind_name(k)
-    } else if name == "relin.key" {
-        "ckks.relin_key"
-    } else if name.starts_with("galois-") {
-        "ckks.galois_key"
     } else if name.ends_with(".spec") {
         rpc::SESSION_KIND
     } else {
-        "ckks.ciphertext"
+        rpc::OPAQUE_KIND
     }
 }
 

@@ -2,7 +2,8 @@
 //!
 //! The wire format between client, proxy and server: versioned messages,
 //! computation graphs and their validation, and the evaluator interface the
-//! server runs jobs through. No I/O happens here.
+//! server runs jobs through. No network I/O happens here; the one file
+//! operation is [`fs::write_private`], shared by client and server.
 //!
 //! * [`codec`]: the compact binary encoding (envelope with magic, format
 //!   version and message kind; every length checked before allocation);

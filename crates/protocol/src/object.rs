@@ -204,6 +204,25 @@ pub fn tfhe_kind(bytes: &[u8]) -> Option<ObjectKind> {
     })
 }
 
+/// The object kind a payload's header names: a CKKS object (magic `HECL`,
+/// see [`hecloud_rlwe::serial`]) or a TFHE container ([`tfhe_kind`]). `None`
+/// for anything else, and for an exported secret key, which is never an
+/// object. Reads only the header; the server still checks the whole payload.
+///
+/// ```
+/// use hecloud_protocol::{ObjectKind, object::payload_kind};
+/// assert_eq!(payload_kind(b"not an object"), None);
+/// ```
+pub fn payload_kind(bytes: &[u8]) -> Option<ObjectKind> {
+    if bytes.len() >= HEADER_LEN && bytes[..4] == hecloud_rlwe::serial::MAGIC {
+        // The RLWE kind bytes 1..=5 are numbered as the CKKS object kinds.
+        return ObjectKind::from_u8(bytes[6])
+            .ok()
+            .filter(|k| (1..=5).contains(&(*k as u8)));
+    }
+    tfhe_kind(bytes)
+}
+
 fn tfhe_container(kind: ObjectKind, items: &[Vec<u8>]) -> Vec<u8> {
     let mut w = Writer::new();
     w.bytes_raw(&TFHE_MAGIC);

@@ -27,7 +27,7 @@ use std::sync::Arc;
 use hecloud_circuits::{EncryptedUint, TFHE_PARAMS, Wire};
 use hecloud_ckks::params::test_literal;
 use hecloud_ckks::{CkksParameters, Encoder, EvaluationKeys, Evaluator};
-use hecloud_protocol::object::{unversion, versioned_bytes};
+use hecloud_protocol::object::{payload_kind, unversion, versioned_bytes};
 use hecloud_protocol::*;
 use hecloud_rlwe::{Ciphertext, Decryptor, Encryptor, GaloisKeys, KeyGenerator, SecretKey};
 
@@ -254,6 +254,20 @@ fn objects_decode_and_encode_back_byte_for_byte() {
         assert!(&obj.to_bytes() == bytes, "{name}: encoding changed");
         let (d, _) = sp.describe(kind, bytes).unwrap();
         assert_eq!(d.size as usize, bytes.len(), "{name}");
+        assert_eq!(
+            payload_kind(bytes),
+            Some(kind),
+            "{name}: kind read from the header"
+        );
+    }
+    // Not objects: a secret key is never uploaded, messages are not payloads.
+    for name in [
+        "ckks-secret-key",
+        "tfhe-client-key",
+        "message-spec",
+        "message-job",
+    ] {
+        assert_eq!(payload_kind(&files[name]), None, "{name}");
     }
     let bit = sp.decode(ObjectKind::TfheBit, &files["tfhe-bit"]).unwrap();
     assert!(
