@@ -26,6 +26,8 @@
 use std::mem::MaybeUninit;
 use std::sync::Arc;
 
+use hecloud_math::backend::default_backend;
+use hecloud_math::pack::packed_len;
 use hecloud_math::{Domain, RnsBasis, RnsPoly, sampling::expand_seed_uniform};
 use rayon::prelude::*;
 
@@ -162,12 +164,8 @@ pub fn packed_poly_bytes(basis: &RnsBasis) -> usize {
     basis
         .moduli()
         .iter()
-        .map(|m| limb_bytes(basis.degree(), residue_bits(m.value())))
+        .map(|m| packed_len(basis.degree(), residue_bits(m.value())))
         .sum()
-}
-
-fn limb_bytes(n: usize, bits: u32) -> usize {
-    (n * bits as usize).div_ceil(8)
 }
 
 /// The byte ranges of the limbs of a packed polynomial over `basis`,
@@ -179,7 +177,7 @@ fn limb_ranges(basis: &RnsBasis, at: usize) -> Vec<(std::ops::Range<usize>, u32)
         .iter()
         .map(|m| {
             let bits = residue_bits(m.value());
-            let end = start + limb_bytes(basis.degree(), bits);
+            let end = start + packed_len(basis.degree(), bits);
             let r = (start..end, bits);
             start = end;
             r
@@ -203,64 +201,10 @@ fn write_poly(out: &mut Vec<u8>, p: &RnsPoly) {
         .for_each(|((dst, bits), src)| pack_limb(src, bits, dst));
 }
 
-/// Calls `$f::<BITS>($args)` for `BITS` = `$bits` in 1..=64; false when
-/// `$bits` is outside that range.
-macro_rules! with_width {
-    ($bits:expr, $f:ident, $($arg:expr),*) => {
-        with_width!(@arms $bits, $f, ($($arg),*);
-            1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28 29 30 31
-            32 33 34 35 36 37 38 39 40 41 42 43 44 45 46 47 48 49 50 51 52 53 54 55 56 57 58 59 60
-            61 62 63 64)
-    };
-    (@arms $bits:expr, $f:ident, $args:tt; $($w:literal)*) => {
-        match $bits {
-            $($w => { with_width!(@call $f, $w, $args); true })*
-            _ => false,
-        }
-    };
-    (@call $f:ident, $w:literal, ($($arg:expr),*)) => {
-        $f::<$w>($($arg),*)
-    };
-}
-
-#[cfg(target_arch = "x86_64")]
-#[path = "serial/avx512.rs"]
-mod vector;
-
-/// No vector kernels off x86-64: the scalar loops do the work.
-#[cfg(not(target_arch = "x86_64"))]
-mod vector {
-    use std::mem::MaybeUninit;
-
-    pub(super) fn pack_groups(_: &[u64], _: u32, _: &mut [u8]) -> bool {
-        false
-    }
-
-    pub(super) fn unpack_groups(
-        _: &[u8],
-        _: u32,
-        _: u64,
-        _: &mut [MaybeUninit<u64>],
-    ) -> Option<bool> {
-        None
-    }
-}
-
-/// Packs `src` (each value below 2^bits) into `dst`, LSB first.
-///
-/// Eight values of `bits` bits fill exactly `bits` bytes, so whole groups
-/// of eight are packed by a routine specialised to the width, where every
-/// shift is a constant and groups do not depend on one another; what is
-/// left (fewer than eight values) goes through the general loop.
+/// Packs a limb (each residue below 2^bits) into `dst`, LSB first, on the
+/// process's backend (see [`hecloud_math::pack`]).
 pub(crate) fn pack_limb(src: &[u64], bits: u32, dst: &mut [u8]) {
-    let groups = src.len() / 8;
-    let (head, tail) = dst.split_at_mut(groups * bits as usize);
-    if !vector::pack_groups(&src[..groups * 8], bits, head)
-        && !with_width!(bits, pack_groups, &src[..groups * 8], head)
-    {
-        pack_bits(&src[..groups * 8], bits, head);
-    }
-    pack_bits(&src[groups * 8..], bits, tail);
+    default_backend().pack_bits(src, bits, dst);
 }
 
 /// Bytes `from..from + dst.len()` of what [`pack_limb`] makes of `src`:
@@ -271,7 +215,7 @@ fn pack_limb_range(src: &[u64], bits: u32, from: usize, dst: &mut [u8]) {
     let to = from + dst.len();
     if !src.len().is_multiple_of(8) {
         // Fewer than eight values at the end (degrees below 8 only).
-        let mut all = vec![0; limb_bytes(src.len(), bits)];
+        let mut all = vec![0; packed_len(src.len(), bits)];
         pack_limb(src, bits, &mut all);
         dst.copy_from_slice(&all[from..to]);
         return;
@@ -305,144 +249,17 @@ impl Segment<'_> {
     fn len(&self) -> usize {
         match self {
             Segment::Bytes(b) => b.len(),
-            Segment::Limb(src, bits) => limb_bytes(src.len(), *bits),
+            Segment::Limb(src, bits) => packed_len(src.len(), *bits),
         }
     }
 }
 
-/// [`pack_limb`] of whole groups of eight values at a width known at
-/// compile time.
-fn pack_groups<const BITS: u32>(src: &[u64], dst: &mut [u8]) {
-    for (vals, out) in src.chunks_exact(8).zip(dst.chunks_exact_mut(BITS as usize)) {
-        // Unrolled: `have` and the byte positions are constants.
-        let mut acc: u128 = 0;
-        let mut have = 0u32;
-        let mut at = 0usize;
-        for &x in vals {
-            acc |= u128::from(x) << have;
-            have += BITS;
-            if have >= 64 {
-                out[at..at + 8].copy_from_slice(&(acc as u64).to_le_bytes());
-                at += 8;
-                acc >>= 64;
-                have -= 64;
-            }
-        }
-        // 8·BITS bits in all: what is left is whole bytes.
-        let rest = (have / 8) as usize;
-        out[at..at + rest].copy_from_slice(&(acc as u64).to_le_bytes()[..rest]);
-    }
-}
-
-/// The general packing loop, for any number of values.
-fn pack_bits(src: &[u64], bits: u32, dst: &mut [u8]) {
-    let (words, tail) = dst.as_chunks_mut::<8>();
-    let mut words = words.iter_mut();
-    let mut acc: u128 = 0;
-    let mut have = 0u32;
-    for &x in src {
-        acc |= u128::from(x) << have;
-        have += bits;
-        if have >= 64 {
-            if let Some(w) = words.next() {
-                *w = (acc as u64).to_le_bytes();
-            }
-            acc >>= 64;
-            have -= 64;
-        }
-    }
-    // Fewer than 64 bits are left: one last word, or the byte tail.
-    let last = (acc as u64).to_le_bytes();
-    match words.next() {
-        Some(w) => *w = last,
-        None => tail.copy_from_slice(&last[..tail.len()]),
-    }
-}
-
-/// [`unpack_limb_into`] an initialised buffer.
-#[cfg(test)]
-pub(crate) fn unpack_limb(src: &[u8], bits: u32, q: u64, dst: &mut [u64]) -> bool {
-    // SAFETY: `u64` and `MaybeUninit<u64>` have the same layout, and only
-    // initialised values are written through the view.
-    let dst = unsafe { &mut *(dst as *mut [u64] as *mut [MaybeUninit<u64>]) };
-    unpack_limb_into(src, bits, q, dst)
-}
-
-/// Unpacks `dst.len()` values of `bits` bits from `src` (as written by
-/// [`pack_limb`]) into a buffer that need not be initialised: every value
-/// of `dst` is written, whatever is returned; false if a value is not below
-/// `q` or a padding bit is set. Whole groups of eight values (`bits` bytes
-/// each) go through a routine specialised to the width, the rest through
-/// the general loop.
+/// Unpacks a limb of `bits`-bit residues into a buffer that need not be
+/// initialised, on the process's backend: every value of `dst` is written,
+/// whatever is returned; false if a value is not below `q` or a padding bit
+/// is set.
 fn unpack_limb_into(src: &[u8], bits: u32, q: u64, dst: &mut [MaybeUninit<u64>]) -> bool {
-    let groups = dst.len() / 8;
-    let split = (groups * bits as usize).min(src.len());
-    let (head, tail) = src.split_at(split);
-    let (dst_head, dst_tail) = dst.split_at_mut(groups * 8);
-    let mut ok = true;
-    if let Some(vector_ok) = vector::unpack_groups(head, bits, q, dst_head) {
-        ok = vector_ok;
-    } else if !with_width!(bits, unpack_groups, head, q, dst_head, &mut ok) {
-        ok = unpack_bits(head, bits, q, dst_head);
-    }
-    unpack_bits(tail, bits, q, dst_tail) && ok
-}
-
-/// [`unpack_limb_into`] of whole groups of eight values at a width known at
-/// compile time; clears `ok` if a value is not below `q`.
-fn unpack_groups<const BITS: u32>(src: &[u8], q: u64, dst: &mut [MaybeUninit<u64>], ok: &mut bool) {
-    let mask = u64::MAX >> (64 - BITS);
-    let mut bad = false;
-    for (g, vals) in src.chunks_exact(BITS as usize).zip(dst.chunks_exact_mut(8)) {
-        // Unrolled: each value's bytes and shift are constants, and its
-        // bytes end at or before the group's end.
-        for (i, y) in vals.iter_mut().enumerate() {
-            let o = i * BITS as usize;
-            let (b, shift) = (o / 8, o % 8);
-            let need = (shift + BITS as usize).div_ceil(8);
-            let mut w = [0u8; 16];
-            w[..need].copy_from_slice(&g[b..b + need]);
-            let x = (u128::from_le_bytes(w) >> shift) as u64 & mask;
-            bad |= x >= q;
-            y.write(x);
-        }
-    }
-    *ok &= !bad;
-}
-
-/// The general unpacking loop. Each value is read on its own from a
-/// 16-byte window (no carried state), so the loop pipelines.
-fn unpack_bits(src: &[u8], bits: u32, q: u64, dst: &mut [MaybeUninit<u64>]) -> bool {
-    let width = bits as usize;
-    let mask = u64::MAX >> (64 - bits);
-    let read = |buf: &[u8], o: usize| -> u64 {
-        let window: [u8; 16] = buf[o / 8..o / 8 + 16].try_into().expect("16-byte window");
-        (u128::from_le_bytes(window) >> (o % 8)) as u64 & mask
-    };
-    let mut bad = false;
-    // Values whose window lies inside `src`, then the rest from a padded copy.
-    let direct = if src.len() >= 16 {
-        ((src.len() - 16) * 8 / width + 1).min(dst.len())
-    } else {
-        0
-    };
-    for (k, y) in dst[..direct].iter_mut().enumerate() {
-        let x = read(src, k * width);
-        bad |= x >= q;
-        y.write(x);
-    }
-    let start = direct * width / 8 * 8;
-    let mut tail = src[start / 8..].to_vec();
-    tail.resize(tail.len() + 16, 0);
-    for (k, y) in dst.iter_mut().enumerate().skip(direct) {
-        let x = read(&tail, k * width - start);
-        bad |= x >= q;
-        y.write(x);
-    }
-    // Bits past the last value in the last byte must be zero.
-    let used = dst.len() * width % 8;
-    let padding_clear = used == 0 || src.last().is_none_or(|&b| b >> used == 0);
-    !bad && padding_clear
+    default_backend().unpack_bits(src, bits, q, dst)
 }
 
 /// The residues of a polynomial being unpacked, not zeroed first: the
@@ -614,7 +431,7 @@ impl Ciphertext {
             match segment {
                 Segment::Bytes(b) => piece(&b),
                 Segment::Limb(src, bits) => {
-                    out.resize(limb_bytes(src.len(), bits), 0);
+                    out.resize(packed_len(src.len(), bits), 0);
                     pack_limb(src, bits, &mut out);
                     piece(&out);
                 }
