@@ -59,8 +59,7 @@ pub(crate) fn pack(
 ) {
     let whole = src.len() / 8;
     let (head, tail) = dst.split_at_mut(whole * bits as usize);
-    if !groups(&src[..whole * 8], head)
-        && !with_width!(bits, pack_groups, &src[..whole * 8], head)
+    if !groups(&src[..whole * 8], head) && !with_width!(bits, pack_groups, &src[..whole * 8], head)
     {
         pack_loop(&src[..whole * 8], bits, head);
     }
