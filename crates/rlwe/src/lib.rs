@@ -45,6 +45,4 @@ pub use keys::{
 pub use params::{Parameters, ParametersLiteral, SecretDistribution};
 
 #[cfg(test)]
-mod serial_tests;
-#[cfg(test)]
 mod tests;
