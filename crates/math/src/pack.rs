@@ -12,6 +12,10 @@
 //! left (fewer than eight values) goes through the general loop.
 
 use std::mem::MaybeUninit;
+use std::sync::Arc;
+
+use crate::backend::default_backend;
+use crate::poly::{Domain, RnsBasis, RnsPoly};
 
 #[cfg(target_arch = "x86_64")]
 pub(crate) mod avx512;
@@ -25,6 +29,108 @@ pub(crate) mod avx512;
 /// ```
 pub fn packed_len(n: usize, bits: u32) -> usize {
     (n * bits as usize).div_ceil(8)
+}
+
+/// A polynomial unpacked limb by limb (in any order, on any threads, over
+/// several calls) into a buffer that is not zeroed first: a decoder fills
+/// tens of MB without writing them twice. The polynomial is made only once
+/// every limb is in.
+///
+/// ```
+/// use hecloud_math::{Domain, RnsBasis, RnsPoly, prime::ntt_primes};
+/// use hecloud_math::backend::default_backend;
+/// use hecloud_math::pack::{PolyUnpacker, packed_len};
+/// let basis = RnsBasis::new(16, &ntt_primes(40, 16, 2, &[]).unwrap()).unwrap();
+/// let p = RnsPoly::from_signed(&basis, &[3; 16]).unwrap();
+/// let mut u = PolyUnpacker::new(&basis);
+/// for (slot, limb) in u.limbs().zip(p.data().chunks_exact(16)) {
+///     let mut bytes = vec![0; packed_len(16, 40)];
+///     default_backend().pack_bits(limb, 40, &mut bytes);
+///     assert!(slot.unpack(&bytes, 40));
+/// }
+/// assert_eq!(u.finish(Domain::Coefficient), Some(p));
+/// ```
+#[derive(Debug)]
+pub struct PolyUnpacker {
+    basis: Arc<RnsBasis>,
+    data: Vec<u64>,
+    unpacked: Vec<bool>,
+}
+
+impl PolyUnpacker {
+    /// An empty polynomial over `basis`.
+    pub fn new(basis: &Arc<RnsBasis>) -> Self {
+        Self {
+            basis: basis.clone(),
+            data: Vec::with_capacity(basis.len() * basis.degree()),
+            unpacked: vec![false; basis.len()],
+        }
+    }
+
+    /// Its basis.
+    pub fn basis(&self) -> &Arc<RnsBasis> {
+        &self.basis
+    }
+
+    /// Its limbs, in order, each to be unpacked once (those already in
+    /// included: unpacking one again overwrites it).
+    pub fn limbs(&mut self) -> impl Iterator<Item = LimbSlot<'_>> {
+        let len = self.basis.len() * self.basis.degree();
+        self.data.spare_capacity_mut()[..len]
+            .chunks_exact_mut(self.basis.degree())
+            .zip(self.basis.moduli())
+            .zip(self.unpacked.iter_mut())
+            .map(|((dst, m), done)| LimbSlot {
+                dst,
+                q: m.value(),
+                done,
+            })
+    }
+
+    /// The polynomial, tagged `domain`, once every limb is unpacked (with
+    /// or without out-of-range residues: the caller has refused those);
+    /// `None` before.
+    pub fn finish(mut self, domain: Domain) -> Option<RnsPoly> {
+        if !self.unpacked.iter().all(|&d| d) {
+            return None;
+        }
+        // SAFETY: every limb went through `LimbSlot::unpack`, which writes
+        // each of its values.
+        unsafe { self.data.set_len(self.basis.len() * self.basis.degree()) };
+        Some(RnsPoly::from_buffer_unchecked(
+            &self.basis,
+            domain,
+            self.data,
+        ))
+    }
+}
+
+/// One limb of a [`PolyUnpacker`], to be unpacked (`Send`: limbs unpack in
+/// parallel).
+#[derive(Debug)]
+pub struct LimbSlot<'a> {
+    dst: &'a mut [MaybeUninit<u64>],
+    q: u64,
+    done: &'a mut bool,
+}
+
+impl LimbSlot<'_> {
+    /// Unpacks the limb from `src` (its residues packed at `bits` bits, as
+    /// [`Backend::pack_bits`](crate::backend::Backend::pack_bits) writes
+    /// them) on the process's backend; false if a residue is not below the
+    /// limb's prime, a padding bit is set, or `src` is not the limb's
+    /// [`packed_len`] (the limb then stays missing).
+    pub fn unpack(self, src: &[u8], bits: u32) -> bool {
+        if !(1..=64).contains(&bits) || src.len() != packed_len(self.dst.len(), bits) {
+            return false;
+        }
+        // The default backend is one of this crate's (`backend::available`),
+        // whose `unpack_bits` writes every value whatever it returns:
+        // `PolyUnpacker::finish` relies on it.
+        let ok = default_backend().unpack_bits(src, bits, self.q, self.dst);
+        *self.done = true;
+        ok
+    }
 }
 
 /// Calls `$f::<BITS>($args)` for `BITS` = `$bits` in 1..=64; false when

@@ -25,6 +25,7 @@
 //! assert!(back.limb(0).iter().all(|&x| m.center(x).abs() < 1 << 20));
 //! ```
 #![deny(missing_docs)]
+#![forbid(unsafe_code)]
 
 pub mod ciphertext;
 pub mod encryptor;

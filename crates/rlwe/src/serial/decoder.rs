@@ -2,12 +2,13 @@
 
 use std::sync::Arc;
 
-use hecloud_math::{RnsPoly, sampling::expand_seed_uniform};
+use hecloud_math::pack::PolyUnpacker;
+use hecloud_math::{Domain, RnsPoly, sampling::expand_seed_uniform};
 
 use super::header::{
     FLAG_SEEDED, HEADER_LEN, Kind, MAX_CIPHERTEXT_COMPONENTS, check_level, check_scale, read_header,
 };
-use super::limbs::{PolyBuffer, limb_ranges, unpack_limbs};
+use super::limbs::{limb_ranges, unpack_limbs};
 use crate::ciphertext::Ciphertext;
 use crate::error::{DecodeError, Result, RlweError};
 use crate::params::Parameters;
@@ -58,9 +59,10 @@ struct CiphertextBody {
     scale: f64,
     seeded: bool,
     /// The polynomials given in full (c_0 alone if seeded).
-    polys: Vec<PolyBuffer>,
-    /// Byte length, residue bits and prime of every limb, in order.
-    limbs: Vec<(usize, u32, u64)>,
+    polys: Vec<PolyUnpacker>,
+    /// Byte length and residue bits of every limb, in order (the
+    /// polynomials know their primes).
+    limbs: Vec<(usize, u32)>,
     /// Limbs decoded.
     done: usize,
     /// The seed of c_1 and c_1 expanded from it, once in (seeded only).
@@ -150,10 +152,9 @@ impl CiphertextDecoder {
             seeded_c1,
             ..
         } = body;
-        // SAFETY: every limb of every polynomial was unpacked (`done`).
         let polys: Vec<RnsPoly> = polys
             .into_iter()
-            .map(|p| unsafe { p.into_poly() })
+            .map(|p| p.finish(Domain::Ntt).expect("every limb unpacked (`done`)"))
             .collect();
         match seeded_c1 {
             Some((seed, c1)) => {
@@ -194,14 +195,13 @@ impl CiphertextBody {
         let basis = params.q_at(level)?;
         let per_poly: Vec<_> = limb_ranges(basis, 0)
             .into_iter()
-            .zip(basis.moduli())
-            .map(|((r, bits), m)| (r.len(), bits, m.value()))
+            .map(|(r, bits)| (r.len(), bits))
             .collect();
         Ok(Self {
             level,
             scale: h.scale,
             seeded,
-            polys: (0..given).map(|_| PolyBuffer::new(basis)).collect(),
+            polys: (0..given).map(|_| PolyUnpacker::new(basis)).collect(),
             limbs: per_poly.repeat(given),
             done: 0,
             seeded_c1: None,
@@ -230,16 +230,16 @@ impl CiphertextBody {
                 return Ok(0);
             };
             // c_1 has the basis of c_0.
-            let c1 = expand_seed_uniform(seed, &self.polys[0].basis);
+            let c1 = expand_seed_uniform(seed, self.polys[0].basis());
             self.seeded_c1 = Some((*seed, c1));
             used = 32;
         }
         let first = self.done;
         let mut units = Vec::new();
-        while let Some(&(len, bits, q)) = self.limbs.get(self.done)
+        while let Some(&(len, bits)) = self.limbs.get(self.done)
             && data.len() - used >= len
         {
-            units.push((&data[used..used + len], bits, q));
+            units.push((&data[used..used + len], bits));
             used += len;
             self.done += 1;
         }
@@ -247,11 +247,11 @@ impl CiphertextBody {
             let dsts = self
                 .polys
                 .iter_mut()
-                .flat_map(PolyBuffer::limbs)
+                .flat_map(PolyUnpacker::limbs)
                 .skip(first);
             unpack_limbs(
                 dsts.zip(units)
-                    .map(|(dst, (src, bits, q))| (dst, src, bits, q))
+                    .map(|(dst, (src, bits))| (dst, src, bits))
                     .collect(),
             )?;
         }

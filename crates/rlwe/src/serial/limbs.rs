@@ -2,11 +2,10 @@
 //! the process's backend, and unpacking into buffers that are not zeroed
 //! first, each residue checked against its prime as it is read.
 
-use std::mem::MaybeUninit;
 use std::sync::Arc;
 
 use hecloud_math::backend::default_backend;
-use hecloud_math::pack::packed_len;
+use hecloud_math::pack::{LimbSlot, PolyUnpacker, packed_len};
 use hecloud_math::{Domain, RnsBasis, RnsPoly};
 use rayon::prelude::*;
 
@@ -99,60 +98,16 @@ pub(super) fn pack_limb_range(src: &[u64], bits: u32, from: usize, dst: &mut [u8
     }
 }
 
-/// Unpacks a limb of `bits`-bit residues into a buffer that need not be
-/// initialised, on the process's backend: every value of `dst` is written,
-/// whatever is returned; false if a value is not below `q` or a padding bit
-/// is set.
-pub(super) fn unpack_limb_into(
-    src: &[u8],
-    bits: u32,
-    q: u64,
-    dst: &mut [MaybeUninit<u64>],
-) -> bool {
-    default_backend().unpack_bits(src, bits, q, dst)
-}
+/// A limb to unpack, its packed bytes and residue bits.
+pub(super) type LimbToUnpack<'a> = (LimbSlot<'a>, &'a [u8], u32);
 
-/// The residues of a polynomial being unpacked, not zeroed first: the
-/// polynomial is made only once every limb is written.
-#[derive(Debug)]
-pub(super) struct PolyBuffer {
-    pub(super) basis: Arc<RnsBasis>,
-    data: Vec<u64>,
-}
-
-impl PolyBuffer {
-    pub(super) fn new(basis: &Arc<RnsBasis>) -> Self {
-        Self {
-            basis: basis.clone(),
-            data: Vec::with_capacity(basis.len() * basis.degree()),
-        }
-    }
-
-    /// Its limbs, in order, to be written.
-    pub(super) fn limbs(&mut self) -> std::slice::ChunksExactMut<'_, MaybeUninit<u64>> {
-        let (n, len) = (self.basis.degree(), self.basis.len() * self.basis.degree());
-        self.data.spare_capacity_mut()[..len].chunks_exact_mut(n)
-    }
-
-    /// # Safety
-    /// Every value of every limb must have been written.
-    pub(super) unsafe fn into_poly(mut self) -> RnsPoly {
-        // SAFETY: the caller's promise.
-        unsafe { self.data.set_len(self.basis.len() * self.basis.degree()) };
-        RnsPoly::from_buffer_unchecked(&self.basis, Domain::Ntt, self.data)
-    }
-}
-
-/// A limb's destination, packed bytes, residue bits and prime.
-pub(super) type LimbToUnpack<'a> = (&'a mut [MaybeUninit<u64>], &'a [u8], u32, u64);
-
-/// Unpacks limbs in parallel, each `(destination, packed bytes, bits,
-/// prime)`. Every residue is checked against its prime as it is unpacked:
-/// no second pass.
+/// Unpacks limbs in parallel, each `(destination, packed bytes, bits)`.
+/// Every residue is checked against its prime as it is unpacked: no second
+/// pass.
 pub(super) fn unpack_limbs(limbs: Vec<LimbToUnpack<'_>>) -> Result<()> {
     let ok = limbs
         .into_par_iter()
-        .map(|(dst, src, bits, q)| unpack_limb_into(src, bits, q, dst))
+        .map(|(dst, src, bits)| dst.unpack(src, bits))
         .reduce(|| true, |a, b| a && b);
     if ok {
         Ok(())
@@ -195,16 +150,14 @@ impl<'a> Body<'a> {
     pub(super) fn poly(&mut self, basis: &Arc<RnsBasis>) -> Result<RnsPoly> {
         let ranges = limb_ranges(basis, self.at);
         self.at += packed_poly_bytes(basis);
-        let mut buf = PolyBuffer::new(basis);
+        let mut buf = PolyUnpacker::new(basis);
         let limbs = buf
             .limbs()
             .zip(ranges)
-            .zip(basis.moduli())
-            .map(|((dst, (r, bits)), m)| (dst, &self.bytes[r], bits, m.value()))
+            .map(|(dst, (r, bits))| (dst, &self.bytes[r], bits))
             .collect();
         unpack_limbs(limbs)?;
-        // SAFETY: every limb was unpacked.
-        Ok(unsafe { buf.into_poly() })
+        Ok(buf.finish(Domain::Ntt).expect("every limb unpacked"))
     }
 
     pub(super) fn seed(&mut self) -> [u8; 32] {
