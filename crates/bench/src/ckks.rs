@@ -237,7 +237,7 @@ pub fn run(opts: &BenchOptions) -> anyhow::Result<()> {
     };
     // Results are fresh multi-MB polynomials: keep freed memory for reuse as
     // Go's runtime does for Lattigo (see `retain_freed_memory`).
-    let retained = hecloud_rlwe::pool::retain_freed_memory();
+    let retained = hecloud_server::alloc::retain_freed_memory();
     let pool = rayon::ThreadPoolBuilder::new().num_threads(1).build()?;
     println!(
         "backend: {}, 1 thread each, freed memory retained: {retained}; Lattigo v6.2.0 (GOMAXPROCS=1); SEAL 4.x via TenSEAL (N ≤ 2^15)",

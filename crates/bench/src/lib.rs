@@ -4,6 +4,7 @@
 //! same run, prints a readable table, writes `<out>/<experiment>.csv` and ends
 //! with one `RESULT <experiment> key=value …` line (see [`report`]).
 #![deny(missing_docs)]
+#![forbid(unsafe_code)]
 
 pub mod ckks;
 pub mod embedded;

@@ -29,6 +29,7 @@
 //! # Ok::<(), hecloud_circuits::CircuitError>(())
 //! ```
 #![deny(missing_docs)]
+#![forbid(unsafe_code)]
 
 pub mod bound;
 pub mod circuits;

@@ -2,6 +2,11 @@
 //! (`cargo run --release -p hecloud-ckks --example timing -- n16`); the
 //! full comparison with peers is `hecloud bench ckks`. A second argument
 //! `mul` or `rotate` repeats only that operation, for profilers.
+//!
+//! The server and the benches keep freed memory in the C allocator
+//! (`hecloud_server::alloc::retain_freed_memory`); for the same figures
+//! here, run with
+//! `GLIBC_TUNABLES=glibc.malloc.mmap_threshold=33554432:glibc.malloc.trim_threshold=2147483647`.
 
 use std::time::Instant;
 
@@ -14,7 +19,6 @@ fn main() -> Result<()> {
         .into_iter()
         .find(|p| p.name() == which)
         .unwrap_or(Preset::N14);
-    hecloud_rlwe::pool::retain_freed_memory();
     let pool = rayon::ThreadPoolBuilder::new()
         .num_threads(1)
         .build()

@@ -24,6 +24,7 @@
 //! assert!((out[1] - 1.0625).abs() < 1e-6);
 //! ```
 #![deny(missing_docs)]
+#![forbid(unsafe_code)]
 
 pub mod demo;
 pub mod encoder;

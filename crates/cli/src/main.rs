@@ -1,4 +1,5 @@
 //! `hecloud`: the command line of the hecloud encrypted-computation system.
+#![forbid(unsafe_code)]
 
 mod cmd;
 mod demo;

@@ -11,6 +11,7 @@
 //! `avx512`, `avx512ifma`; an unavailable choice falls back to the best
 //! available).
 
+use std::mem::MaybeUninit;
 use std::sync::OnceLock;
 
 use crate::modular::Modulus;
@@ -137,6 +138,38 @@ pub trait Backend: Send + Sync + std::fmt::Debug {
             *r1 = q.reduce_u128(acc1);
         }
     }
+
+    /// Packs `src` (each value below `2^bits`, `bits` in 1..=64) into `dst`,
+    /// LSB first, one value after the other: the layout of a serialized
+    /// limb (see [`crate::pack`]). `dst` is [`crate::pack::packed_len`]
+    /// bytes; the padding bits of its last byte are zero.
+    fn pack_bits(&self, src: &[u64], bits: u32, dst: &mut [u8]) {
+        crate::pack::pack(src, bits, dst, |_, _| false);
+    }
+
+    /// Unpacks `dst.len()` values of `bits` bits from `src` (as
+    /// [`Backend::pack_bits`] writes them). `dst` need not be initialised:
+    /// every value is written whatever the outcome, so a decoder fills a
+    /// fresh buffer without zeroing it first. Returns false if a value is
+    /// not below `q` or a padding bit is set: every residue is checked as it
+    /// is read, with no second pass.
+    fn unpack_bits(&self, src: &[u8], bits: u32, q: u64, dst: &mut [MaybeUninit<u64>]) -> bool {
+        crate::pack::unpack(src, bits, q, dst, |_, _| None)
+    }
+
+    /// The filter of rejection sampling: writes each little-endian 64-bit
+    /// word of `src`, ANDed with `mask`, that is below `q` to the front of
+    /// `dst`, in order; returns how many. Slots of `dst` past that count may
+    /// be overwritten too. The accepted words are uniform below `q` when the
+    /// words of `src` are uniform and `mask` covers `q`; the work does not
+    /// depend on which are accepted.
+    ///
+    /// # Panics
+    /// If `src` is not whole words or `dst` has room for fewer than
+    /// `src.len() / 8` words.
+    fn keep_below(&self, src: &[u8], mask: u64, q: u64, dst: &mut [MaybeUninit<u64>]) -> usize {
+        crate::sampling::keep_below_scalar(src, mask, q, dst)
+    }
 }
 
 /// One output of [`Backend::linear_combinations`]: `out = Σ_k srcs[k]·w[k]`
@@ -197,10 +230,17 @@ pub enum SimdLevel {
     Avx512Ifma,
 }
 
-/// SIMD backend (x86_64 only); NTTs vectorised, other kernels scalar.
+/// SIMD backend (x86_64 only). NTTs and base conversion are vectorised at
+/// every level; rejection sampling at the AVX-512 levels, and residue
+/// packing there too on CPUs that also have VBMI2; pointwise and inner
+/// products with IFMA; the other kernels are scalar.
 #[derive(Debug, Clone, Copy)]
 pub struct Simd {
     level: SimdLevel,
+    /// AVX-512 BW, VBMI and VBMI2 alongside an AVX-512 level: the packing
+    /// kernels' byte permutations and funnel shifts.
+    #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
+    vbmi: bool,
 }
 
 impl Simd {
@@ -220,7 +260,8 @@ impl Simd {
                         && std::arch::is_x86_feature_detected!("avx512ifma")
                 }
             };
-            ok.then_some(Self { level })
+            let vbmi = level != SimdLevel::Avx2 && crate::pack::avx512::detected();
+            ok.then_some(Self { level, vbmi })
         }
         #[cfg(not(target_arch = "x86_64"))]
         {
@@ -427,6 +468,39 @@ impl Backend for Simd {
         }
         Scalar.dot_product_pair(q, s, b, a, o0, o1);
     }
+
+    fn pack_bits(&self, src: &[u64], bits: u32, dst: &mut [u8]) {
+        crate::pack::pack(src, bits, dst, |src, dst| {
+            #[cfg(target_arch = "x86_64")]
+            if self.vbmi {
+                // SAFETY: `Simd::new` checked the CPU has the kernel's features.
+                return unsafe { crate::pack::avx512::pack_groups(src, bits, dst) };
+            }
+            let _ = (src, dst);
+            false
+        });
+    }
+
+    fn unpack_bits(&self, src: &[u8], bits: u32, q: u64, dst: &mut [MaybeUninit<u64>]) -> bool {
+        crate::pack::unpack(src, bits, q, dst, |src, dst| {
+            #[cfg(target_arch = "x86_64")]
+            if self.vbmi {
+                // SAFETY: `Simd::new` checked the CPU has the kernel's features.
+                return unsafe { crate::pack::avx512::unpack_groups(src, bits, q, dst) };
+            }
+            let _ = (src, dst);
+            None
+        })
+    }
+
+    fn keep_below(&self, src: &[u8], mask: u64, q: u64, dst: &mut [MaybeUninit<u64>]) -> usize {
+        #[cfg(target_arch = "x86_64")]
+        if self.level != SimdLevel::Avx2 {
+            // SAFETY: `Simd::new` checked the CPU supports AVX-512 F.
+            return unsafe { crate::sampling::avx512::keep_below(src, mask, q, dst) };
+        }
+        Scalar.keep_below(src, mask, q, dst)
+    }
 }
 
 /// Every backend this CPU can run, the scalar reference first.
@@ -459,6 +533,8 @@ pub mod parity {
     //! The parity suite: every kernel of a backend against [`Scalar`] on random
     //! inputs and edge values, bit for bit.
 
+    use std::mem::MaybeUninit;
+
     use super::{Backend, Scalar};
     use crate::modular::Modulus;
     use crate::ntt::NttTable;
@@ -467,7 +543,8 @@ pub mod parity {
     use rand_core::{RngCore, SeedableRng};
 
     /// Compares `backend` with the scalar reference for degrees `2^4..=2^max_log_n`
-    /// and 30-, 50-, 60- and 61-bit primes; returns the first mismatch found.
+    /// and 30-, 50-, 60- and 61-bit primes, residue packing at every width
+    /// and rejection sampling's filter; returns the first mismatch found.
     ///
     /// ```
     /// use hecloud_math::backend::{parity, Scalar};
@@ -521,6 +598,100 @@ pub mod parity {
                 check_combinations(backend, &m, n, &mut rng)?;
             }
             check_multi(backend, n, &mut rng)?;
+        }
+        check_packing(backend, &mut rng)?;
+        check_keep_below(backend, &mut rng)?;
+        Ok(())
+    }
+
+    /// Reads back values a kernel wrote (over an initialised buffer).
+    fn read(x: &[MaybeUninit<u64>]) -> Vec<u64> {
+        // SAFETY: the callers' buffers are initialised before the kernels
+        // write to them.
+        x.iter().map(|x| unsafe { x.assume_init() }).collect()
+    }
+
+    /// `pack_bits` and `unpack_bits` at every width 1..=64, for lengths
+    /// with and without a partial group of eight, on random values with
+    /// the edges 0, q − 1 and 2^bits − 1; unpacking with primes that accept
+    /// every value and with ones that refuse some, and with a set padding
+    /// bit. Every value written is compared, whatever the outcome.
+    fn check_packing(backend: &dyn Backend, rng: &mut ChaCha20Rng) -> Result<(), String> {
+        for bits in 1..=64u32 {
+            let top = u64::MAX >> (64 - bits);
+            // A prime-sized bound with the top bit set, as a limb has.
+            let q = (top >> 1) + 1 + rng.next_u64() % (top >> 1).max(1);
+            for n in [1usize, 3, 7, 8, 9, 64, 1000, 1003, 4096] {
+                let mut v: Vec<u64> = (0..n).map(|_| rng.next_u64() % q).collect();
+                v[0] = q - 1;
+                v[n - 1] = 0;
+                if n > 2 {
+                    v[n / 2] = top;
+                }
+                let ctx = format!("{} bits={bits} n={n}", backend.name());
+                let len = crate::pack::packed_len(n, bits);
+                let (mut want, mut got) = (vec![0x55; len], vec![0xAA; len]);
+                Scalar.pack_bits(&v, bits, &mut want);
+                backend.pack_bits(&v, bits, &mut got);
+                if want != got {
+                    return Err(format!("pack_bits differs ({ctx})"));
+                }
+                let mut padded = want.clone();
+                if !(n * bits as usize).is_multiple_of(8) {
+                    *padded.last_mut().expect("a byte") |= 0x80;
+                }
+                for (bytes, q) in [
+                    (&want, q),
+                    (&want, top),
+                    (&want, top.saturating_add(1)),
+                    (&want, q - 1),
+                    (&padded, u64::MAX),
+                ] {
+                    let mut x = vec![MaybeUninit::new(1); n];
+                    let mut y = vec![MaybeUninit::new(2); n];
+                    let ok_x = Scalar.unpack_bits(bytes, bits, q, &mut x);
+                    let ok_y = backend.unpack_bits(bytes, bits, q, &mut y);
+                    if ok_x != ok_y || read(&x) != read(&y) {
+                        return Err(format!("unpack_bits differs ({ctx} q={q})"));
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// `keep_below` on whole keystream buffers and on lengths that leave a
+    /// partial vector, for bounds that accept nearly every word, about half
+    /// of them and only those with a clear low bit (q = 1), with the words
+    /// q − 1 and q among them.
+    fn check_keep_below(backend: &dyn Backend, rng: &mut ChaCha20Rng) -> Result<(), String> {
+        let mask_of = |q: u64| u64::MAX >> (q - 1).leading_zeros().min(63);
+        for q in [
+            (1 << 49) + 1,
+            (1u64 << 50) - 27,
+            65537,
+            u64::MAX - 58,
+            (1 << 62) - 1,
+            1,
+        ] {
+            let mask = mask_of(q);
+            for words in [0usize, 1, 7, 8, 13, 512] {
+                let mut src: Vec<u8> = (0..8 * words).map(|_| rng.next_u64() as u8).collect();
+                if words > 3 {
+                    src[16..24].copy_from_slice(&(q - 1).to_le_bytes());
+                    src[24..32].copy_from_slice(&q.to_le_bytes());
+                }
+                let mut x = vec![MaybeUninit::new(1); words + 3];
+                let mut y = vec![MaybeUninit::new(2); words + 3];
+                let kept_x = Scalar.keep_below(&src, mask, q, &mut x);
+                let kept_y = backend.keep_below(&src, mask, q, &mut y);
+                if kept_x != kept_y || read(&x[..kept_x]) != read(&y[..kept_y]) {
+                    return Err(format!(
+                        "keep_below differs ({} q={q} words={words})",
+                        backend.name()
+                    ));
+                }
+            }
         }
         Ok(())
     }

@@ -3,8 +3,9 @@
 //! The RNS/NTT engine under hecloud's lattice schemes. It knows nothing of
 //! encryption: primes, modular arithmetic below 2^62, the negacyclic NTT,
 //! RNS polynomials that carry their domain and basis, base conversion, CRT,
-//! and seedable samplers. Hot kernels run behind the [`backend::Backend`]
-//! interface (scalar reference, AVX2 and AVX-512 chosen at run time).
+//! seedable samplers, and the bit packing of serialized residues. Hot
+//! kernels run behind the [`backend::Backend`] interface (scalar reference,
+//! AVX2 and AVX-512 chosen at run time).
 //!
 //! ```
 //! use hecloud_math::{Domain, RnsBasis, RnsPoly, Sampler, prime::ntt_primes};
@@ -24,6 +25,7 @@ pub mod base_conv;
 pub mod error;
 pub mod modular;
 pub mod ntt;
+pub mod pack;
 pub mod poly;
 pub mod prime;
 pub mod sampling;

@@ -58,6 +58,7 @@
 //! assert!((back[0] - 6.0).abs() < 1e-6 && (back[1] + 8.0).abs() < 1e-6);
 //! ```
 #![deny(missing_docs)]
+#![forbid(unsafe_code)]
 
 pub mod codec;
 pub mod error;

@@ -25,6 +25,7 @@
 //! assert!(back.limb(0).iter().all(|&x| m.center(x).abs() < 1 << 20));
 //! ```
 #![deny(missing_docs)]
+#![forbid(unsafe_code)]
 
 pub mod ciphertext;
 pub mod encryptor;
@@ -44,7 +45,5 @@ pub use keys::{
 };
 pub use params::{Parameters, ParametersLiteral, SecretDistribution};
 
-#[cfg(test)]
-mod serial_tests;
 #[cfg(test)]
 mod tests;

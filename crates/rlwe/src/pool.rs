@@ -64,28 +64,3 @@ pub fn pooled_uninit(basis: &std::sync::Arc<RnsBasis>, domain: Domain) -> RnsPol
 pub fn recycle(p: RnsPoly) {
     give(p.into_data());
 }
-
-/// Asks the C allocator to keep freed memory for reuse rather than return
-/// it to the OS, and to serve polynomial-sized blocks (up to 32 MiB) from
-/// its heap. Results of homomorphic operations are fresh polynomials of tens
-/// of MB at N = 2^16; with glibc's defaults every such allocation maps
-/// fresh pages, and faulting and zeroing them cost about 15 % of a
-/// multiplication. Long-running processes (server, benchmarks) call this
-/// once at start; the cost is memory held by the process, as a garbage
-/// collected runtime would. Returns whether the allocator accepted it
-/// (always false off glibc).
-pub fn retain_freed_memory() -> bool {
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    {
-        // SAFETY: mallopt only changes allocator thresholds; the values are
-        // within the ranges glibc documents (mmap threshold ≤ 32 MiB).
-        unsafe {
-            libc::mallopt(libc::M_MMAP_THRESHOLD, 32 << 20) == 1
-                && libc::mallopt(libc::M_TRIM_THRESHOLD, i32::MAX) == 1
-        }
-    }
-    #[cfg(not(all(target_os = "linux", target_env = "gnu")))]
-    {
-        false
-    }
-}

@@ -151,7 +151,7 @@ pub struct ServerConfig {
     /// Accept insecure (test) CKKS parameter sets.
     pub allow_insecure_params: bool,
     /// Ask the C allocator (glibc) to keep freed memory for reuse instead of
-    /// returning it to the OS (see `hecloud_rlwe::pool::retain_freed_memory`).
+    /// returning it to the OS (see [`crate::alloc::retain_freed_memory`]).
     /// Every job and upload allocates ciphertext-sized buffers of several
     /// MiB; mapping them fresh costs page faults that, measured, were half
     /// of decoding an uploaded ciphertext. The price is that the process

@@ -14,6 +14,7 @@
 //! * [`tls`]: a local CA and server certificate for the embedded setup.
 #![deny(missing_docs)]
 
+pub mod alloc;
 pub mod arrivals;
 pub mod config;
 pub mod error;
@@ -103,7 +104,7 @@ impl RunningServer {
 pub async fn start(config: ServerConfig) -> Result<RunningServer> {
     config.validate()?;
     hecloud_protocol::rpc::install_tls_provider();
-    if config.retain_freed_memory && !hecloud_rlwe::pool::retain_freed_memory() {
+    if config.retain_freed_memory && !alloc::retain_freed_memory() {
         tracing::debug!("the C allocator does not take retain_freed_memory (not glibc)");
     }
     // Locks the data dir: a second server on it is refused here.

@@ -14,41 +14,51 @@ use std::mem::MaybeUninit;
 /// Narrowest width handled here.
 const MIN_BITS: u32 = 8;
 
-/// Whether this CPU runs these kernels at width `bits`.
-fn usable(bits: u32) -> bool {
-    (MIN_BITS..=64).contains(&bits)
-        && is_x86_feature_detected!("avx512f")
+/// Whether this CPU has the instructions of these kernels. The backend
+/// asks once, when it is made, not on every limb.
+pub(crate) fn detected() -> bool {
+    is_x86_feature_detected!("avx512f")
         && is_x86_feature_detected!("avx512bw")
         && is_x86_feature_detected!("avx512vbmi")
         && is_x86_feature_detected!("avx512vbmi2")
 }
 
+/// Whether the kernels take values of `bits` bits.
+fn takes(bits: u32) -> bool {
+    (MIN_BITS..=64).contains(&bits)
+}
+
 /// Packs whole groups of eight values of `src` (each below 2^bits) into
-/// `dst` (`bits` bytes per group), as the scalar `pack_groups` does; false,
-/// with nothing written, where the kernel does not apply.
-pub(super) fn pack_groups(src: &[u64], bits: u32, dst: &mut [u8]) -> bool {
-    if !usable(bits) || src.len() != dst.len() / bits as usize * 8 {
+/// `dst` (`bits` bytes per group), as the scalar loops do; false, with
+/// nothing written, where the kernel does not apply.
+///
+/// # Safety
+/// The CPU must have the features [`detected`] looks for.
+pub(crate) unsafe fn pack_groups(src: &[u64], bits: u32, dst: &mut [u8]) -> bool {
+    if !takes(bits) || src.len() != dst.len() / bits as usize * 8 {
         return false;
     }
-    // SAFETY: checked just above.
+    // SAFETY: the caller's promise, and the width and lengths checked above.
     unsafe { pack_groups_avx512(src, bits, dst) };
     true
 }
 
 /// Unpacks whole groups of eight values of `bits` bits (`dst.len() / 8`
-/// groups) from `src`, as the scalar `unpack_groups` does: whether every
-/// value is below `q`; `None`, with nothing written, where the kernel does
-/// not apply.
-pub(super) fn unpack_groups(
+/// groups) from `src`, as the scalar loops do: whether every value is below
+/// `q`; `None`, with nothing written, where the kernel does not apply.
+///
+/// # Safety
+/// The CPU must have the features [`detected`] looks for.
+pub(crate) unsafe fn unpack_groups(
     src: &[u8],
     bits: u32,
     q: u64,
     dst: &mut [MaybeUninit<u64>],
 ) -> Option<bool> {
-    if !usable(bits) || src.len() != dst.len() / 8 * bits as usize {
+    if !takes(bits) || src.len() != dst.len() / 8 * bits as usize {
         return None;
     }
-    // SAFETY: checked just above.
+    // SAFETY: the caller's promise, and the width and lengths checked above.
     Some(unsafe { unpack_groups_avx512(src, bits, q, dst) })
 }
 
@@ -60,7 +70,8 @@ fn byte_mask(bits: u32) -> u64 {
 /// [`pack_groups`] itself.
 ///
 /// # Safety
-/// [`usable`] must hold and `src` hold eight values per group of `dst`.
+/// The CPU must have the features [`detected`] looks for, `bits` be in
+/// 8..=64 and `src` hold eight values per group of `dst`.
 #[target_feature(enable = "avx512f,avx512bw,avx512vbmi,avx512vbmi2")]
 unsafe fn pack_groups_avx512(src: &[u64], bits: u32, dst: &mut [u8]) {
     let w = bits as usize;
@@ -116,7 +127,8 @@ unsafe fn pack_groups_avx512(src: &[u64], bits: u32, dst: &mut [u8]) {
 /// [`unpack_groups`] itself.
 ///
 /// # Safety
-/// [`usable`] must hold and `src` hold `bits` bytes per group of `dst`.
+/// The CPU must have the features [`detected`] looks for, `bits` be in
+/// 8..=64 and `src` hold `bits` bytes per group of `dst`.
 #[target_feature(enable = "avx512f,avx512bw,avx512vbmi,avx512vbmi2")]
 unsafe fn unpack_groups_avx512(
     src: &[u8],
@@ -161,68 +173,4 @@ unsafe fn unpack_groups_avx512(
         }
     }
     bad == 0
-}
-
-#[cfg(test)]
-mod tests {
-    use std::mem::MaybeUninit;
-
-    use hecloud_math::Sampler;
-
-    use crate::serial::{pack_groups as scalar_pack, unpack_groups as scalar_unpack};
-
-    /// The vector kernels and both scalar loops (the one specialised to the
-    /// width and the general one) agree, at every width they take, on
-    /// random values with the edges 0 and 2^bits − 1, and agree on which
-    /// groups hold a value at or above the prime.
-    #[test]
-    fn kernels_agree_with_the_scalar_loops() {
-        if !super::usable(super::MIN_BITS) {
-            eprintln!("no AVX-512 VBMI: nothing to compare");
-            return;
-        }
-        let mut s = Sampler::from_os();
-        for bits in super::MIN_BITS..=64 {
-            let top = u64::MAX >> (64 - bits);
-            let groups = 129;
-            let mut v: Vec<u64> = (0..8 * groups).map(|_| s.next_u64() & top).collect();
-            v[0] = top;
-            v[8 * groups - 1] = 0;
-            let bytes = groups * bits as usize;
-            let mut vector = vec![0x55u8; bytes];
-            assert!(super::pack_groups(&v, bits, &mut vector));
-            let mut general = vec![0xAAu8; bytes];
-            crate::serial::pack_bits(&v, bits, &mut general);
-            assert_eq!(vector, general, "pack, bits {bits}");
-            let mut special = vec![0xAAu8; bytes];
-            assert!(with_width!(bits, scalar_pack, &v, &mut special));
-            assert_eq!(vector, special, "pack, bits {bits}");
-
-            // The largest value sits in group 0: a prime of 2^bits − 1
-            // refuses it, one above accepts all.
-            for q in [top, top.saturating_add(1)] {
-                let mut out = vec![MaybeUninit::new(7u64); 8 * groups];
-                let ok = super::unpack_groups(&vector, bits, q, &mut out).unwrap();
-                let got: Vec<u64> = out.iter().map(|x| unsafe { x.assume_init() }).collect();
-                assert_eq!(got, v, "unpack, bits {bits}");
-                let mut general = vec![MaybeUninit::new(0u64); 8 * groups];
-                let want_ok = crate::serial::unpack_bits(&vector, bits, q, &mut general);
-                assert_eq!(ok, want_ok, "unpack, bits {bits}, q {q}");
-                let mut special_ok = true;
-                let mut special = vec![MaybeUninit::new(0u64); 8 * groups];
-                with_width!(
-                    bits,
-                    scalar_unpack,
-                    &vector,
-                    q,
-                    &mut special,
-                    &mut special_ok
-                );
-                assert_eq!(special_ok, want_ok, "unpack, bits {bits}, q {q}");
-                let special: Vec<u64> =
-                    special.iter().map(|x| unsafe { x.assume_init() }).collect();
-                assert_eq!(special, v, "unpack, bits {bits}");
-            }
-        }
-    }
 }

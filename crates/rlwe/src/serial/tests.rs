@@ -209,50 +209,6 @@ fn keys_roundtrip_seeded_and_not() {
     assert!(SecretKey::import_bytes(&params, &sb[..100]).is_err());
 }
 
-/// Packing against a naive reference: the values' bits, LSB first, one
-/// after the other, zero-padded to a whole byte.
-#[test]
-fn residue_packing_matches_a_bit_string() {
-    use crate::serial::{pack_limb, unpack_limb};
-    let mut s = Sampler::from_os();
-    for bits in 1..=64u32 {
-        // Tails alone (1, 3), whole groups of eight (8, 64, 1000), both (1003).
-        for n in [1usize, 3, 8, 64, 1000, 1003] {
-            let top = u64::MAX >> (64 - bits);
-            // Random values, plus the edges 0 and 2^bits − 1.
-            let mut v: Vec<u64> = (0..n).map(|_| s.next_u64() & top).collect();
-            v[n - 1] = 0;
-            v[0] = top;
-            let mut want = vec![0u8; (n * bits as usize).div_ceil(8)];
-            for (i, x) in v.iter().enumerate() {
-                for b in 0..bits as usize {
-                    if x >> b & 1 == 1 {
-                        let at = i * bits as usize + b;
-                        want[at / 8] |= 1 << (at % 8);
-                    }
-                }
-            }
-            let mut got = vec![0xAAu8; want.len()];
-            pack_limb(&v, bits, &mut got);
-            assert_eq!(got, want, "bits {bits}, n {n}");
-            let mut back = vec![0u64; n];
-            if bits < 64 {
-                assert!(unpack_limb(&got, bits, 1 << bits, &mut back));
-                assert_eq!(back, v);
-            }
-            // A value at or above the prime is refused (v[0] = 2^bits − 1).
-            assert!(!unpack_limb(&got, bits, top, &mut back));
-            // A set padding bit is refused (there is one when n·bits is not
-            // a multiple of 8).
-            if !(n * bits as usize).is_multiple_of(8) {
-                let mut p = got.clone();
-                *p.last_mut().unwrap() |= 0x80;
-                assert!(!unpack_limb(&p, bits, u64::MAX, &mut back));
-            }
-        }
-    }
-}
-
 #[test]
 fn polynomials_take_the_bits_of_their_primes() {
     let (params, _) = setup(10, 3, None);

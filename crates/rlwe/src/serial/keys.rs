@@ -1,0 +1,217 @@
+//! Public, relinearization, Galois and (exported) secret keys.
+
+use std::sync::Arc;
+
+use hecloud_math::sampling::expand_seed_uniform;
+
+use super::header::{FLAG_SEEDED, HEADER_LEN, Header, Kind, read_header, write_header};
+use super::limbs::{Body, packed_poly_bytes, write_poly};
+use crate::error::{DecodeError, Result, RlweError};
+use crate::keys::{GaloisKey, PublicKey, RelinearizationKey, SecretKey, SwitchingKey};
+use crate::params::Parameters;
+
+impl PublicKey {
+    /// Serialized form (seeded: `a` as its seed).
+    pub fn to_bytes(&self) -> Vec<u8> {
+        let mut out = Vec::new();
+        write_header(
+            &mut out,
+            &self.params,
+            Kind::PublicKey,
+            Header {
+                kind: Kind::PublicKey as u8,
+                flags: FLAG_SEEDED,
+                level: self.params.max_level() as u32,
+                scale: 1.0,
+                count: 2,
+                extra: 0,
+            },
+        );
+        write_poly(&mut out, &self.b);
+        out.extend_from_slice(&self.seed);
+        out
+    }
+
+    /// Parses a public key of `params`.
+    pub fn from_bytes(params: &Arc<Parameters>, bytes: &[u8]) -> Result<Self> {
+        let h = read_header(params, bytes, Kind::PublicKey)?;
+        if h.level as usize != params.max_level() || h.count != 2 || h.flags != FLAG_SEEDED {
+            return Err(DecodeError::InvalidField {
+                field: "level",
+                value: h.level as u64,
+            }
+            .into());
+        }
+        let basis = params.qp_basis().clone();
+        let mut body = Body::new(bytes, key_poly_bytes(params) + 32)?;
+        let b = body.poly(&basis)?;
+        let seed = body.seed();
+        let a = expand_seed_uniform(&seed, &basis);
+        Ok(PublicKey {
+            params: params.clone(),
+            b,
+            a,
+            seed,
+        })
+    }
+}
+
+fn key_poly_bytes(params: &Parameters) -> usize {
+    packed_poly_bytes(params.qp_basis())
+}
+
+fn write_switching_key(out: &mut Vec<u8>, k: &SwitchingKey, kind: Kind, extra: u64, seeded: bool) {
+    let seeds = if seeded { k.seeds.as_ref() } else { None };
+    let seeded = seeds.is_some();
+    write_header(
+        out,
+        &k.params,
+        kind,
+        Header {
+            kind: kind as u8,
+            flags: if seeded { FLAG_SEEDED } else { 0 },
+            level: k.params.max_level() as u32,
+            scale: 1.0,
+            count: k.b.len() as u32,
+            extra,
+        },
+    );
+    for j in 0..k.b.len() {
+        write_poly(out, &k.b[j]);
+        if let Some(seeds) = seeds {
+            out.extend_from_slice(&seeds[j]);
+        } else {
+            write_poly(out, &k.a[j]);
+        }
+    }
+}
+
+fn read_switching_key(params: &Arc<Parameters>, bytes: &[u8], h: &Header) -> Result<SwitchingKey> {
+    let digits = params.dnum();
+    if h.level as usize != params.max_level() || h.count as usize != digits {
+        return Err(DecodeError::InvalidField {
+            field: "count",
+            value: h.count as u64,
+        }
+        .into());
+    }
+    let seeded = h.flags & FLAG_SEEDED != 0;
+    let per = key_poly_bytes(params) + if seeded { 32 } else { key_poly_bytes(params) };
+    let mut body = Body::new(bytes, per * digits)?;
+    let qp = params.qp_basis().clone();
+    let (mut b, mut a, mut seeds) = (vec![], vec![], vec![]);
+    for _ in 0..digits {
+        b.push(body.poly(&qp)?);
+        if seeded {
+            let s = body.seed();
+            a.push(expand_seed_uniform(&s, &qp));
+            seeds.push(s);
+        } else {
+            a.push(body.poly(&qp)?);
+        }
+    }
+    Ok(SwitchingKey {
+        params: params.clone(),
+        b,
+        a,
+        seeds: seeded.then_some(seeds),
+    })
+}
+
+impl RelinearizationKey {
+    /// Serialized form; `seeded` writes each `a_j` as its 32-byte seed.
+    pub fn to_bytes(&self, seeded: bool) -> Vec<u8> {
+        let mut out = Vec::new();
+        write_switching_key(&mut out, &self.0, Kind::RelinearizationKey, 0, seeded);
+        out
+    }
+
+    /// Parses a relinearization key of `params`.
+    pub fn from_bytes(params: &Arc<Parameters>, bytes: &[u8]) -> Result<Self> {
+        let h = read_header(params, bytes, Kind::RelinearizationKey)?;
+        if h.extra != 0 {
+            return Err(DecodeError::InvalidField {
+                field: "extra",
+                value: h.extra,
+            }
+            .into());
+        }
+        Ok(Self(read_switching_key(params, bytes, &h)?))
+    }
+}
+
+impl GaloisKey {
+    /// Serialized form; `seeded` writes each `a_j` as its 32-byte seed.
+    pub fn to_bytes(&self, seeded: bool) -> Vec<u8> {
+        let mut out = Vec::new();
+        write_switching_key(
+            &mut out,
+            &self.key,
+            Kind::GaloisKey,
+            self.galois_element as u64,
+            seeded,
+        );
+        out
+    }
+
+    /// Parses a Galois key of `params`.
+    pub fn from_bytes(params: &Arc<Parameters>, bytes: &[u8]) -> Result<Self> {
+        let h = read_header(params, bytes, Kind::GaloisKey)?;
+        let two_n = 2 * params.n() as u64;
+        if h.extra >= two_n || h.extra % 2 == 0 {
+            return Err(DecodeError::InvalidField {
+                field: "galois element",
+                value: h.extra,
+            }
+            .into());
+        }
+        let key = read_switching_key(params, bytes, &h)?;
+        GaloisKey::from_parts(h.extra as usize, key)
+    }
+}
+
+impl SecretKey {
+    /// Explicit export of the secret key (its ternary coefficients, one
+    /// byte each). The caller owns the secret bytes from here on.
+    pub fn export_bytes(&self) -> zeroize::Zeroizing<Vec<u8>> {
+        let mut out = Vec::with_capacity(HEADER_LEN + self.coeffs.len());
+        write_header(
+            &mut out,
+            self.params(),
+            Kind::SecretKey,
+            Header {
+                kind: Kind::SecretKey as u8,
+                flags: 0,
+                level: self.params().max_level() as u32,
+                scale: 1.0,
+                count: 1,
+                extra: 0,
+            },
+        );
+        out.extend(self.coeffs.iter().map(|&c| c as u8));
+        zeroize::Zeroizing::new(out)
+    }
+
+    /// Imports a secret key exported by [`SecretKey::export_bytes`].
+    pub fn import_bytes(params: &Arc<Parameters>, bytes: &[u8]) -> Result<Self> {
+        let h = read_header(params, bytes, Kind::SecretKey)?;
+        if h.count != 1 || h.flags != 0 {
+            return Err(DecodeError::InvalidField {
+                field: "count",
+                value: h.count as u64,
+            }
+            .into());
+        }
+        let body = Body::new(bytes, params.n())?;
+        let mut coeffs: zeroize::Zeroizing<Vec<i8>> =
+            zeroize::Zeroizing::new(body.bytes[HEADER_LEN..].iter().map(|&b| b as i8).collect());
+        if coeffs.iter().any(|c| !(-1..=1).contains(c)) {
+            coeffs.iter_mut().for_each(|c| *c = 0);
+            return Err(RlweError::Decode(DecodeError::InvalidField {
+                field: "secret coefficient",
+                value: 0,
+            }));
+        }
+        SecretKey::from_coefficients(params, &coeffs)
+    }
+}
