@@ -540,7 +540,7 @@ pub mod parity {
     use crate::ntt::NttTable;
     use crate::prime::ntt_primes;
     use rand_chacha::ChaCha20Rng;
-    use rand_core::{RngCore, SeedableRng};
+    use rand_core::RngCore;
 
     /// Compares `backend` with the scalar reference for degrees `2^4..=2^max_log_n`
     /// and 30-, 50-, 60- and 61-bit primes, residue packing at every width
@@ -551,7 +551,7 @@ pub mod parity {
     /// parity::check(&Scalar, 10).unwrap();
     /// ```
     pub fn check(backend: &dyn Backend, max_log_n: u32) -> Result<(), String> {
-        let mut rng = ChaCha20Rng::from_os_rng();
+        let mut rng = crate::testing::rng();
         for log_n in crate::ntt::MIN_LOG_N..=max_log_n {
             let n = 1usize << log_n;
             for bits in [30, 50, 60, 61] {

@@ -151,13 +151,12 @@ const CHUNK: usize = 256;
 mod tests {
     use super::*;
     use crate::prime::ntt_primes;
-    use crate::sampling::Sampler;
     use num_bigint::BigUint;
 
     #[test]
     fn conversion_is_exact_up_to_a_small_multiple_of_q() {
         let n = 64;
-        let mut s = Sampler::from_os();
+        let mut s = crate::testing::sampler();
         for (lq, lp) in [(1, 1), (3, 2), (8, 4), (20, 3)] {
             let q_primes = ntt_primes(50, n, lq, &[]).unwrap();
             let p_primes = ntt_primes(60, n, lp, &[]).unwrap();

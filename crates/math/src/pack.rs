@@ -309,7 +309,6 @@ mod tests {
     use std::mem::MaybeUninit;
 
     use super::*;
-    use crate::Sampler;
 
     fn pack_scalar(src: &[u64], bits: u32) -> Vec<u8> {
         let mut out = vec![0xAA; packed_len(src.len(), bits)];
@@ -328,7 +327,7 @@ mod tests {
     /// after the other, zero-padded to a whole byte.
     #[test]
     fn packing_matches_a_bit_string() {
-        let mut s = Sampler::from_os();
+        let mut s = crate::testing::sampler();
         for bits in 1..=64u32 {
             // Tails alone (1, 3), whole groups of eight (8, 64, 1000), both (1003).
             for n in [1usize, 3, 8, 64, 1000, 1003] {
@@ -369,7 +368,7 @@ mod tests {
     /// the prime.
     #[test]
     fn specialised_loops_agree_with_the_general_ones() {
-        let mut s = Sampler::from_os();
+        let mut s = crate::testing::sampler();
         for bits in 1..=64u32 {
             let top = u64::MAX >> (64 - bits);
             let groups = 129;

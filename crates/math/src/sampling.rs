@@ -301,7 +301,7 @@ mod tests {
 
     #[test]
     fn gaussian_statistics() {
-        let mut s = Sampler::from_os();
+        let mut s = crate::testing::sampler();
         let x = s.gaussian(200_000);
         let (mean, var) = mean_var(&x);
         // Standard error of the mean is σ/√n ≈ 0.007; of the variance ≈ 0.03.
@@ -313,7 +313,7 @@ mod tests {
 
     #[test]
     fn ternary_statistics() {
-        let mut s = Sampler::from_os();
+        let mut s = crate::testing::sampler();
         let x = s.ternary(90_000);
         for v in [-1, 0, 1] {
             let frac = x.iter().filter(|&&t| t == v).count() as f64 / x.len() as f64;
@@ -328,7 +328,7 @@ mod tests {
 
     #[test]
     fn hamming_weight_is_exact() {
-        let mut s = Sampler::from_os();
+        let mut s = crate::testing::sampler();
         for (n, h) in [(16, 0), (16, 16), (1024, 64), (1 << 16, 192)] {
             let x = s.ternary_hamming(n, h).unwrap();
             assert_eq!(x.len(), n);
@@ -343,7 +343,7 @@ mod tests {
 
     #[test]
     fn uniform_is_in_range_and_balanced() {
-        let mut s = Sampler::from_os();
+        let mut s = crate::testing::sampler();
         let q = ntt_primes(60, 1024, 1, &[]).unwrap()[0];
         let x: Vec<u64> = (0..100_000).map(|_| s.uniform_mod(q)).collect();
         assert!(x.iter().all(|&v| v < q));
@@ -361,7 +361,7 @@ mod tests {
         assert_eq!(a, expand_seed_uniform(&[3; 32], &basis));
         assert_ne!(a, expand_seed_uniform(&[4; 32], &basis));
         assert_eq!(a.domain(), Domain::Ntt);
-        let mut s = Sampler::from_os();
+        let mut s = crate::testing::sampler();
         assert_ne!(s.seed(), s.seed());
     }
 
@@ -370,7 +370,7 @@ mod tests {
     /// loops are held to it by the backend parity suite).
     #[test]
     fn keep_below_keeps_the_words_below_q() {
-        let mut s = Sampler::from_os();
+        let mut s = crate::testing::sampler();
         for q in [(1 << 49) + 1, (1u64 << 50) - 27, 65537, u64::MAX - 58] {
             let mask = covering_mask(q);
             let mut blocks = [aes::Block::default(); KEYSTREAM_BLOCKS];

@@ -9,7 +9,7 @@ use crate::tests::setup;
 use crate::*;
 
 fn fuzz<T>(good: &[u8], decode: impl Fn(&[u8]) -> Result<T>) {
-    let mut s = Sampler::from_os();
+    let mut s = hecloud_math::testing::sampler();
     // Truncations (every header length, random body lengths).
     for len in (0..HEADER_LEN + 8).chain((0..50).map(|_| s.uniform_mod(good.len() as u64) as usize))
     {
@@ -80,7 +80,7 @@ fn ciphertexts_roundtrip_and_seeded_is_half_size() {
     let (params, sk) = setup(10, 3, None);
     let mut enc = Encryptor::new(&params);
     let pk = KeyGenerator::new(&params).gen_public_key(&sk).unwrap();
-    let mut s = Sampler::from_os();
+    let mut s = hecloud_math::testing::sampler();
     for level in [0, 3] {
         let m = s.uniform_poly(params.q_at(level).unwrap(), hecloud_math::Domain::Ntt);
         let pt = Plaintext::new(&params, m, level, 2f64.powi(40)).unwrap();
@@ -125,7 +125,7 @@ fn byte_ranges_are_slices_of_the_serialized_form() {
     let (params, sk) = setup(10, 3, None);
     let mut enc = Encryptor::new(&params);
     let pk = KeyGenerator::new(&params).gen_public_key(&sk).unwrap();
-    let mut s = Sampler::from_os();
+    let mut s = hecloud_math::testing::sampler();
     let m = s.uniform_poly(params.q_at(3).unwrap(), hecloud_math::Domain::Ntt);
     let pt = Plaintext::new(&params, m, 3, 2f64.powi(40)).unwrap();
     for ct in [
@@ -226,7 +226,7 @@ fn ciphertexts_decode_the_same_streamed() {
     let (params, sk) = setup(10, 3, None);
     let mut enc = Encryptor::new(&params);
     let pk = KeyGenerator::new(&params).gen_public_key(&sk).unwrap();
-    let mut s = Sampler::from_os();
+    let mut s = hecloud_math::testing::sampler();
     let streamed = |b: &[u8], s: &mut Sampler| -> Result<Ciphertext> {
         let mut d = CiphertextDecoder::new(&params, b.len());
         let mut at = 0;
