@@ -168,7 +168,7 @@ fn random_and_mutated_bytes_never_panic_or_overallocate() {
         } else {
             let (_, b) = &msgs[i % msgs.len()];
             let mut m = mutate(&mut rng, b);
-            if rng.next_u32() % 4 == 0 {
+            if rng.next_u32().is_multiple_of(4) {
                 m = mutate(&mut rng, &m);
             }
             m
