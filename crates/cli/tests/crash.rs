@@ -120,10 +120,13 @@ fn free_port() -> u16 {
         .port()
 }
 
+/// `n` bytes from the test's replayable random stream
+/// (`hecloud_math::testing`: the seed is printed, `HECLOUD_TEST_SEED`
+/// replays it).
 fn random_bytes(n: usize) -> Vec<u8> {
-    use rand_core::{OsRng, TryRngCore};
+    use rand_core::RngCore;
     let mut v = vec![0u8; n];
-    OsRng.try_fill_bytes(&mut v).unwrap();
+    hecloud_math::testing::rng().fill_bytes(&mut v);
     v
 }
 

@@ -46,25 +46,24 @@ pub struct Service {
     kept_bytes: Arc<AtomicU64>,
     /// Submissions waiting for their inputs, per tenant (each holds a
     /// blocking thread while it waits).
-    waiting: Arc<std::sync::Mutex<HashMap<String, u32>>>,
+    pub(crate) waiting: WaitingCount,
     /// What uploaded CKKS objects are checked against.
     known_params: Arc<upload::KnownParams>,
 }
 
+/// Submissions waiting for their inputs, per tenant.
+pub(crate) type WaitingCount = Arc<std::sync::Mutex<HashMap<String, u32>>>;
+
 /// A tenant's place among the submissions waiting for inputs, given back
 /// when dropped.
 struct Waiting {
-    count: Arc<std::sync::Mutex<HashMap<String, u32>>>,
+    count: WaitingCount,
     tenant: String,
 }
 
 impl Waiting {
     /// A place, if the tenant has fewer than `max` waiting.
-    fn enter(
-        count: &Arc<std::sync::Mutex<HashMap<String, u32>>>,
-        tenant: &str,
-        max: u32,
-    ) -> Result<Self, Status> {
+    fn enter(count: &WaitingCount, tenant: &str, max: u32) -> Result<Self, Status> {
         let mut c = count.lock().unwrap();
         let n = c.entry(tenant.to_string()).or_default();
         if *n >= max {
