@@ -120,10 +120,13 @@ fn free_port() -> u16 {
         .port()
 }
 
+/// `n` bytes from the test's replayable random stream
+/// (`hecloud_math::testing`: the seed is printed, `HECLOUD_TEST_SEED`
+/// replays it).
 fn random_bytes(n: usize) -> Vec<u8> {
-    use rand_core::{OsRng, TryRngCore};
+    use rand_core::RngCore;
     let mut v = vec![0u8; n];
-    OsRng.try_fill_bytes(&mut v).unwrap();
+    hecloud_math::testing::rng().fill_bytes(&mut v);
     v
 }
 
@@ -239,9 +242,15 @@ async fn a_cancel_survives_sigkill_and_a_restart_that_cannot_listen_costs_no_att
         .submit(rpc::JOB_KIND_ECHO, b"drop".to_vec(), "")
         .await
         .unwrap();
+    // Both wait on the key holder: running, and past the progress report
+    // that would otherwise overwrite the "cancelling" note below.
     let t = Instant::now();
     for id in [&keep.job_id, &drop_it.job_id] {
-        while c.job(id).await.unwrap().state != JobState::Running as i32 {
+        loop {
+            let j = c.job(id).await.unwrap();
+            if j.state == JobState::Running as i32 && j.message == "calling the key holder" {
+                break;
+            }
             assert!(t.elapsed() < Duration::from_secs(30), "job never started");
             tokio::time::sleep(Duration::from_millis(20)).await;
         }

@@ -17,7 +17,10 @@ use tonic::Code;
 
 mod common;
 
-use common::{ALICE, BOB, Setup, code, config, connect, echo_key_holder, server, small_ckks};
+use common::{
+    ALICE, BOB, Setup, code, config, connect, echo_key_holder, random_bytes, random_values, server,
+    small_ckks,
+};
 
 /// Flips one byte of a stored blob, as a failing disk would.
 fn flip_byte(data_dir: &std::path::Path, id: &str, at: usize) {
@@ -33,7 +36,7 @@ async fn a_damaged_blob_fails_its_job_instead_of_giving_a_wrong_answer() {
     let alice = connect(&s, ALICE).await;
     let (params, keys, session) = small_ckks(&alice).await;
     let enc = Encoder::new(&params);
-    let values = workload::random_values(8);
+    let values = random_values(8);
     let ct = keys
         .encrypt(
             &enc.encode_real(&values, params.max_level(), params.default_scale())
@@ -221,20 +224,25 @@ async fn tenants_are_served_in_turn() {
     let s = server(Quota::default(), 1).await;
     let alice = connect(&s, ALICE).await;
     let bob = connect(&s, BOB).await;
-    let slow = || {
-        Arc::new(|_: &str, p: &[u8]| {
-            std::thread::sleep(Duration::from_millis(600));
-            Ok(p.to_vec())
-        }) as hecloud_client::CallbackHandler
-    };
+    // Alice's key holder answers her first job only once Bob's job is
+    // queued, so that her others are still queued then; every answer takes
+    // 50 ms, so that the jobs' end times (in ms) differ.
+    let (let_go, held) = std::sync::mpsc::channel::<()>();
+    let held = std::sync::Mutex::new(held);
+    let alices = Arc::new(move |_: &str, p: &[u8]| {
+        let _ = held.lock().unwrap().recv_timeout(Duration::from_secs(60));
+        std::thread::sleep(Duration::from_millis(50));
+        Ok(p.to_vec())
+    }) as hecloud_client::CallbackHandler;
+    let bobs = Arc::new(|_: &str, p: &[u8]| {
+        std::thread::sleep(Duration::from_millis(50));
+        Ok(p.to_vec())
+    }) as hecloud_client::CallbackHandler;
     let _a = alice
-        .open_session(&[rpc::CALLBACK_ECHO], slow())
+        .open_session(&[rpc::CALLBACK_ECHO], alices)
         .await
         .unwrap();
-    let _b = bob
-        .open_session(&[rpc::CALLBACK_ECHO], slow())
-        .await
-        .unwrap();
+    let _b = bob.open_session(&[rpc::CALLBACK_ECHO], bobs).await.unwrap();
     let mut mine = vec![];
     for i in 0..4 {
         let j = alice
@@ -249,6 +257,8 @@ async fn tenants_are_served_in_turn() {
         .submit(rpc::JOB_KIND_ECHO, b"b".to_vec(), "")
         .await
         .unwrap();
+    // Let go once Bob's job is queued (then every call is let go at once).
+    drop(let_go);
     let b = bob.wait(&b.job_id, &|_| {}).await.unwrap();
     assert_eq!(b.state, JobState::Succeeded as i32, "{}", b.error);
     let mut later = 0;
@@ -347,13 +357,6 @@ async fn a_second_server_on_a_data_dir_is_refused() {
     s.server.stop().await.unwrap();
 }
 
-fn random_bytes(n: usize) -> Vec<u8> {
-    use rand_core::{OsRng, TryRngCore};
-    let mut v = vec![0u8; n];
-    OsRng.try_fill_bytes(&mut v).unwrap();
-    v
-}
-
 /// The refusal of bytes that are not what their upload says; its message.
 fn not_what_it_says<T: std::fmt::Debug>(r: Result<T, hecloud_client::ClientError>) -> String {
     let (c, m) = code(r);
@@ -369,7 +372,7 @@ async fn uploads_are_refused_as_they_arrive_unless_they_are_what_their_kind_says
     let (params, keys, session) = small_ckks(&alice).await;
     let stored = alice.list().await.unwrap();
     let enc = Encoder::new(&params);
-    let values = workload::random_values(8);
+    let values = random_values(8);
     let encrypted = || {
         keys.encrypt(
             &enc.encode_real(&values, params.max_level(), params.default_scale())

@@ -16,14 +16,7 @@ use tonic::Code;
 
 mod common;
 
-use common::{ALICE, BOB, code, connect, server, small_ckks};
-
-fn random_bytes(n: usize) -> Vec<u8> {
-    use rand_core::{OsRng, TryRngCore};
-    let mut v = vec![0u8; n];
-    OsRng.try_fill_bytes(&mut v).unwrap();
-    v
-}
+use common::{ALICE, BOB, code, connect, random_bytes, random_values, server, small_ckks};
 
 fn header(bytes: &[u8], kind: &str, id: &str) -> UploadHeader {
     UploadHeader {
@@ -441,12 +434,15 @@ async fn job_quota_and_cancellation() {
     };
     let s = server(quota, 1).await;
     let alice = connect(&s, ALICE).await;
-    // A slow key holder keeps the single worker busy.
+    // A key holder that answers only once let go keeps the single worker
+    // busy (and j2 queued) until the checks below are done.
+    let (let_go, held) = std::sync::mpsc::channel::<()>();
+    let held = std::sync::Mutex::new(held);
     let _session = alice
         .open_session(
             &[rpc::CALLBACK_ECHO],
-            Arc::new(|_, p: &[u8]| {
-                std::thread::sleep(Duration::from_millis(1500));
+            Arc::new(move |_, p: &[u8]| {
+                let _ = held.lock().unwrap().recv_timeout(Duration::from_secs(60));
                 Ok(p.to_vec())
             }),
         )
@@ -476,6 +472,7 @@ async fn job_quota_and_cancellation() {
     // j2 is still queued behind j1: cancel it.
     let c2 = alice.cancel(&j2.job_id).await.unwrap();
     assert_eq!(c2.state, JobState::Cancelled as i32);
+    drop(let_go);
     let events = std::sync::Mutex::new(vec![]);
     let d1 = alice
         .wait(&j1.job_id, &|j| events.lock().unwrap().push(j.state))
@@ -511,7 +508,7 @@ async fn ckks_graph_jobs_match_plaintext_and_bad_graphs_are_refused() {
     let (params, keys, session) = small_ckks(&alice).await;
     let enc = Encoder::new(&params);
     for count in [1usize, 5, 32] {
-        let values = workload::random_values(count);
+        let values = random_values(count);
         let ct = keys
             .encrypt(
                 &enc.encode_real(&values, params.max_level(), params.default_scale())
@@ -568,7 +565,7 @@ async fn ckks_graph_jobs_match_plaintext_and_bad_graphs_are_refused() {
         assert!(m.contains("not found"), "{m}");
     }
     // A graph that needs a rotation key the session lacks is refused up front.
-    let values = workload::random_values(4);
+    let values = random_values(4);
     let ct = encrypted(&params, &keys, &values);
     let id = ObjectId::of(&ct);
     alice.upload("ckks.ciphertext", Arc::new(ct)).await.unwrap();
@@ -643,7 +640,7 @@ async fn a_job_submitted_while_its_input_uploads_starts_once_the_bytes_are_in() 
     let bob = connect(&s, BOB).await;
     let (params, keys, session) = small_ckks(&alice).await;
     let enc = Encoder::new(&params);
-    let values = workload::random_values(8);
+    let values = random_values(8);
     let ct = encrypted(&params, &keys, &values);
     let id = ObjectId::of(&ct);
     let job = workload::statistics_graph(session, id, values.len());
@@ -701,7 +698,12 @@ async fn a_job_submitted_while_its_input_uploads_starts_once_the_bytes_are_in() 
                 .await
         })
     };
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    // Refused once both wait (the server's count, polled).
+    let t = std::time::Instant::now();
+    while s.server.waiting_submissions("alice") < 2 {
+        assert!(t.elapsed() < Duration::from_secs(20), "never waited");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
     let (c, m) = code(
         alice
             .submit_awaiting_inputs(
@@ -788,7 +790,7 @@ async fn sixteen_concurrent_clients_run_the_demo_workload() {
         let c = connect(&s, ALICE).await;
         let (ck, tf) = (ck.clone(), tf.clone());
         tasks.push(tokio::spawn(async move {
-            let values = workload::random_values(10 + 3 * i);
+            let values = random_values(10 + 3 * i);
             let a = workload::ckks_statistics(&c, &ck, &values).await?;
             let b = workload::tfhe_compare(&c, &tf, 4).await?;
             let d = workload::tfhe_sum(&c, &tf, 2, 3).await?;

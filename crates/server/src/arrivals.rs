@@ -12,14 +12,35 @@ use std::collections::HashMap;
 use std::sync::{Arc, Condvar, Mutex, OnceLock};
 use std::time::Instant;
 
+use hecloud_protocol::ObjectId;
+
 /// How storing an arrived object ended: `Err` says why it was not stored.
 #[derive(Debug, Default)]
-pub struct Outcome(OnceLock<Result<(), String>>);
+pub struct Outcome {
+    done: OnceLock<Result<(), String>>,
+    /// Calls of [`Self::wait`] so far (see [`Self::waited`]).
+    #[cfg(test)]
+    waits: std::sync::atomic::AtomicUsize,
+}
 
 impl Outcome {
     /// Waits until the object is stored or has failed to be.
     pub fn wait(&self) -> &Result<(), String> {
-        self.0.wait()
+        #[cfg(test)]
+        self.waits.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        self.done.wait()
+    }
+
+    /// Waits (polling, up to 10 s) until [`Self::wait`] has been called:
+    /// a test resolves the outcome once a reader waits on it, instead of
+    /// guessing how long that takes.
+    #[cfg(test)]
+    pub(crate) fn await_waiter(&self) {
+        let deadline = Instant::now() + std::time::Duration::from_secs(10);
+        while self.waits.load(std::sync::atomic::Ordering::SeqCst) == 0 {
+            assert!(Instant::now() < deadline, "nothing waited");
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
     }
 }
 
@@ -36,13 +57,15 @@ pub struct Arrival {
 
 #[derive(Debug, Default)]
 struct State {
-    /// By (tenant, hex id); the same bytes may arrive in two uploads at
-    /// once, each entry tagged by its serial.
-    arrived: HashMap<(String, String), Vec<(u64, Arrival)>>,
+    /// By (tenant, id); the same bytes may arrive in two uploads at once,
+    /// each entry tagged by its serial.
+    arrived: HashMap<(String, ObjectId), Vec<(u64, Arrival)>>,
     next_serial: u64,
     /// Bumped on every change, so that a waiter does not miss one that
     /// happened while it looked elsewhere (in the store).
     generation: u64,
+    /// Waiters blocked in [`Arrivals::wait_until`] now.
+    waiting: usize,
 }
 
 /// The objects of every tenant that have arrived and are being stored.
@@ -53,13 +76,13 @@ pub struct Arrivals {
 }
 
 impl Arrivals {
-    /// Records that every byte of object `id` (hex) of `tenant` is in and
+    /// Records that every byte of object `id` of `tenant` is in and
     /// verified. The guard must say how storing it ended; dropped, it says
     /// the object was not stored.
     pub fn arrived(
         self: &Arc<Self>,
         tenant: &str,
-        id: &str,
+        id: ObjectId,
         kind: &str,
         size: u64,
     ) -> ArrivalGuard {
@@ -69,7 +92,7 @@ impl Arrivals {
         s.next_serial += 1;
         s.generation += 1;
         s.arrived
-            .entry((tenant.to_string(), id.to_string()))
+            .entry((tenant.to_string(), id))
             .or_default()
             .push((
                 serial,
@@ -83,18 +106,18 @@ impl Arrivals {
         self.changed.notify_all();
         ArrivalGuard {
             arrivals: self.clone(),
-            key: (tenant.to_string(), id.to_string()),
+            key: (tenant.to_string(), id),
             serial,
             outcome,
             resolved: false,
         }
     }
 
-    /// Object `id` (hex) of `tenant`, if it has arrived and is being stored.
-    pub fn get(&self, tenant: &str, id: &str) -> Option<Arrival> {
+    /// Object `id` of `tenant`, if it has arrived and is being stored.
+    pub fn get(&self, tenant: &str, id: ObjectId) -> Option<Arrival> {
         let s = self.state.lock().unwrap();
         s.arrived
-            .get(&(tenant.to_string(), id.to_string()))
+            .get(&(tenant.to_string(), id))
             .and_then(|v| v.first())
             .map(|(_, a)| a.clone())
     }
@@ -116,14 +139,35 @@ impl Arrivals {
             if now >= deadline {
                 return Ok(false);
             }
-            let s = self.state.lock().unwrap();
+            let mut s = self.state.lock().unwrap();
             if s.generation == seen {
-                drop(self.changed.wait_timeout(s, deadline - now).unwrap());
+                s.waiting += 1;
+                let (mut s, _) = self.changed.wait_timeout(s, deadline - now).unwrap();
+                s.waiting -= 1;
             }
         }
     }
 
-    fn resolve(&self, key: &(String, String), serial: u64) {
+    /// How many threads are blocked in [`Self::wait_until`] now: a test
+    /// announces an object once its waiter is waiting, instead of guessing
+    /// how long that takes.
+    #[cfg(test)]
+    pub(crate) fn waiters(&self) -> usize {
+        self.state.lock().unwrap().waiting
+    }
+
+    /// Waits (polling, up to 10 s) until `n` threads wait in
+    /// [`Self::wait_until`].
+    #[cfg(test)]
+    pub(crate) fn await_waiters(&self, n: usize) {
+        let deadline = Instant::now() + std::time::Duration::from_secs(10);
+        while self.waiters() != n {
+            assert!(Instant::now() < deadline, "no waiter came");
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+    }
+
+    fn resolve(&self, key: &(String, ObjectId), serial: u64) {
         let mut s = self.state.lock().unwrap();
         if let Some(v) = s.arrived.get_mut(key) {
             v.retain(|(n, _)| *n != serial);
@@ -141,7 +185,7 @@ impl Arrivals {
 #[derive(Debug)]
 pub struct ArrivalGuard {
     arrivals: Arc<Arrivals>,
-    key: (String, String),
+    key: (String, ObjectId),
     serial: u64,
     outcome: Arc<Outcome>,
     resolved: bool,
@@ -162,7 +206,7 @@ impl ArrivalGuard {
     fn resolve(&mut self, r: Result<(), String>) {
         if !self.resolved {
             self.resolved = true;
-            let _ = self.outcome.0.set(r);
+            let _ = self.outcome.done.set(r);
             self.arrivals.resolve(&self.key, self.serial);
         }
     }
@@ -179,35 +223,38 @@ mod tests {
     use super::*;
     use std::time::Duration;
 
+    const AB: ObjectId = ObjectId([0xab; 32]);
+    const CD: ObjectId = ObjectId([0xcd; 32]);
+
     #[test]
     fn arrival_is_seen_until_resolved() {
         let a = Arc::new(Arrivals::default());
-        let g = a.arrived("t", "ab", "raw", 3);
-        let seen = a.get("t", "ab").unwrap();
+        let g = a.arrived("t", AB, "raw", 3);
+        let seen = a.get("t", AB).unwrap();
         assert_eq!((seen.kind.as_str(), seen.size), ("raw", 3));
-        assert!(a.get("u", "ab").is_none(), "another tenant's arrival");
+        assert!(a.get("u", AB).is_none(), "another tenant's arrival");
         g.stored();
-        assert!(a.get("t", "ab").is_none());
+        assert!(a.get("t", AB).is_none());
         assert_eq!(seen.outcome.wait(), &Ok(()));
     }
 
     #[test]
     fn a_dropped_guard_fails_the_object() {
         let a = Arc::new(Arrivals::default());
-        let g = a.arrived("t", "ab", "raw", 3);
-        let seen = a.get("t", "ab").unwrap();
+        let g = a.arrived("t", AB, "raw", 3);
+        let seen = a.get("t", AB).unwrap();
         drop(g);
         assert!(seen.outcome.wait().is_err());
-        assert!(a.get("t", "ab").is_none());
+        assert!(a.get("t", AB).is_none());
     }
 
     #[test]
     fn the_same_bytes_in_two_uploads() {
         let a = Arc::new(Arrivals::default());
-        let g1 = a.arrived("t", "ab", "raw", 3);
-        let g2 = a.arrived("t", "ab", "raw", 3);
+        let g1 = a.arrived("t", AB, "raw", 3);
+        let g2 = a.arrived("t", AB, "raw", 3);
         g1.failed("disk full".into());
-        let seen = a.get("t", "ab").expect("the second is still arriving");
+        let seen = a.get("t", AB).expect("the second is still arriving");
         g2.stored();
         assert_eq!(seen.outcome.wait(), &Ok(()));
     }
@@ -218,15 +265,16 @@ mod tests {
         let a2 = a.clone();
         let waiter = std::thread::spawn(move || {
             let deadline = Instant::now() + Duration::from_secs(10);
-            a2.wait_until(deadline, || Ok::<_, ()>(a2.get("t", "ab").is_some()))
+            a2.wait_until(deadline, || Ok::<_, ()>(a2.get("t", AB).is_some()))
         });
-        std::thread::sleep(Duration::from_millis(20));
-        let g = a.arrived("t", "ab", "raw", 3);
+        // Announced only once the waiter waits: it must be woken by it.
+        a.await_waiters(1);
+        let g = a.arrived("t", AB, "raw", 3);
         assert_eq!(waiter.join().unwrap(), Ok(true));
         g.stored();
         let t = Instant::now();
         let r = a.wait_until(t + Duration::from_millis(50), || {
-            Ok::<_, ()>(a.get("t", "cd").is_some())
+            Ok::<_, ()>(a.get("t", CD).is_some())
         });
         assert_eq!(r, Ok(false));
         assert!(t.elapsed() >= Duration::from_millis(50));

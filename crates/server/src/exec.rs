@@ -54,8 +54,8 @@ pub struct TenantObjects {
     arriving: Arc<Mutex<Vec<ArrivingObject>>>,
 }
 
-/// An object served before it was stored: hex id, and how storing it ends.
-type ArrivingObject = (String, Arc<Outcome>);
+/// An object served before it was stored: its id, and how storing it ends.
+type ArrivingObject = (ObjectId, Arc<Outcome>);
 
 impl TenantObjects {
     /// The view of `tenant`.
@@ -77,18 +77,15 @@ impl TenantObjects {
     }
 
     /// Metadata of one of the tenant's objects, stored or arrived.
-    pub fn meta(&self, id: &str) -> Result<ObjectMeta, JobError> {
+    pub fn meta(&self, id: ObjectId) -> Result<ObjectMeta, JobError> {
         let mut found = None;
         // Arrivals first: one being stored holds the store's lock for its
         // commit, and is removed from the arrivals only once committed.
         let look = |found: &mut Option<ObjectMeta>| -> Result<bool, JobError> {
             if let Some(a) = self.store.arrivals().get(&self.tenant, id) {
-                self.arriving
-                    .lock()
-                    .unwrap()
-                    .push((id.to_string(), a.outcome));
+                self.arriving.lock().unwrap().push((id, a.outcome));
                 *found = Some(ObjectMeta {
-                    id: id.to_string(),
+                    id,
                     kind: a.kind,
                     size: a.size,
                     created_ms: crate::store::now_ms(),
@@ -116,7 +113,7 @@ impl TenantObjects {
     }
 
     /// Metadata and bytes of one of the tenant's objects.
-    pub fn get(&self, id: &str) -> Result<(ObjectMeta, Vec<u8>), JobError> {
+    pub fn get(&self, id: ObjectId) -> Result<(ObjectMeta, Vec<u8>), JobError> {
         let meta = self.meta(id)?;
         let bytes = self.bytes(&meta)?;
         Ok((meta, bytes))
@@ -135,17 +132,15 @@ impl TenantObjects {
             .find(|(id, _)| *id == meta.id)
             .map(|(_, o)| o.clone());
         if let Some(o) = arriving {
-            Self::stored(&meta.id, &o)?;
+            Self::stored(meta.id, &o)?;
         }
-        self.store
-            .read_blob_verified(&meta.id)
-            .map_err(|e| match e {
-                crate::ServerError::Damaged(m) => JobError::Damaged(m),
-                e => JobError::Failed(format!("reading object {}: {e}", meta.id)),
-            })
+        self.store.read_blob_verified(meta.id).map_err(|e| match e {
+            crate::ServerError::Damaged(m) => JobError::Damaged(m),
+            e => JobError::Failed(format!("reading object {}: {e}", meta.id)),
+        })
     }
 
-    fn stored(id: &str, outcome: &Outcome) -> Result<(), JobError> {
+    fn stored(id: ObjectId, outcome: &Outcome) -> Result<(), JobError> {
         outcome
             .wait()
             .clone()
@@ -156,7 +151,7 @@ impl TenantObjects {
     /// stored; fails if one could not be. A job succeeds only after this.
     pub fn settle(&self) -> Result<(), JobError> {
         let arriving = std::mem::take(&mut *self.arriving.lock().unwrap());
-        arriving.iter().try_for_each(|(id, o)| Self::stored(id, o))
+        arriving.iter().try_for_each(|(id, o)| Self::stored(*id, o))
     }
 
     /// The tenant.
@@ -421,7 +416,7 @@ impl GraphExecutor {
         };
         p.input_ids
             .iter()
-            .all(|id| objects.meta(&id.to_hex()).is_ok())
+            .all(|id| objects.meta(*id).is_ok())
             .then_some(p)
     }
 
@@ -460,15 +455,14 @@ impl GraphExecutor {
     }
 
     fn load_keys(&self, objects: &TenantObjects, id: &ObjectId) -> Result<SessionKeys, JobError> {
-        let hex = id.to_hex();
-        let invalid = |e: String| JobError::Invalid(format!("session {hex}: {e}"));
-        let (meta, bytes) = objects.get(&hex).map_err(|e| match e {
-            JobError::Invalid(_) => JobError::Invalid(format!("session {hex} not found")),
+        let invalid = |e: String| JobError::Invalid(format!("session {id}: {e}"));
+        let (meta, bytes) = objects.get(*id).map_err(|e| match e {
+            JobError::Invalid(_) => JobError::Invalid(format!("session {id} not found")),
             other => other,
         })?;
         if meta.kind != SESSION_KIND {
             return Err(JobError::Invalid(format!(
-                "object {hex} is a {}, not a session",
+                "object {id} is a {}, not a session",
                 meta.kind
             )));
         }
@@ -477,7 +471,7 @@ impl GraphExecutor {
             .map_err(|e| invalid(e.to_string()))?;
         // A damaged key is reported as such, not as a missing one.
         let damaged = Mutex::new(None);
-        let keys = SessionKeys::load(&spec, params, |oid| match objects.get(&oid.to_hex()) {
+        let keys = SessionKeys::load(&spec, params, |oid| match objects.get(*oid) {
             Ok((_, b)) => Some(b),
             Err(JobError::Damaged(m)) => {
                 *damaged.lock().unwrap() = Some(m);
@@ -507,10 +501,9 @@ impl GraphExecutor {
         // this thread, which may wait for them: see `take_decoded`).
         let mut ahead = Vec::with_capacity(job.inputs.len());
         for (i, id) in job.inputs.iter().enumerate() {
-            let hex = id.to_hex();
-            let meta = objects.meta(&hex).map_err(|e| match e {
+            let meta = objects.meta(*id).map_err(|e| match e {
                 JobError::Invalid(_) => {
-                    JobError::Invalid(format!("input {i}: object {hex} not found"))
+                    JobError::Invalid(format!("input {i}: object {id} not found"))
                 }
                 other => other,
             })?;
@@ -528,7 +521,6 @@ impl GraphExecutor {
             .zip(ahead)
             .enumerate()
             .map(|(i, (id, (meta, obj)))| {
-                let hex = id.to_hex();
                 let kind = rpc::parse_object_kind(&meta.kind).ok_or_else(|| {
                     JobError::Invalid(format!(
                         "input {i}: a {} object cannot be a job input",
@@ -541,7 +533,7 @@ impl GraphExecutor {
                         let bytes = objects.bytes(&meta)?;
                         params
                             .decode(kind, &bytes)
-                            .map_err(|e| JobError::Invalid(format!("input {i} ({hex}): {e}")))?
+                            .map_err(|e| JobError::Invalid(format!("input {i} ({id}): {e}")))?
                     }
                 };
                 // The store checked that the bytes hash to their id on upload.
@@ -751,6 +743,10 @@ fn decode_ahead(sessions: &[Arc<SessionKeys>], size: usize, feed: std::sync::mps
 mod tests {
     use super::*;
 
+    const AB: ObjectId = ObjectId([0xab; 32]);
+    const CD: ObjectId = ObjectId([0xcd; 32]);
+    const EF: ObjectId = ObjectId([0xef; 32]);
+
     fn view() -> (tempfile::TempDir, Arc<Store>) {
         let dir = tempfile::tempdir().unwrap();
         let store = Arc::new(Store::open(dir.path()).unwrap());
@@ -761,22 +757,21 @@ mod tests {
     fn an_arrived_object_is_served_and_settled_once_stored() {
         let (_dir, store) = view();
         let bytes = b"arrived bytes".to_vec();
-        let id = blake3::hash(&bytes).to_hex().to_string();
-        let guard = store
-            .arrivals()
-            .arrived("t", &id, "raw", bytes.len() as u64);
+        let id = ObjectId::of(&bytes);
+        let guard = store.arrivals().arrived("t", id, "raw", bytes.len() as u64);
         let objects = TenantObjects::new(store.clone(), "t");
-        let meta = objects.meta(&id).unwrap();
+        let meta = objects.meta(id).unwrap();
         assert_eq!((meta.kind.as_str(), meta.size), ("raw", bytes.len() as u64));
         assert!(
-            TenantObjects::new(store.clone(), "u").meta(&id).is_err(),
+            TenantObjects::new(store.clone(), "u").meta(id).is_err(),
             "another tenant's"
         );
-        // Stored on another thread while the job reads it.
+        // Stored on another thread once the job waits to read it.
         let s = store.clone();
         let b = bytes.clone();
+        let outcome = store.arrivals().get("t", id).unwrap().outcome;
         let storing = std::thread::spawn(move || {
-            std::thread::sleep(Duration::from_millis(30));
+            outcome.await_waiter();
             s.put_object("t", "raw", &b).unwrap();
             guard.stored();
         });
@@ -788,9 +783,9 @@ mod tests {
     #[test]
     fn a_job_on_an_object_that_was_not_stored_fails() {
         let (_dir, store) = view();
-        let guard = store.arrivals().arrived("t", "ab", "raw", 3);
+        let guard = store.arrivals().arrived("t", AB, "raw", 3);
         let objects = TenantObjects::new(store.clone(), "t");
-        let meta = objects.meta("ab").unwrap();
+        let meta = objects.meta(AB).unwrap();
         guard.failed("disk full".into());
         let e = objects.settle().unwrap_err();
         assert!(
@@ -799,7 +794,7 @@ mod tests {
         );
         assert!(objects.bytes(&meta).is_err());
         // Gone from the arrivals, and never stored.
-        assert!(matches!(objects.meta("ab"), Err(JobError::Invalid(_))));
+        assert!(matches!(objects.meta(AB), Err(JobError::Invalid(_))));
     }
 
     #[test]
@@ -808,14 +803,15 @@ mod tests {
         let objects = TenantObjects::new(store.clone(), "t").awaiting(Duration::from_secs(10));
         let s = store.clone();
         let arriving = std::thread::spawn(move || {
-            std::thread::sleep(Duration::from_millis(30));
-            s.arrivals().arrived("t", "cd", "raw", 3)
+            // Announced once the job waits for it.
+            s.arrivals().await_waiters(1);
+            s.arrivals().arrived("t", CD, "raw", 3)
         });
-        assert_eq!(objects.meta("cd").unwrap().size, 3);
+        assert_eq!(objects.meta(CD).unwrap().size, 3);
         arriving.join().unwrap().stored();
         let t = Instant::now();
         let short = TenantObjects::new(store, "t").awaiting(Duration::from_millis(50));
-        assert!(matches!(short.meta("ef"), Err(JobError::Invalid(_))));
+        assert!(matches!(short.meta(EF), Err(JobError::Invalid(_))));
         assert!(t.elapsed() >= Duration::from_millis(50));
     }
 }

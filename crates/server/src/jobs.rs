@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
-use hecloud_protocol::JobState;
+use hecloud_protocol::{JobId, JobState};
 use tokio::sync::broadcast;
 
 use crate::config::Quota;
@@ -18,10 +18,10 @@ use crate::hub::SessionHub;
 use crate::store::{Completion, JobRecord, ReadyOutput, Store};
 
 /// A change to a job (tenant, job id): watchers re-read the job.
-pub type JobEvent = (String, String);
+pub type JobEvent = (String, JobId);
 
 /// A job: (tenant, job id).
-type JobKey = (String, String);
+type JobKey = (String, JobId);
 
 /// Queued jobs, served round robin between tenants: a tenant with many
 /// long jobs queued delays another tenant's next job by at most the jobs
@@ -35,7 +35,7 @@ struct FairQueue {
 #[derive(Debug, Default)]
 struct QueueState {
     /// Each tenant's queued jobs, oldest first.
-    jobs: HashMap<String, VecDeque<String>>,
+    jobs: HashMap<String, VecDeque<JobId>>,
     /// Tenants with queued jobs, in the order they are served.
     turns: VecDeque<String>,
     closed: bool,
@@ -43,7 +43,7 @@ struct QueueState {
 
 impl FairQueue {
     /// Queues a job; false once the queue is closed.
-    fn push(&self, tenant: &str, id: String) -> bool {
+    fn push(&self, tenant: &str, id: JobId) -> bool {
         let mut q = self.state.lock().unwrap();
         if q.closed {
             return false;
@@ -187,7 +187,7 @@ pub struct Jobs {
     executors: Executors,
     hub: Arc<SessionHub>,
     queue: FairQueue,
-    cancels: Mutex<HashMap<(String, String), Arc<AtomicBool>>>,
+    cancels: Mutex<HashMap<JobKey, Arc<AtomicBool>>>,
     events: broadcast::Sender<JobEvent>,
     quota: Quota,
     checks: CheckBudgets,
@@ -232,7 +232,7 @@ impl Jobs {
             ready: Mutex::default(),
         });
         for rec in jobs.store.unfinished_jobs()? {
-            let (tenant, id, attempts) = (&rec.tenant, &rec.id, rec.attempts);
+            let (tenant, id, attempts) = (&rec.tenant, rec.id, rec.attempts);
             if rec.cancel_requested {
                 tracing::info!(%tenant, job = %id, "job cancelled before the restart");
                 jobs.store
@@ -247,7 +247,7 @@ impl Jobs {
                 )?;
             } else {
                 tracing::info!(%tenant, job = %id, state = ?rec.state, "resuming job after restart");
-                jobs.queue.push(tenant, id.clone());
+                jobs.queue.push(tenant, id);
             }
         }
         for w in 0..workers {
@@ -257,7 +257,7 @@ impl Jobs {
                 .name(format!("hecloud-worker-{w}"))
                 .spawn(move || {
                     while let Some((tenant, id)) = jobs.queue.pop() {
-                        jobs.run_one(&tenant, &id, &rt);
+                        jobs.run_one(&tenant, id, &rt);
                     }
                 })?;
         }
@@ -300,11 +300,11 @@ impl Jobs {
     }
 
     /// The outputs of a job that has computed them and is storing them.
-    pub fn ready_outputs(&self, tenant: &str, id: &str) -> Option<Arc<[ReadyOutput]>> {
+    pub fn ready_outputs(&self, tenant: &str, id: JobId) -> Option<Arc<[ReadyOutput]>> {
         self.ready
             .lock()
             .unwrap()
-            .get(&(tenant.to_string(), id.to_string()))
+            .get(&(tenant.to_string(), id))
             .cloned()
     }
 
@@ -313,8 +313,8 @@ impl Jobs {
         self.events.subscribe()
     }
 
-    fn notify(&self, tenant: &str, id: &str) {
-        let _ = self.events.send((tenant.into(), id.into()));
+    fn notify(&self, tenant: &str, id: JobId) {
+        let _ = self.events.send((tenant.into(), id));
     }
 
     /// Checks and queues a job (blocking: may load keys and inputs). An
@@ -390,7 +390,7 @@ impl Jobs {
             rec
         };
         tracing::info!(%tenant, job = %rec.id, %kind, spec_bytes = spec.len(), est_seconds, "job queued");
-        if !self.queue.push(tenant, rec.id.clone()) {
+        if !self.queue.push(tenant, rec.id) {
             // Queued in the store: a restart runs it.
             return Err(ServerError::Precondition("server is shutting down".into()));
         }
@@ -403,19 +403,14 @@ impl Jobs {
     /// job is cancelled at once, a running one stops at its next step (a
     /// layer of a circuit, a graph node) and ends CANCELLED, its outputs
     /// dropped even if they were ready; a restart does not run it again.
-    pub fn cancel(&self, tenant: &str, id: &str) -> Result<JobRecord> {
+    pub fn cancel(&self, tenant: &str, id: JobId) -> Result<JobRecord> {
         let rec = self
             .store
             .job(tenant, id)?
             .ok_or_else(|| ServerError::NotFound(format!("job {id} not found")))?;
         if !rec.state.is_final() {
             self.store.request_cancel(tenant, id)?;
-            if let Some(c) = self
-                .cancels
-                .lock()
-                .unwrap()
-                .get(&(tenant.to_string(), id.to_string()))
-            {
+            if let Some(c) = self.cancels.lock().unwrap().get(&(tenant.to_string(), id)) {
                 c.store(true, Ordering::Relaxed);
             }
             tracing::info!(%tenant, job = %id, "job cancel requested");
@@ -424,13 +419,13 @@ impl Jobs {
         Ok(self.store.job(tenant, id)?.expect("job exists"))
     }
 
-    fn run_one(&self, tenant: &str, id: &str, rt: &tokio::runtime::Handle) {
+    fn run_one(&self, tenant: &str, id: JobId, rt: &tokio::runtime::Handle) {
         let rec = match self.store.job(tenant, id) {
             Ok(Some(r)) => r,
             _ => return,
         };
         let cancel = Arc::new(AtomicBool::new(false));
-        let key = (tenant.to_string(), id.to_string());
+        let key = (tenant.to_string(), id);
         self.cancels
             .lock()
             .unwrap()
@@ -564,16 +559,19 @@ mod tests {
     #[test]
     fn the_queue_serves_tenants_in_turn() {
         let q = FairQueue::default();
+        let job = |tag: u8, i: u8| JobId([tag, i, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0]);
+        let busy = |i| job(b'b', i);
+        let quiet = |i| job(b'q', i);
         for i in 0..4 {
-            assert!(q.push("busy", format!("b{i}")));
+            assert!(q.push("busy", busy(i)));
         }
-        assert!(q.push("quiet", "q0".into()));
-        assert_eq!(q.pop().unwrap(), ("busy".into(), "b0".into()));
+        assert!(q.push("quiet", quiet(0)));
+        assert_eq!(q.pop().unwrap(), ("busy".into(), busy(0)));
         // Queued after four of busy's jobs, served after one.
-        assert_eq!(q.pop().unwrap(), ("quiet".into(), "q0".into()));
-        assert!(q.push("quiet", "q1".into()));
-        let rest: Vec<String> = (0..4).map(|_| q.pop().unwrap().1).collect();
-        assert_eq!(rest, ["b1", "q1", "b2", "b3"]);
+        assert_eq!(q.pop().unwrap(), ("quiet".into(), quiet(0)));
+        assert!(q.push("quiet", quiet(1)));
+        let rest: Vec<JobId> = (0..4).map(|_| q.pop().unwrap().1).collect();
+        assert_eq!(rest, [busy(1), quiet(1), busy(2), busy(3)]);
         // Closed: a waiting worker is released, nothing more is taken.
         let q = Arc::new(q);
         let waiting = {
@@ -582,7 +580,7 @@ mod tests {
         };
         q.close();
         assert_eq!(waiting.join().unwrap(), None);
-        assert!(!q.push("quiet", "late".into()));
+        assert!(!q.push("quiet", job(b'l', 0)));
     }
 
     #[test]

@@ -57,6 +57,8 @@ pub struct RunningServer {
     shutdown: Option<oneshot::Sender<()>>,
     task: tokio::task::JoinHandle<std::result::Result<(), tonic::transport::Error>>,
     jobs: Arc<jobs::Jobs>,
+    /// Submissions waiting for their inputs, per tenant.
+    waiting: service::WaitingCount,
     /// Drops pending uploads idle past the expiry.
     sweeper: tokio::task::JoinHandle<()>,
 }
@@ -72,6 +74,18 @@ impl RunningServer {
     /// upload completed (while the store made them durable).
     pub fn inputs_decoded_on_upload(&self) -> u64 {
         self.jobs.inputs_decoded_on_upload()
+    }
+
+    /// Submissions of `tenant` waiting for their inputs now (each holds
+    /// one of the places bounded by its `max_concurrent_jobs`): a test
+    /// acts once a submission waits, instead of guessing how long it takes.
+    pub fn waiting_submissions(&self, tenant: &str) -> u32 {
+        self.waiting
+            .lock()
+            .unwrap()
+            .get(tenant)
+            .copied()
+            .unwrap_or(0)
     }
 
     /// Stops accepting requests, lets in-flight calls finish for up to two
@@ -145,6 +159,7 @@ pub async fn start(config: ServerConfig) -> Result<RunningServer> {
     )?;
     let upload_store = store.clone();
     let svc = service::Service::new(&config, store, jobs.clone(), hub);
+    let waiting = svc.waiting.clone();
     let limit = config.max_chunk_bytes as usize * 2 + (64 << 10);
     let grpc = HecloudServer::new(svc)
         .max_decoding_message_size(limit)
@@ -181,6 +196,7 @@ pub async fn start(config: ServerConfig) -> Result<RunningServer> {
         shutdown: Some(tx),
         task,
         jobs,
+        waiting,
         sweeper,
     })
 }

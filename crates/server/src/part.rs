@@ -369,11 +369,12 @@ fn start_writeback(_: &File, _: u64, _: u64) {}
 #[cfg(test)]
 mod tests {
     use super::*;
-    use rand_core::{OsRng, TryRngCore};
+    use rand_core::RngCore;
 
+    /// `n` bytes from the test's replayable random stream.
     fn random(n: usize) -> Vec<u8> {
-        let mut v = vec![0; n];
-        OsRng.try_fill_bytes(&mut v).unwrap();
+        let mut v = vec![0u8; n];
+        hecloud_math::testing::rng().fill_bytes(&mut v);
         v
     }
 

@@ -46,25 +46,24 @@ pub struct Service {
     kept_bytes: Arc<AtomicU64>,
     /// Submissions waiting for their inputs, per tenant (each holds a
     /// blocking thread while it waits).
-    waiting: Arc<std::sync::Mutex<HashMap<String, u32>>>,
+    pub(crate) waiting: WaitingCount,
     /// What uploaded CKKS objects are checked against.
     known_params: Arc<upload::KnownParams>,
 }
 
+/// Submissions waiting for their inputs, per tenant.
+pub(crate) type WaitingCount = Arc<std::sync::Mutex<HashMap<String, u32>>>;
+
 /// A tenant's place among the submissions waiting for inputs, given back
 /// when dropped.
 struct Waiting {
-    count: Arc<std::sync::Mutex<HashMap<String, u32>>>,
+    count: WaitingCount,
     tenant: String,
 }
 
 impl Waiting {
     /// A place, if the tenant has fewer than `max` waiting.
-    fn enter(
-        count: &Arc<std::sync::Mutex<HashMap<String, u32>>>,
-        tenant: &str,
-        max: u32,
-    ) -> Result<Self, Status> {
+    fn enter(count: &WaitingCount, tenant: &str, max: u32) -> Result<Self, Status> {
         let mut c = count.lock().unwrap();
         let n = c.entry(tenant.to_string()).or_default();
         if *n >= max {
@@ -169,7 +168,7 @@ fn job_id(s: &str) -> Result<JobId, Status> {
 /// Wire form of an object's metadata.
 pub fn object_info(m: &ObjectMeta) -> ObjectInfo {
     ObjectInfo {
-        object_id: m.id.clone(),
+        object_id: m.id.to_hex(),
         kind: m.kind.clone(),
         size: m.size,
         created_unix_ms: m.created_ms,
@@ -180,7 +179,7 @@ pub fn object_info(m: &ObjectMeta) -> ObjectInfo {
 /// Wire form of a job.
 pub fn job_info(r: &JobRecord) -> JobInfo {
     JobInfo {
-        job_id: r.id.clone(),
+        job_id: r.id.to_hex(),
         kind: r.kind.clone(),
         state: rpc::JobState::from(r.state).into(),
         progress: r.progress,
@@ -190,7 +189,7 @@ pub fn job_info(r: &JobRecord) -> JobInfo {
             .iter()
             .map(|o| rpc::JobOutput {
                 name: o.name.clone(),
-                object_id: o.object.id.clone(),
+                object_id: o.object.id.to_hex(),
                 kind: o.object.kind.clone(),
                 size: o.object.size,
                 data: Vec::new(),
@@ -217,7 +216,7 @@ fn watched_job(
     store: &Store,
     jobs: &Jobs,
     tenant: &str,
-    id: &str,
+    id: JobId,
     sent: &std::collections::HashSet<String>,
 ) -> Result<Option<(JobInfo, bool)>, ServerError> {
     let Some(r) = store.job(tenant, id)? else {
@@ -228,12 +227,13 @@ fn watched_job(
     if r.state == hecloud_protocol::JobState::Succeeded
         && small(info.outputs.iter().map(|o| o.size).sum())
     {
-        for o in info
+        for (o, stored) in info
             .outputs
             .iter_mut()
-            .filter(|o| !sent.contains(&o.object_id))
+            .zip(&r.outputs)
+            .filter(|(o, _)| !sent.contains(&o.object_id))
         {
-            match store.read_blob_verified(&o.object_id) {
+            match store.read_blob_verified(stored.object.id) {
                 Ok(bytes) => o.data = bytes,
                 Err(e) => {
                     // The client downloads them instead.
@@ -253,7 +253,7 @@ fn watched_job(
             .iter()
             .map(|o| rpc::JobOutput {
                 name: o.name.clone(),
-                object_id: o.id.clone(),
+                object_id: o.id.to_hex(),
                 kind: o.kind.clone(),
                 size: o.bytes.len() as u64,
                 data: o.bytes.clone(),
@@ -365,14 +365,14 @@ impl Hecloud for Service {
     ) -> Result<Response<Self::DownloadStream>, Status> {
         let tenant = self.tenant(&req)?;
         let r = req.into_inner();
-        let id = object_id(&r.object_id)?.to_hex();
+        let id = object_id(&r.object_id)?;
         let store = self.store.clone();
-        let meta = blocking(move || store.object(&tenant, &id))
+        let meta = blocking(move || store.object(&tenant, id))
             .await?
             .ok_or_else(|| Status::not_found(format!("object {} not found", r.object_id)))?;
         if meta.damaged {
             return Err(crate::store::damaged_error(
-                &meta.id,
+                meta.id,
                 "its stored bytes were found not to hash to its id",
             )
             .into());
@@ -383,7 +383,7 @@ impl Hecloud for Service {
                 r.offset, meta.size
             )));
         }
-        let path = self.store.blob_path(&meta.id);
+        let path = self.store.blob_path(meta.id);
         let store = self.store.clone();
         let (tx, rx) = mpsc::channel(4);
         tokio::task::spawn_blocking(move || {
@@ -394,7 +394,7 @@ impl Hecloud for Service {
                 Ok(f) => f,
                 Err(e) => {
                     let e = if e.kind() == std::io::ErrorKind::NotFound {
-                        store.damaged(&meta.id, "its stored bytes are missing")
+                        store.damaged(meta.id, "its stored bytes are missing")
                     } else {
                         ServerError::Io(e)
                     };
@@ -418,7 +418,7 @@ impl Hecloud for Service {
                 }
                 let last = off + n as u64 == meta.size;
                 let intact = match (&hasher, last) {
-                    (Some(h), true) => h.finalize().to_hex().as_str() == meta.id,
+                    (Some(h), true) => *h.finalize().as_bytes() == meta.id.0,
                     _ => true,
                 };
                 if read.is_err() || !intact {
@@ -427,7 +427,7 @@ impl Hecloud for Service {
                     } else {
                         "its stored bytes no longer hash to its id"
                     };
-                    let _ = tx.blocking_send(Err(store.damaged(&meta.id, why).into()));
+                    let _ = tx.blocking_send(Err(store.damaged(meta.id, why).into()));
                     return;
                 }
                 let chunk = DataChunk {
@@ -458,10 +458,9 @@ impl Hecloud for Service {
 
     async fn delete_object(&self, req: Request<ObjectRef>) -> Result<Response<ObjectInfo>, Status> {
         let tenant = self.tenant(&req)?;
-        let id = object_id(&req.into_inner().object_id)?.to_hex();
+        let id = object_id(&req.into_inner().object_id)?;
         let store = self.store.clone();
-        let i = id.clone();
-        let m = blocking(move || store.delete_object(&tenant, &i))
+        let m = blocking(move || store.delete_object(&tenant, id))
             .await?
             .ok_or_else(|| Status::not_found(format!("object {id} not found")))?;
         Ok(Response::new(object_info(&m)))
@@ -495,10 +494,9 @@ impl Hecloud for Service {
 
     async fn get_job(&self, req: Request<JobRef>) -> Result<Response<JobInfo>, Status> {
         let tenant = self.tenant(&req)?;
-        let id = job_id(&req.into_inner().job_id)?.to_hex();
+        let id = job_id(&req.into_inner().job_id)?;
         let store = self.store.clone();
-        let i = id.clone();
-        let rec = blocking(move || store.job(&tenant, &i))
+        let rec = blocking(move || store.job(&tenant, id))
             .await?
             .ok_or_else(|| Status::not_found(format!("job {id} not found")))?;
         Ok(Response::new(job_info(&rec)))
@@ -511,12 +509,12 @@ impl Hecloud for Service {
         req: Request<JobRef>,
     ) -> Result<Response<Self::WatchJobStream>, Status> {
         let tenant = self.tenant(&req)?;
-        let id = job_id(&req.into_inner().job_id)?.to_hex();
+        let id = job_id(&req.into_inner().job_id)?;
         let mut events = self.jobs.subscribe();
         let (store, jobs) = (self.store.clone(), self.jobs.clone());
-        let (t, i) = (tenant.clone(), id.clone());
+        let t = tenant.clone();
         let (s, j) = (store.clone(), jobs.clone());
-        let (mut last, done) = blocking(move || watched_job(&s, &j, &t, &i, &Default::default()))
+        let (mut last, done) = blocking(move || watched_job(&s, &j, &t, id, &Default::default()))
             .await?
             .ok_or_else(|| Status::not_found(format!("job {id} not found")))?;
         let (tx, rx) = mpsc::channel(16);
@@ -553,10 +551,10 @@ impl Hecloud for Service {
                 if wake == Ok(false) {
                     return;
                 }
-                let (s, j, t, i) = (store.clone(), jobs.clone(), tenant.clone(), id.clone());
+                let (s, j, t) = (store.clone(), jobs.clone(), tenant.clone());
                 let had = sent.clone();
                 let (info, done) =
-                    match tokio::task::spawn_blocking(move || watched_job(&s, &j, &t, &i, &had))
+                    match tokio::task::spawn_blocking(move || watched_job(&s, &j, &t, id, &had))
                         .await
                     {
                         Ok(Ok(Some(r))) => r,
@@ -579,9 +577,9 @@ impl Hecloud for Service {
 
     async fn cancel_job(&self, req: Request<JobRef>) -> Result<Response<JobInfo>, Status> {
         let tenant = self.tenant(&req)?;
-        let id = job_id(&req.into_inner().job_id)?.to_hex();
+        let id = job_id(&req.into_inner().job_id)?;
         let jobs = self.jobs.clone();
-        let rec = blocking(move || jobs.cancel(&tenant, &id)).await?;
+        let rec = blocking(move || jobs.cancel(&tenant, id)).await?;
         Ok(Response::new(job_info(&rec)))
     }
 

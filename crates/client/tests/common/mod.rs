@@ -14,6 +14,27 @@ use hecloud_protocol::{CkksParamSpec, Message, ObjectId, ParamSpec, SessionSpec}
 use hecloud_server::{Quota, RunningServer, ServerConfig, TenantConfig};
 use tonic::Code;
 
+/// `n` bytes from the test's replayable random stream
+/// (`hecloud_math::testing`: the seed is printed, `HECLOUD_TEST_SEED`
+/// replays it).
+pub fn random_bytes(n: usize) -> Vec<u8> {
+    let mut v = vec![0u8; n];
+    rand_core::RngCore::fill_bytes(&mut hecloud_math::testing::rng(), &mut v);
+    v
+}
+
+/// `count` values in [-10, 10) from the same stream (drawn as
+/// `hecloud_bench::workload::random_values` draws them).
+pub fn random_values(count: usize) -> Vec<f64> {
+    let mut rng = hecloud_math::testing::rng();
+    (0..count)
+        .map(|_| {
+            let x = rand_core::RngCore::next_u64(&mut rng);
+            (x >> 11) as f64 / (1u64 << 53) as f64 * 20.0 - 10.0
+        })
+        .collect()
+}
+
 pub const ALICE: &str = "alice-token-0123456789";
 pub const BOB: &str = "bob-token-0123456789ab";
 

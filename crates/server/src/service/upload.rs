@@ -12,7 +12,7 @@ use std::sync::{Arc, Mutex};
 
 use hecloud_protocol::object::PayloadCheck;
 use hecloud_protocol::rpc::{self, ObjectInfo, UploadChunk, UploadHeader};
-use hecloud_protocol::{CkksParamSpec, Message, ObjectKind, SessionSpec};
+use hecloud_protocol::{CkksParamSpec, Message, ObjectId, ObjectKind, SessionSpec};
 use hecloud_rlwe::Parameters;
 use tokio_stream::StreamExt;
 use tonic::{Response, Status, Streaming};
@@ -41,7 +41,7 @@ struct Built {
     /// Session id → its CKKS parameters (`None`: the session has none, or
     /// they do not build). A stored session never changes: its id is the
     /// hash of its bytes.
-    sessions: HashMap<String, Option<Arc<Parameters>>>,
+    sessions: HashMap<ObjectId, Option<Arc<Parameters>>>,
     /// Parameter sets built so far, shared by the sessions that use them.
     specs: Vec<(CkksParamSpec, Arc<Parameters>)>,
 }
@@ -62,7 +62,7 @@ impl KnownParams {
             let cached = self.lock().sessions.get(&id).cloned();
             let params = match cached {
                 Some(p) => p,
-                None => match self.build(store, &id) {
+                None => match self.build(store, id) {
                     Some(p) => p,
                     // Unreadable now: looked at again next time.
                     None => continue,
@@ -83,7 +83,7 @@ impl KnownParams {
 
     /// The parameters of session `id`, built and remembered; `None` if its
     /// bytes cannot be read.
-    fn build(&self, store: &Store, id: &str) -> Option<Option<Arc<Parameters>>> {
+    fn build(&self, store: &Store, id: ObjectId) -> Option<Option<Arc<Parameters>>> {
         let bytes = store.read_blob_verified(id).ok()?;
         let spec = SessionSpec::decode(&bytes).ok().and_then(|s| s.params.ckks);
         let params = spec.map(|spec| {
@@ -95,7 +95,7 @@ impl KnownParams {
             Some(p)
         });
         let params = params.flatten();
-        self.lock().sessions.insert(id.to_string(), params.clone());
+        self.lock().sessions.insert(id, params.clone());
         Some(params)
     }
 }
@@ -148,7 +148,7 @@ fn check_header(h: &UploadHeader, quota: &Quota) -> std::result::Result<UploadMe
     Ok(UploadMeta {
         kind: h.kind.clone(),
         total: h.total_bytes,
-        hash: hex::encode(&h.blake3),
+        hash: <[u8; 32]>::try_from(h.blake3.as_slice()).ok().map(ObjectId),
     })
 }
 
@@ -235,13 +235,12 @@ impl Service {
             return Err(refusal);
         }
         let hashed = hasher.finalize();
-        let arrived = stream_error.is_none()
-            && received == meta.total
-            && (meta.hash.is_empty() || hashed.to_hex().as_str() == meta.hash);
+        let id = ObjectId(*hashed.as_bytes());
+        let arrived =
+            stream_error.is_none() && received == meta.total && meta.hash.is_none_or(|h| h == id);
         if let Some((_share, watchers)) = watching
             && arrived
         {
-            let id = hecloud_protocol::ObjectId(*hashed.as_bytes());
             for w in watchers {
                 w.complete(id);
             }
@@ -251,7 +250,7 @@ impl Service {
         let arrival = arrived.then(|| {
             self.store
                 .arrivals()
-                .arrived(&tenant, hashed.to_hex().as_str(), &meta.kind, meta.total)
+                .arrived(&tenant, id, &meta.kind, meta.total)
         });
         // What was received is kept (durably) for a resume.
         tokio::task::block_in_place(|| file.finish()).map_err(ServerError::Io)?;
@@ -298,11 +297,11 @@ impl Service {
         blocking(move || {
             // Already stored for this tenant: nothing to transfer (unless
             // the stored bytes are damaged: these repair them).
-            if !m.hash.is_empty()
-                && let Some(o) = store.object(&t, &m.hash)?
+            if let Some(h) = m.hash
+                && let Some(o) = store.object(&t, h)?
             {
                 if o.kind != m.kind {
-                    return Err(crate::store::kind_conflict(&o.id, &o.kind, &m.kind));
+                    return Err(crate::store::kind_conflict(o.id, &o.kind, &m.kind));
                 }
                 if !o.damaged {
                     return Ok(ControlFlow::Break(o));

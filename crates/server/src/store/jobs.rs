@@ -2,12 +2,12 @@
 //! the transaction that ends it, so a late result never overwrites a
 //! cancel and outputs count against the quota like uploads.
 
-use hecloud_protocol::JobState;
+use hecloud_protocol::{JobId, JobState, ObjectId};
 use rusqlite::{OptionalExtension, TransactionBehavior, params};
 
 use super::objects::record_object;
 use super::quota::{over_quota, usage};
-use super::{ObjectMeta, Store, now_ms, rand_bytes};
+use super::{ObjectMeta, Store, job_id_at, now_ms, object_id_at, rand_bytes};
 use crate::config::Quota;
 use crate::error::{Result, ServerError};
 
@@ -18,8 +18,8 @@ pub struct ReadyOutput {
     pub name: String,
     /// Object kind.
     pub kind: String,
-    /// Hex BLAKE3 of `bytes`: the object id it is stored under.
-    pub id: String,
+    /// BLAKE3 of `bytes`: the object id it is stored under.
+    pub id: ObjectId,
     /// Content.
     pub bytes: Vec<u8>,
 }
@@ -27,7 +27,7 @@ pub struct ReadyOutput {
 impl ReadyOutput {
     /// An output named `name` of `kind` (its id is hashed here).
     pub fn new(name: String, kind: String, bytes: Vec<u8>) -> Self {
-        let id = blake3::hash(&bytes).to_hex().to_string();
+        let id = ObjectId::of(&bytes);
         Self {
             name,
             kind,
@@ -51,8 +51,8 @@ pub struct JobOutputMeta {
 pub struct JobRecord {
     /// Owner.
     pub tenant: String,
-    /// Job id (32 hex).
-    pub id: String,
+    /// Job id.
+    pub id: JobId,
     /// Job kind.
     pub kind: String,
     /// Kind-specific description.
@@ -119,13 +119,13 @@ pub(super) const JOB_COLUMNS: &str = "kind,spec,state,progress,message,error,cre
 /// The job in `r`, whose [`JOB_COLUMNS`] start at column `at`.
 pub(super) fn job_row(
     tenant: &str,
-    id: &str,
+    id: JobId,
     r: &rusqlite::Row<'_>,
     at: usize,
 ) -> rusqlite::Result<JobRecord> {
     Ok(JobRecord {
         tenant: tenant.to_string(),
-        id: id.to_string(),
+        id,
         kind: r.get(at)?,
         spec: r.get(at + 1)?,
         state: state_of_column(r.get(at + 2)?),
@@ -156,15 +156,15 @@ impl Store {
         if client_ref.is_empty() {
             return Ok(None);
         }
-        let id: Option<String> = self
+        let id: Option<JobId> = self
             .db()
             .query_row(
                 "SELECT id FROM jobs WHERE tenant=?1 AND client_ref=?2",
                 params![tenant, client_ref],
-                |r| r.get(0),
+                |r| job_id_at(r, 0),
             )
             .optional()?;
-        let Some(rec) = id.map(|id| self.job(tenant, &id)).transpose()?.flatten() else {
+        let Some(rec) = id.map(|id| self.job(tenant, id)).transpose()?.flatten() else {
             return Ok(None);
         };
         if rec.kind != kind || rec.spec != spec {
@@ -190,23 +190,24 @@ impl Store {
         if let Some(rec) = self.job_by_ref(tenant, kind, spec, client_ref)? {
             return Ok((rec, false));
         }
-        let id = hex::encode(rand_bytes::<16>());
+        let id = JobId(rand_bytes::<16>());
         // Durable once the caller has run `sync_metadata`.
         self.execute_unsynced(
             "INSERT INTO jobs(tenant,id,kind,spec,state,progress,message,error,created,finished,compute_us,attempts,client_ref,est_seconds)
              VALUES(?1,?2,?3,?4,1,0,'queued','',?5,0,0,0,?6,?7)",
-            params![tenant, id, kind, spec, now_ms(), client_ref, est_seconds],
+            params![tenant, id.to_hex(), kind, spec, now_ms(), client_ref, est_seconds],
         )?;
-        Ok((self.job(tenant, &id)?.expect("job just inserted"), true))
+        Ok((self.job(tenant, id)?.expect("job just inserted"), true))
     }
 
     /// A job of a tenant, with its outputs.
-    pub fn job(&self, tenant: &str, id: &str) -> Result<Option<JobRecord>> {
+    pub fn job(&self, tenant: &str, id: JobId) -> Result<Option<JobRecord>> {
         let db = self.db();
+        let hex = id.to_hex();
         let rec = db
             .query_row(
                 &format!("SELECT {JOB_COLUMNS} FROM jobs WHERE tenant=?1 AND id=?2"),
-                params![tenant, id],
+                params![tenant, hex],
                 |r| job_row(tenant, id, r, 0),
             )
             .optional()?;
@@ -217,11 +218,11 @@ impl Store {
              WHERE o.tenant=?1 AND o.job=?2 ORDER BY o.pos",
         )?;
         rec.outputs = st
-            .query_map(params![tenant, id], |r| {
+            .query_map(params![tenant, hex], |r| {
                 Ok(JobOutputMeta {
                     name: r.get(0)?,
                     object: ObjectMeta {
-                        id: r.get(1)?,
+                        id: object_id_at(r, 1)?,
                         kind: r.get(2)?,
                         size: r.get::<_, i64>(3)? as u64,
                         created_ms: r.get(4)?,
@@ -249,8 +250,8 @@ impl Store {
             "SELECT tenant,id,{JOB_COLUMNS} FROM jobs WHERE state IN (1,2) ORDER BY created"
         ))?;
         let rows = st.query_map([], |r| {
-            let (tenant, id): (String, String) = (r.get(0)?, r.get(1)?);
-            job_row(&tenant, &id, r, 2)
+            let tenant: String = r.get(0)?;
+            job_row(&tenant, job_id_at(r, 1)?, r, 2)
         })?;
         Ok(rows.collect::<std::result::Result<_, _>>()?)
     }
@@ -260,11 +261,11 @@ impl Store {
     /// bounds restarts that the job itself causes (a crash of the process,
     /// which an unsynced commit survives), so the commit does not wait for
     /// the disk.
-    pub fn start_job(&self, tenant: &str, id: &str) -> Result<bool> {
+    pub fn start_job(&self, tenant: &str, id: JobId) -> Result<bool> {
         let n = self.execute_unsynced(
             "UPDATE jobs SET state=2, attempts=attempts+1, message='running'
              WHERE tenant=?1 AND id=?2 AND state IN (1,2) AND cancel_requested=0",
-            params![tenant, id],
+            params![tenant, id.to_hex()],
         )?;
         Ok(n == 1)
     }
@@ -272,7 +273,8 @@ impl Store {
     /// Records a client's cancel, durably, before it is answered: a queued
     /// job ends CANCELLED at once; a running one is marked, so that it ends
     /// CANCELLED even if the server restarts before its worker stops.
-    pub fn request_cancel(&self, tenant: &str, id: &str) -> Result<()> {
+    pub fn request_cancel(&self, tenant: &str, id: JobId) -> Result<()> {
+        let id = id.to_hex();
         let mut db = self.db();
         let tx = db.transaction()?;
         tx.execute(
@@ -292,19 +294,25 @@ impl Store {
     /// Records progress of a running job. Progress is advisory: its commit
     /// does not wait for the disk (it runs on the job's thread, inside the
     /// compute it reports on).
-    pub fn set_progress(&self, tenant: &str, id: &str, progress: f32, message: &str) -> Result<()> {
+    pub fn set_progress(
+        &self,
+        tenant: &str,
+        id: JobId,
+        progress: f32,
+        message: &str,
+    ) -> Result<()> {
         self.execute_unsynced(
             "UPDATE jobs SET progress=?3, message=?4 WHERE tenant=?1 AND id=?2 AND state=2",
-            params![tenant, id, progress as f64, message],
+            params![tenant, id.to_hex(), progress as f64, message],
         )?;
         Ok(())
     }
 
     /// Ends a job (failed or cancelled) unless it is already final.
-    pub fn end_job(&self, tenant: &str, id: &str, state: JobState, error: &str) -> Result<()> {
+    pub fn end_job(&self, tenant: &str, id: JobId, state: JobState, error: &str) -> Result<()> {
         self.db().execute(
             "UPDATE jobs SET state=?3, error=?4, message=?5, finished=?6 WHERE tenant=?1 AND id=?2 AND state IN (1,2)",
-            params![tenant, id, state_column(state), error, format!("{state:?}").to_lowercase(), now_ms()],
+            params![tenant, id.to_hex(), state_column(state), error, format!("{state:?}").to_lowercase(), now_ms()],
         )?;
         Ok(())
     }
@@ -318,19 +326,20 @@ impl Store {
     pub fn complete_job(
         &self,
         tenant: &str,
-        id: &str,
+        id: JobId,
         outputs: &[ReadyOutput],
         compute_us: u64,
         quota: &Quota,
     ) -> Result<Completion> {
+        let id = id.to_hex();
         // Written and fsynced before taking the lock; installed under it.
         let staged = outputs
             .iter()
-            .map(|o| self.stage_blob_as(&o.id, &o.bytes))
+            .map(|o| self.stage_blob_as(o.id, &o.bytes))
             .collect::<Result<Vec<_>>>()?;
         let blobs = self.lock_blobs();
         for (o, tmp) in outputs.iter().zip(&staged) {
-            self.install_blob(&blobs, tmp, &o.id)?;
+            self.install_blob(&blobs, tmp, o.id)?;
         }
         let mut db = self.db();
         let tx = db.transaction_with_behavior(TransactionBehavior::Immediate)?;
@@ -349,7 +358,7 @@ impl Store {
             for o in outputs {
                 let held: bool = tx.query_row(
                     "SELECT EXISTS(SELECT 1 FROM objects WHERE tenant=?1 AND id=?2)",
-                    params![tenant, o.id],
+                    params![tenant, o.id.to_hex()],
                     |r| r.get(0),
                 )?;
                 if !held && !new.iter().any(|n| n.id == o.id) {
@@ -364,10 +373,10 @@ impl Store {
             }
             let now = now_ms();
             for (pos, o) in outputs.iter().enumerate() {
-                record_object(&tx, tenant, &o.id, &o.kind, o.bytes.len() as u64, now)?;
+                record_object(&tx, tenant, o.id, &o.kind, o.bytes.len() as u64, now)?;
                 tx.execute(
                     "INSERT OR REPLACE INTO job_outputs(tenant,job,pos,name,object) VALUES(?1,?2,?3,?4,?5)",
-                    params![tenant, id, pos as i64, o.name, o.id],
+                    params![tenant, id, pos as i64, o.name, o.id.to_hex()],
                 )?;
             }
             tx.execute(
@@ -391,7 +400,7 @@ impl Store {
             .as_ref()
             .map_or(true, |c| *c != Completion::Stored)
         {
-            let ids: Vec<&str> = outputs.iter().map(|o| o.id.as_str()).collect();
+            let ids: Vec<ObjectId> = outputs.iter().map(|o| o.id).collect();
             self.drop_unreferenced(&blobs, &db, &ids);
         }
         completion

@@ -26,6 +26,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{SystemTime, UNIX_EPOCH};
 
+use hecloud_protocol::{JobId, ObjectId};
 use rusqlite::Connection;
 
 use crate::arrivals::Arrivals;
@@ -113,6 +114,33 @@ fn lock_folder(root: &Path) -> Result<File> {
         ))),
         Err(fs::TryLockError::Error(e)) => Err(e.into()),
     }
+}
+
+/// The id in column `i` of a row: ids are stored as their hex text, and
+/// read back (or written, with `to_hex`) only where a row is.
+fn id_at<T>(
+    r: &rusqlite::Row<'_>,
+    i: usize,
+    parse: impl FnOnce(&str) -> Option<T>,
+) -> rusqlite::Result<T> {
+    let hex: String = r.get(i)?;
+    parse(&hex).ok_or_else(|| {
+        rusqlite::Error::FromSqlConversionFailure(
+            i,
+            rusqlite::types::Type::Text,
+            format!("not an id: {hex:?}").into(),
+        )
+    })
+}
+
+/// The object id in column `i` of a row.
+pub(super) fn object_id_at(r: &rusqlite::Row<'_>, i: usize) -> rusqlite::Result<ObjectId> {
+    id_at(r, i, ObjectId::from_hex)
+}
+
+/// The job id in column `i` of a row.
+pub(super) fn job_id_at(r: &rusqlite::Row<'_>, i: usize) -> rusqlite::Result<JobId> {
+    id_at(r, i, JobId::from_hex)
 }
 
 fn fsync_dir(dir: &Path) -> std::io::Result<()> {

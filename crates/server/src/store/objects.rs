@@ -7,17 +7,18 @@ use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::sync::MutexGuard;
 
+use hecloud_protocol::ObjectId;
 use rusqlite::{Connection, OptionalExtension, params};
 
-use super::{Store, create_private_dir, fsync_dir, now_ms, rand_bytes};
+use super::{Store, create_private_dir, fsync_dir, now_ms, object_id_at, rand_bytes};
 use crate::error::{Result, ServerError};
 use crate::part::PartWriter;
 
 /// Metadata of one stored object.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ObjectMeta {
-    /// Hex BLAKE3 of the content.
-    pub id: String,
+    /// BLAKE3 of the content.
+    pub id: ObjectId,
     /// Object kind (e.g. `ckks.ciphertext`).
     pub kind: String,
     /// Size in bytes.
@@ -35,15 +36,16 @@ pub struct ObjectMeta {
 pub(super) fn record_object(
     db: &Connection,
     tenant: &str,
-    id: &str,
+    id: ObjectId,
     kind: &str,
     size: u64,
     created: i64,
 ) -> Result<()> {
+    let hex = id.to_hex();
     let stored: Option<String> = db
         .query_row(
             "SELECT kind FROM objects WHERE tenant=?1 AND id=?2",
-            params![tenant, id],
+            params![tenant, hex],
             |r| r.get(0),
         )
         .optional()?;
@@ -53,7 +55,7 @@ pub(super) fn record_object(
         None => {
             db.execute(
                 "INSERT INTO objects(tenant,id,kind,size,created) VALUES(?1,?2,?3,?4,?5)",
-                params![tenant, id, kind, size as i64, created],
+                params![tenant, hex, kind, size as i64, created],
             )?;
             Ok(())
         }
@@ -61,14 +63,14 @@ pub(super) fn record_object(
 }
 
 /// The refusal of bytes already stored under another kind.
-pub fn kind_conflict(id: &str, stored: &str, asked: &str) -> ServerError {
+pub fn kind_conflict(id: ObjectId, stored: &str, asked: &str) -> ServerError {
     ServerError::AlreadyExists(format!(
         "object {id} is already stored as a {stored}, not a {asked}: delete it first to store it as another kind"
     ))
 }
 
 /// The refusal of an object found damaged, and why.
-pub fn damaged_error(id: &str, why: &str) -> ServerError {
+pub fn damaged_error(id: ObjectId, why: &str) -> ServerError {
     ServerError::Damaged(format!(
         "object {id} is damaged ({why}); upload its bytes again to repair it"
     ))
@@ -79,7 +81,7 @@ pub(super) const OBJECT_COLUMNS: &str = "id,kind,size,created,damaged";
 
 pub(super) fn object_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<ObjectMeta> {
     Ok(ObjectMeta {
-        id: r.get(0)?,
+        id: object_id_at(r, 0)?,
         kind: r.get(1)?,
         size: r.get::<_, i64>(2)? as u64,
         created_ms: r.get(3)?,
@@ -91,9 +93,10 @@ pub(super) fn object_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<ObjectMeta> 
 pub(super) const READ_STEP: u64 = 1 << 20;
 
 impl Store {
-    /// Path of the blob with hex hash `id`.
-    pub fn blob_path(&self, id: &str) -> PathBuf {
-        self.root.join("blobs").join(&id[..2]).join(id)
+    /// Path of the blob of `id`: `blobs/<2 hex>/<64 hex>`.
+    pub fn blob_path(&self, id: ObjectId) -> PathBuf {
+        let hex = id.to_hex();
+        self.root.join("blobs").join(&hex[..2]).join(hex)
     }
 
     /// Moves a complete, fsynced file into the blob store (atomic rename +
@@ -108,7 +111,7 @@ impl Store {
         &self,
         _locked: &MutexGuard<'_, ()>,
         file: &Path,
-        id: &str,
+        id: ObjectId,
     ) -> Result<()> {
         let dest = self.blob_path(id);
         let dir = dest.parent().expect("blob path has a parent");
@@ -119,7 +122,7 @@ impl Store {
         if replacing {
             let damaged: bool = self.db().query_row(
                 "SELECT EXISTS(SELECT 1 FROM objects WHERE id=?1 AND damaged=1)",
-                params![id],
+                params![id.to_hex()],
                 |r| r.get(0),
             )?;
             if !damaged {
@@ -130,8 +133,10 @@ impl Store {
         fs::rename(file, &dest)?;
         fsync_dir(dir)?;
         if replacing {
-            self.db()
-                .execute("UPDATE objects SET damaged=0 WHERE id=?1", params![id])?;
+            self.db().execute(
+                "UPDATE objects SET damaged=0 WHERE id=?1",
+                params![id.to_hex()],
+            )?;
             tracing::info!(object = %id, "damaged object repaired by new bytes");
         }
         Ok(())
@@ -143,12 +148,12 @@ impl Store {
         &self,
         _locked: &MutexGuard<'_, ()>,
         db: &Connection,
-        ids: &[&str],
+        ids: &[ObjectId],
     ) {
-        for id in ids {
+        for &id in ids {
             let used: rusqlite::Result<bool> = db.query_row(
                 "SELECT EXISTS(SELECT 1 FROM objects WHERE id=?1)",
-                params![id],
+                params![id.to_hex()],
                 |r| r.get(0),
             );
             if let Ok(false) = used {
@@ -158,15 +163,15 @@ impl Store {
     }
 
     /// Writes `bytes` to a fsynced temporary file, ready for
-    /// [`Self::install_blob`]; returns its hex BLAKE3 and path.
-    pub(super) fn stage_blob(&self, bytes: &[u8]) -> Result<(String, PathBuf)> {
-        let id = blake3::hash(bytes).to_hex().to_string();
-        let tmp = self.stage_blob_as(&id, bytes)?;
+    /// [`Self::install_blob`]; returns its id (BLAKE3) and path.
+    pub(super) fn stage_blob(&self, bytes: &[u8]) -> Result<(ObjectId, PathBuf)> {
+        let id = ObjectId::of(bytes);
+        let tmp = self.stage_blob_as(id, bytes)?;
         Ok((id, tmp))
     }
 
-    /// [`Self::stage_blob`] of bytes whose hex BLAKE3 `id` is known.
-    pub(super) fn stage_blob_as(&self, id: &str, bytes: &[u8]) -> Result<PathBuf> {
+    /// [`Self::stage_blob`] of bytes whose BLAKE3 `id` is known.
+    pub(super) fn stage_blob_as(&self, id: ObjectId, bytes: &[u8]) -> Result<PathBuf> {
         let tmp = self
             .root
             .join("tmp")
@@ -187,18 +192,18 @@ impl Store {
         let (id, tmp) = self.stage_blob(bytes)?;
         {
             let blobs = self.lock_blobs();
-            self.install_blob(&blobs, &tmp, &id)?;
+            self.install_blob(&blobs, &tmp, id)?;
             let db = self.db();
-            if let Err(e) = record_object(&db, tenant, &id, kind, bytes.len() as u64, now_ms()) {
-                self.drop_unreferenced(&blobs, &db, &[id.as_str()]);
+            if let Err(e) = record_object(&db, tenant, id, kind, bytes.len() as u64, now_ms()) {
+                self.drop_unreferenced(&blobs, &db, &[id]);
                 return Err(e);
             }
         }
-        self.recorded_object(tenant, &id)
+        self.recorded_object(tenant, id)
     }
 
     /// Reads a whole blob, unchecked (see [`Self::read_blob_verified`]).
-    pub fn read_blob(&self, id: &str) -> Result<Vec<u8>> {
+    pub fn read_blob(&self, id: ObjectId) -> Result<Vec<u8>> {
         Ok(fs::read(self.blob_path(id))?)
     }
 
@@ -206,7 +211,7 @@ impl Store {
     /// to `id`. A blob that does not (flipped on disk, truncated, missing)
     /// is marked damaged and refused with [`ServerError::Damaged`]: a job
     /// on it would compute garbage and store it under a fresh, valid hash.
-    pub fn read_blob_verified(&self, id: &str) -> Result<Vec<u8>> {
+    pub fn read_blob_verified(&self, id: ObjectId) -> Result<Vec<u8>> {
         let read = || -> std::io::Result<(Vec<u8>, blake3::Hash)> {
             let mut f = File::open(self.blob_path(id))?;
             let len = f.metadata()?.len() as usize;
@@ -223,7 +228,7 @@ impl Store {
             Ok((bytes, hasher.finalize()))
         };
         match read() {
-            Ok((bytes, h)) if h.to_hex().as_str() == id => Ok(bytes),
+            Ok((bytes, h)) if *h.as_bytes() == id.0 => Ok(bytes),
             Ok(_) => Err(self.damaged(id, "its stored bytes no longer hash to its id")),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                 Err(self.damaged(id, "its stored bytes are missing"))
@@ -234,12 +239,12 @@ impl Store {
 
     /// Marks the objects of blob `id` damaged (every tenant's: they share
     /// it) and returns the error that says so.
-    pub fn damaged(&self, id: &str, why: &str) -> ServerError {
+    pub fn damaged(&self, id: ObjectId, why: &str) -> ServerError {
         tracing::error!(object = %id, reason = why, "damaged blob");
-        if let Err(e) = self
-            .db()
-            .execute("UPDATE objects SET damaged=1 WHERE id=?1", params![id])
-        {
+        if let Err(e) = self.db().execute(
+            "UPDATE objects SET damaged=1 WHERE id=?1",
+            params![id.to_hex()],
+        ) {
             tracing::error!(object = %id, error = %e, "could not mark the object damaged");
         }
         damaged_error(id, why)
@@ -247,18 +252,18 @@ impl Store {
 
     /// An object just recorded under the metadata lock (it cannot be
     /// missing unless the store is broken).
-    pub(super) fn recorded_object(&self, tenant: &str, id: &str) -> Result<ObjectMeta> {
+    pub(super) fn recorded_object(&self, tenant: &str, id: ObjectId) -> Result<ObjectMeta> {
         self.object(tenant, id)?
             .ok_or_else(|| ServerError::Internal("object vanished after insert".into()))
     }
 
     /// An object of a tenant.
-    pub fn object(&self, tenant: &str, id: &str) -> Result<Option<ObjectMeta>> {
+    pub fn object(&self, tenant: &str, id: ObjectId) -> Result<Option<ObjectMeta>> {
         Ok(self
             .db()
             .query_row(
                 &format!("SELECT {OBJECT_COLUMNS} FROM objects WHERE tenant=?1 AND id=?2"),
-                params![tenant, id],
+                params![tenant, id.to_hex()],
                 object_row,
             )
             .optional()?)
@@ -275,19 +280,20 @@ impl Store {
     }
 
     /// Deletes a tenant's object; the blob goes when no tenant references it.
-    pub fn delete_object(&self, tenant: &str, id: &str) -> Result<Option<ObjectMeta>> {
+    pub fn delete_object(&self, tenant: &str, id: ObjectId) -> Result<Option<ObjectMeta>> {
         let Some(meta) = self.object(tenant, id)? else {
             return Ok(None);
         };
         let _blobs = self.lock_blobs();
         let db = self.db();
+        let hex = id.to_hex();
         db.execute(
             "DELETE FROM objects WHERE tenant=?1 AND id=?2",
-            params![tenant, id],
+            params![tenant, hex],
         )?;
         let left: i64 = db.query_row(
             "SELECT COUNT(*) FROM objects WHERE id=?1",
-            params![id],
+            params![hex],
             |r| r.get(0),
         )?;
         if left == 0 {
@@ -297,10 +303,10 @@ impl Store {
     }
 
     /// The ids of a tenant's objects of one kind.
-    pub fn object_ids_of_kind(&self, tenant: &str, kind: &str) -> Result<Vec<String>> {
+    pub fn object_ids_of_kind(&self, tenant: &str, kind: &str) -> Result<Vec<ObjectId>> {
         let db = self.db();
         let mut st = db.prepare("SELECT id FROM objects WHERE tenant=?1 AND kind=?2")?;
-        let rows = st.query_map(params![tenant, kind], |r| r.get(0))?;
+        let rows = st.query_map(params![tenant, kind], |r| object_id_at(r, 0))?;
         Ok(rows.collect::<std::result::Result<_, _>>()?)
     }
 }

@@ -1,12 +1,20 @@
 //! The store's tests: quotas, races, damage, migrations, recovery.
 
-use hecloud_protocol::JobState;
+use hecloud_protocol::{JobId, JobState, ObjectId};
 use rusqlite::params;
 
 use super::jobs::{state_column, state_of_column};
 use super::schema::SCHEMA;
 use super::*;
 use crate::config::Quota;
+
+/// `N` bytes from the test's replayable random stream
+/// (`hecloud_math::testing`).
+fn random<const N: usize>() -> [u8; N] {
+    let mut b = [0u8; N];
+    rand_core::RngCore::fill_bytes(&mut hecloud_math::testing::rng(), &mut b);
+    b
+}
 
 fn quota(max_objects: u64, max_stored_bytes: u64) -> Quota {
     Quota {
@@ -20,7 +28,7 @@ fn raw_upload(bytes: &[u8]) -> UploadMeta {
     UploadMeta {
         kind: "raw".into(),
         total: bytes.len() as u64,
-        hash: blake3::hash(bytes).to_hex().to_string(),
+        hash: Some(ObjectId::of(bytes)),
     }
 }
 
@@ -45,8 +53,9 @@ fn concurrent_uploads_never_overrun_the_object_or_byte_quota() {
         let threads: Vec<_> = (0..20)
             .map(|i| {
                 let (s, start, tenant) = (s.clone(), start.clone(), tenant.clone());
+                // Drawn here: the test's stream is this thread's.
+                let bytes = random::<1000>();
                 std::thread::spawn(move || {
-                    let bytes = rand_bytes::<1000>();
                     start.wait();
                     upload(&s, &tenant, &format!("racing-upload-{i:04}"), &bytes, &q)
                 })
@@ -74,43 +83,43 @@ fn job_outputs_count_against_the_quota() {
     upload(&s, "t", "first-upload-0001", b"input", &q).unwrap();
     let outputs = |n: usize| -> Vec<ReadyOutput> {
         (0..n)
-            .map(|i| ReadyOutput::new(format!("o{i}"), "raw".into(), rand_bytes::<64>().to_vec()))
+            .map(|i| ReadyOutput::new(format!("o{i}"), "raw".into(), random::<64>().to_vec()))
             .collect()
     };
     let job = |s: &Store| {
         let (rec, _) = s
-            .insert_job("t", "graph.v1", &rand_bytes::<8>(), "", 1.0)
+            .insert_job("t", "graph.v1", &random::<8>(), "", 1.0)
             .unwrap();
-        assert!(s.start_job("t", &rec.id).unwrap());
+        assert!(s.start_job("t", rec.id).unwrap());
         rec.id
     };
     // Three outputs with one object stored: over the limit of 3.
     let id = job(&s);
     let over = outputs(3);
-    let c = s.complete_job("t", &id, &over, 5, &q).unwrap();
+    let c = s.complete_job("t", id, &over, 5, &q).unwrap();
     assert!(
         matches!(&c, Completion::OverQuota(m) if m.contains("object limit of 3")),
         "{c:?}"
     );
-    let rec = s.job("t", &id).unwrap().unwrap();
+    let rec = s.job("t", id).unwrap().unwrap();
     assert_eq!(rec.state, JobState::Failed);
     assert!(rec.error.contains("object limit"), "{}", rec.error);
     assert_eq!(s.usage("t").unwrap().0, 1);
     // No blob left behind for them.
     for o in &over {
-        assert!(!s.blob_path(&o.id).exists());
+        assert!(!s.blob_path(o.id).exists());
     }
     // Two fit.
     let id = job(&s);
     assert_eq!(
-        s.complete_job("t", &id, &outputs(2), 5, &q).unwrap(),
+        s.complete_job("t", id, &outputs(2), 5, &q).unwrap(),
         Completion::Stored
     );
     assert_eq!(s.usage("t").unwrap().0, 3);
     // Bytes too.
     let id = job(&s);
     let c = s
-        .complete_job("t", &id, &outputs(1), 5, &quota(10, 100))
+        .complete_job("t", id, &outputs(1), 5, &quota(10, 100))
         .unwrap();
     assert!(
         matches!(&c, Completion::OverQuota(m) if m.contains("stored-bytes")),
@@ -124,18 +133,18 @@ fn a_late_result_never_overwrites_a_cancel() {
     let s = Store::open(dir.path()).unwrap();
     let q = Quota::default();
     let (rec, _) = s.insert_job("t", "graph.v1", b"spec", "", 1.0).unwrap();
-    assert!(s.start_job("t", &rec.id).unwrap());
-    s.request_cancel("t", &rec.id).unwrap();
+    assert!(s.start_job("t", rec.id).unwrap());
+    s.request_cancel("t", rec.id).unwrap();
     let out = [ReadyOutput::new("o".into(), "raw".into(), b"late".to_vec())];
     assert_eq!(
-        s.complete_job("t", &rec.id, &out, 5, &q).unwrap(),
+        s.complete_job("t", rec.id, &out, 5, &q).unwrap(),
         Completion::NotRunning
     );
-    let after = s.job("t", &rec.id).unwrap().unwrap();
+    let after = s.job("t", rec.id).unwrap().unwrap();
     assert_eq!(after.state, JobState::Running, "the worker ends it");
     assert!(after.cancel_requested && after.outputs.is_empty());
-    assert!(s.object("t", &out[0].id).unwrap().is_none());
-    assert!(!s.blob_path(&out[0].id).exists());
+    assert!(s.object("t", out[0].id).unwrap().is_none());
+    assert!(!s.blob_path(out[0].id).exists());
     // A cancel is durable: it is there after a reopen, and the job
     // cannot start again.
     drop(s);
@@ -143,12 +152,12 @@ fn a_late_result_never_overwrites_a_cancel() {
     let pending = s.unfinished_jobs().unwrap();
     assert_eq!(pending.len(), 1);
     assert!(pending[0].cancel_requested);
-    assert!(!s.start_job("t", &rec.id).unwrap());
+    assert!(!s.start_job("t", rec.id).unwrap());
     // A queued job is cancelled at once.
     let (queued, _) = s.insert_job("t", "graph.v1", b"other", "", 1.0).unwrap();
-    s.request_cancel("t", &queued.id).unwrap();
+    s.request_cancel("t", queued.id).unwrap();
     assert_eq!(
-        s.job("t", &queued.id).unwrap().unwrap().state,
+        s.job("t", queued.id).unwrap().unwrap().state,
         JobState::Cancelled
     );
 }
@@ -170,7 +179,7 @@ fn a_client_ref_names_one_submission() {
         .insert_job("t", "graph.v1", b"other spec", "ref-1", 1.0)
         .unwrap_err();
     assert!(
-        matches!(&e, ServerError::AlreadyExists(m) if m.contains(&a.id)),
+        matches!(&e, ServerError::AlreadyExists(m) if m.contains(&a.id.to_hex())),
         "{e:?}"
     );
     let e = s
@@ -189,7 +198,7 @@ fn a_client_ref_names_one_submission() {
 fn the_same_bytes_under_another_kind_are_refused() {
     let dir = tempfile::tempdir().unwrap();
     let s = Store::open(dir.path()).unwrap();
-    let bytes = rand_bytes::<100>();
+    let bytes = random::<100>();
     let o = upload(&s, "t", "as-raw-upload-001", &bytes, &Quota::default()).unwrap();
     let mut meta = raw_upload(&bytes);
     meta.kind = "ckks.ciphertext".into();
@@ -205,27 +214,27 @@ fn the_same_bytes_under_another_kind_are_refused() {
         matches!(&e, ServerError::AlreadyExists(m) if m.contains("raw")),
         "{e:?}"
     );
-    assert_eq!(s.object("t", &o.id).unwrap().unwrap().kind, "raw");
+    assert_eq!(s.object("t", o.id).unwrap().unwrap().kind, "raw");
     assert!(s.upload("t", "as-ct-upload-0001").unwrap().is_none());
-    assert_eq!(s.read_blob(&o.id).unwrap(), bytes);
+    assert_eq!(s.read_blob(o.id).unwrap(), bytes);
     assert!(matches!(
         s.put_object("t", "echo", &bytes),
         Err(ServerError::AlreadyExists(_))
     ));
     // A job output too: nothing of the job's is stored.
     let (rec, _) = s.insert_job("t", "graph.v1", b"spec", "", 1.0).unwrap();
-    assert!(s.start_job("t", &rec.id).unwrap());
+    assert!(s.start_job("t", rec.id).unwrap());
     let fresh = ReadyOutput::new("a".into(), "raw".into(), b"fresh".to_vec());
     let same = ReadyOutput::new("b".into(), "echo".into(), bytes.to_vec());
     let e = s
-        .complete_job("t", &rec.id, &[fresh.clone(), same], 5, &Quota::default())
+        .complete_job("t", rec.id, &[fresh.clone(), same], 5, &Quota::default())
         .unwrap_err();
     assert!(matches!(e, ServerError::AlreadyExists(_)), "{e:?}");
-    assert!(s.object("t", &fresh.id).unwrap().is_none());
-    assert!(!s.blob_path(&fresh.id).exists());
-    assert_eq!(s.read_blob(&o.id).unwrap(), bytes, "the shared blob stays");
+    assert!(s.object("t", fresh.id).unwrap().is_none());
+    assert!(!s.blob_path(fresh.id).exists());
+    assert_eq!(s.read_blob(o.id).unwrap(), bytes, "the shared blob stays");
     assert_eq!(
-        s.job("t", &rec.id).unwrap().unwrap().state,
+        s.job("t", rec.id).unwrap().unwrap().state,
         JobState::Running
     );
 }
@@ -237,28 +246,28 @@ fn a_damaged_blob_is_found_marked_and_repaired_by_a_new_upload() {
     let bytes: Vec<u8> = (0..3_000_000u32).map(|i| (i % 251) as u8).collect();
     let o = upload(&s, "t", "to-be-damaged-001", &bytes, &Quota::default()).unwrap();
     s.put_object("u", "raw", &bytes).unwrap();
-    assert_eq!(s.read_blob_verified(&o.id).unwrap(), bytes);
+    assert_eq!(s.read_blob_verified(o.id).unwrap(), bytes);
     // One byte flipped on disk, in the last read step.
-    let path = s.blob_path(&o.id);
+    let path = s.blob_path(o.id);
     let mut on_disk = fs::read(&path).unwrap();
     on_disk[2_500_000] ^= 1;
     fs::write(&path, &on_disk).unwrap();
-    let e = s.read_blob_verified(&o.id).unwrap_err();
+    let e = s.read_blob_verified(o.id).unwrap_err();
     assert!(
-        matches!(&e, ServerError::Damaged(m) if m.contains(&o.id)),
+        matches!(&e, ServerError::Damaged(m) if m.contains(&o.id.to_hex())),
         "{e:?}"
     );
     // Both tenants' objects share the blob: both are damaged.
-    assert!(s.object("t", &o.id).unwrap().unwrap().damaged);
-    assert!(s.object("u", &o.id).unwrap().unwrap().damaged);
+    assert!(s.object("t", o.id).unwrap().unwrap().damaged);
+    assert!(s.object("u", o.id).unwrap().unwrap().damaged);
     // The bytes uploaded again replace the blob.
     upload(&s, "t", "repairing-upload1", &bytes, &Quota::default()).unwrap();
-    assert!(!s.object("u", &o.id).unwrap().unwrap().damaged);
-    assert_eq!(s.read_blob_verified(&o.id).unwrap(), bytes);
+    assert!(!s.object("u", o.id).unwrap().unwrap().damaged);
+    assert_eq!(s.read_blob_verified(o.id).unwrap(), bytes);
     // A missing blob is damaged too.
     fs::remove_file(&path).unwrap();
     assert!(matches!(
-        s.read_blob_verified(&o.id),
+        s.read_blob_verified(o.id),
         Err(ServerError::Damaged(_))
     ));
 }
@@ -342,19 +351,21 @@ fn job_states_round_trip_through_their_column() {
 
 #[test]
 fn a_version_0_store_is_migrated() {
+    const OBJECT: ObjectId = ObjectId([0xab; 32]);
+    const JOB: JobId = JobId([0x1f; 16]);
     let dir = tempfile::tempdir().unwrap();
     {
         let db = Connection::open(dir.path().join("meta.sqlite")).unwrap();
         db.execute_batch(SCHEMA).unwrap();
         db.execute(
-            "INSERT INTO objects(tenant,id,kind,size,created) VALUES('t','ab','raw',5,1)",
-            [],
+            "INSERT INTO objects(tenant,id,kind,size,created) VALUES('t',?1,'raw',5,1)",
+            [OBJECT.to_hex()],
         )
         .unwrap();
         db.execute(
             "INSERT INTO jobs(tenant,id,kind,spec,state,progress,message,error,created,finished,compute_us,attempts,client_ref)
-             VALUES('t','j1','graph.v1',x'00',2,0.5,'running','',1,0,0,1,'r')",
-            [],
+             VALUES('t',?1,'graph.v1',x'00',2,0.5,'running','',1,0,0,1,'r')",
+            [JOB.to_hex()],
         )
         .unwrap();
     }
@@ -364,9 +375,9 @@ fn a_version_0_store_is_migrated() {
         .query_row("PRAGMA user_version", [], |r| r.get(0))
         .unwrap();
     assert_eq!(v, SCHEMA_VERSION);
-    let o = s.object("t", "ab").unwrap().unwrap();
+    let o = s.object("t", OBJECT).unwrap().unwrap();
     assert_eq!((o.kind.as_str(), o.size, o.damaged), ("raw", 5, false));
-    let j = s.job("t", "j1").unwrap().unwrap();
+    let j = s.job("t", JOB).unwrap().unwrap();
     assert_eq!(
         (j.state, j.attempts, j.cancel_requested),
         (JobState::Running, 1, false)
@@ -390,18 +401,18 @@ fn a_version_0_store_is_migrated() {
 fn blobs_objects_and_tenants() {
     let dir = tempfile::tempdir().unwrap();
     let s = Store::open(dir.path()).unwrap();
-    let bytes = rand_bytes::<1000>().to_vec();
+    let bytes = random::<1000>().to_vec();
     let id = s.put_object("a", "raw", &bytes).unwrap().id;
-    assert_eq!(id, blake3::hash(&bytes).to_hex().to_string());
-    assert_eq!(s.read_blob(&id).unwrap(), bytes);
-    assert!(s.object("a", &id).unwrap().is_some());
-    assert!(s.object("b", &id).unwrap().is_none());
+    assert_eq!(id, ObjectId::of(&bytes));
+    assert_eq!(s.read_blob(id).unwrap(), bytes);
+    assert!(s.object("a", id).unwrap().is_some());
+    assert!(s.object("b", id).unwrap().is_none());
     s.put_object("b", "raw", &bytes).unwrap();
-    s.delete_object("a", &id).unwrap();
+    s.delete_object("a", id).unwrap();
     // Still referenced by b.
-    assert_eq!(s.read_blob(&id).unwrap(), bytes);
-    s.delete_object("b", &id).unwrap();
-    assert!(s.read_blob(&id).is_err());
+    assert_eq!(s.read_blob(id).unwrap(), bytes);
+    s.delete_object("b", id).unwrap();
+    assert!(s.read_blob(id).is_err());
 }
 
 #[test]
@@ -417,7 +428,7 @@ fn a_job_inserted_then_synced_is_there_after_reopen() {
         rec.id
     };
     let s = Store::open(dir.path()).unwrap();
-    let rec = s.job("t", &id).unwrap().unwrap();
+    let rec = s.job("t", id).unwrap().unwrap();
     assert_eq!(
         (rec.state, rec.spec.as_slice()),
         (JobState::Queued, &b"spec"[..])
@@ -431,7 +442,7 @@ fn resumable_upload_survives_reopen() {
     let meta = UploadMeta {
         kind: "raw".into(),
         total: data.len() as u64,
-        hash: blake3::hash(&data).to_hex().to_string(),
+        hash: Some(ObjectId::of(&data)),
     };
     {
         let s = Store::open(dir.path()).unwrap();
@@ -450,8 +461,8 @@ fn resumable_upload_survives_reopen() {
     f.write(&data[have as usize..]).unwrap();
     f.finish().unwrap();
     let obj = s.finish_upload("t", "u1", &meta, None).unwrap();
-    assert_eq!(obj.id, meta.hash);
-    assert_eq!(s.read_blob(&obj.id).unwrap(), data);
+    assert_eq!(Some(obj.id), meta.hash);
+    assert_eq!(s.read_blob(obj.id).unwrap(), data);
     assert!(s.upload("t", "u1").unwrap().is_none());
     // A different header for a pending upload id is refused.
     s.begin_upload("t", "u2", &meta, &Quota::default()).unwrap();
@@ -469,7 +480,7 @@ fn uploads_idle_past_the_expiry_are_dropped() {
     let meta = UploadMeta {
         kind: "raw".into(),
         total: 10,
-        hash: "00".repeat(32),
+        hash: Some(ObjectId([0; 32])),
     };
     let hour = std::time::Duration::from_secs(3600);
     for u in ["abandoned", "still-writing", "fresh"] {
@@ -507,11 +518,11 @@ fn uploads_idle_past_the_expiry_are_dropped() {
 #[test]
 fn upload_that_lost_its_part_or_row_starts_over() {
     let dir = tempfile::tempdir().unwrap();
-    let data = rand_bytes::<5000>().to_vec();
+    let data = random::<5000>().to_vec();
     let meta = UploadMeta {
         kind: "raw".into(),
         total: data.len() as u64,
-        hash: blake3::hash(&data).to_hex().to_string(),
+        hash: Some(ObjectId::of(&data)),
     };
     let parts = dir.path().join("uploads").join("t");
     {
@@ -551,5 +562,5 @@ fn upload_that_lost_its_part_or_row_starts_over() {
     let obj = s
         .finish_upload("t", "lost-part-000001", &meta, None)
         .unwrap();
-    assert_eq!(s.read_blob(&obj.id).unwrap(), data);
+    assert_eq!(s.read_blob(obj.id).unwrap(), data);
 }

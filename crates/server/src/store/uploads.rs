@@ -6,6 +6,7 @@ use std::io::Read;
 use std::path::PathBuf;
 use std::time::{SystemTime, UNIX_EPOCH};
 
+use hecloud_protocol::ObjectId;
 use rusqlite::{OptionalExtension, TransactionBehavior, params};
 
 use super::objects::{READ_STEP, record_object};
@@ -22,9 +23,10 @@ pub struct UploadMeta {
     pub kind: String,
     /// Announced total length.
     pub total: u64,
-    /// Announced hex BLAKE3; empty when the client hashes the bytes as it
+    /// Announced BLAKE3 (the `hash` column holds its hex, or is empty
+    /// without one); `None` when the client hashes the bytes as it
     /// makes them and checks the id it is answered with.
-    pub hash: String,
+    pub hash: Option<ObjectId>,
 }
 
 impl Store {
@@ -75,7 +77,10 @@ impl Store {
                     Ok(UploadMeta {
                         kind: r.get(0)?,
                         total: r.get::<_, i64>(1)? as u64,
-                        hash: r.get(2)?,
+                        hash: match r.get::<_, String>(2)?.is_empty() {
+                            true => None,
+                            false => Some(super::object_id_at(r, 2)?),
+                        },
                     })
                 },
             )
@@ -124,7 +129,7 @@ impl Store {
             // A racing begin of the same upload id made the row first.
             tx.execute(
                 "INSERT OR IGNORE INTO uploads(tenant,upload_id,kind,total,hash,created) VALUES(?1,?2,?3,?4,?5,?6)",
-                params![tenant, upload_id, meta.kind, meta.total as i64, meta.hash, now_ms()],
+                params![tenant, upload_id, meta.kind, meta.total as i64, meta.hash.map(|h| h.to_hex()).unwrap_or_default(), now_ms()],
             )?;
             tx.commit()?;
             Ok(())
@@ -192,8 +197,10 @@ impl Store {
             Some(h) => h,
             None => self.part_hasher(tenant, upload_id, u64::MAX)?.finalize(),
         };
-        let got = got.to_hex().to_string();
-        if !meta.hash.is_empty() && got != meta.hash {
+        let got = ObjectId(*got.as_bytes());
+        if let Some(announced) = meta.hash
+            && got != announced
+        {
             // A corrupt upload cannot be resumed: start over.
             let _ = fs::remove_file(&part);
             self.db().execute(
@@ -201,27 +208,26 @@ impl Store {
                 params![tenant, upload_id],
             )?;
             return Err(ServerError::InvalidArgument(format!(
-                "content hash mismatch: header says {}, bytes hash to {got}",
-                meta.hash
+                "content hash mismatch: header says {announced}, bytes hash to {got}"
             )));
         }
         {
             let blobs = self.lock_blobs();
-            self.install_blob(&blobs, &part, &got)?;
+            self.install_blob(&blobs, &part, got)?;
             let mut db = self.db();
             let tx = db.transaction()?;
-            let recorded = record_object(&tx, tenant, &got, &meta.kind, meta.total, now_ms());
+            let recorded = record_object(&tx, tenant, got, &meta.kind, meta.total, now_ms());
             tx.execute(
                 "DELETE FROM uploads WHERE tenant=?1 AND upload_id=?2",
                 params![tenant, upload_id],
             )?;
             tx.commit()?;
             if let Err(e) = recorded {
-                self.drop_unreferenced(&blobs, &db, &[got.as_str()]);
+                self.drop_unreferenced(&blobs, &db, &[got]);
                 return Err(e);
             }
         }
-        self.recorded_object(tenant, &got)
+        self.recorded_object(tenant, got)
     }
 
     /// Number of pending uploads of a tenant.
