@@ -302,7 +302,10 @@ impl Store {
         message: &str,
     ) -> Result<()> {
         self.execute_unsynced(
-            "UPDATE jobs SET progress=?3, message=?4 WHERE tenant=?1 AND id=?2 AND state=2",
+            // A requested cancel keeps its "cancelling" note: the job's
+            // next report must not make it look as if it went on running.
+            "UPDATE jobs SET progress=?3, message=CASE cancel_requested WHEN 1 THEN message ELSE ?4 END
+             WHERE tenant=?1 AND id=?2 AND state=2",
             params![tenant, id.to_hex(), progress as f64, message],
         )?;
         Ok(())

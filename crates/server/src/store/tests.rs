@@ -134,7 +134,12 @@ fn a_late_result_never_overwrites_a_cancel() {
     let q = Quota::default();
     let (rec, _) = s.insert_job("t", "graph.v1", b"spec", "", 1.0).unwrap();
     assert!(s.start_job("t", rec.id).unwrap());
+    s.set_progress("t", rec.id, 0.25, "node 1 of 4").unwrap();
     s.request_cancel("t", rec.id).unwrap();
+    // Progress still counts after a cancel, but the note stays "cancelling".
+    s.set_progress("t", rec.id, 0.5, "node 2 of 4").unwrap();
+    let job = s.job("t", rec.id).unwrap().unwrap();
+    assert_eq!((job.progress, job.message.as_str()), (0.5, "cancelling"));
     let out = [ReadyOutput::new("o".into(), "raw".into(), b"late".to_vec())];
     assert_eq!(
         s.complete_job("t", rec.id, &out, 5, &q).unwrap(),
