@@ -592,6 +592,7 @@ impl Executor for GraphExecutor {
             // Checked against the tenant's limit when it was submitted.
             None => Arc::new(self.prepare(spec, ctx.objects, f64::INFINITY)?),
         };
+        (ctx.progress)(0.0, "running");
         let t = Instant::now();
         let progress = ctx.progress;
         let out = execute(&p.graph, &p.keys, &p.inputs, ctx.cancel, &mut |pr| {

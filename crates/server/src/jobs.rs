@@ -443,7 +443,9 @@ impl Jobs {
         let objects = TenantObjects::new(self.store.clone(), tenant);
         let mut last = Instant::now() - Duration::from_secs(1);
         let mut progress = |f: f32, msg: &str| {
-            if last.elapsed() >= Duration::from_millis(100) || f >= 1.0 {
+            // Node reports are throttled; the start of a phase (loading,
+            // running: reported at 0) and the end always get through.
+            if last.elapsed() >= Duration::from_millis(100) || f <= 0.0 || f >= 1.0 {
                 last = Instant::now();
                 let _ = self.store.set_progress(tenant, id, f.clamp(0.0, 1.0), msg);
                 self.notify(tenant, id);
