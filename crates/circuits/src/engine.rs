@@ -576,17 +576,8 @@ impl<E: BitEngine> BitEngine for Cancellable<'_, E> {
         self.engine.threads()
     }
 
-    fn eval_layer_cancellable(
-        &self,
-        ops: &[LutOp<'_, Self::Ct>],
-        cancel: &AtomicBool,
-    ) -> Result<Vec<Vec<WireOf<Self>>>> {
-        // Nested flags: either one stops the layer.
-        if cancel.load(Ordering::Relaxed) {
-            return Err(CircuitError::Cancelled);
-        }
-        self.eval_layer(ops)
-    }
+    // eval_layer_cancellable: the default (check `cancel`, then eval_layer,
+    // which checks this wrapper's own flag) lets either flag stop a layer.
 }
 
 pub(crate) fn one<W>(v: Vec<W>) -> Result<W> {

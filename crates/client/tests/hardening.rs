@@ -18,8 +18,8 @@ use tonic::Code;
 mod common;
 
 use common::{
-    ALICE, BOB, Setup, code, config, connect, echo_key_holder, random_bytes, random_values, server,
-    small_ckks,
+    ALICE, BOB, Setup, code, config, connect, echo_key_holder, first_slot, random_bytes,
+    random_values, server, small_ckks,
 };
 
 /// Flips one byte of a stored blob, as a failing disk would.
@@ -69,13 +69,7 @@ async fn a_damaged_blob_fails_its_job_instead_of_giving_a_wrong_answer() {
     alice.upload("ckks.ciphertext", Arc::new(ct)).await.unwrap();
     let done = workload::run_job(&alice, &job).await.unwrap();
     let out = workload::output(&alice, &done, "mean").await.unwrap();
-    let mean = enc
-        .decode_real(
-            &keys
-                .decrypt(&hecloud_rlwe::Ciphertext::from_bytes(params.rlwe(), &out).unwrap())
-                .unwrap(),
-        )
-        .unwrap()[0];
+    let mean = first_slot(&keys, &out);
     let want = values.iter().sum::<f64>() / values.len() as f64;
     assert!((mean - want).abs() < 1e-3, "mean {mean} vs {want}");
 
@@ -513,13 +507,7 @@ async fn uploads_are_refused_as_they_arrive_unless_they_are_what_their_kind_says
             workload::statistics_graph(session, ObjectId::from_hex(id).unwrap(), values.len());
         let done = workload::run_job(&alice, &job).await.unwrap();
         let out = workload::output(&alice, &done, "mean").await.unwrap();
-        let mean = enc
-            .decode_real(
-                &keys
-                    .decrypt(&hecloud_rlwe::Ciphertext::from_bytes(params.rlwe(), &out).unwrap())
-                    .unwrap(),
-            )
-            .unwrap()[0];
+        let mean = first_slot(&keys, &out);
         assert!((mean - want).abs() < 1e-3, "mean {mean} vs {want}");
     }
     s.server.stop().await.unwrap();

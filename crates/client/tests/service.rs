@@ -16,7 +16,9 @@ use tonic::Code;
 
 mod common;
 
-use common::{ALICE, BOB, code, connect, random_bytes, random_values, server, small_ckks};
+use common::{
+    ALICE, BOB, code, connect, first_slot, random_bytes, random_values, server, small_ckks,
+};
 
 fn header(bytes: &[u8], kind: &str, id: &str) -> UploadHeader {
     UploadHeader {
@@ -540,10 +542,7 @@ async fn ckks_graph_jobs_match_plaintext_and_bad_graphs_are_refused() {
         // Asked for after it ended, the job's one event carries them too.
         let again = alice.wait(&done.job_id, &|_| {}).await.unwrap();
         assert_eq!(again.outputs, done.outputs);
-        let dec = |b: &[u8]| {
-            let c = hecloud_rlwe::Ciphertext::from_bytes(params.rlwe(), b).unwrap();
-            enc.decode_real(&keys.decrypt(&c).unwrap()).unwrap()[0]
-        };
+        let dec = |b: &[u8]| first_slot(&keys, b);
         let mean = dec(&workload::output(&alice, &done, "mean").await.unwrap());
         let var = dec(&workload::output(&alice, &done, "variance").await.unwrap());
         let n = count as f64;
@@ -639,7 +638,6 @@ async fn a_job_submitted_while_its_input_uploads_starts_once_the_bytes_are_in() 
     let alice = connect(&s, ALICE).await;
     let bob = connect(&s, BOB).await;
     let (params, keys, session) = small_ckks(&alice).await;
-    let enc = Encoder::new(&params);
     let values = random_values(8);
     let ct = encrypted(&params, &keys, &values);
     let id = ObjectId::of(&ct);
@@ -733,8 +731,7 @@ async fn a_job_submitted_while_its_input_uploads_starts_once_the_bytes_are_in() 
     assert_eq!(done.state, JobState::Succeeded as i32, "{}", done.error);
     assert_eq!(again.outputs, done.outputs);
     let out = workload::output(&alice, &done, "mean").await.unwrap();
-    let c = hecloud_rlwe::Ciphertext::from_bytes(params.rlwe(), &out).unwrap();
-    let mean = enc.decode_real(&keys.decrypt(&c).unwrap()).unwrap()[0];
+    let mean = first_slot(&keys, &out);
     let want = values.iter().sum::<f64>() / values.len() as f64;
     assert!((mean - want).abs() < 1e-3, "mean {mean} vs {want}");
 

@@ -7,7 +7,7 @@
 use std::sync::Arc;
 
 use hecloud_ckks::params::test_literal;
-use hecloud_ckks::{CkksParameters, KeySet};
+use hecloud_ckks::{CkksParameters, Encoder, KeySet};
 use hecloud_client::{Client, ClientError, SessionHandle};
 use hecloud_protocol::rpc;
 use hecloud_protocol::{CkksParamSpec, Message, ObjectId, ParamSpec, SessionSpec};
@@ -129,6 +129,14 @@ pub async fn small_ckks(client: &Client) -> (Arc<CkksParameters>, KeySet, Object
         .await
         .unwrap();
     (params, keys, spec.id())
+}
+
+/// The first slot of a downloaded CKKS ciphertext, decrypted with `keys`.
+pub fn first_slot(keys: &KeySet, bytes: &[u8]) -> f64 {
+    let ct = hecloud_rlwe::Ciphertext::from_bytes(keys.params().rlwe(), bytes).unwrap();
+    Encoder::new(keys.params())
+        .decode_real(&keys.decrypt(&ct).unwrap())
+        .unwrap()[0]
 }
 
 /// A key holder that answers every echo callback at once.
