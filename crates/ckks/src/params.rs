@@ -94,6 +94,7 @@ pub fn test_literal(log_n: u32, levels: usize) -> ParametersLiteral {
         secret: SecretDistribution::Ternary,
         sigma: SIGMA,
         dnum: None,
+        plaintext_modulus: None,
     }
 }
 
@@ -140,6 +141,7 @@ impl Preset {
                 secret: SecretDistribution::Ternary,
                 sigma: SIGMA,
                 dnum: None,
+                plaintext_modulus: None,
             },
             scale,
         )

@@ -136,6 +136,7 @@ impl CkksParamSpec {
                     },
                     sigma: SIGMA,
                     dnum: dnum.map(|d| d as usize),
+                    plaintext_modulus: None,
                 };
                 Ok(if allow_insecure {
                     CkksParameters::new_insecure_for_tests(lit, *log_scale)?

@@ -22,6 +22,7 @@ fn ciphertext_n65536(c: &mut Criterion) {
         secret: SecretDistribution::Ternary,
         sigma: 3.2,
         dnum: None,
+        plaintext_modulus: None,
     })
     .unwrap();
     let level = params.max_level();

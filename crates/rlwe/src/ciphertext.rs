@@ -79,6 +79,7 @@ pub struct Ciphertext {
     polys: Vec<RnsPoly>,
     level: usize,
     scale: f64,
+    factor: u64,
     seed: Option<[u8; 32]>,
 }
 
@@ -104,6 +105,7 @@ impl Ciphertext {
             polys,
             level,
             scale,
+            factor: 1,
             seed: None,
         })
     }
@@ -141,6 +143,26 @@ impl Ciphertext {
     /// Sets the scale metadata (no arithmetic).
     pub fn set_scale(&mut self, scale: f64) {
         self.scale = scale;
+    }
+
+    /// Under a plaintext modulus t (BGV): the unit of Z_t the message is
+    /// multiplied by, which modulus switching changes (each switch past q
+    /// multiplies it by q⁻¹ mod t) and decryption divides out. 1 for CKKS.
+    pub fn factor(&self) -> u64 {
+        self.factor
+    }
+
+    /// Sets the factor metadata (no arithmetic).
+    pub fn set_factor(&mut self, factor: u64) {
+        self.factor = factor;
+    }
+
+    /// `self` with another ciphertext's metadata (scale and factor), for
+    /// operations that keep them.
+    pub fn with_metadata_of(mut self, other: &Ciphertext) -> Self {
+        self.scale = other.scale;
+        self.factor = other.factor;
+        self
     }
 
     /// Degree: number of components − 1.

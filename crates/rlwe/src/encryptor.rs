@@ -62,9 +62,9 @@ impl Encryptor {
             RnsPoly::from_limbs(&ext, p.domain(), data)
         };
         let (b, a) = (take(&pk.b)?, take(&pk.a)?);
-        let mut c0 = gaussian_ntt(&mut self.sampler, &ext)?;
+        let mut c0 = gaussian_ntt(&mut self.sampler, &ext, &self.params)?;
         c0.mul_add_assign(&b, &u)?;
-        let mut c1 = gaussian_ntt(&mut self.sampler, &ext)?;
+        let mut c1 = gaussian_ntt(&mut self.sampler, &ext, &self.params)?;
         c1.mul_add_assign(&a, &u)?;
         zeroize::Zeroize::zeroize(&mut u);
         let mut c0 = mod_down(&self.params, level, &c0)?;
@@ -82,7 +82,7 @@ impl Encryptor {
         let basis = self.params.q_at(level)?.clone();
         let seed = self.sampler.seed();
         let a = hecloud_math::sampling::expand_seed_uniform(&seed, &basis);
-        let mut c0 = gaussian_ntt(&mut self.sampler, &basis)?;
+        let mut c0 = gaussian_ntt(&mut self.sampler, &basis, &self.params)?;
         let mut s = sk.s_q(level)?;
         s.mul_assign(&a)?;
         c0.sub_assign(&s)?;

@@ -243,10 +243,18 @@ pub struct KeyGenerator {
     sampler: Sampler,
 }
 
-/// An error polynomial over `basis` in the NTT domain.
-pub(crate) fn gaussian_ntt(sampler: &mut Sampler, basis: &Arc<RnsBasis>) -> Result<RnsPoly> {
+/// An error polynomial over `basis` in the NTT domain: e, or t·e under a
+/// plaintext modulus t (BGV keeps the message in the low digits).
+pub(crate) fn gaussian_ntt(
+    sampler: &mut Sampler,
+    basis: &Arc<RnsBasis>,
+    params: &Parameters,
+) -> Result<RnsPoly> {
     let e = sampler.gaussian(basis.degree());
     let mut p = RnsPoly::from_signed(basis, &e)?;
+    if let Some(t) = params.plaintext_modulus() {
+        p.mul_scalar_assign(t);
+    }
     p.to_ntt();
     Ok(p)
 }
@@ -274,7 +282,7 @@ impl KeyGenerator {
     /// # use hecloud_rlwe::{*, params::SIGMA};
     /// # let params = Parameters::new_insecure_for_tests(ParametersLiteral { log_n: 10,
     /// #     log_q: vec![50, 40], log_p: vec![50], secret: SecretDistribution::Ternary,
-    /// #     sigma: SIGMA, dnum: None }).unwrap();
+    /// #     sigma: SIGMA, dnum: None, plaintext_modulus: None }).unwrap();
     /// let mut kg = KeyGenerator::new(&params);
     /// let sk = kg.gen_secret_key().unwrap();
     /// assert_eq!(format!("{sk:?}"), "SecretKey(<redacted>)");
@@ -301,7 +309,7 @@ impl KeyGenerator {
         let basis = self.params.qp_basis().clone();
         let seed = self.sampler.seed();
         let a = expand_seed_uniform(&seed, &basis);
-        let mut b = gaussian_ntt(&mut self.sampler, &basis)?;
+        let mut b = gaussian_ntt(&mut self.sampler, &basis, &self.params)?;
         let as_ = a.mul(&sk.s)?;
         b.sub_assign(&as_)?;
         Ok(PublicKey {
@@ -346,7 +354,7 @@ impl KeyGenerator {
         for d in &top.digits {
             let seed = self.sampler.seed();
             let a = expand_seed_uniform(&seed, &qp);
-            let mut b = gaussian_ntt(&mut self.sampler, &qp)?;
+            let mut b = gaussian_ntt(&mut self.sampler, &qp, &params)?;
             b.sub_assign(&a.mul(&sk.s)?)?;
             for (i, &pq) in p_mod_q.iter().enumerate().take(d.end).skip(d.start) {
                 let m = qp.moduli()[i];

@@ -10,7 +10,7 @@
 //! use hecloud_rlwe::*;
 //! let params = Parameters::new_insecure_for_tests(ParametersLiteral {
 //!     log_n: 10, log_q: vec![50, 40], log_p: vec![50],
-//!     secret: SecretDistribution::Ternary, sigma: params::SIGMA, dnum: None,
+//!     secret: SecretDistribution::Ternary, sigma: params::SIGMA, dnum: None, plaintext_modulus: None,
 //! }).unwrap();
 //! let mut kg = KeyGenerator::new(&params);
 //! let sk = kg.gen_secret_key().unwrap();

@@ -28,7 +28,7 @@ pub fn relinearize(ct: &Ciphertext, rlk: &RelinearizationKey) -> Result<Cipherte
     let (mut c0, mut c1) = key_switch(ct.params(), &p[2], &rlk.0)?;
     c0.add_assign(&p[0])?;
     c1.add_assign(&p[1])?;
-    Ciphertext::new(ct.params(), vec![c0, c1], ct.level(), ct.scale())
+    Ok(Ciphertext::new(ct.params(), vec![c0, c1], ct.level(), ct.scale())?.with_metadata_of(ct))
 }
 
 /// Applies X → X^g to a degree-1 ciphertext and switches back to s.
@@ -47,7 +47,7 @@ pub fn apply_galois(ct: &Ciphertext, gk: &GaloisKey) -> Result<Ciphertext> {
     let mut c0 = permute(&p[0], &gk.perm)?;
     c0.add_assign(&k0)?;
     crate::pool::recycle(k0);
-    Ciphertext::new(ct.params(), vec![c0, k1], ct.level(), ct.scale())
+    Ok(Ciphertext::new(ct.params(), vec![c0, k1], ct.level(), ct.scale())?.with_metadata_of(ct))
 }
 
 /// Applies several automorphisms to one ciphertext, decomposing c_1 once.
@@ -70,7 +70,10 @@ pub fn apply_galois_hoisted(ct: &Ciphertext, gks: &[&GaloisKey]) -> Result<Vec<C
             let mut c0 = permute(&p[0], &gk.perm)?;
             c0.add_assign(&k0)?;
             crate::pool::recycle(k0);
-            Ciphertext::new(ct.params(), vec![c0, k1], ct.level(), ct.scale())
+            Ok(
+                Ciphertext::new(ct.params(), vec![c0, k1], ct.level(), ct.scale())?
+                    .with_metadata_of(ct),
+            )
         })
         .collect();
     dec.recycle();

@@ -67,6 +67,12 @@ pub struct ParametersLiteral {
     pub sigma: f64,
     /// Number of key-switching digits; `None` picks ⌈|Q| / |P|⌉.
     pub dnum: Option<usize>,
+    /// BGV's plaintext modulus t; `None` for CKKS. With t, the message sits
+    /// in the low digits: keys and fresh encryptions carry noise t·e, and
+    /// every division (ModDown, the fused ModDown + rescale) subtracts a
+    /// multiple of t, so that the value mod t survives. It is part of the
+    /// parameters' identity ([`Parameters::hash`]).
+    pub plaintext_modulus: Option<u64>,
 }
 
 /// Precomputed tables of one decomposition digit at one level.
@@ -126,6 +132,7 @@ pub(crate) struct ModDownTables {
 ///     secret: SecretDistribution::Ternary,
 ///     sigma: 3.2,
 ///     dnum: None,
+///     plaintext_modulus: None,
 /// };
 /// let params = Parameters::new(lit.clone()).unwrap();
 /// assert_eq!(params.max_level(), 2);
@@ -216,6 +223,11 @@ impl Parameters {
                 )));
             }
         }
+        if let Some(t) = literal.plaintext_modulus
+            && !(2..1 << 61).contains(&t)
+        {
+            return Err(invalid(format!("plaintext modulus {t} outside 2..2^61")));
+        }
         let lq = literal.log_q.len();
         let dnum = literal
             .dnum
@@ -236,11 +248,21 @@ impl Parameters {
                 max: max.unwrap_or(0),
             });
         }
-        // Primes: for each entry, the largest unused NTT prime of that size.
+        // Primes: for each entry, the largest unused NTT prime of that size
+        // (never t itself, which must stay invertible mod every prime).
+        let t = literal.plaintext_modulus;
         let mut used: Vec<u64> = Vec::new();
         for &b in literal.log_q.iter().chain(&literal.log_p) {
-            let q = ntt_primes(b, n, 1, &used)?[0];
+            let exclude: Vec<u64> = used.iter().copied().chain(t).collect();
+            let q = ntt_primes(b, n, 1, &exclude)?[0];
             used.push(q);
+        }
+        if let Some(t) = t
+            && let Some(q) = used.iter().find(|&&q| t % q == 0)
+        {
+            return Err(invalid(format!(
+                "plaintext modulus {t} is a multiple of the prime {q}"
+            )));
         }
         let q = RnsBasis::new(n, &used[..lq])?;
         let p = RnsBasis::new(n, &used[lq..])?;
@@ -255,9 +277,9 @@ impl Parameters {
         }
         let mut levels = Vec::with_capacity(lq);
         for l in 0..lq {
-            levels.push(level_tables(&q, &p, l, alpha)?);
+            levels.push(level_tables(&q, &p, l, alpha, t)?);
         }
-        let mod_down = mod_down_tables(p.moduli(), q.moduli())?;
+        let mod_down = mod_down_tables(p.moduli(), q.moduli(), t)?;
         let hash = param_hash(&literal, &used, dnum);
         Ok(Arc::new(Self {
             literal,
@@ -361,6 +383,11 @@ impl Parameters {
         &self.hash
     }
 
+    /// BGV's plaintext modulus t (`None` for CKKS).
+    pub fn plaintext_modulus(&self) -> Option<u64> {
+        self.literal.plaintext_modulus
+    }
+
     /// Whether the set passed the 128-bit security check.
     pub fn is_secure(&self) -> bool {
         self.secure
@@ -389,6 +416,10 @@ fn param_hash(lit: &ParametersLiteral, primes: &[u64], dnum: usize) -> [u8; 32] 
     };
     h.update(&lit.sigma.to_bits().to_le_bytes());
     h.update(&(dnum as u64).to_le_bytes());
+    // Absent for CKKS, so that CKKS identities predate BGV unchanged.
+    if let Some(t) = lit.plaintext_modulus {
+        h.update(b"t").update(&t.to_le_bytes());
+    }
     *h.finalize().as_bytes()
 }
 
@@ -405,6 +436,7 @@ fn level_tables(
     p: &Arc<RnsBasis>,
     l: usize,
     alpha: usize,
+    t: Option<u64>,
 ) -> Result<LevelTables> {
     let ql = q.prefix(l + 1)?;
     let qp = ql.concat(p)?;
@@ -451,7 +483,7 @@ fn level_tables(
     let rescale_down = if l >= 1 {
         let mut removed = vec![ql.moduli()[l]];
         removed.extend_from_slice(p.moduli());
-        Some(mod_down_tables(&removed, &ql.moduli()[..l])?)
+        Some(mod_down_tables(&removed, &ql.moduli()[..l], t)?)
     } else {
         None
     };
@@ -464,12 +496,22 @@ fn level_tables(
 }
 
 /// Tables to divide by the product R of `removed` primes, onto `targets`.
-fn mod_down_tables(removed: &[Modulus], targets: &[Modulus]) -> Result<ModDownTables> {
+///
+/// With a plaintext modulus t the division is BGV's: x ↦ (x − t·[t⁻¹x]_R)/R,
+/// which subtracts a multiple of t (so x mod t is kept, times R⁻¹) and is
+/// the plain one (x − [x]_R)/R with t⁻¹ folded into the first step of the
+/// base conversion and t into its weights.
+fn mod_down_tables(
+    removed: &[Modulus],
+    targets: &[Modulus],
+    t: Option<u64>,
+) -> Result<ModDownTables> {
+    let t = t.unwrap_or(1);
     let phat_inv = removed
         .iter()
         .enumerate()
         .map(|(k, m)| {
-            let inv = m.inv(prod_mod(m, removed, k))?;
+            let inv = m.inv(m.mul(prod_mod(m, removed, k), m.reduce(t)))?;
             Ok((inv, m.shoup(inv)))
         })
         .collect::<Result<Vec<_>>>()?;
@@ -477,7 +519,7 @@ fn mod_down_tables(removed: &[Modulus], targets: &[Modulus]) -> Result<ModDownTa
         .iter()
         .map(|qi| {
             (0..removed.len())
-                .map(|k| prod_mod(qi, removed, k))
+                .map(|k| qi.mul(prod_mod(qi, removed, k), qi.reduce(t)))
                 .collect()
         })
         .collect();
@@ -490,7 +532,7 @@ fn mod_down_tables(removed: &[Modulus], targets: &[Modulus]) -> Result<ModDownTa
         .collect::<Result<Vec<_>>>()?;
     let r_mod_q = targets
         .iter()
-        .map(|qi| prod_mod(qi, removed, usize::MAX))
+        .map(|qi| qi.mul(prod_mod(qi, removed, usize::MAX), qi.reduce(t)))
         .collect();
     let r_inv_f64 = removed.iter().map(|m| 1.0 / m.value() as f64).collect();
     Ok(ModDownTables {
@@ -517,6 +559,7 @@ pub(crate) mod tests {
             secret: SecretDistribution::Ternary,
             sigma: SIGMA,
             dnum,
+            plaintext_modulus: None,
         }
     }
 
@@ -536,6 +579,7 @@ pub(crate) mod tests {
                 secret: SecretDistribution::Ternary,
                 sigma: SIGMA,
                 dnum: None,
+                plaintext_modulus: None,
             };
             if (11..=15).contains(&log_n) {
                 // Just under the limit: accepted.

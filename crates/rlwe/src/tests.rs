@@ -239,3 +239,104 @@ fn secret_key_roundtrip_and_redaction() {
     assert!(SecretKey::from_coefficients(&params, &[0i8; 5]).is_err());
     assert!(!format!("{sk:?}").contains('1'));
 }
+
+/// Under a plaintext modulus t every noise term is a multiple of t: public-
+/// and secret-key encryption, relinearization, automorphisms and the fused
+/// ModDown + rescale decrypt to the exact message mod t (times q_l⁻¹ for the
+/// rescale), and the noise stays small.
+#[test]
+fn plaintext_modulus_keeps_the_message_exact_mod_t() {
+    let t = 65537u64;
+    let mut lit = small(10, 3, None);
+    lit.plaintext_modulus = Some(t);
+    let params = Parameters::new_insecure_for_tests(lit.clone()).unwrap();
+    assert_eq!(params.plaintext_modulus(), Some(t));
+    let plain = Parameters::new_insecure_for_tests(small(10, 3, None)).unwrap();
+    assert_ne!(params.hash(), plain.hash(), "t is part of the identity");
+    let mut kg = KeyGenerator::new(&params);
+    let sk = kg.gen_secret_key().unwrap();
+    let pk = kg.gen_public_key(&sk).unwrap();
+    let rlk = kg.gen_relinearization_key(&sk).unwrap();
+    let gks = kg.gen_galois_keys(&sk, &[1, -3], false).unwrap();
+    let mut enc = Encryptor::new(&params);
+    let mod_t = |x: i128| x.rem_euclid(t as i128) as i64;
+    let reduce = |v: &[i64]| v.iter().map(|&x| mod_t(x as i128)).collect::<Vec<_>>();
+    let decrypt_mod_t = |ct: &Ciphertext| -> (Vec<i64>, i128) {
+        let c = decrypt_coeffs(&sk, ct);
+        let noise = c.iter().map(|x| x.abs()).max().unwrap() / t as i128;
+        (c.into_iter().map(mod_t).collect(), noise)
+    };
+    let level = params.max_level();
+    let bound = (t / 2) as i64;
+    let (m1, p1) = random_message(&params, level, bound);
+    let (m2, p2) = random_message(&params, level, bound);
+    let a = enc.encrypt_pk(&pk, &p1).unwrap();
+    let b = enc.encrypt_sk(&sk, &p2).unwrap();
+    for (ct, m) in [(&a, &m1), (&b, &m2)] {
+        let (got, noise) = decrypt_mod_t(ct);
+        assert_eq!(got, reduce(m));
+        assert!(noise < 1 << 12, "fresh noise {noise}·t");
+    }
+    let (x, y) = (a.polys(), b.polys());
+    let d0 = x[0].mul(&y[0]).unwrap();
+    let mut d1 = x[0].mul(&y[1]).unwrap();
+    d1.mul_add_assign(&x[1], &y[0]).unwrap();
+    let d2 = x[1].mul(&y[1]).unwrap();
+    let ct3 = Ciphertext::new(&params, vec![d0, d1, d2], level, 1.0).unwrap();
+    let prod = ops::relinearize(&ct3, &rlk).unwrap();
+    let m12: Vec<i64> = {
+        // The negacyclic product mod t, in i128 against overflow.
+        let n = m1.len();
+        let mut out = vec![0i128; n];
+        for i in 0..n {
+            for j in 0..n {
+                let p = m1[i] as i128 * m2[j] as i128;
+                if i + j < n {
+                    out[i + j] += p;
+                } else {
+                    out[i + j - n] -= p;
+                }
+            }
+        }
+        out.into_iter().map(mod_t).collect()
+    };
+    assert_eq!(decrypt_mod_t(&prod).0, m12);
+    for g in gks.elements() {
+        let rotated = ops::apply_galois(&a, gks.get(g).unwrap()).unwrap();
+        assert_eq!(
+            decrypt_mod_t(&rotated).0,
+            reduce(&automorphism_plain(&m1, g))
+        );
+    }
+    // The fused ModDown + rescale of P·c divides by q_l: the message comes
+    // back times q_l⁻¹ mod t, with the noise divided by q_l.
+    let ql = params.q_modulus(level).unwrap().value();
+    let tm = hecloud_math::Modulus::new(t).unwrap();
+    let ql_inv = tm.inv(tm.reduce(ql)).unwrap();
+    let polys: Vec<RnsPoly> = a
+        .polys()
+        .iter()
+        .map(|c| mod_down_rescale(&params, level, &lift_times_p(&params, c).unwrap()).unwrap())
+        .collect();
+    let switched = Ciphertext::new(&params, polys, level - 1, 1.0).unwrap();
+    let (got, noise) = decrypt_mod_t(&switched);
+    let want: Vec<i64> = reduce(&m1)
+        .iter()
+        .map(|&x| tm.mul(x as u64, ql_inv) as i64)
+        .collect();
+    assert_eq!(got, want);
+    assert!(noise < 1 << 10, "switched noise {noise}·t");
+    // The factor travels with the bytes, and only units of Z_t are accepted.
+    let mut c = a.clone();
+    c.set_factor(ql_inv);
+    let back = Ciphertext::from_bytes(&params, &c.to_bytes()).unwrap();
+    assert_eq!(back.factor(), ql_inv);
+    let mut bad = c.to_bytes();
+    bad[56..64].copy_from_slice(&t.to_le_bytes());
+    assert!(Ciphertext::from_bytes(&params, &bad).is_err());
+    // A t that is a multiple of a prime, or 0/1, is refused.
+    for bad_t in [0, 1, 1 << 62] {
+        lit.plaintext_modulus = Some(bad_t);
+        assert!(Parameters::new_insecure_for_tests(lit.clone()).is_err());
+    }
+}

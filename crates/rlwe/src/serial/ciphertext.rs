@@ -57,7 +57,7 @@ impl Ciphertext {
     /// # use hecloud_rlwe::{Encryptor, KeyGenerator, Parameters, ParametersLiteral, Plaintext, SecretDistribution};
     /// # let params = Parameters::new(ParametersLiteral {
     /// #     log_n: 12, log_q: vec![40, 30], log_p: vec![30],
-    /// #     secret: SecretDistribution::Ternary, sigma: 3.2, dnum: None,
+    /// #     secret: SecretDistribution::Ternary, sigma: 3.2, dnum: None, plaintext_modulus: None,
     /// # }).unwrap();
     /// # let sk = KeyGenerator::new(&params).gen_secret_key().unwrap();
     /// # let m = hecloud_math::RnsPoly::zero(params.q_at(1).unwrap(), hecloud_math::Domain::Ntt);
@@ -92,7 +92,7 @@ impl Ciphertext {
     /// # use hecloud_rlwe::{Encryptor, KeyGenerator, Parameters, ParametersLiteral, Plaintext, SecretDistribution};
     /// # let params = Parameters::new(ParametersLiteral {
     /// #     log_n: 12, log_q: vec![40, 30], log_p: vec![30],
-    /// #     secret: SecretDistribution::Ternary, sigma: 3.2, dnum: None,
+    /// #     secret: SecretDistribution::Ternary, sigma: 3.2, dnum: None, plaintext_modulus: None,
     /// # }).unwrap();
     /// # let sk = KeyGenerator::new(&params).gen_secret_key().unwrap();
     /// # let m = hecloud_math::RnsPoly::zero(params.q_at(1).unwrap(), hecloud_math::Domain::Ntt);
@@ -166,7 +166,11 @@ impl Ciphertext {
                 level: self.level() as u32,
                 scale: self.scale(),
                 count: self.polys().len() as u32,
-                extra: 0,
+                extra: if self.params().plaintext_modulus().is_some() {
+                    self.factor()
+                } else {
+                    0
+                },
             },
         );
         seeded

@@ -24,7 +24,7 @@ use crate::params::Parameters;
 /// # use hecloud_rlwe::serial::CiphertextDecoder;
 /// # let params = Parameters::new(ParametersLiteral {
 /// #     log_n: 12, log_q: vec![40, 30], log_p: vec![30],
-/// #     secret: SecretDistribution::Ternary, sigma: 3.2, dnum: None,
+/// #     secret: SecretDistribution::Ternary, sigma: 3.2, dnum: None, plaintext_modulus: None,
 /// # }).unwrap();
 /// # let sk = KeyGenerator::new(&params).gen_secret_key().unwrap();
 /// # let m = hecloud_math::RnsPoly::zero(params.q_at(1).unwrap(), hecloud_math::Domain::Ntt);
@@ -57,6 +57,7 @@ pub struct CiphertextDecoder {
 struct CiphertextBody {
     level: usize,
     scale: f64,
+    factor: u64,
     seeded: bool,
     /// The polynomials given in full (c_0 alone if seeded).
     polys: Vec<PolyUnpacker>,
@@ -148,6 +149,7 @@ impl CiphertextDecoder {
         let CiphertextBody {
             level,
             scale,
+            factor,
             polys,
             seeded_c1,
             ..
@@ -156,15 +158,39 @@ impl CiphertextDecoder {
             .into_iter()
             .map(|p| p.finish(Domain::Ntt).expect("every limb unpacked (`done`)"))
             .collect();
-        match seeded_c1 {
+        let mut ct = match seeded_c1 {
             Some((seed, c1)) => {
                 let c0 = polys.into_iter().next().expect("c_0");
                 Ciphertext::from_seed(&self.params, c0, c1, seed, level, scale)
             }
             None if body.seeded => Err(truncated(self.total)),
             None => Ciphertext::new(&self.params, polys, level, scale),
-        }
+        }?;
+        ct.set_factor(factor);
+        Ok(ct)
     }
+}
+
+/// The `extra` field of a ciphertext: the factor, a unit of Z_t, under a
+/// plaintext modulus t; 0 otherwise (read as factor 1).
+fn check_factor(params: &Parameters, extra: u64) -> Result<u64> {
+    let unit = |t: u64| (1..t).contains(&extra) && gcd(extra, t) == 1;
+    match params.plaintext_modulus() {
+        None if extra == 0 => Ok(1),
+        Some(t) if unit(t) => Ok(extra),
+        _ => Err(DecodeError::InvalidField {
+            field: "factor",
+            value: extra,
+        }
+        .into()),
+    }
+}
+
+fn gcd(mut a: u64, mut b: u64) -> u64 {
+    while b != 0 {
+        (a, b) = (b, a % b);
+    }
+    a
 }
 
 impl CiphertextBody {
@@ -174,6 +200,7 @@ impl CiphertextBody {
         let h = read_header(params, header, Kind::Ciphertext)?;
         let level = check_level(params, h.level)?;
         check_scale(h.scale)?;
+        let factor = check_factor(params, h.extra)?;
         let count = h.count as usize;
         let seeded = h.flags & FLAG_SEEDED != 0;
         if !(2..=MAX_CIPHERTEXT_COMPONENTS).contains(&count) || (seeded && count != 2) {
@@ -200,6 +227,7 @@ impl CiphertextBody {
         Ok(Self {
             level,
             scale: h.scale,
+            factor,
             seeded,
             polys: (0..given).map(|_| PolyUnpacker::new(basis)).collect(),
             limbs: per_poly.repeat(given),
