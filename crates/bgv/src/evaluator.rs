@@ -1,0 +1,457 @@
+//! The evaluator: exact slot-wise arithmetic mod t on ciphertexts, with
+//! automatic level and factor matching, modulus switching after products,
+//! and a noise estimate carried by every result.
+//!
+//! Every ciphertext carries two pieces of BGV metadata in its RLWE header:
+//! the factor (a unit of Z_t the message is multiplied by, changed by each
+//! modulus switch) and, in the scale field, log2 of the estimated noise
+//! bound (see [`crate::params::NoiseModel`]). An operation whose result
+//! would have no estimated budget left fails with
+//! [`BgvError::BudgetExhausted`] instead of returning a ciphertext that
+//! decrypts wrongly.
+
+use std::borrow::Cow;
+use std::sync::Arc;
+
+use hecloud_math::RnsPoly;
+use hecloud_rlwe::keys::{galois_element_conjugate, galois_element_for_rotation};
+use hecloud_rlwe::keyswitch::{add_times_p_assign, key_switch_ext, lift_times_p, mod_down_rescale};
+use hecloud_rlwe::{Ciphertext, RlweError, ops};
+
+use crate::encoder::Plaintext;
+use crate::error::{BgvError, Result};
+use crate::keys::{EvaluationKeys, check};
+use crate::params::BgvParameters;
+
+/// Evaluates on BGV ciphertexts of one parameter set.
+///
+/// ```
+/// use hecloud_bgv::{BgvParameters, Encoder, Evaluator, KeySet, params::test_literal};
+/// let params = BgvParameters::new_insecure_for_tests(test_literal(10, 3, 65537)).unwrap();
+/// let keys = KeySet::generate(&params, &[1], false).unwrap();
+/// let (enc, eval) = (Encoder::new(&params), Evaluator::new(&params, keys.evaluation_keys()));
+/// let a = keys.encrypt(&enc.encode(&[3, 4, 5]).unwrap()).unwrap();
+/// let b = keys.encrypt(&enc.encode(&[10, 20, 30]).unwrap()).unwrap();
+/// let c = eval.mul_relin(&a, &b).unwrap();            // 30, 80, 150
+/// let c = eval.add(&c, &a).unwrap();                   // 33, 84, 155
+/// let c = eval.rotate_rows(&c, 1).unwrap();            // 84, 155, 0, …
+/// assert_eq!(&enc.decode(&keys.decrypt(&c).unwrap()).unwrap()[..3], &[84, 155, 0]);
+/// ```
+#[derive(Debug, Clone)]
+pub struct Evaluator {
+    params: Arc<BgvParameters>,
+    keys: Arc<EvaluationKeys>,
+}
+
+impl Evaluator {
+    /// An evaluator with the server's evaluation keys.
+    pub fn new(params: &Arc<BgvParameters>, keys: Arc<EvaluationKeys>) -> Self {
+        Self {
+            params: params.clone(),
+            keys,
+        }
+    }
+
+    /// The parameters.
+    pub fn params(&self) -> &Arc<BgvParameters> {
+        &self.params
+    }
+
+    /// The estimated noise budget of `ct`, in bits (no secret needed).
+    pub fn budget_estimate(&self, ct: &Ciphertext) -> f64 {
+        self.params.budget_bits(ct.level(), ct.scale())
+    }
+
+    /// Sets the noise estimate of `ct`, refusing a result without budget.
+    fn with_noise(&self, mut ct: Ciphertext, noise: f64) -> Result<Ciphertext> {
+        let budget_bits = self.params.budget_bits(ct.level(), noise);
+        if budget_bits <= 0.0 {
+            return Err(BgvError::BudgetExhausted {
+                level: ct.level(),
+                budget_bits,
+            });
+        }
+        ct.set_scale(noise);
+        Ok(ct)
+    }
+
+    fn t_center(&self, c: u64) -> i64 {
+        let t = self.params.t();
+        let c = c % t;
+        if c > t / 2 {
+            -((t - c) as i64)
+        } else {
+            c as i64
+        }
+    }
+
+    /// `ct` times the signed constant `c` (factor and noise unchanged but
+    /// for |c|).
+    fn times(&self, ct: &Ciphertext, c: i64) -> Result<Ciphertext> {
+        let mut out = ct.clone();
+        for p in out.polys_mut() {
+            let cs: Vec<u64> = p.basis().moduli().iter().map(|m| m.from_i64(c)).collect();
+            p.mul_rns_scalar_assign(&cs)?;
+        }
+        out.set_scale(self.params.noise().mul_scalar(ct.scale(), c.unsigned_abs()));
+        Ok(out)
+    }
+
+    /// Brings `a` and `b` to one level (switching the higher one down) and
+    /// one factor (multiplying the one whose noise grows least).
+    fn matched<'a>(
+        &self,
+        a: &'a Ciphertext,
+        b: &'a Ciphertext,
+    ) -> Result<(Cow<'a, Ciphertext>, Cow<'a, Ciphertext>)> {
+        check(&self.params, a)?;
+        check(&self.params, b)?;
+        let level = a.level().min(b.level());
+        let mut a = Cow::Borrowed(a);
+        let mut b = Cow::Borrowed(b);
+        if a.level() > level {
+            a = Cow::Owned(self.mod_switch_to(&a, level)?);
+        }
+        if b.level() > level {
+            b = Cow::Owned(self.mod_switch_to(&b, level)?);
+        }
+        if a.factor() != b.factor() {
+            let t = self.params.t_modulus();
+            // Multiply b by fa/fb, or a by fb/fa, whichever costs less noise.
+            let kb = self.t_center(t.mul(a.factor(), t.inv(b.factor())?));
+            let ka = self.t_center(t.mul(b.factor(), t.inv(a.factor())?));
+            let nm = self.params.noise();
+            if nm.mul_scalar(b.scale(), kb.unsigned_abs())
+                <= nm.mul_scalar(a.scale(), ka.unsigned_abs())
+            {
+                let mut nb = self.times(&b, kb)?;
+                nb.set_factor(a.factor());
+                b = Cow::Owned(nb);
+            } else {
+                let mut na = self.times(&a, ka)?;
+                na.set_factor(b.factor());
+                a = Cow::Owned(na);
+            }
+        }
+        Ok((a, b))
+    }
+
+    fn combine(
+        &self,
+        a: &Ciphertext,
+        b: &Ciphertext,
+        f: impl Fn(&mut RnsPoly, &RnsPoly) -> hecloud_math::Result<()>,
+    ) -> Result<Ciphertext> {
+        let (a, b) = self.matched(a, b)?;
+        let noise = self.params.noise().add(a.scale(), b.scale());
+        let mut out = a.into_owned();
+        let polys = out.polys_mut();
+        while polys.len() < b.polys().len() {
+            polys.push(RnsPoly::zero(
+                b.polys()[0].basis(),
+                hecloud_math::Domain::Ntt,
+            ));
+        }
+        for (p, q) in polys.iter_mut().zip(b.polys()) {
+            f(p, q)?;
+        }
+        self.with_noise(out, noise)
+    }
+
+    /// a + b.
+    pub fn add(&self, a: &Ciphertext, b: &Ciphertext) -> Result<Ciphertext> {
+        self.combine(a, b, |p, q| p.add_assign(q))
+    }
+
+    /// a − b.
+    pub fn sub(&self, a: &Ciphertext, b: &Ciphertext) -> Result<Ciphertext> {
+        self.combine(a, b, |p, q| p.sub_assign(q))
+    }
+
+    /// −a.
+    pub fn neg(&self, a: &Ciphertext) -> Result<Ciphertext> {
+        check(&self.params, a)?;
+        let mut out = a.clone();
+        out.polys_mut().iter_mut().for_each(|p| p.neg_assign());
+        Ok(out)
+    }
+
+    /// The sum of many ciphertexts (one accumulator, levels and factors
+    /// matched once).
+    pub fn add_many(&self, cts: &[Ciphertext]) -> Result<Ciphertext> {
+        let (first, rest) = cts
+            .split_first()
+            .ok_or_else(|| BgvError::NotBgv("nothing to add".into()))?;
+        let mut acc = first.clone();
+        for ct in rest {
+            if ct.level() == acc.level()
+                && ct.factor() == acc.factor()
+                && ct.degree() == acc.degree()
+            {
+                check(&self.params, ct)?;
+                let noise = self.params.noise().add(acc.scale(), ct.scale());
+                for (p, q) in acc.polys_mut().iter_mut().zip(ct.polys()) {
+                    p.add_assign(q)?;
+                }
+                acc = self.with_noise(acc, noise)?;
+            } else {
+                acc = self.add(&acc, ct)?;
+            }
+        }
+        Ok(acc)
+    }
+
+    /// a + pt (slot-wise).
+    pub fn add_plain(&self, a: &Ciphertext, pt: &Plaintext) -> Result<Ciphertext> {
+        self.plain_term(a, pt, false)
+    }
+
+    /// a − pt (slot-wise).
+    pub fn sub_plain(&self, a: &Ciphertext, pt: &Plaintext) -> Result<Ciphertext> {
+        self.plain_term(a, pt, true)
+    }
+
+    fn plain_term(&self, a: &Ciphertext, pt: &Plaintext, sub: bool) -> Result<Ciphertext> {
+        check(&self.params, a)?;
+        let m = pt.lift(&self.params, a.level(), a.factor())?;
+        let mut out = a.clone();
+        let c0 = &mut out.polys_mut()[0];
+        if sub {
+            c0.sub_assign(m.poly())?;
+        } else {
+            c0.add_assign(m.poly())?;
+        }
+        let t_half = (self.params.t() as f64 / 2.0).log2();
+        let noise = self.params.noise().add(a.scale(), t_half);
+        self.with_noise(out, noise)
+    }
+
+    /// a + c in every slot.
+    pub fn add_scalar(&self, a: &Ciphertext, c: u64) -> Result<Ciphertext> {
+        check(&self.params, a)?;
+        let t = self.params.t_modulus();
+        let cf = self.t_center(t.mul(t.reduce(c), a.factor()));
+        let mut out = a.clone();
+        // A constant polynomial is the same value at every NTT point.
+        let c0 = &mut out.polys_mut()[0];
+        let moduli = c0.basis().moduli().to_vec();
+        let n = c0.degree();
+        for (limb, m) in c0.data_mut().chunks_exact_mut(n).zip(&moduli) {
+            let v = m.from_i64(cf);
+            limb.iter_mut().for_each(|x| *x = m.add(*x, v));
+        }
+        let t_half = (self.params.t() as f64 / 2.0).log2();
+        let noise = self.params.noise().add(a.scale(), t_half);
+        self.with_noise(out, noise)
+    }
+
+    /// a · c in every slot.
+    pub fn mul_scalar(&self, a: &Ciphertext, c: u64) -> Result<Ciphertext> {
+        check(&self.params, a)?;
+        let out = self.times(a, self.t_center(c))?;
+        let noise = out.scale();
+        self.with_noise(out, noise)
+    }
+
+    /// a · pt (slot-wise).
+    pub fn mul_plain(&self, a: &Ciphertext, pt: &Plaintext) -> Result<Ciphertext> {
+        check(&self.params, a)?;
+        let m = pt.lift(&self.params, a.level(), 1)?;
+        let mut out = a.clone();
+        for p in out.polys_mut() {
+            p.mul_assign(m.poly())?;
+        }
+        let noise = self.params.noise().mul_plain(a.scale());
+        self.with_noise(out, noise)
+    }
+
+    /// The degree-2 product a·b (levels and factors matched), before
+    /// relinearization.
+    pub fn mul(&self, a: &Ciphertext, b: &Ciphertext) -> Result<Ciphertext> {
+        check(&self.params, a)?;
+        check(&self.params, b)?;
+        for ct in [a, b] {
+            if ct.degree() != 1 {
+                return Err(RlweError::CiphertextDegree {
+                    expected: 1,
+                    found: ct.degree(),
+                }
+                .into());
+            }
+        }
+        let level = a.level().min(b.level());
+        let a = self.at_level(a, level)?;
+        let b = self.at_level(b, level)?;
+        let (x, y) = (a.polys(), b.polys());
+        let d0 = x[0].mul(&y[0])?;
+        let mut d1 = x[0].mul(&y[1])?;
+        d1.mul_add_assign(&x[1], &y[0])?;
+        let d2 = x[1].mul(&y[1])?;
+        let mut out = Ciphertext::new(self.params.rlwe(), vec![d0, d1, d2], level, 1.0)?;
+        let t = self.params.t_modulus();
+        out.set_factor(t.mul(a.factor(), b.factor()));
+        let noise = self.params.noise().mul(a.scale(), b.scale());
+        self.with_noise(out, noise)
+    }
+
+    fn at_level<'a>(&self, ct: &'a Ciphertext, level: usize) -> Result<Cow<'a, Ciphertext>> {
+        Ok(if ct.level() > level {
+            Cow::Owned(self.mod_switch_to(ct, level)?)
+        } else {
+            Cow::Borrowed(ct)
+        })
+    }
+
+    fn relin_key(&self) -> Result<&hecloud_rlwe::RelinearizationKey> {
+        self.keys
+            .relin
+            .as_ref()
+            .ok_or(RlweError::MissingRelinearizationKey.into())
+    }
+
+    /// Relinearizes a degree-2 ciphertext.
+    pub fn relinearize(&self, a: &Ciphertext) -> Result<Ciphertext> {
+        check(&self.params, a)?;
+        let out = ops::relinearize(a, self.relin_key()?)?;
+        let noise =
+            self.params
+                .noise()
+                .after_key_switch(a.scale(), a.level(), self.params.rlwe().dnum());
+        self.with_noise(out, noise)
+    }
+
+    /// a·b relinearized, then switched one level down (fused with the key
+    /// switch's division by P) when there is a level below: the noise comes
+    /// back near the switching floor.
+    pub fn mul_relin(&self, a: &Ciphertext, b: &Ciphertext) -> Result<Ciphertext> {
+        let d = self.mul(a, b)?;
+        if d.level() == 0 {
+            return self.relinearize(&d);
+        }
+        let level = d.level();
+        let params = self.params.rlwe();
+        let p = d.polys();
+        let mut ext = key_switch_ext(params, &p[2], &self.relin_key()?.0)?;
+        add_times_p_assign(params, &mut ext.c0, &p[0])?;
+        add_times_p_assign(params, &mut ext.c1, &p[1])?;
+        let c0 = mod_down_rescale(params, level, &ext.c0)?;
+        let c1 = mod_down_rescale(params, level, &ext.c1)?;
+        let mut out = Ciphertext::new(params, vec![c0, c1], level - 1, 1.0)?;
+        out.set_factor(self.switched_factor(d.factor(), level)?);
+        let nm = self.params.noise();
+        let noise = nm.mod_switch(
+            nm.after_key_switch(d.scale(), level, params.dnum()),
+            self.q(level),
+        );
+        self.with_noise(out, noise)
+    }
+
+    fn q(&self, level: usize) -> u64 {
+        self.params.rlwe().q_modulus(level).map_or(1, |m| m.value())
+    }
+
+    /// The factor after dividing by q_level: f·q_level⁻¹ mod t.
+    fn switched_factor(&self, factor: u64, level: usize) -> Result<u64> {
+        let t = self.params.t_modulus();
+        Ok(t.mul(factor, t.inv(t.reduce(self.q(level)))?))
+    }
+
+    /// Switches one level down (divides by q_l, rounding to a multiple of
+    /// t): the noise shrinks by q_l, the factor is multiplied by q_l⁻¹.
+    pub fn mod_switch(&self, a: &Ciphertext) -> Result<Ciphertext> {
+        check(&self.params, a)?;
+        let level = a.level();
+        if level == 0 {
+            return Err(RlweError::LevelsExhausted { level, need: 1 }.into());
+        }
+        let params = self.params.rlwe();
+        let polys = a
+            .polys()
+            .iter()
+            .map(|c| mod_down_rescale(params, level, &lift_times_p(params, c)?))
+            .collect::<hecloud_rlwe::Result<Vec<_>>>()?;
+        let mut out = Ciphertext::new(params, polys, level - 1, 1.0)?;
+        out.set_factor(self.switched_factor(a.factor(), level)?);
+        let noise = self.params.noise().mod_switch(a.scale(), self.q(level));
+        self.with_noise(out, noise)
+    }
+
+    /// Switches down to `level`.
+    pub fn mod_switch_to(&self, a: &Ciphertext, level: usize) -> Result<Ciphertext> {
+        if level > a.level() {
+            return Err(RlweError::LevelOutOfRange {
+                level,
+                max: a.level(),
+            }
+            .into());
+        }
+        let mut out = a.clone();
+        while out.level() > level {
+            out = self.mod_switch(&out)?;
+        }
+        Ok(out)
+    }
+
+    fn galois(&self, a: &Ciphertext, g: usize, what: impl Fn() -> String) -> Result<Ciphertext> {
+        check(&self.params, a)?;
+        let gk = self
+            .keys
+            .galois
+            .get(g)
+            .map_err(|_| BgvError::MissingRotationKey(what()))?;
+        let out = ops::apply_galois(a, gk)?;
+        let noise =
+            self.params
+                .noise()
+                .after_key_switch(a.scale(), a.level(), self.params.rlwe().dnum());
+        self.with_noise(out, noise)
+    }
+
+    /// Rotates both rows left by `k` (negative: right). Uses the key of
+    /// `k` if there is one, else a chain of power-of-two rotations.
+    pub fn rotate_rows(&self, a: &Ciphertext, k: i64) -> Result<Ciphertext> {
+        let n = self.params.n();
+        let half = (n / 2) as i64;
+        let k = k.rem_euclid(half);
+        if k == 0 {
+            return Ok(a.clone());
+        }
+        let g = galois_element_for_rotation(k, n);
+        if self.keys.galois.get(g).is_ok() {
+            return self.galois(a, g, || format!("row rotation by {k}"));
+        }
+        // Left by k = Σ 2^j over the bits of k.
+        let mut out = a.clone();
+        for j in 0..64 {
+            if k >> j & 1 == 1 {
+                let step = 1i64 << j;
+                let g = galois_element_for_rotation(step, n);
+                out = self.galois(&out, g, || {
+                    format!("row rotation by {k} (no key for it, nor for the power of two {step})")
+                })?;
+            }
+        }
+        Ok(out)
+    }
+
+    /// Swaps the two rows.
+    pub fn rotate_columns(&self, a: &Ciphertext) -> Result<Ciphertext> {
+        let g = galois_element_conjugate(self.params.n());
+        self.galois(a, g, || "the column swap".into())
+    }
+
+    /// The sum of all N slots, in every slot: log2(N/2) row rotations and
+    /// one column swap (the keys of [`crate::keys::power_of_two_rotations`]
+    /// and the column swap).
+    pub fn inner_sum(&self, a: &Ciphertext) -> Result<Ciphertext> {
+        let mut acc = a.clone();
+        let mut step = 1usize;
+        while step < self.params.n() / 2 {
+            let r = self.rotate_rows(&acc, step as i64)?;
+            acc = self.add(&acc, &r)?;
+            step *= 2;
+        }
+        let r = self.rotate_columns(&acc)?;
+        self.add(&acc, &r)
+    }
+}
