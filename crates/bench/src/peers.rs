@@ -2,7 +2,7 @@
 //! dependencies; others are small programs under `bench/peers/<name>/` that
 //! the bench builds itself, fetching the peer from its package registry.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 
 /// `bench/peers/<name>` of this checkout (or of `$HECLOUD_PEERS_DIR`).
@@ -34,7 +34,7 @@ pub fn build_go(name: &str, bin: &str) -> anyhow::Result<PathBuf> {
 
 /// Runs a Go peer binary on one goroutine (`GOMAXPROCS=1`, like our
 /// single-thread figures) and returns its standard output.
-pub fn run_go(bin: &std::path::Path, args: &[String]) -> anyhow::Result<String> {
+pub fn run_go(bin: &Path, args: &[String]) -> anyhow::Result<String> {
     let out = Command::new(bin)
         .args(args)
         .env("GOMAXPROCS", "1")
@@ -51,6 +51,57 @@ pub fn run_go(bin: &std::path::Path, args: &[String]) -> anyhow::Result<String> 
 /// Reads one JSON object line that a peer printed.
 pub fn parse_json<T: serde::de::DeserializeOwned>(line: &str) -> anyhow::Result<T> {
     serde_json::from_str(line.trim()).map_err(|e| anyhow::anyhow!("peer printed {line:?}: {e}"))
+}
+
+/// The TenSEAL version the SEAL peers are written against.
+const TENSEAL: &str = "tenseal==0.3.18";
+
+/// The Python of `bench/peers/seal/.venv`, with TenSEAL (SEAL 4.x and its
+/// low-level binding `tenseal.sealapi`) installed from PyPI on first use.
+/// Every SEAL peer script runs in it.
+pub fn tenseal_python() -> anyhow::Result<PathBuf> {
+    let dir = peer_dir("seal");
+    let py = dir.join(".venv/bin/python");
+    let ok = |py: &Path| {
+        Command::new(py)
+            .args(["-c", "import tenseal, tenseal.sealapi"])
+            .output()
+            .map(|o| o.status.success())
+            .unwrap_or(false)
+    };
+    if !ok(&py) {
+        let status = Command::new("python3")
+            .args(["-m", "venv", ".venv"])
+            .current_dir(&dir)
+            .status()
+            .map_err(|e| anyhow::anyhow!("cannot run `python3`: {e}"))?;
+        anyhow::ensure!(status.success(), "python3 -m venv failed");
+        let status = Command::new(dir.join(".venv/bin/pip"))
+            .args(["install", "-q", TENSEAL])
+            .current_dir(&dir)
+            .status()?;
+        anyhow::ensure!(status.success(), "pip install {TENSEAL} failed");
+    }
+    anyhow::ensure!(ok(&py), "TenSEAL is not importable in {}", py.display());
+    Ok(py)
+}
+
+/// Runs the SEAL peer script `bench/peers/seal/<script>` with `args` in the
+/// TenSEAL venv (see [`tenseal_python`]) on one thread and returns its
+/// standard output.
+pub fn run_tenseal(script: &str, args: &[String]) -> anyhow::Result<String> {
+    let py = tenseal_python()?;
+    let out = Command::new(py)
+        .arg(peer_dir("seal").join(script))
+        .args(args)
+        .env("OMP_NUM_THREADS", "1")
+        .output()?;
+    anyhow::ensure!(
+        out.status.success(),
+        "SEAL peer {script} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    Ok(String::from_utf8(out.stdout)?)
 }
 
 pub mod lattigo {
