@@ -12,8 +12,6 @@
 //! venv by the bench) at N ≤ 2^15, with SEAL's single special prime.
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
-use std::process::Command;
 use std::time::Duration;
 
 use hecloud_ckks::{CkksParameters, Encoder, Evaluator, KeySet, Preset, precision::report};
@@ -22,7 +20,7 @@ use hecloud_rlwe::ParametersLiteral;
 use num_complex::Complex64;
 
 use crate::BenchOptions;
-use crate::peers::{build_go, parse_json, peer_dir, run_go};
+use crate::peers::{build_go, parse_json, run_go, run_tenseal};
 use crate::report::{ResultLine, Table};
 use crate::timing::median_time;
 
@@ -176,49 +174,18 @@ fn lattigo(lit: &ParametersLiteral, log_scale: u32, samples: usize) -> anyhow::R
     parse(&run_go(&bin, &args)?)
 }
 
-/// The venv python with TenSEAL, created on first use.
-fn seal_python() -> anyhow::Result<PathBuf> {
-    let dir = peer_dir("seal");
-    let py = dir.join(".venv/bin/python");
-    let ok = |py: &PathBuf| {
-        Command::new(py)
-            .args(["-c", "import tenseal.sealapi"])
-            .output()
-            .map(|o| o.status.success())
-            .unwrap_or(false)
-    };
-    if !ok(&py) {
-        let status = Command::new("python3")
-            .args(["-m", "venv", ".venv"])
-            .current_dir(&dir)
-            .status()?;
-        anyhow::ensure!(status.success(), "python3 -m venv failed");
-        let status = Command::new(dir.join(".venv/bin/pip"))
-            .args(["install", "-q", "tenseal==0.3.18"])
-            .current_dir(&dir)
-            .status()?;
-        anyhow::ensure!(status.success(), "pip install tenseal failed");
-    }
-    anyhow::ensure!(ok(&py), "TenSEAL is not importable in {}", py.display());
-    Ok(py)
-}
-
 fn seal(lit: &ParametersLiteral, log_scale: u32, samples: usize) -> anyhow::Result<Figures> {
-    let py = seal_python()?;
-    let out = Command::new(py)
-        .arg(peer_dir("seal").join("seal_ckks.py"))
-        .args(["--logn", &lit.log_n.to_string()])
-        .args(["--logq", &list(&lit.log_q), "--logp", &list(&lit.log_p)])
-        .args(["--scale", &log_scale.to_string()])
-        .args(["--samples", &samples.to_string()])
-        .env("OMP_NUM_THREADS", "1")
-        .output()?;
-    anyhow::ensure!(
-        out.status.success(),
-        "SEAL peer failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    parse(&String::from_utf8(out.stdout)?)
+    let args: Vec<String> = [
+        ("--logn", lit.log_n.to_string()),
+        ("--logq", list(&lit.log_q)),
+        ("--logp", list(&lit.log_p)),
+        ("--scale", log_scale.to_string()),
+        ("--samples", samples.to_string()),
+    ]
+    .into_iter()
+    .flat_map(|(k, v)| [k.to_string(), v])
+    .collect();
+    parse(&run_tenseal("seal_ckks.py", &args)?)
 }
 
 fn cell(x: Option<&f64>, decimals: usize) -> String {
