@@ -26,6 +26,7 @@
 pub mod encoder;
 pub mod error;
 pub mod evaluator;
+pub mod integer;
 pub mod keys;
 pub mod params;
 
