@@ -184,8 +184,28 @@ fn modulus_switching_keeps_the_message_and_lowers_the_noise() {
 #[test]
 fn noise_estimate_bounds_the_measured_noise_through_a_depth_chain() {
     let (params, keys, enc, eval) = setup(5, T);
-    let tm = Modulus::new(T).unwrap();
-    let a = random_vec(params.n(), T);
+    depth_chain(&params, &keys, &enc, &eval);
+    // The secure presets of the smaller rings, as users get them.
+    for preset in [Preset::N13, Preset::N14] {
+        let params = preset.build().unwrap();
+        let keys = KeySet::generate(&params, &[], false).unwrap();
+        let eval = Evaluator::new(&params, keys.evaluation_keys());
+        let depth = depth_chain(&params, &keys, &Encoder::new(&params), &eval);
+        assert!(depth >= preset.depth(), "{preset:?}: {depth}");
+    }
+}
+
+/// Multiplies by a fresh ciphertext until the estimate says stop, checking
+/// every step; returns the depth reached.
+fn depth_chain(
+    params: &Arc<BgvParameters>,
+    keys: &KeySet,
+    enc: &Encoder,
+    eval: &Evaluator,
+) -> usize {
+    let t = params.t();
+    let tm = Modulus::new(t).unwrap();
+    let a = random_vec(params.n(), t);
     let mut want = a.clone();
     let ca = keys.encrypt(&enc.encode(&a).unwrap()).unwrap();
     let mut ct = ca.clone();
@@ -217,6 +237,7 @@ fn noise_estimate_bounds_the_measured_noise_through_a_depth_chain() {
         "{depth} < documented {}",
         params.depth()
     );
+    depth
 }
 
 #[test]
