@@ -222,13 +222,23 @@ fn depth_chain(
             "depth {depth}: estimate {est:.1} vs measured {real:.1}"
         );
         assert_eq!(enc.decode(&keys.decrypt(&ct).unwrap()).unwrap(), want);
+        // The prediction without computing (operands at different levels).
+        let predicted = eval.mul_relin_budget(&ct, &ca);
         match eval.mul_relin(&ct, &ca) {
             Ok(next) => {
+                assert!(
+                    (eval.budget_estimate(&next) - predicted).abs() < 1e-9,
+                    "depth {depth}: predicted {predicted:.3} vs {:.3}",
+                    eval.budget_estimate(&next)
+                );
                 ct = next;
                 want = slotwise(&want, &a, |x, y| tm.mul(x, y));
                 depth += 1;
             }
-            Err(BgvError::BudgetExhausted { .. }) => break,
+            Err(BgvError::BudgetExhausted { .. }) => {
+                assert!(predicted <= 0.0, "predicted {predicted:.3} but exhausted");
+                break;
+            }
             Err(e) => panic!("{e}"),
         }
     }
