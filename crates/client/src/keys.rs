@@ -379,6 +379,7 @@ pub fn tfhe_params() -> SessionParams {
     SessionParams {
         ckks: None,
         tfhe: Some(TfheParamSpec::Message2Carry2),
+        bgv: None,
     }
 }
 
