@@ -69,6 +69,14 @@ impl Setup {
     fn run(&self, g: &Graph, inputs: Vec<Object>) -> Vec<(String, Object)> {
         let types: Vec<ValueType> = inputs.iter().map(|o| o.value_type().unwrap()).collect();
         let v = validate(g, &self.keys.capabilities(), &types).unwrap();
+        // BGV work is costed: products and rotations are key switches.
+        let switches = g
+            .nodes
+            .iter()
+            .filter(|op| matches!(op, Op::BgvMul(..) | Op::BgvRotateRows(..)))
+            .count() as u64;
+        assert!(v.cost().key_switches >= switches, "{:?}", v.cost());
+        assert!(v.cost().est_seconds > 0.0 && v.cost().output_bytes > 0);
         let predicted: Vec<ValueType> = v
             .output_types()
             .into_iter()
