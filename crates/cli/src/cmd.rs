@@ -158,11 +158,34 @@ pub fn serve(a: ServeArgs) -> anyhow::Result<()> {
 }
 
 /// `hecloud keygen`.
-pub fn keygen(dir: &Path, preset: &str, sum_slots: usize, rotations: &[i64]) -> anyhow::Result<()> {
+pub fn keygen(
+    dir: &Path,
+    preset: &str,
+    sum_slots: Option<usize>,
+    rotations: &[i64],
+) -> anyhow::Result<()> {
     if preset == keys::TFHE_PRESET {
         let r = keys::tfhe_keygen(dir)?;
         return report_keygen(dir, &r);
     }
+    if preset.starts_with("bgv-") {
+        let preset = keys::parse_bgv_preset(preset)?;
+        anyhow::ensure!(
+            rotations.is_empty(),
+            "BGV keys take no --rotations (--sum-slots adds the slot-sum keys)"
+        );
+        let slot_sums = sum_slots.is_some_and(|n| n > 1);
+        let spinner = ProgressBar::new_spinner().with_message(format!(
+            "generating {} keys{}",
+            preset.name(),
+            if slot_sums { " with slot-sum keys" } else { "" }
+        ));
+        spinner.enable_steady_tick(Duration::from_millis(100));
+        let r = keys::bgv_keygen(dir, preset, slot_sums)?;
+        spinner.finish_and_clear();
+        return report_keygen(dir, &r);
+    }
+    let sum_slots = sum_slots.unwrap_or(1024);
     let preset = keys::parse_preset(preset)?;
     let mut rots = rotations.to_vec();
     if sum_slots > 1 {
@@ -212,8 +235,36 @@ fn parse_values(text: &str) -> anyhow::Result<Vec<f64>> {
         .collect()
 }
 
+/// Unsigned integers below `t`, comma or whitespace separated.
+fn parse_integers(text: &str, t: u64) -> anyhow::Result<Vec<u64>> {
+    words(text)
+        .map(|s| {
+            let v: u64 = s
+                .parse()
+                .with_context(|| format!("not an unsigned integer: {s:?}"))?;
+            anyhow::ensure!(v < t, "{v} does not fit the plaintext modulus t = {t}");
+            Ok(v)
+        })
+        .collect()
+}
+
 /// `hecloud encrypt`.
 pub fn encrypt(keys_dir: &Path, input: &Path, out: &Path, width: usize) -> anyhow::Result<()> {
+    if keys::is_bgv_dir(keys_dir) {
+        let kd = keys::BgvKeyDir::open(keys_dir)?;
+        let values = parse_integers(&std::fs::read_to_string(input)?, kd.t())?;
+        anyhow::ensure!(!values.is_empty(), "no values in {}", input.display());
+        let ct = kd.encrypt(&values)?;
+        std::fs::write(out, &ct)?;
+        println!(
+            "{} integers → {} ({}), object id {}",
+            values.len(),
+            out.display(),
+            bytes(ct.len() as u64),
+            ObjectId::of(&ct)
+        );
+        return Ok(());
+    }
     if keys::is_tfhe_dir(keys_dir) {
         let text = std::fs::read_to_string(input)?;
         let words: Vec<&str> = words(&text).collect();
@@ -259,6 +310,13 @@ pub fn decrypt(keys_dir: &Path, input: &Path, count: usize) -> anyhow::Result<()
             "{}",
             keys::TfheKeyDir::open(keys_dir)?.decrypt(&std::fs::read(input)?)?
         );
+        return Ok(());
+    }
+    if keys::is_bgv_dir(keys_dir) {
+        let v = keys::BgvKeyDir::open(keys_dir)?.decrypt(&std::fs::read(input)?)?;
+        for x in v.iter().take(count) {
+            println!("{x}");
+        }
         return Ok(());
     }
     let kd = KeyDir::open(keys_dir)?;
@@ -314,6 +372,8 @@ pub fn upload(
     if let Some(k) = keys_dir {
         let uploads = if keys::is_tfhe_dir(k) {
             keys::tfhe_uploads(k)
+        } else if keys::is_bgv_dir(k) {
+            keys::BgvKeyDir::open(k)?.uploads()?
         } else {
             KeyDir::open(k)?.uploads()?
         };
@@ -354,10 +414,17 @@ pub struct SubmitArgs {
     /// The operation: `stats` (mean and variance of one ciphertext of
     /// `--count` values), `mul-rotate-sum` (Σ x·y over `--count` slots),
     /// on TFHE integers `int-sum` (full-width sum of the inputs), `int-lt`,
-    /// `int-gt` (an encrypted bit), `int-min`, `int-max`, or `spec` (an
-    /// encoded job submission from `--spec`).
+    /// `int-gt` (an encrypted bit), `int-min`, `int-max`; on BGV integer
+    /// vectors `bgv-sum` (slot-wise sum of the inputs), `bgv-mul` (product
+    /// of two), `bgv-lt` (1 where x < y, for values below `--bound`),
+    /// `bgv-slot-sum` (the sum of all slots); or `spec` (an encoded job
+    /// submission from `--spec`). With `--wait`, a BGV result is
+    /// downloaded, decrypted and its first `--count` values printed.
     #[arg(long, default_value = "stats")]
     op: String,
+    /// The values `bgv-lt` compares lie below this bound (2·bound ≤ t).
+    #[arg(long, default_value_t = 16)]
+    bound: u64,
     /// Key folder (for the session id).
     #[arg(long)]
     keys: Option<PathBuf>,
@@ -379,8 +446,47 @@ fn object_id(s: &str) -> anyhow::Result<ObjectId> {
     ObjectId::from_hex(s).with_context(|| format!("{s:?} is not an object id (64 hex)"))
 }
 
+/// `hecloud submit --op bgv-…`: runs the job, then decrypts and prints
+/// the result.
+fn submit_bgv(conn: &Conn, a: &SubmitArgs) -> anyhow::Result<()> {
+    let dir = a
+        .keys
+        .as_deref()
+        .context("--keys DIR (a BGV key folder) is needed")?;
+    anyhow::ensure!(
+        keys::is_bgv_dir(dir),
+        "{} is not a BGV key folder",
+        dir.display()
+    );
+    let ids: Vec<ObjectId> = a
+        .inputs
+        .iter()
+        .map(|s| object_id(s))
+        .collect::<anyhow::Result<_>>()?;
+    let job = hecloud_client::bgv::graph(keys::session_of(dir)?, &a.op, ids, a.bound)?;
+    runtime()?.block_on(async {
+        let c = conn.connect().await?;
+        if !a.wait {
+            let j = c.submit(rpc::JOB_KIND_GRAPH, job.encode(), "").await?;
+            println!("job {}", j.job_id);
+            return Ok(());
+        }
+        let kd = keys::BgvKeyDir::open(dir)?;
+        let (j, out) = hecloud_client::bgv::run(&c, &kd, &job).await?;
+        print_job(&j);
+        for v in out {
+            let shown: Vec<String> = v.iter().take(a.count).map(u64::to_string).collect();
+            println!("{}", shown.join(","));
+        }
+        Ok(())
+    })
+}
+
 /// `hecloud submit`.
 pub fn submit(conn: &Conn, a: &SubmitArgs) -> anyhow::Result<()> {
+    if hecloud_client::bgv::OPS.contains(&a.op.as_str()) {
+        return submit_bgv(conn, a);
+    }
     let spec = match a.op.as_str() {
         "spec" => std::fs::read(a.spec.as_ref().context("--op spec needs --spec FILE")?)?,
         op => {
@@ -413,7 +519,7 @@ pub fn submit(conn: &Conn, a: &SubmitArgs) -> anyhow::Result<()> {
                     workload::integer_graph(session, op, ids)?.encode()
                 }
                 other => anyhow::bail!(
-                    "unknown --op {other:?} (stats, mul-rotate-sum, int-sum, int-lt, int-gt, int-min, int-max, spec)"
+                    "unknown --op {other:?} (stats, mul-rotate-sum, int-sum, int-lt, int-gt, int-min, int-max, bgv-sum, bgv-mul, bgv-lt, bgv-slot-sum, spec)"
                 ),
             }
         }

@@ -12,6 +12,106 @@ use hecloud_bench::report::{Table, bytes};
 use hecloud_bench::workload::{self, StepReport};
 use hecloud_ckks::Preset;
 
+/// Two vectors of integers below 16 encrypted whole (one per slot), their
+/// sum, product and comparison computed on the server, decrypted and checked
+/// against plain arithmetic mod t.
+async fn bgv_step(client: &hecloud_client::Client) -> anyhow::Result<Vec<StepReport>> {
+    use hecloud_client::bgv;
+    use hecloud_client::keys::{self, BgvKeyDir};
+    use hecloud_protocol::{ObjectId, rpc};
+    const COUNT: usize = 1000;
+    const BOUND: u64 = 16;
+    let dir = std::env::temp_dir().join(format!("hecloud-demo-bgv-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let t = Instant::now();
+    let r = keys::parse_bgv_preset("bgv-n14").and_then(|p| keys::bgv_keygen(&dir, p, false));
+    let result = async {
+        r?;
+        let keygen = t.elapsed();
+        let kd = BgvKeyDir::open(&dir)?;
+        let t = Instant::now();
+        let mut key_bytes = 0;
+        for (p, kind) in kd.uploads()? {
+            let b = std::fs::read(p)?;
+            key_bytes += b.len() as u64;
+            client.upload(kind, Arc::new(b)).await?;
+        }
+        println!(
+            "  keygen {}, {} of evaluation keys uploaded in {}",
+            ms(keygen),
+            bytes(key_bytes),
+            ms(t.elapsed())
+        );
+        let x: Vec<u64> = workload::random_values(COUNT)
+            .iter()
+            .map(|v| (v.abs() * 1.6) as u64 % BOUND)
+            .collect();
+        let y: Vec<u64> = workload::random_values(COUNT)
+            .iter()
+            .map(|v| (v.abs() * 1.6 + 3.0) as u64 % BOUND)
+            .collect();
+        let mut ids = vec![];
+        for v in [&x, &y] {
+            let ct = kd.encrypt(v)?;
+            let o = client
+                .upload(
+                    rpc::object_kind_name(hecloud_protocol::ObjectKind::BgvCiphertext),
+                    Arc::new(ct),
+                )
+                .await?;
+            ids.push(ObjectId::from_hex(&o.object_id).ok_or_else(|| anyhow::anyhow!("object id"))?);
+        }
+        let t_mod = kd.t();
+        let mut steps = vec![];
+        for (op, name, want) in [
+            (
+                "bgv-sum",
+                "BGV sum of two integer vectors",
+                x.iter()
+                    .zip(&y)
+                    .map(|(a, b)| (a + b) % t_mod)
+                    .collect::<Vec<_>>(),
+            ),
+            (
+                "bgv-mul",
+                "BGV product (relinearized)",
+                x.iter().zip(&y).map(|(a, b)| a * b % t_mod).collect(),
+            ),
+            (
+                "bgv-lt",
+                "BGV comparison x < y (values < 16)",
+                x.iter().zip(&y).map(|(a, b)| u64::from(a < b)).collect(),
+            ),
+        ] {
+            let t = Instant::now();
+            let (s0, r0) = client.traffic();
+            let job = bgv::graph(kd.session()?, op, ids.clone(), BOUND)?;
+            let (j, out) = bgv::run(client, &kd, &job).await?;
+            let (s1, r1) = client.traffic();
+            let ok = out.first().is_some_and(|o| o[..COUNT] == want[..]);
+            let r = StepReport {
+                name: name.into(),
+                ok,
+                detail: format!(
+                    "{COUNT} slots, first {:?} → {:?}",
+                    (x[0], y[0]),
+                    out.first().map(|o| o[0])
+                ),
+                time: t.elapsed(),
+                compute: Duration::from_micros(j.compute_micros),
+                sent: s1 - s0,
+                received: r1 - r0,
+            };
+            println!("  {}: {}", r.name, r.detail);
+            steps.push(r);
+        }
+        anyhow::Ok(steps)
+    }
+    .await;
+    let _ = std::fs::remove_dir_all(&dir);
+    result
+}
+
 fn ms(d: Duration) -> String {
     if d >= Duration::from_secs(10) {
         format!("{:.1} s", d.as_secs_f64())
@@ -116,6 +216,10 @@ async fn tour() -> anyhow::Result<()> {
     let r = workload::tfhe_compare(&client, &tf, 32).await?;
     println!("  {}: {}", r.name, r.detail);
     steps.push(r);
+
+    // BGV integer vectors: added, multiplied and compared on the server.
+    println!("\n[bgv] keygen (bgv-n14, 128-bit preset), upload the relinearization key …");
+    steps.extend(bgv_step(&client).await?);
 
     let mut table = Table::new(
         "demo",

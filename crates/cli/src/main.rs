@@ -32,23 +32,27 @@ enum Command {
     Demo,
     /// Runs the hecloud server (untrusted compute node).
     Serve(cmd::ServeArgs),
-    /// Generates CKKS or TFHE keys into a folder (the secret key never leaves it).
+    /// Generates CKKS, BGV or TFHE keys into a folder (the secret key never leaves it).
     Keygen {
         /// Key folder.
         #[arg(long, default_value = "hecloud-keys")]
         dir: PathBuf,
-        /// Parameter preset: CKKS `n13` … `n17`, or `tfhe`.
+        /// Parameter preset: CKKS `n13` … `n17`, BGV `bgv-n13` … `bgv-n16`
+        /// (integer vectors mod t), or `tfhe`.
         #[arg(long, default_value = "n14")]
         preset: String,
-        /// Adds the Galois keys to sum this many slots (a power of two).
-        #[arg(long, default_value_t = 1024)]
-        sum_slots: usize,
+        /// Adds the Galois keys to sum this many slots (a power of two;
+        /// 1024 by default with CKKS). With BGV, any value above 1 adds the
+        /// keys of the slot sum (`--op bgv-slot-sum`), none by default.
+        #[arg(long)]
+        sum_slots: Option<usize>,
         /// Extra rotations (comma separated).
         #[arg(long, value_delimiter = ',', allow_hyphen_values = true)]
         rotations: Vec<i64>,
     },
     /// Encrypts real numbers (a text file, comma or whitespace separated),
-    /// or with a TFHE key folder one unsigned integer.
+    /// with a BGV key folder unsigned integers below t (one per slot), or
+    /// with a TFHE key folder one unsigned integer.
     Encrypt {
         /// Key folder.
         #[arg(long, default_value = "hecloud-keys")]
@@ -105,8 +109,8 @@ enum Command {
         #[arg(long, short)]
         out: PathBuf,
     },
-    /// Decrypts a ciphertext file and prints its first values (a TFHE
-    /// integer or bit: its value).
+    /// Decrypts a ciphertext file and prints its first values (CKKS reals,
+    /// BGV integers; a TFHE integer or bit: its value).
     Decrypt {
         /// Key folder.
         #[arg(long, default_value = "hecloud-keys")]

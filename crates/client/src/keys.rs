@@ -10,6 +10,10 @@
 //! | `session.spec` | the session spec naming them | uploaded |
 //! | `preset` | the parameter preset name | — |
 //!
+//! [`bgv_keygen`] writes a BGV folder of the same files (the kinds
+//! `bgv.relin_key`, `bgv.galois_key`), its `preset` holding a BGV preset
+//! name (`bgv-n13` … `bgv-n16`).
+//!
 //! [`tfhe_keygen`] writes a TFHE folder: `secret.key` (the TFHE-rs client
 //! key, 0600), `server.key` (uploaded), `session.spec` (uploaded) and
 //! `preset` holding [`TFHE_PRESET`].
@@ -379,6 +383,207 @@ pub fn tfhe_params() -> SessionParams {
     SessionParams {
         ckks: None,
         tfhe: Some(TfheParamSpec::Message2Carry2),
+        bgv: None,
+    }
+}
+
+/// Whether `dir` is a BGV key folder (its `preset` names a BGV preset).
+pub fn is_bgv_dir(dir: &Path) -> bool {
+    std::fs::read_to_string(dir.join("preset"))
+        .is_ok_and(|p| hecloud_bgv::Preset::from_name(p.trim()).is_some())
+}
+
+/// Parses a BGV preset name (`bgv-n13` … `bgv-n16`).
+pub fn parse_bgv_preset(name: &str) -> Result<hecloud_bgv::Preset> {
+    hecloud_bgv::Preset::from_name(name).ok_or_else(|| {
+        ClientError::Invalid(format!(
+            "unknown BGV preset {name:?} (known: {})",
+            hecloud_bgv::Preset::ALL.map(|p| p.name()).join(", ")
+        ))
+    })
+}
+
+/// Generates BGV keys for `preset` into `dir` (created; an existing secret
+/// key is not overwritten): secret (0600), public and relinearization keys,
+/// and, with `slot_sums`, the Galois keys of the row rotations by powers of
+/// two and of the column swap (what a slot sum needs; log2(N) keys, each
+/// about as large as the relinearization key).
+pub fn bgv_keygen(
+    dir: &Path,
+    preset: hecloud_bgv::Preset,
+    slot_sums: bool,
+) -> Result<KeygenReport> {
+    refuse_overwrite(dir)?;
+    std::fs::create_dir_all(dir)?;
+    let params = preset.build().map_err(crypto)?;
+    let rotations = if slot_sums {
+        hecloud_bgv::keys::power_of_two_rotations(params.n())
+    } else {
+        vec![]
+    };
+    let keys = hecloud_bgv::KeySet::generate(&params, &rotations, slot_sums).map_err(crypto)?;
+    let mut files = vec![];
+    let mut put = |name: &str, bytes: &[u8], private: bool| -> Result<()> {
+        let p = dir.join(name);
+        if private {
+            write_private(&p, bytes)?;
+        } else {
+            std::fs::write(&p, bytes)?;
+        }
+        files.push((p, bytes.len() as u64));
+        Ok(())
+    };
+    put(
+        "secret.key",
+        &zeroize::Zeroizing::new(keys.secret_key().export_bytes()),
+        true,
+    )?;
+    put("public.key", &keys.public_key().to_bytes(), false)?;
+    let ev = keys.evaluation_keys();
+    let mut spec = SessionSpec {
+        bgv: Some(hecloud_protocol::BgvParamSpec::Preset(preset)),
+        ..SessionSpec::default()
+    };
+    if let Some(r) = &ev.relin {
+        let b = r.to_bytes(true);
+        spec.bgv_relin_key = Some(ObjectId::of(&b));
+        put("relin.key", &b, false)?;
+    }
+    let mut els: Vec<usize> = ev.galois.elements().collect();
+    els.sort();
+    for g in els {
+        let b = ev.galois.get(g).map_err(crypto)?.to_bytes(true);
+        spec.bgv_galois_keys.push(ObjectId::of(&b));
+        put(&format!("galois-{g}.key"), &b, false)?;
+    }
+    put("session.spec", &spec.encode(), false)?;
+    put("preset", preset.name().as_bytes(), false)?;
+    Ok(KeygenReport {
+        files,
+        session: spec.id(),
+    })
+}
+
+/// A BGV key folder opened for encryption and decryption of integer vectors.
+pub struct BgvKeyDir {
+    /// The parameters.
+    pub params: Arc<hecloud_bgv::BgvParameters>,
+    dir: PathBuf,
+}
+
+impl std::fmt::Debug for BgvKeyDir {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BgvKeyDir")
+            .field("dir", &self.dir)
+            .finish_non_exhaustive()
+    }
+}
+
+impl BgvKeyDir {
+    /// Opens a folder written by [`bgv_keygen`].
+    pub fn open(dir: &Path) -> Result<Self> {
+        let name = std::fs::read_to_string(dir.join("preset"))?;
+        let params = parse_bgv_preset(name.trim())?.build().map_err(crypto)?;
+        Ok(Self {
+            params,
+            dir: dir.to_path_buf(),
+        })
+    }
+
+    /// The plaintext modulus t: every value is below it.
+    pub fn t(&self) -> u64 {
+        self.params.t()
+    }
+
+    /// The session id.
+    pub fn session(&self) -> Result<ObjectId> {
+        session_of(&self.dir)
+    }
+
+    /// The evaluation-key files and the session spec, in upload order, with
+    /// their upload kinds.
+    pub fn uploads(&self) -> Result<Vec<(PathBuf, &'static str)>> {
+        let mut v = vec![];
+        let mut gal: Vec<PathBuf> = std::fs::read_dir(&self.dir)?
+            .flatten()
+            .map(|e| e.path())
+            .filter(|p| {
+                p.file_name()
+                    .and_then(|n| n.to_str())
+                    .is_some_and(|n| n.starts_with("galois-") && n.ends_with(".key"))
+            })
+            .collect();
+        gal.sort();
+        if self.dir.join("relin.key").exists() {
+            v.push((
+                self.dir.join("relin.key"),
+                rpc::object_kind_name(ObjectKind::BgvRelinKey),
+            ));
+        }
+        v.extend(
+            gal.into_iter()
+                .map(|p| (p, rpc::object_kind_name(ObjectKind::BgvGaloisKey))),
+        );
+        v.push((self.dir.join("session.spec"), rpc::SESSION_KIND));
+        Ok(v)
+    }
+
+    /// Encrypts up to N integers, each below t, in the slots (the rest 0)
+    /// with the public key: the bytes of a `bgv.ciphertext` object.
+    pub fn encrypt(&self, values: &[u64]) -> Result<Vec<u8>> {
+        let t = self.params.t();
+        if let Some(i) = values.iter().position(|&v| v >= t) {
+            return Err(ClientError::Invalid(format!(
+                "value {} (index {i}) does not fit the plaintext modulus t = {t}",
+                values[i]
+            )));
+        }
+        if values.len() > self.params.n() {
+            return Err(ClientError::Invalid(format!(
+                "{} values for {} slots",
+                values.len(),
+                self.params.n()
+            )));
+        }
+        let pk = PublicKey::from_bytes(
+            self.params.rlwe(),
+            &std::fs::read(self.dir.join("public.key"))?,
+        )
+        .map_err(crypto)?;
+        let pt = hecloud_bgv::Encoder::new(&self.params)
+            .encode(values)
+            .map_err(|e| ClientError::Invalid(e.to_string()))?;
+        let ct = hecloud_bgv::keys::encrypt_pk(&self.params, &pk, &pt, self.params.max_level())
+            .map_err(crypto)?;
+        Ok(Object::BgvCiphertext(ct).to_bytes())
+    }
+
+    /// Decrypts a `bgv.ciphertext` payload with the secret key: the N slot
+    /// values, each below t.
+    pub fn decrypt(&self, bytes: &[u8]) -> Result<Vec<u64>> {
+        let raw = zeroize::Zeroizing::new(std::fs::read(self.dir.join("secret.key"))?);
+        let sk = SecretKey::import_bytes(self.params.rlwe(), &raw).map_err(crypto)?;
+        drop(raw);
+        let sp = SessionParams {
+            ckks: None,
+            tfhe: None,
+            bgv: Some(self.params.clone()),
+        };
+        let ct = match sp
+            .decode(ObjectKind::BgvCiphertext, bytes)
+            .map_err(crypto)?
+        {
+            Object::BgvCiphertext(c) => c,
+            _ => return Err(ClientError::Invalid("not a BGV ciphertext".into())),
+        };
+        // Decryption needs the secret key only; the key set around it
+        // makes a public and a relinearization key it does not use.
+        let keys =
+            hecloud_bgv::KeySet::from_secret_key(&self.params, sk, &[], false).map_err(crypto)?;
+        let pt = keys.decrypt(&ct).map_err(crypto)?;
+        hecloud_bgv::Encoder::new(&self.params)
+            .decode(&pt)
+            .map_err(crypto)
     }
 }
 

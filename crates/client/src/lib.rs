@@ -8,6 +8,7 @@
 //! * [`keys`]: CKKS key files on disk (secret key 0600, zeroized in memory).
 #![deny(missing_docs)]
 
+pub mod bgv;
 pub mod keys;
 
 use std::collections::HashMap;

@@ -11,7 +11,7 @@
 //! | 0..4 | magic `HECP` |
 //! | 4..6 | format version (u16, currently [`FORMAT_VERSION`]) |
 //! | 6 | message kind (see [`MessageKind`]) |
-//! | 7 | flags (must be 0) |
+//! | 7 | flags (0; a session spec with a BGV part sets bit 0) |
 //!
 //! The body follows and must be consumed exactly: trailing bytes are an error.
 
@@ -119,13 +119,30 @@ pub trait Message: Sized {
     /// Reads the body (without envelope).
     fn read_body(r: &mut Reader<'_>) -> DecodeResult<Self>;
 
+    /// The envelope's flags byte: 0 unless a message defines a flag.
+    fn envelope_flags(&self) -> u8 {
+        0
+    }
+
+    /// Reads the body under the envelope's `flags`: only 0 is accepted
+    /// unless a message defines a flag.
+    fn read_flagged(r: &mut Reader<'_>, flags: u8) -> DecodeResult<Self> {
+        if flags != 0 {
+            return Err(DecodeError::InvalidField {
+                field: "flags",
+                reason: format!("{flags:#x} (no flag is defined)"),
+            });
+        }
+        Self::read_body(r)
+    }
+
     /// The complete encoding: envelope then body.
     fn encode(&self) -> Vec<u8> {
         let mut w = Writer::new();
         w.bytes_raw(&MAGIC);
         w.u16(FORMAT_VERSION);
         w.u8(Self::KIND as u8);
-        w.u8(0);
+        w.u8(self.envelope_flags());
         self.write_body(&mut w);
         w.into_bytes()
     }
@@ -153,13 +170,7 @@ pub trait Message: Sized {
             });
         }
         let flags = r.u8()?;
-        if flags != 0 {
-            return Err(DecodeError::InvalidField {
-                field: "flags",
-                reason: format!("{flags:#x} (no flag is defined)"),
-            });
-        }
-        let out = Self::read_body(&mut r)?;
+        let out = Self::read_flagged(&mut r, flags)?;
         r.finish()?;
         Ok(out)
     }

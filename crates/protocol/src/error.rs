@@ -17,6 +17,9 @@ pub enum SessionError {
     /// The CKKS parameters are invalid or not 128-bit secure.
     #[error("CKKS parameters: {0}")]
     Ckks(#[from] hecloud_ckks::CkksError),
+    /// The BGV parameters are invalid or not 128-bit secure.
+    #[error("BGV parameters: {0}")]
+    Bgv(#[from] hecloud_bgv::BgvError),
     /// A referenced key object is not available.
     #[error("key object {0} is not available")]
     MissingObject(ObjectId),
@@ -243,6 +246,22 @@ pub enum ValidationError {
         /// Why.
         reason: String,
     },
+    /// The estimated noise budget of a BGV value would run out: the
+    /// computation needs more depth than the parameters give (predicted by
+    /// the evaluator's own noise model, before anything runs).
+    #[error(
+        "node {node} ({op}): BGV noise budget exhausted — the result would keep {budget_bits:.1} bits at level {level} (fewer products in a row, or larger parameters)"
+    )]
+    BudgetExhausted {
+        /// The node.
+        node: NodeId,
+        /// Its operation.
+        op: &'static str,
+        /// Level of the value that would run out.
+        level: usize,
+        /// Its estimated budget in bits (≤ 0).
+        budget_bits: f64,
+    },
     /// The job's estimated cost exceeds the caller's limit
     /// ([`crate::ValidationLimits`]).
     #[error(
@@ -286,7 +305,8 @@ impl ValidationError {
             | Self::MissingGaloisKey { node, .. }
             | Self::MissingServerKey { node, .. }
             | Self::SchemeUnavailable { node, .. }
-            | Self::InvalidArgument { node, .. } => Some(*node),
+            | Self::InvalidArgument { node, .. }
+            | Self::BudgetExhausted { node, .. } => Some(*node),
             Self::NoOutputs
             | Self::TooLarge { .. }
             | Self::BadOutput { .. }
@@ -327,6 +347,16 @@ pub enum ExecError {
         op: &'static str,
         /// The evaluator's error.
         source: hecloud_ckks::CkksError,
+    },
+    /// The BGV evaluator failed at this node.
+    #[error("node {node} ({op}): {source}")]
+    Bgv {
+        /// The node.
+        node: NodeId,
+        /// Its operation.
+        op: &'static str,
+        /// The evaluator's error.
+        source: hecloud_bgv::BgvError,
     },
     /// An integer circuit failed at this node.
     #[error("node {node} ({op}): {source}")]

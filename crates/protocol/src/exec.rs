@@ -1,8 +1,8 @@
 //! Running a validated graph: the evaluator interface the server calls.
 //!
 //! [`execute`] is synchronous (the server runs it on its worker pool),
-//! evaluates the live nodes in order over the CKKS evaluator and the TFHE
-//! circuits, checks the cancellation flag between nodes and inside the long
+//! evaluates the live nodes in order over the CKKS and BGV evaluators and
+//! the TFHE circuits, checks the cancellation flag between nodes and inside the long
 //! ones: an integer node before every bootstrap (a sum of thousands of
 //! operands runs for minutes), a Chebyshev polynomial before every
 //! ciphertext product (each a key switch); it reports progress after each
@@ -20,7 +20,7 @@
 //! let x = [1.0, 2.0, 3.0, 4.0];
 //! let ct = ks.encrypt(&enc.encode_real(&x, 2, params.default_scale()).unwrap()).unwrap();
 //! // Server: the session's evaluation keys, the graph, validation, execution.
-//! let sp = SessionParams { ckks: Some(params.clone()), tfhe: None };
+//! let sp = SessionParams { ckks: Some(params.clone()), tfhe: None, bgv: None };
 //! let keys = SessionKeys::from_parts(sp, ks.evaluation_keys(), None).unwrap();
 //! let mut g = Graph::new();
 //! let i = g.input(0);
@@ -164,7 +164,12 @@ pub fn execute(
     }
     let mut out = Vec::with_capacity(graph.graph.outputs.len());
     for o in &graph.graph.outputs {
+        let bgv = matches!(
+            graph.types.get(o.node as usize),
+            Some(crate::ValueType::BgvCiphertext { .. })
+        );
         let obj = match run.view(o.node) {
+            V::Ct(c) if bgv => Object::BgvCiphertext(c.clone()),
             V::Ct(c) => Object::CkksCiphertext(c.clone()),
             V::Pt(p) => Object::CkksPlaintext(p.clone()),
             V::Uint(u) => Object::TfheUint(u.clone()),
@@ -202,6 +207,20 @@ fn check_keys(g: &ValidatedGraph, keys: &SessionKeys) -> Result<(), ExecError> {
     if n.tfhe && keys.tfhe_engine().is_none() {
         return mismatch("no TFHE server key");
     }
+    let bgv = keys.bgv_runtime();
+    if let Some(h) = &n.bgv_param_hash
+        && keys.params().bgv.as_ref().map(|p| p.rlwe().hash()) != Some(h)
+    {
+        return mismatch("other BGV parameters");
+    }
+    if n.bgv_relin_key && bgv.is_none_or(|r| r.keys.relin.is_none()) {
+        return mismatch("no BGV relinearization key");
+    }
+    for &e in &n.bgv_galois {
+        if bgv.is_none_or(|r| r.keys.galois.get(e).is_err()) {
+            return mismatch("a BGV Galois key is missing");
+        }
+    }
     Ok(())
 }
 
@@ -218,7 +237,7 @@ impl<'a> Run<'a> {
     fn view(&self, id: NodeId) -> V<'_> {
         match &self.slots[id as usize] {
             Slot::Input(i) => match &self.inputs[*i] {
-                Object::CkksCiphertext(c) => V::Ct(c),
+                Object::CkksCiphertext(c) | Object::BgvCiphertext(c) => V::Ct(c),
                 Object::CkksPlaintext(p) => V::Pt(p),
                 Object::TfheUint(u) => V::Uint(u),
                 Object::TfheBit(b) => V::Bit(b),
@@ -263,6 +282,9 @@ impl<'a> Run<'a> {
                 .ckks_runtime()
                 .ok_or_else(|| internal("no CKKS runtime"))
         };
+        if crate::validate::is_bgv_op(op) {
+            return self.bgv_node(id, op);
+        }
         match op {
             Op::Input(i) => Ok(Slot::Input(*i as usize)),
             Op::Constant(c) => Ok(Slot::Const(*c)),
@@ -379,7 +401,57 @@ impl<'a> Run<'a> {
                     _ => Err(internal("operand types")),
                 }
             }
+            _ => Err(internal("a BGV operation outside the BGV path")),
         }
+    }
+
+    /// A BGV node: the evaluator's operation of the same name.
+    fn bgv_node(&self, id: NodeId, op: &Op) -> Result<Slot, ExecError> {
+        let name = op.name();
+        let internal = |reason: &str| ExecError::Internal {
+            node: id,
+            op: name,
+            reason: reason.into(),
+        };
+        let rt = self
+            .keys
+            .bgv_runtime()
+            .ok_or_else(|| internal("no BGV runtime"))?;
+        let ev = &rt.evaluator;
+        let ct = |m: &NodeId| match self.view(*m) {
+            V::Ct(c) => Ok(c),
+            _ => Err(internal("operand types")),
+        };
+        let r = match op {
+            Op::BgvAdd(a, b) => ev.add(ct(a)?, ct(b)?),
+            Op::BgvSub(a, b) => ev.sub(ct(a)?, ct(b)?),
+            Op::BgvNeg(a) => ev.neg(ct(a)?),
+            Op::BgvMul(a, b) => ev.mul_relin(ct(a)?, ct(b)?),
+            Op::BgvSum(xs) => {
+                let cts = xs
+                    .iter()
+                    .map(|m| ct(m).cloned())
+                    .collect::<Result<Vec<_>, _>>()?;
+                ev.add_many(&cts)
+            }
+            Op::BgvSlotSum(a) => ev.inner_sum(ct(a)?),
+            Op::BgvRotateRows(a, k) => ev.rotate_rows(ct(a)?, *k),
+            Op::BgvRotateColumns(a) => ev.rotate_columns(ct(a)?),
+            Op::BgvAddScalar(a, c) => ev.add_scalar(ct(a)?, *c),
+            Op::BgvMulScalar(a, c) => ev.mul_scalar(ct(a)?, *c),
+            Op::BgvLessThan { a, b, bound } => {
+                let (x, y) = (ct(a)?, ct(b)?);
+                hecloud_bgv::poly::LessThan::new(ev.params(), *bound)
+                    .and_then(|lt| lt.eval(ev, x, y))
+            }
+            Op::BgvModSwitch(a, l) => ev.mod_switch_to(ct(a)?, *l as usize),
+            _ => return Err(internal("not a BGV operation")),
+        };
+        r.map(Slot::Ct).map_err(|source| ExecError::Bgv {
+            node: id,
+            op: name,
+            source,
+        })
     }
 
     /// The session's TFHE engine under this run's cancellation flag.

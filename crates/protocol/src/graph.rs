@@ -39,6 +39,9 @@ pub const MAX_PLAIN_LEN: usize = 1 << 16;
 pub const MAX_CHEBYSHEV_COEFFS: usize = 1 << 11;
 /// Most operands of one integer sum.
 pub const MAX_SUM_OPERANDS: usize = 1 << 12;
+/// Largest bound of a BGV comparison ([`Op::BgvLessThan`]): its polynomial
+/// has degree 2·bound − 2 and is interpolated when the graph is validated.
+pub const MAX_BGV_COMPARE_BOUND: u64 = 1 << 10;
 
 /// Which relation an integer comparison outputs (as one encrypted bit).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -87,8 +90,11 @@ impl Relation {
 /// plaintext input object, a clear vector ([`Op::Plain`], encoded by the server
 /// at the level and scale the operation needs) or a real constant
 /// ([`Op::Constant`]). Integer operations take encrypted unsigned integers
-/// (TFHE, one bit per ciphertext). The enum grows with the schemes (BGV has
-/// not landed yet): a tag this build does not know is refused when decoding.
+/// (TFHE, one bit per ciphertext). BGV operations (`Bgv…`) take BGV
+/// ciphertexts of integer vectors mod t and compute slot-wise, exactly; the
+/// noise budget of every value is predicted before anything runs. The enum
+/// grows with the schemes: a tag this build does not know is refused when
+/// decoding.
 #[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]
 pub enum Op {
@@ -149,6 +155,44 @@ pub enum Op {
     IntMin(NodeId, NodeId),
     /// max(a, b) of two encrypted integers.
     IntMax(NodeId, NodeId),
+    /// `a + b` of two BGV ciphertexts (slot-wise mod t).
+    BgvAdd(NodeId, NodeId),
+    /// `a − b` of two BGV ciphertexts.
+    BgvSub(NodeId, NodeId),
+    /// `−a` of a BGV ciphertext.
+    BgvNeg(NodeId),
+    /// `a · b` of two BGV ciphertexts, relinearized and switched one level
+    /// down (needs the BGV relinearization key).
+    BgvMul(NodeId, NodeId),
+    /// The sum of many BGV ciphertexts.
+    BgvSum(Vec<NodeId>),
+    /// The sum of all N slots, in every slot (needs the Galois keys of the
+    /// row rotations by 1, 2, 4, …, N/4 and of the column swap).
+    BgvSlotSum(NodeId),
+    /// Rotates both rows left by k (negative: right); needs the Galois key
+    /// of k, or those of the powers of two k is made of.
+    BgvRotateRows(NodeId, i64),
+    /// Swaps the two rows (needs the column-swap Galois key).
+    BgvRotateColumns(NodeId),
+    /// `a + c` in every slot (c below t).
+    BgvAddScalar(NodeId, u64),
+    /// `a · c` in every slot (c below t).
+    BgvMulScalar(NodeId, u64),
+    /// 1 in the slots where `a < b`, 0 elsewhere, for values below `bound`
+    /// (2·bound ≤ t, bound ≤ [`MAX_BGV_COMPARE_BOUND`]): one polynomial of
+    /// degree 2·bound − 2 in a − b ([`hecloud_bgv::poly::LessThan`]); needs
+    /// the relinearization key and about log2(2·bound) + 1 levels of depth.
+    BgvLessThan {
+        /// Left operand.
+        a: NodeId,
+        /// Right operand.
+        b: NodeId,
+        /// The values compared lie below this bound.
+        bound: u64,
+    },
+    /// The ciphertext switched down to this level (noise divided by the
+    /// primes dropped): a result travels smaller.
+    BgvModSwitch(NodeId, u32),
 }
 
 impl Op {
@@ -172,6 +216,18 @@ impl Op {
             Op::IntCompare(..) => "int_compare",
             Op::IntMin(..) => "int_min",
             Op::IntMax(..) => "int_max",
+            Op::BgvAdd(..) => "bgv_add",
+            Op::BgvSub(..) => "bgv_sub",
+            Op::BgvNeg(_) => "bgv_neg",
+            Op::BgvMul(..) => "bgv_mul",
+            Op::BgvSum(_) => "bgv_sum",
+            Op::BgvSlotSum(_) => "bgv_slot_sum",
+            Op::BgvRotateRows(..) => "bgv_rotate_rows",
+            Op::BgvRotateColumns(_) => "bgv_rotate_columns",
+            Op::BgvAddScalar(..) => "bgv_add_scalar",
+            Op::BgvMulScalar(..) => "bgv_mul_scalar",
+            Op::BgvLessThan { .. } => "bgv_less_than",
+            Op::BgvModSwitch(..) => "bgv_mod_switch",
         }
     }
 
@@ -185,14 +241,25 @@ impl Op {
             | Op::RotateAndSum(a, _)
             | Op::Conjugate(a)
             | Op::DropLevel(a, _)
-            | Op::Chebyshev { input: a, .. } => vec![*a],
+            | Op::Chebyshev { input: a, .. }
+            | Op::BgvNeg(a)
+            | Op::BgvSlotSum(a)
+            | Op::BgvRotateRows(a, _)
+            | Op::BgvRotateColumns(a)
+            | Op::BgvAddScalar(a, _)
+            | Op::BgvMulScalar(a, _)
+            | Op::BgvModSwitch(a, _) => vec![*a],
             Op::Add(a, b)
             | Op::Sub(a, b)
             | Op::Mul(a, b)
             | Op::IntCompare(a, b, _)
             | Op::IntMin(a, b)
-            | Op::IntMax(a, b) => vec![*a, *b],
-            Op::IntSum { inputs, .. } => inputs.clone(),
+            | Op::IntMax(a, b)
+            | Op::BgvAdd(a, b)
+            | Op::BgvSub(a, b)
+            | Op::BgvMul(a, b)
+            | Op::BgvLessThan { a, b, .. } => vec![*a, *b],
+            Op::IntSum { inputs, .. } | Op::BgvSum(inputs) => inputs.clone(),
         }
     }
 }
@@ -309,6 +376,55 @@ impl Graph {
         self.push(Op::IntMax(a, b))
     }
 
+    /// [`Op::BgvAdd`].
+    pub fn bgv_add(&mut self, a: NodeId, b: NodeId) -> NodeId {
+        self.push(Op::BgvAdd(a, b))
+    }
+    /// [`Op::BgvSub`].
+    pub fn bgv_sub(&mut self, a: NodeId, b: NodeId) -> NodeId {
+        self.push(Op::BgvSub(a, b))
+    }
+    /// [`Op::BgvNeg`].
+    pub fn bgv_neg(&mut self, a: NodeId) -> NodeId {
+        self.push(Op::BgvNeg(a))
+    }
+    /// [`Op::BgvMul`].
+    pub fn bgv_mul(&mut self, a: NodeId, b: NodeId) -> NodeId {
+        self.push(Op::BgvMul(a, b))
+    }
+    /// [`Op::BgvSum`].
+    pub fn bgv_sum(&mut self, inputs: Vec<NodeId>) -> NodeId {
+        self.push(Op::BgvSum(inputs))
+    }
+    /// [`Op::BgvSlotSum`].
+    pub fn bgv_slot_sum(&mut self, a: NodeId) -> NodeId {
+        self.push(Op::BgvSlotSum(a))
+    }
+    /// [`Op::BgvRotateRows`].
+    pub fn bgv_rotate_rows(&mut self, a: NodeId, k: i64) -> NodeId {
+        self.push(Op::BgvRotateRows(a, k))
+    }
+    /// [`Op::BgvRotateColumns`].
+    pub fn bgv_rotate_columns(&mut self, a: NodeId) -> NodeId {
+        self.push(Op::BgvRotateColumns(a))
+    }
+    /// [`Op::BgvAddScalar`].
+    pub fn bgv_add_scalar(&mut self, a: NodeId, c: u64) -> NodeId {
+        self.push(Op::BgvAddScalar(a, c))
+    }
+    /// [`Op::BgvMulScalar`].
+    pub fn bgv_mul_scalar(&mut self, a: NodeId, c: u64) -> NodeId {
+        self.push(Op::BgvMulScalar(a, c))
+    }
+    /// [`Op::BgvLessThan`].
+    pub fn bgv_less_than(&mut self, a: NodeId, b: NodeId, bound: u64) -> NodeId {
+        self.push(Op::BgvLessThan { a, b, bound })
+    }
+    /// [`Op::BgvModSwitch`].
+    pub fn bgv_mod_switch(&mut self, a: NodeId, level: u32) -> NodeId {
+        self.push(Op::BgvModSwitch(a, level))
+    }
+
     /// Writes the graph (no envelope): used inside other messages.
     pub fn write(&self, w: &mut Writer) {
         w.len(self.nodes.len());
@@ -370,7 +486,19 @@ mod tag {
     pub const INT_COMPARE: u8 = 33;
     pub const INT_MIN: u8 = 34;
     pub const INT_MAX: u8 = 35;
-    // 64..=95 are reserved for BGV operations.
+    // 64..=95 are BGV operations.
+    pub const BGV_ADD: u8 = 64;
+    pub const BGV_SUB: u8 = 65;
+    pub const BGV_NEG: u8 = 66;
+    pub const BGV_MUL: u8 = 67;
+    pub const BGV_SUM: u8 = 68;
+    pub const BGV_SLOT_SUM: u8 = 69;
+    pub const BGV_ROTATE_ROWS: u8 = 70;
+    pub const BGV_ROTATE_COLUMNS: u8 = 71;
+    pub const BGV_ADD_SCALAR: u8 = 72;
+    pub const BGV_MUL_SCALAR: u8 = 73;
+    pub const BGV_LESS_THAN: u8 = 74;
+    pub const BGV_MOD_SWITCH: u8 = 75;
 }
 
 fn write_op(w: &mut Writer, op: &Op) {
@@ -430,6 +558,37 @@ fn write_op(w: &mut Writer, op: &Op) {
         }
         Op::IntMin(a, b) => pair(w, tag::INT_MIN, *a, *b),
         Op::IntMax(a, b) => pair(w, tag::INT_MAX, *a, *b),
+        Op::BgvAdd(a, b) => pair(w, tag::BGV_ADD, *a, *b),
+        Op::BgvSub(a, b) => pair(w, tag::BGV_SUB, *a, *b),
+        Op::BgvNeg(a) => one(w, tag::BGV_NEG, *a),
+        Op::BgvMul(a, b) => pair(w, tag::BGV_MUL, *a, *b),
+        Op::BgvSum(inputs) => {
+            w.u8(tag::BGV_SUM);
+            w.len(inputs.len());
+            inputs.iter().for_each(|&x| w.u32(x));
+        }
+        Op::BgvSlotSum(a) => one(w, tag::BGV_SLOT_SUM, *a),
+        Op::BgvRotateRows(a, k) => {
+            one(w, tag::BGV_ROTATE_ROWS, *a);
+            w.i64(*k);
+        }
+        Op::BgvRotateColumns(a) => one(w, tag::BGV_ROTATE_COLUMNS, *a),
+        Op::BgvAddScalar(a, c) => {
+            one(w, tag::BGV_ADD_SCALAR, *a);
+            w.u64(*c);
+        }
+        Op::BgvMulScalar(a, c) => {
+            one(w, tag::BGV_MUL_SCALAR, *a);
+            w.u64(*c);
+        }
+        Op::BgvLessThan { a, b, bound } => {
+            pair(w, tag::BGV_LESS_THAN, *a, *b);
+            w.u64(*bound);
+        }
+        Op::BgvModSwitch(a, l) => {
+            one(w, tag::BGV_MOD_SWITCH, *a);
+            w.u32(*l);
+        }
     }
 }
 
@@ -495,12 +654,36 @@ fn read_op(r: &mut Reader<'_>) -> DecodeResult<Op> {
         }
         tag::INT_MIN => Op::IntMin(r.u32()?, r.u32()?),
         tag::INT_MAX => Op::IntMax(r.u32()?, r.u32()?),
-        64..=95 => {
+        tag::BGV_ADD => Op::BgvAdd(r.u32()?, r.u32()?),
+        tag::BGV_SUB => Op::BgvSub(r.u32()?, r.u32()?),
+        tag::BGV_NEG => Op::BgvNeg(r.u32()?),
+        tag::BGV_MUL => Op::BgvMul(r.u32()?, r.u32()?),
+        tag::BGV_SUM => {
+            let n = r.count("bgv_sum operands", MAX_SUM_OPERANDS, 4)?;
+            let mut inputs = Vec::with_capacity(n);
+            for _ in 0..n {
+                inputs.push(r.u32()?);
+            }
+            Op::BgvSum(inputs)
+        }
+        tag::BGV_SLOT_SUM => Op::BgvSlotSum(r.u32()?),
+        tag::BGV_ROTATE_ROWS => Op::BgvRotateRows(r.u32()?, r.i64()?),
+        tag::BGV_ROTATE_COLUMNS => Op::BgvRotateColumns(r.u32()?),
+        tag::BGV_ADD_SCALAR => Op::BgvAddScalar(r.u32()?, r.u64()?),
+        tag::BGV_MUL_SCALAR => Op::BgvMulScalar(r.u32()?, r.u64()?),
+        tag::BGV_LESS_THAN => {
+            let (a, b) = (r.u32()?, r.u32()?);
+            Op::BgvLessThan {
+                a,
+                b,
+                bound: r.u64()?,
+            }
+        }
+        tag::BGV_MOD_SWITCH => Op::BgvModSwitch(r.u32()?, r.u32()?),
+        76..=95 => {
             return Err(DecodeError::InvalidField {
                 field: "op",
-                reason: format!(
-                    "tag {t} is a BGV operation, and BGV is not available in this build"
-                ),
+                reason: format!("tag {t} is reserved for BGV operations this build does not know"),
             });
         }
         _ => {

@@ -10,8 +10,8 @@
 //! * [`session`]: [`SessionSpec`] (parameter sets + evaluation-key ids),
 //!   [`ObjectDescriptor`], [`ObjectId`] (content hash);
 //! * [`job`]: [`JobSubmission`], [`JobStatus`], [`JobResult`];
-//! * [`graph`]: the computation [`Graph`] of CKKS operations and integer
-//!   circuits;
+//! * [`graph`]: the computation [`Graph`] of CKKS operations, BGV
+//!   operations on integer vectors and integer circuits;
 //! * [`validate()`]: types, levels, scales, keys, structure and cost, before
 //!   anything runs → [`ValidatedGraph`] or a [`ValidationError`];
 //!   [`validate_with_limits`] also refuses jobs above a cost limit
@@ -78,7 +78,8 @@ pub use graph::{Graph, NodeId, Op, Output, Relation};
 pub use job::{JobId, JobResult, JobState, JobStatus, JobSubmission, NamedObject};
 pub use object::{Object, SessionKeys, SessionParams, TfheCiphertext, value_type_of};
 pub use session::{
-    CkksParamSpec, ObjectDescriptor, ObjectId, ObjectKind, ParamSpec, SessionSpec, TfheParamSpec,
+    BgvParamSpec, CkksParamSpec, ObjectDescriptor, ObjectId, ObjectKind, ParamSpec, SessionSpec,
+    TfheParamSpec,
 };
 pub use validate::{
     Capabilities, CostEstimate, ValidatedGraph, ValidationLimits, ValueType, validate,

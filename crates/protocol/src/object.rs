@@ -1,8 +1,10 @@
 //! Object payloads: decoding and checking the bytes of ciphertexts, plaintexts
 //! and keys against a session's parameters, and the server-side key set.
 //!
-//! CKKS payloads are exactly the bytes of [`hecloud_rlwe::serial`] (format
-//! version, kind, parameter hash, level, scale, length-checked body). TFHE
+//! CKKS and BGV payloads are exactly the bytes of [`hecloud_rlwe::serial`]
+//! (format version, kind, parameter hash, level, scale, length-checked
+//! body); a BGV ciphertext's header also carries its factor (a unit of Z_t,
+//! checked) and, in its scale field, log2 of its estimated noise. TFHE
 //! payloads are a small container around TFHE-rs's own versioned, size-limited
 //! serialization ([`tfhe::safe_serialization`]):
 //!
@@ -22,6 +24,7 @@
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
+use hecloud_bgv::BgvParameters;
 use hecloud_circuits::{EncryptedUint, MAX_WIDTH, MIN_WIDTH, TFHE_PARAMS, TfheEngine, Wire};
 use hecloud_ckks::{CkksParameters, Encoder, EvaluationKeys, Evaluator};
 use hecloud_rlwe::serial::HEADER_LEN;
@@ -72,6 +75,14 @@ pub enum Object {
     TfheUint(EncryptedUint<TfheCiphertext>),
     /// One encrypted bit (TFHE).
     TfheBit(Wire<TfheCiphertext>),
+    /// A BGV ciphertext (an encrypted vector of integers mod t).
+    BgvCiphertext(Ciphertext),
+    /// A BGV public key.
+    BgvPublicKey(Box<PublicKey>),
+    /// A BGV relinearization key.
+    BgvRelinKey(Box<RelinearizationKey>),
+    /// A BGV Galois key.
+    BgvGaloisKey(Box<GaloisKey>),
 }
 
 impl Object {
@@ -86,6 +97,10 @@ impl Object {
             Object::TfheServerKey(_) => ObjectKind::TfheServerKey,
             Object::TfheUint(_) => ObjectKind::TfheUint,
             Object::TfheBit(_) => ObjectKind::TfheBit,
+            Object::BgvCiphertext(_) => ObjectKind::BgvCiphertext,
+            Object::BgvPublicKey(_) => ObjectKind::BgvPublicKey,
+            Object::BgvRelinKey(_) => ObjectKind::BgvRelinKey,
+            Object::BgvGaloisKey(_) => ObjectKind::BgvGaloisKey,
         }
     }
 
@@ -103,6 +118,12 @@ impl Object {
             },
             Object::TfheUint(u) => ValueType::Uint { width: u.width() },
             Object::TfheBit(_) => ValueType::Bit,
+            Object::BgvCiphertext(c) => ValueType::BgvCiphertext {
+                level: c.level(),
+                noise: c.scale(),
+                factor: c.factor(),
+                degree: c.degree(),
+            },
             _ => return None,
         })
     }
@@ -113,7 +134,7 @@ impl Object {
     /// [`hecloud_rlwe::Ciphertext::write_pieces`]).
     pub fn to_bytes_with_id(&self) -> (Vec<u8>, ObjectId) {
         match self {
-            Object::CkksCiphertext(c) => {
+            Object::CkksCiphertext(c) | Object::BgvCiphertext(c) => {
                 let mut out = Vec::with_capacity(c.serialized_len());
                 let mut hasher = blake3::Hasher::new();
                 c.write_pieces(|piece| {
@@ -144,6 +165,10 @@ impl Object {
                 tfhe_container(ObjectKind::TfheUint, &items)
             }
             Object::TfheBit(b) => tfhe_container(ObjectKind::TfheBit, &[ser_ct(b.ciphertext())]),
+            Object::BgvCiphertext(c) => c.to_bytes(),
+            Object::BgvPublicKey(k) => k.to_bytes(),
+            Object::BgvRelinKey(k) => k.to_bytes(true),
+            Object::BgvGaloisKey(k) => k.to_bytes(true),
         }
     }
 }
@@ -204,10 +229,15 @@ pub fn tfhe_kind(bytes: &[u8]) -> Option<ObjectKind> {
     })
 }
 
-/// The object kind a payload's header names: a CKKS object (magic `HECL`,
-/// see [`hecloud_rlwe::serial`]) or a TFHE container ([`tfhe_kind`]). `None`
-/// for anything else, and for an exported secret key, which is never an
-/// object. Reads only the header; the server still checks the whole payload.
+/// The object kind a payload's header names: a CKKS or BGV object (magic
+/// `HECL`, see [`hecloud_rlwe::serial`]) or a TFHE container
+/// ([`tfhe_kind`]). `None` for anything else, and for an exported secret
+/// key, which is never an object. Reads only the header; the server still
+/// checks the whole payload. A ciphertext whose header carries a factor
+/// (its extra field, never 0 under a plaintext modulus) is a BGV
+/// ciphertext; an RLWE key's header does not say its scheme, so keys read
+/// as CKKS keys here (BGV keys are uploaded under their kind by the caller
+/// that made them).
 ///
 /// ```
 /// use hecloud_protocol::{ObjectKind, object::payload_kind};
@@ -215,6 +245,9 @@ pub fn tfhe_kind(bytes: &[u8]) -> Option<ObjectKind> {
 /// ```
 pub fn payload_kind(bytes: &[u8]) -> Option<ObjectKind> {
     if bytes.len() >= HEADER_LEN && bytes[..4] == hecloud_rlwe::serial::MAGIC {
+        if bytes[6] == hecloud_rlwe::serial::Kind::Ciphertext as u8 && bytes[56..64] != [0; 8] {
+            return Some(ObjectKind::BgvCiphertext);
+        }
         // The RLWE kind bytes 1..=5 are numbered as the CKKS object kinds.
         return ObjectKind::from_u8(bytes[6])
             .ok()
@@ -245,6 +278,8 @@ pub struct SessionParams {
     pub ckks: Option<Arc<CkksParameters>>,
     /// TFHE parameter set.
     pub tfhe: Option<TfheParamSpec>,
+    /// BGV parameters.
+    pub bgv: Option<Arc<BgvParameters>>,
 }
 
 impl SessionParams {
@@ -257,7 +292,38 @@ impl SessionParams {
                 None => None,
             },
             tfhe: spec.tfhe,
+            bgv: None,
         })
+    }
+
+    /// Builds every parameter set of a session spec: [`SessionParams::build`]
+    /// of its [`ParamSpec`], and its BGV parameters.
+    pub fn for_session(spec: &SessionSpec, allow_insecure: bool) -> Result<Self, SessionError> {
+        let mut out = Self::build(&spec.params, allow_insecure)?;
+        out.bgv = match &spec.bgv {
+            Some(b) => Some(b.build(allow_insecure)?),
+            None => None,
+        };
+        Ok(out)
+    }
+
+    fn bgv(&self, kind: ObjectKind) -> Result<&Arc<BgvParameters>, ObjectError> {
+        self.bgv.as_ref().ok_or(ObjectError::NoParameters {
+            scheme: "BGV",
+            kind,
+        })
+    }
+
+    /// The hash of the parameter set objects of `kind` belong to, if the
+    /// session has it.
+    pub fn param_hash(&self, kind: ObjectKind) -> Option<[u8; 32]> {
+        if kind.is_bgv() {
+            self.bgv.as_ref().map(|p| *p.rlwe().hash())
+        } else if kind.rlwe_kind().is_some() {
+            self.ckks.as_ref().map(|p| *p.rlwe().hash())
+        } else {
+            self.tfhe.map(|t| t.hash())
+        }
     }
 
     fn ckks(&self, kind: ObjectKind) -> Result<&Arc<CkksParameters>, ObjectError> {
@@ -295,6 +361,29 @@ impl SessionParams {
                 })?;
                 decode_tfhe(spec, kind, bytes)
             }
+            ObjectKind::BgvCiphertext => {
+                let p = self.bgv(kind)?;
+                let ct = Ciphertext::from_bytes(p.rlwe(), bytes)?;
+                if !(ct.scale().is_finite() && ct.scale() > 0.0) {
+                    return Err(DecodeError::InvalidField {
+                        field: "noise",
+                        reason: format!("{} is not a positive noise estimate", ct.scale()),
+                    }
+                    .into());
+                }
+                Ok(Object::BgvCiphertext(ct))
+            }
+            ObjectKind::BgvPublicKey => Ok(Object::BgvPublicKey(Box::new(PublicKey::from_bytes(
+                self.bgv(kind)?.rlwe(),
+                bytes,
+            )?))),
+            ObjectKind::BgvRelinKey => Ok(Object::BgvRelinKey(Box::new(
+                RelinearizationKey::from_bytes(self.bgv(kind)?.rlwe(), bytes)?,
+            ))),
+            ObjectKind::BgvGaloisKey => Ok(Object::BgvGaloisKey(Box::new(GaloisKey::from_bytes(
+                self.bgv(kind)?.rlwe(),
+                bytes,
+            )?))),
         }
     }
 
@@ -304,13 +393,7 @@ impl SessionParams {
         objects
             .iter()
             .map(|d| {
-                let want = match d.kind {
-                    ObjectKind::TfheUint | ObjectKind::TfheBit | ObjectKind::TfheServerKey => {
-                        self.tfhe.map(|t| t.hash())
-                    }
-                    _ => self.ckks.as_ref().map(|p| *p.rlwe().hash()),
-                };
-                if want != Some(d.param_hash) {
+                if self.param_hash(d.kind) != Some(d.param_hash) {
                     return Err(ObjectError::ParameterMismatch(d.id));
                 }
                 value_type_of(d)
@@ -345,8 +428,8 @@ impl SessionParams {
             count: 1,
             galois_element: 0,
         };
-        if let Some(p) = &self.ckks {
-            d.param_hash = *p.rlwe().hash();
+        if let Some(h) = self.param_hash(obj.kind()) {
+            d.param_hash = h;
         }
         match obj {
             Object::CkksCiphertext(c) => {
@@ -375,6 +458,22 @@ impl SessionParams {
                 d.param_hash = TfheParamSpec::Message2Carry2.hash();
                 d.count = u.width() as u32;
             }
+            Object::BgvCiphertext(c) => {
+                d.level = c.level() as u32;
+                d.scale = c.scale();
+                d.count = c.polys().len() as u32;
+                d.galois_element = c.factor();
+            }
+            Object::BgvPublicKey(k) => d.level = k.params().max_level() as u32,
+            Object::BgvRelinKey(k) => {
+                d.level = k.0.params().max_level() as u32;
+                d.count = k.0.digits() as u32;
+            }
+            Object::BgvGaloisKey(k) => {
+                d.level = k.switching_key().params().max_level() as u32;
+                d.count = k.switching_key().digits() as u32;
+                d.galois_element = k.galois_element() as u64;
+            }
         }
         d
     }
@@ -397,6 +496,12 @@ pub fn value_type_of(d: &ObjectDescriptor) -> Result<ValueType, ObjectError> {
             width: d.count as usize,
         },
         ObjectKind::TfheBit => ValueType::Bit,
+        ObjectKind::BgvCiphertext => ValueType::BgvCiphertext {
+            level: d.level as usize,
+            noise: d.scale,
+            factor: d.galois_element,
+            degree: (d.count as usize).saturating_sub(1),
+        },
         kind => {
             return Err(ObjectError::WrongKind {
                 kind,
@@ -525,12 +630,19 @@ pub struct SessionKeys {
     params: SessionParams,
     ckks: Option<CkksRuntime>,
     tfhe: Option<TfheEngine>,
+    bgv: Option<BgvRuntime>,
 }
 
 #[derive(Debug)]
 pub(crate) struct CkksRuntime {
     pub evaluator: Evaluator,
     pub encoder: Encoder,
+}
+
+#[derive(Debug)]
+pub(crate) struct BgvRuntime {
+    pub evaluator: hecloud_bgv::Evaluator,
+    pub keys: Arc<hecloud_bgv::EvaluationKeys>,
 }
 
 impl SessionKeys {
@@ -575,7 +687,48 @@ impl SessionKeys {
             },
             None => None,
         };
-        Self::from_parts(params, eval, tfhe)
+        let mut bgv = hecloud_bgv::EvaluationKeys {
+            relin: None,
+            galois: GaloisKeys::new(),
+        };
+        if let Some(id) = &spec.bgv_relin_key
+            && let Object::BgvRelinKey(k) = get(id, ObjectKind::BgvRelinKey)?
+        {
+            bgv.relin = Some(*k);
+        }
+        let mut seen = BTreeSet::new();
+        for id in &spec.bgv_galois_keys {
+            if let Object::BgvGaloisKey(k) = get(id, ObjectKind::BgvGaloisKey)? {
+                if !seen.insert(k.galois_element()) {
+                    return Err(SessionError::DuplicateGaloisKey(k.galois_element() as u64));
+                }
+                bgv.galois.insert(*k);
+            }
+        }
+        Self::from_parts(params, eval, tfhe)?.with_bgv_keys(Arc::new(bgv))
+    }
+
+    /// Sets the BGV evaluation keys (checked already, e.g. generated in the
+    /// same process); refused when the session has no BGV parameters but
+    /// keys are given.
+    pub fn with_bgv_keys(
+        mut self,
+        keys: Arc<hecloud_bgv::EvaluationKeys>,
+    ) -> Result<Self, SessionError> {
+        match &self.params.bgv {
+            Some(p) => {
+                self.bgv = Some(BgvRuntime {
+                    evaluator: hecloud_bgv::Evaluator::new(p, keys.clone()),
+                    keys,
+                });
+            }
+            None => {
+                if keys.relin.is_some() || !keys.galois.is_empty() {
+                    return Err(SessionError::NoParameters("BGV"));
+                }
+            }
+        }
+        Ok(self)
     }
 
     /// A key set from decoded parts (keys already checked, e.g. generated in
@@ -600,7 +753,22 @@ impl SessionKeys {
         if tfhe.is_some() && params.tfhe.is_none() {
             return Err(SessionError::NoParameters("TFHE"));
         }
-        Ok(Self { params, ckks, tfhe })
+        let bgv = params.bgv.as_ref().map(|p| {
+            let keys = Arc::new(hecloud_bgv::EvaluationKeys {
+                relin: None,
+                galois: GaloisKeys::new(),
+            });
+            BgvRuntime {
+                evaluator: hecloud_bgv::Evaluator::new(p, keys.clone()),
+                keys,
+            }
+        });
+        Ok(Self {
+            params,
+            ckks,
+            tfhe,
+            bgv,
+        })
     }
 
     /// The parameters.
@@ -619,7 +787,16 @@ impl SessionKeys {
             c.galois_elements = rt.evaluator.keys().galois.elements().collect();
         }
         c.tfhe_server_key = self.tfhe.is_some();
+        c.bgv = self.params.bgv.clone();
+        if let Some(rt) = &self.bgv {
+            c.bgv_relin_key = rt.keys.relin.is_some();
+            c.bgv_galois_elements = rt.keys.galois.elements().collect();
+        }
         c
+    }
+
+    pub(crate) fn bgv_runtime(&self) -> Option<&BgvRuntime> {
+        self.bgv.as_ref()
     }
 
     pub(crate) fn ckks_runtime(&self) -> Option<&CkksRuntime> {
@@ -656,8 +833,9 @@ const CKKS_FLAG_SEEDED: u8 = 1;
 /// * every kind: the header as soon as it is in (magic, format version,
 ///   the kind byte against the announced kind, flags, the fields the kind
 ///   fixes), and that exactly the announced length arrives;
-/// * CKKS kinds: level, scale and count; when the parameter hash is one of
-///   the `known` sets (those of the tenant's sessions), the level against
+/// * CKKS and BGV kinds: level, scale, count, and the factor field (set
+///   in a BGV ciphertext, not in a CKKS one); when the parameter hash is one of
+///   the `known` sets (those of the tenant's sessions), the scheme and the level against
 ///   the chain and the announced length against the exact length the
 ///   header implies. An object uploaded before any session of its
 ///   parameters is only checked as far as its header goes: keys are
@@ -701,14 +879,18 @@ enum Stage {
 }
 
 fn is_ckks(kind: ObjectKind) -> bool {
-    matches!(
-        kind,
-        ObjectKind::CkksCiphertext
-            | ObjectKind::CkksPlaintext
-            | ObjectKind::CkksPublicKey
-            | ObjectKind::CkksRelinKey
-            | ObjectKind::CkksGaloisKey
-    )
+    kind.rlwe_kind().is_some()
+}
+
+/// The CKKS kind whose payload has the shape of `kind`'s (RLWE kinds).
+fn rlwe_shape(kind: ObjectKind) -> ObjectKind {
+    match kind {
+        ObjectKind::BgvCiphertext => ObjectKind::CkksCiphertext,
+        ObjectKind::BgvPublicKey => ObjectKind::CkksPublicKey,
+        ObjectKind::BgvRelinKey => ObjectKind::CkksRelinKey,
+        ObjectKind::BgvGaloisKey => ObjectKind::CkksGaloisKey,
+        k => k,
+    }
 }
 
 fn invalid(field: &'static str, reason: impl Into<String>) -> DecodeError {
@@ -862,7 +1044,7 @@ impl PayloadCheck {
     }
 
     fn check_kind_byte(&self, found: u8, ckks: bool) -> Result<(), DecodeError> {
-        if found == self.kind as u8 {
+        if found == self.kind.rlwe_kind().unwrap_or(self.kind as u8) {
             return Ok(());
         }
         Err(invalid(
@@ -899,7 +1081,25 @@ impl PayloadCheck {
         scale.copy_from_slice(&h[44..52]);
         let scale = f64::from_le_bytes(scale);
         let count = u32_at(52) as usize;
-        let flags_ok = match self.kind {
+        let extra = u64::from_le_bytes([h[56], h[57], h[58], h[59], h[60], h[61], h[62], h[63]]);
+        // A BGV ciphertext carries its factor (never 0), a CKKS one nothing.
+        match self.kind {
+            ObjectKind::BgvCiphertext if extra == 0 => {
+                return Err(invalid(
+                    "factor",
+                    "a BGV ciphertext without a factor (a CKKS ciphertext?)",
+                ));
+            }
+            ObjectKind::CkksCiphertext if extra != 0 => {
+                return Err(invalid(
+                    "factor",
+                    "a CKKS ciphertext with a factor (a BGV ciphertext?)",
+                ));
+            }
+            _ => {}
+        }
+        let shape = rlwe_shape(self.kind);
+        let flags_ok = match shape {
             ObjectKind::CkksPlaintext => flags == 0,
             ObjectKind::CkksPublicKey => seeded,
             _ => flags == 0 || seeded,
@@ -910,7 +1110,7 @@ impl PayloadCheck {
                 format!("{flags:#x} for a {:?}", self.kind),
             ));
         }
-        let count_ok = match self.kind {
+        let count_ok = match shape {
             ObjectKind::CkksCiphertext => {
                 (2..=MAX_CIPHERTEXT_COMPONENTS).contains(&count) && !(seeded && count != 2)
             }
@@ -922,7 +1122,7 @@ impl PayloadCheck {
             return Err(invalid("count", format!("{count} for a {:?}", self.kind)));
         }
         let carries_scale = matches!(
-            self.kind,
+            shape,
             ObjectKind::CkksCiphertext | ObjectKind::CkksPlaintext
         );
         if carries_scale && !(scale.is_finite() && scale > 0.0) {
@@ -952,7 +1152,13 @@ impl PayloadCheck {
             ));
         }
         let key_poly = hecloud_rlwe::serial::packed_poly_bytes(p.qp_basis());
-        let body = match self.kind {
+        if self.kind.is_bgv() != p.plaintext_modulus().is_some() {
+            return Err(invalid(
+                "parameter hash",
+                format!("a {:?} of parameters of another scheme", self.kind),
+            ));
+        }
+        let body = match shape {
             ObjectKind::CkksCiphertext if seeded => p.poly_bytes(level) + 32,
             ObjectKind::CkksCiphertext => p.poly_bytes(level) * count,
             ObjectKind::CkksPlaintext => p.poly_bytes(level),

@@ -80,6 +80,10 @@ pub fn object_kind_name(kind: ObjectKind) -> &'static str {
         ObjectKind::TfheServerKey => "tfhe.server_key",
         ObjectKind::TfheUint => "tfhe.uint",
         ObjectKind::TfheBit => "tfhe.bit",
+        ObjectKind::BgvCiphertext => "bgv.ciphertext",
+        ObjectKind::BgvPublicKey => "bgv.public_key",
+        ObjectKind::BgvRelinKey => "bgv.relin_key",
+        ObjectKind::BgvGaloisKey => "bgv.galois_key",
     }
 }
 
@@ -94,6 +98,10 @@ pub fn parse_object_kind(name: &str) -> Option<ObjectKind> {
         ObjectKind::TfheServerKey,
         ObjectKind::TfheUint,
         ObjectKind::TfheBit,
+        ObjectKind::BgvCiphertext,
+        ObjectKind::BgvPublicKey,
+        ObjectKind::BgvRelinKey,
+        ObjectKind::BgvGaloisKey,
     ]
     .into_iter()
     .find(|k| object_kind_name(*k) == name)

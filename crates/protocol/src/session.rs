@@ -12,6 +12,7 @@
 //!     relin_key: None,
 //!     galois_keys: vec![],
 //!     tfhe_server_key: None,
+//!     ..SessionSpec::default()
 //! };
 //! let bytes = spec.encode();
 //! assert_eq!(SessionSpec::decode(&bytes).unwrap(), spec);
@@ -20,6 +21,7 @@
 use std::fmt;
 use std::sync::Arc;
 
+use hecloud_bgv::BgvParameters;
 use hecloud_ckks::{CkksParameters, Preset};
 use hecloud_rlwe::{ParametersLiteral, SecretDistribution, params::SIGMA};
 
@@ -244,6 +246,176 @@ impl CkksParamSpec {
     }
 }
 
+/// A BGV parameter set: a named 128-bit preset ([`hecloud_bgv::Preset`],
+/// `bgv-n13` … `bgv-n16`) or a literal chain with its plaintext modulus.
+///
+/// ```
+/// use hecloud_protocol::BgvParamSpec;
+/// let spec = BgvParamSpec::from_name("bgv-n13").unwrap();
+/// assert_eq!(spec.build(false).unwrap().t(), 65537);
+/// // A small literal builds only where the server allows insecure sets.
+/// let lit = BgvParamSpec::Literal { log_n: 10, log_q: vec![60, 50], log_p: vec![60], t: 65537 };
+/// assert!(lit.build(false).is_err());
+/// assert!(lit.build(true).is_ok());
+/// ```
+#[derive(Debug, Clone, PartialEq)]
+pub enum BgvParamSpec {
+    /// A named preset.
+    Preset(hecloud_bgv::Preset),
+    /// A literal chain; built with the 128-bit check unless the server
+    /// explicitly allows insecure sets (tests).
+    Literal {
+        /// log2 N (10..=17).
+        log_n: u32,
+        /// Bit sizes of the ciphertext primes, q_0 first.
+        log_q: Vec<u32>,
+        /// Bit sizes of the special primes.
+        log_p: Vec<u32>,
+        /// The plaintext modulus t.
+        t: u64,
+    },
+}
+
+impl BgvParamSpec {
+    /// The preset of a name (`bgv-n13` … `bgv-n16`).
+    pub fn from_name(name: &str) -> Option<Self> {
+        hecloud_bgv::Preset::from_name(name).map(Self::Preset)
+    }
+
+    /// The literal spec of `literal` (its plaintext modulus, 0 if none: refused
+    /// when built).
+    pub fn from_literal(literal: &ParametersLiteral) -> Self {
+        Self::Literal {
+            log_n: literal.log_n,
+            log_q: literal.log_q.clone(),
+            log_p: literal.log_p.clone(),
+            t: literal.plaintext_modulus.unwrap_or(0),
+        }
+    }
+
+    /// Builds the parameters. Insecure literals are refused unless
+    /// `allow_insecure` (tests and local demos only).
+    pub fn build(&self, allow_insecure: bool) -> Result<Arc<BgvParameters>, SessionError> {
+        match self {
+            Self::Preset(p) => Ok(p.build()?),
+            Self::Literal {
+                log_n,
+                log_q,
+                log_p,
+                t,
+            } => {
+                let lit = ParametersLiteral {
+                    log_n: *log_n,
+                    log_q: log_q.clone(),
+                    log_p: log_p.clone(),
+                    secret: SecretDistribution::Ternary,
+                    sigma: SIGMA,
+                    dnum: None,
+                    plaintext_modulus: Some(*t),
+                };
+                Ok(if allow_insecure {
+                    BgvParameters::new_insecure_for_tests(lit)?
+                } else {
+                    BgvParameters::new(lit)?
+                })
+            }
+        }
+    }
+
+    fn write(&self, w: &mut Writer) {
+        match self {
+            Self::Preset(p) => {
+                w.u8(1);
+                w.u8(match p {
+                    hecloud_bgv::Preset::N13 => 13,
+                    hecloud_bgv::Preset::N14 => 14,
+                    hecloud_bgv::Preset::N15 => 15,
+                    hecloud_bgv::Preset::N16 => 16,
+                });
+            }
+            Self::Literal {
+                log_n,
+                log_q,
+                log_p,
+                t,
+            } => {
+                w.u8(2);
+                w.u32(*log_n);
+                w.len(log_q.len());
+                log_q.iter().for_each(|&x| w.u32(x));
+                w.len(log_p.len());
+                log_p.iter().for_each(|&x| w.u32(x));
+                w.u64(*t);
+            }
+        }
+    }
+
+    fn read(r: &mut Reader<'_>) -> DecodeResult<Self> {
+        match r.u8()? {
+            1 => {
+                let tag = r.u8()?;
+                let p = match tag {
+                    13 => hecloud_bgv::Preset::N13,
+                    14 => hecloud_bgv::Preset::N14,
+                    15 => hecloud_bgv::Preset::N15,
+                    16 => hecloud_bgv::Preset::N16,
+                    _ => {
+                        return Err(DecodeError::UnknownTag {
+                            field: "bgv preset",
+                            tag: tag as u64,
+                        });
+                    }
+                };
+                Ok(Self::Preset(p))
+            }
+            2 => {
+                let log_n = r.u32()?;
+                if !(10..=17).contains(&log_n) {
+                    return Err(DecodeError::InvalidField {
+                        field: "log_n",
+                        reason: format!("{log_n} is outside 10..=17"),
+                    });
+                }
+                let log_q = read_primes(r, "log_q")?;
+                let log_p = read_primes(r, "log_p")?;
+                let t = r.u64()?;
+                if t < 2 {
+                    return Err(DecodeError::InvalidField {
+                        field: "plaintext modulus",
+                        reason: format!("t = {t}"),
+                    });
+                }
+                Ok(Self::Literal {
+                    log_n,
+                    log_q,
+                    log_p,
+                    t,
+                })
+            }
+            tag => Err(DecodeError::UnknownTag {
+                field: "bgv parameters",
+                tag: tag as u64,
+            }),
+        }
+    }
+}
+
+fn read_primes(r: &mut Reader<'_>, field: &'static str) -> DecodeResult<Vec<u32>> {
+    let n = r.count(field, MAX_PRIMES, 4)?;
+    let mut v = Vec::with_capacity(n);
+    for _ in 0..n {
+        let b = r.u32()?;
+        if !(17..=61).contains(&b) {
+            return Err(DecodeError::InvalidField {
+                field,
+                reason: format!("prime of {b} bits (17..=61 accepted)"),
+            });
+        }
+        v.push(b);
+    }
+    Ok(v)
+}
+
 /// The TFHE parameter set (only one so far: the one the circuits use).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum TfheParamSpec {
@@ -346,12 +518,24 @@ pub struct SessionSpec {
     pub galois_keys: Vec<ObjectId>,
     /// The TFHE server key.
     pub tfhe_server_key: Option<ObjectId>,
+    /// The BGV parameter set, if the session computes on BGV integer
+    /// vectors. (It sits here rather than in [`ParamSpec`], whose fields
+    /// callers name in full; a session without BGV encodes as before.)
+    pub bgv: Option<BgvParamSpec>,
+    /// The BGV relinearization key.
+    pub bgv_relin_key: Option<ObjectId>,
+    /// The BGV Galois keys (row rotations, the column swap).
+    pub bgv_galois_keys: Vec<ObjectId>,
 }
 
 impl SessionSpec {
     /// The session's identity: the BLAKE3 hash of its encoding.
     pub fn id(&self) -> ObjectId {
         ObjectId::of(&self.encode())
+    }
+
+    fn has_bgv_part(&self) -> bool {
+        self.bgv.is_some() || self.bgv_relin_key.is_some() || !self.bgv_galois_keys.is_empty()
     }
 }
 
@@ -364,6 +548,64 @@ impl Message for SessionSpec {
         w.len(self.galois_keys.len());
         self.galois_keys.iter().for_each(|id| w.bytes_raw(&id.0));
         write_opt_id(w, &self.tfhe_server_key);
+        // The BGV part: present only in sessions that use BGV (announced by
+        // the envelope's flag), so that every other session keeps its
+        // encoding and its id.
+        if self.has_bgv_part() {
+            match &self.bgv {
+                None => w.u8(0),
+                Some(b) => {
+                    w.u8(1);
+                    b.write(w);
+                }
+            }
+            write_opt_id(w, &self.bgv_relin_key);
+            w.len(self.bgv_galois_keys.len());
+            self.bgv_galois_keys
+                .iter()
+                .for_each(|id| w.bytes_raw(&id.0));
+        }
+    }
+
+    fn envelope_flags(&self) -> u8 {
+        if self.has_bgv_part() { FLAG_BGV } else { 0 }
+    }
+
+    fn read_flagged(r: &mut Reader<'_>, flags: u8) -> DecodeResult<Self> {
+        if flags & !FLAG_BGV != 0 {
+            return Err(DecodeError::InvalidField {
+                field: "flags",
+                reason: format!("{flags:#x} (only bit 0, a BGV part, is defined)"),
+            });
+        }
+        let mut spec = Self::read_body(r)?;
+        if flags == 0 {
+            return Ok(spec);
+        }
+        if r.remaining() == 0 {
+            return Err(DecodeError::InvalidField {
+                field: "flags",
+                reason: "a BGV part is announced and none follows".into(),
+            });
+        }
+        spec.bgv = if r.bool("bgv presence")? {
+            Some(BgvParamSpec::read(r)?)
+        } else {
+            None
+        };
+        spec.bgv_relin_key = read_opt_id(r, "bgv relin key presence")?;
+        let n = r.count("bgv galois keys", MAX_GALOIS_KEYS, 32)?;
+        spec.bgv_galois_keys.reserve(n);
+        for _ in 0..n {
+            spec.bgv_galois_keys.push(ObjectId(r.hash()?));
+        }
+        if !spec.has_bgv_part() {
+            return Err(DecodeError::InvalidField {
+                field: "bgv part",
+                reason: "announced but empty (the flag is set only when it holds something)".into(),
+            });
+        }
+        Ok(spec)
     }
 
     fn read_body(r: &mut Reader<'_>) -> DecodeResult<Self> {
@@ -380,9 +622,13 @@ impl Message for SessionSpec {
             relin_key,
             galois_keys,
             tfhe_server_key,
+            ..Self::default()
         })
     }
 }
+
+/// Envelope flag of a session spec followed by a BGV part.
+const FLAG_BGV: u8 = 1;
 
 /// Kinds of stored objects. The numbering is part of the wire format.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -405,6 +651,16 @@ pub enum ObjectKind {
     TfheUint = 17,
     /// One encrypted bit (TFHE).
     TfheBit = 18,
+    /// A BGV ciphertext: an encrypted vector of integers mod t (the
+    /// [`hecloud_rlwe::serial`] format; the header's extra field holds the
+    /// factor, a unit of Z_t, and its scale field log2 of the estimated noise).
+    BgvCiphertext = 32,
+    /// A BGV public key.
+    BgvPublicKey = 33,
+    /// A BGV relinearization key.
+    BgvRelinKey = 34,
+    /// A BGV Galois key (one Galois element: a row rotation or the column swap).
+    BgvGaloisKey = 35,
 }
 
 impl ObjectKind {
@@ -419,11 +675,15 @@ impl ObjectKind {
             16 => Self::TfheServerKey,
             17 => Self::TfheUint,
             18 => Self::TfheBit,
-            32..=47 => {
+            32 => Self::BgvCiphertext,
+            33 => Self::BgvPublicKey,
+            34 => Self::BgvRelinKey,
+            35 => Self::BgvGaloisKey,
+            36..=47 => {
                 return Err(DecodeError::InvalidField {
                     field: "object kind",
                     reason: format!(
-                        "kind {t} is a BGV object, and BGV is not available in this build"
+                        "kind {t} is reserved for BGV objects this build does not know"
                     ),
                 });
             }
@@ -440,8 +700,33 @@ impl ObjectKind {
     pub fn is_key(self) -> bool {
         matches!(
             self,
-            Self::CkksPublicKey | Self::CkksRelinKey | Self::CkksGaloisKey | Self::TfheServerKey
+            Self::CkksPublicKey
+                | Self::CkksRelinKey
+                | Self::CkksGaloisKey
+                | Self::TfheServerKey
+                | Self::BgvPublicKey
+                | Self::BgvRelinKey
+                | Self::BgvGaloisKey
         )
+    }
+
+    /// Whether objects of this kind are BGV objects.
+    pub fn is_bgv(self) -> bool {
+        (32..=47).contains(&(self as u8))
+    }
+
+    /// The [`hecloud_rlwe::serial::Kind`] byte in the header of this kind's
+    /// payload (CKKS and BGV kinds), `None` for TFHE kinds.
+    pub fn rlwe_kind(self) -> Option<u8> {
+        use hecloud_rlwe::serial::Kind;
+        Some(match self {
+            Self::CkksCiphertext | Self::BgvCiphertext => Kind::Ciphertext as u8,
+            Self::CkksPlaintext => Kind::Plaintext as u8,
+            Self::CkksPublicKey | Self::BgvPublicKey => Kind::PublicKey as u8,
+            Self::CkksRelinKey | Self::BgvRelinKey => Kind::RelinearizationKey as u8,
+            Self::CkksGaloisKey | Self::BgvGaloisKey => Kind::GaloisKey as u8,
+            Self::TfheServerKey | Self::TfheUint | Self::TfheBit => return None,
+        })
     }
 }
 
@@ -457,13 +742,15 @@ pub struct ObjectDescriptor {
     pub size: u64,
     /// Hash of the parameter set the object belongs to.
     pub param_hash: [u8; 32],
-    /// CKKS level (ciphertexts, plaintexts; the top level for keys), else 0.
+    /// CKKS or BGV level (ciphertexts, plaintexts; the top level for keys), else 0.
     pub level: u32,
-    /// CKKS scale (ciphertexts, plaintexts), else 1.
+    /// CKKS scale (ciphertexts, plaintexts); log2 of the estimated noise of
+    /// a BGV ciphertext; else 1.
     pub scale: f64,
     /// Ciphertext components, key digits, integer width in bits, 1 for a bit.
     pub count: u32,
-    /// The Galois element of a Galois key, else 0.
+    /// The Galois element of a Galois key, the factor of a BGV ciphertext
+    /// (a unit of Z_t), else 0.
     pub galois_element: u64,
 }
 

@@ -28,6 +28,7 @@ fn setup() -> Setup {
     let sp = SessionParams {
         ckks: Some(params.clone()),
         tfhe: None,
+        bgv: None,
     };
     let keys = SessionKeys::from_parts(sp, ks.evaluation_keys(), None).unwrap();
     Setup {
@@ -475,6 +476,7 @@ fn cancellation_progress_and_mismatches() {
         SessionParams {
             ckks: Some(s.params.clone()),
             tfhe: None,
+            bgv: None,
         },
         ev,
         None,
@@ -504,6 +506,7 @@ fn session_keys_load_from_payloads_and_check_hashes() {
         relin_key: Some(ObjectId::of(&relin)),
         galois_keys: galois.iter().map(|b| ObjectId::of(b)).collect(),
         tfhe_server_key: None,
+        ..SessionSpec::default()
     };
     let spec = SessionSpec::decode(&spec.encode()).unwrap();
     let mut store: std::collections::HashMap<ObjectId, Vec<u8>> = galois

@@ -148,7 +148,7 @@ fn messages_round_trip_and_every_prefix_is_refused() {
     let mut g = Graph::new().encode();
     g.truncate(8);
     g.extend_from_slice(&1u32.to_le_bytes());
-    g.push(64);
+    g.push(90);
     g.extend_from_slice(&[0; 8]);
     let e = Graph::decode(&g).unwrap_err();
     assert!(e.to_string().contains("BGV"), "{e}");
@@ -215,6 +215,7 @@ fn ckks_payloads_refuse_mutations_with_typed_errors() {
     let sp = SessionParams {
         ckks: Some(params.clone()),
         tfhe: None,
+        bgv: None,
     };
     for (kind, bytes) in &payloads {
         let (d, _) = sp.describe(*kind, bytes).unwrap();
@@ -229,6 +230,7 @@ fn ckks_payloads_refuse_mutations_with_typed_errors() {
     let osp = SessionParams {
         ckks: Some(other),
         tfhe: None,
+        bgv: None,
     };
     assert!(matches!(
         osp.decode(ObjectKind::CkksCiphertext, &payloads[0].1),

@@ -52,6 +52,7 @@ fn session_params() -> SessionParams {
     SessionParams {
         ckks: Some(ckks_params()),
         tfhe: Some(TfheParamSpec::Message2Carry2),
+        bgv: None,
     }
 }
 

@@ -467,7 +467,7 @@ impl GraphExecutor {
             )));
         }
         let spec = SessionSpec::decode(&bytes).map_err(|e| invalid(e.to_string()))?;
-        let params = SessionParams::build(&spec.params, self.allow_insecure)
+        let params = SessionParams::for_session(&spec, self.allow_insecure)
             .map_err(|e| invalid(e.to_string()))?;
         // A damaged key is reported as such, not as a missing one.
         let damaged = Mutex::new(None);

@@ -6,7 +6,12 @@
 //!   fixed input types (validation must refuse or accept, never panic or hang);
 //! * 2: a CKKS object payload (ciphertext, plaintext, keys) of a small
 //!   parameter set, kind from the second byte;
-//! * 3: a TFHE container (bit, integer, server key), kind from the second byte.
+//! * 3: a TFHE container (bit, integer, server key), kind from the second byte;
+//! * 4: a BGV object payload (ciphertext, keys) of a small parameter set,
+//!   kind from the second byte.
+//!
+//! Graphs (1) are validated against a session with BGV parameters and keys
+//! too, with two BGV ciphertext inputs, so the BGV noise prediction runs.
 #![no_main]
 
 use std::sync::OnceLock;
@@ -46,15 +51,32 @@ fn ctx() -> &'static Ctx {
             ValueType::Uint { width: 8 },
             ValueType::Bit,
         ];
+        let bgv = hecloud_bgv::BgvParameters::new_insecure_for_tests(
+            hecloud_bgv::params::test_literal(10, 3, 65537),
+        )
+        .unwrap();
+        let caps = caps
+            .with_bgv(&bgv)
+            .with_bgv_relin_key()
+            .with_bgv_rotations(&[1, 2, 4], true);
+        let mut inputs = inputs;
+        let fresh = ValueType::BgvCiphertext {
+            level: 3,
+            noise: bgv.noise().fresh_pk(),
+            factor: 1,
+            degree: 1,
+        };
+        inputs.extend([fresh.clone(), fresh]);
         let sp = SessionParams {
             ckks: Some(params.clone()),
             tfhe: Some(TfheParamSpec::Message2Carry2),
+            bgv: Some(bgv),
         };
         Ctx { caps, inputs, sp }
     })
 }
 
-const KINDS: [ObjectKind; 8] = [
+const KINDS: [ObjectKind; 12] = [
     ObjectKind::CkksCiphertext,
     ObjectKind::CkksPlaintext,
     ObjectKind::CkksPublicKey,
@@ -63,6 +85,10 @@ const KINDS: [ObjectKind; 8] = [
     ObjectKind::TfheBit,
     ObjectKind::TfheUint,
     ObjectKind::TfheServerKey,
+    ObjectKind::BgvCiphertext,
+    ObjectKind::BgvPublicKey,
+    ObjectKind::BgvRelinKey,
+    ObjectKind::BgvGaloisKey,
 ];
 
 fuzz_target!(|data: &[u8]| {
@@ -70,7 +96,7 @@ fuzz_target!(|data: &[u8]| {
         return;
     };
     let c = ctx();
-    match sel % 4 {
+    match sel % 5 {
         0 => {
             let _ = SessionSpec::decode(rest);
             let _ = ObjectDescriptor::decode(rest);
@@ -93,10 +119,10 @@ fuzz_target!(|data: &[u8]| {
             let Some((&k, body)) = rest.split_first() else {
                 return;
             };
-            let kind = if sel % 4 == 2 {
-                KINDS[(k % 5) as usize]
-            } else {
-                KINDS[5 + (k % 3) as usize]
+            let kind = match sel % 5 {
+                2 => KINDS[(k % 5) as usize],
+                3 => KINDS[5 + (k % 3) as usize],
+                _ => KINDS[8 + (k % 4) as usize],
             };
             if let Ok(obj) = c.sp.decode(kind, body) {
                 assert_eq!(obj.kind(), kind);

@@ -7,6 +7,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use hecloud_bgv::BgvParameters;
 use hecloud_circuits::circuits::{self, AdderKind, SumMode};
 use hecloud_circuits::{BitEngine, ClearEngine, EncryptedUint, Stats, bound, with_cost};
 use hecloud_ckks::CkksParameters;
@@ -96,9 +97,9 @@ impl Default for ValidationLimits {
 pub struct CostEstimate {
     /// Nodes that will run (those the outputs depend on).
     pub nodes: usize,
-    /// CKKS key switches (relinearizations, rotations, conjugations).
+    /// CKKS and BGV key switches (relinearizations, rotations, conjugations).
     pub key_switches: u64,
-    /// CKKS rescales.
+    /// CKKS rescales and BGV modulus switches.
     pub rescales: u64,
     /// TFHE programmable bootstraps (exact: counted on the clear engine).
     pub bootstraps: u64,
@@ -196,6 +197,7 @@ impl Circuit {
 /// The cost of each node, gathered while the types are checked.
 pub(super) struct Meter {
     ckks: Option<Arc<CkksParameters>>,
+    bgv: Option<Arc<BgvParameters>>,
     node_costs: Vec<NodeCost>,
     /// The node being checked.
     cur: NodeCost,
@@ -209,9 +211,10 @@ pub(super) struct Meter {
 }
 
 impl Meter {
-    pub(super) fn new(ckks: Option<Arc<CkksParameters>>) -> Self {
+    pub(super) fn new(ckks: Option<Arc<CkksParameters>>, bgv: Option<Arc<BgvParameters>>) -> Self {
         Self {
             ckks,
+            bgv,
             node_costs: Vec::new(),
             cur: NodeCost::default(),
             threads: ClearEngine::new().threads(),
@@ -258,10 +261,32 @@ impl Meter {
     /// NTTs of size N, one NTT ≈ N·log2 N ns.
     fn key_switch_seconds(&self, level: usize) -> f64 {
         let Some(p) = &self.ckks else { return 0.0 };
+        rlwe_key_switch_seconds(p.rlwe(), level)
+    }
+
+    /// A BGV key switch (relinearization, rotation) at `level`: timed as
+    /// a CKKS one ([`Self::key_switch_seconds`]).
+    pub(super) fn bgv_key_switch(&mut self, level: usize) {
+        let Some(p) = &self.bgv else { return };
+        self.cur.key_switches += 1;
+        self.cur.seconds += rlwe_key_switch_seconds(p.rlwe(), level);
+    }
+
+    /// A BGV modulus switch of `polys` polynomials from `level`: one
+    /// inverse and one forward NTT per polynomial and prime (counted with
+    /// the rescales).
+    pub(super) fn bgv_mod_switch(&mut self, level: usize, polys: usize) {
+        let Some(p) = &self.bgv else { return };
         let n = p.n() as f64;
-        let k = p.rlwe().p_basis().len() as f64;
-        let dnum = p.rlwe().dnum() as f64;
-        (dnum + 2.0) * (level as f64 + 1.0 + k) * n * n.log2() * 1e-9
+        self.cur.rescales += 1;
+        self.cur.seconds += polys as f64 * (level as f64 + 1.0) * n * n.log2() * 1e-9;
+    }
+
+    /// Slot-wise BGV work on `polys` polynomials at `level` (sums, tensor
+    /// products, scalar products): a few nanoseconds per residue.
+    pub(super) fn bgv_pointwise(&mut self, level: usize, polys: usize) {
+        let Some(p) = &self.bgv else { return };
+        self.cur.seconds += 2.0 * polys as f64 * (level as f64 + 1.0) * p.n() as f64 * 1e-9;
     }
 
     fn rescale_seconds(&self, level: usize) -> f64 {
@@ -358,11 +383,29 @@ impl Meter {
                     .unwrap_or(0),
                 ValueType::Uint { width } => TFHE_CONTAINER_HEADER + *width as u64 * TFHE_BIT_BYTES,
                 ValueType::Bit => TFHE_CONTAINER_HEADER + TFHE_BIT_BYTES,
+                ValueType::BgvCiphertext { level, degree, .. } => self
+                    .bgv
+                    .as_ref()
+                    .map(|p| {
+                        (hecloud_rlwe::serial::HEADER_LEN
+                            + p.rlwe().poly_bytes(*level) * (degree + 1))
+                            as u64
+                    })
+                    .unwrap_or(0),
                 ValueType::Constant(_) | ValueType::Plain { .. } => 0,
             };
         }
         cost
     }
+}
+
+/// The rough model of a key switch at level l: (dnum + 2)·(l + 1 + |P|)
+/// NTTs of size N, one NTT ≈ N·log2 N ns.
+fn rlwe_key_switch_seconds(p: &hecloud_rlwe::Parameters, level: usize) -> f64 {
+    let n = p.n() as f64;
+    let k = p.p_basis().len() as f64;
+    let dnum = p.dnum() as f64;
+    (dnum + 2.0) * (level as f64 + 1.0 + k) * n * n.log2() * 1e-9
 }
 
 pub(crate) fn circuit_relation(r: crate::graph::Relation) -> circuits::Relation {

@@ -39,10 +39,12 @@ use std::collections::BTreeSet;
 use crate::error::ValidationError;
 use crate::graph::{Graph, NodeId};
 
+mod bgv;
 mod cost;
 mod structure;
 mod types;
 
+pub(crate) use bgv::is_bgv_op;
 pub(crate) use cost::circuit_relation;
 pub use cost::{
     BOOTSTRAP_SECONDS, CostEstimate, MAX_CIRCUIT_BITS, MAX_GRAPH_CIRCUIT_BITS, TFHE_BIT_BYTES,
@@ -76,6 +78,9 @@ pub(crate) struct Needs {
     pub relin_key: bool,
     pub galois: BTreeSet<usize>,
     pub tfhe: bool,
+    pub bgv_param_hash: Option<[u8; 32]>,
+    pub bgv_relin_key: bool,
+    pub bgv_galois: BTreeSet<usize>,
 }
 
 impl ValidatedGraph {
@@ -195,6 +200,7 @@ pub fn validate_with_limits(
     }
     let mut needs = cx.needs;
     needs.param_hash = caps.ckks.as_ref().map(|p| *p.rlwe().hash());
+    needs.bgv_param_hash = caps.bgv.as_ref().map(|p| *p.rlwe().hash());
     Ok(ValidatedGraph {
         graph: graph.clone(),
         types,
@@ -209,7 +215,7 @@ pub fn validate_with_limits(
 
 /// The node being checked, for the errors that name it.
 #[derive(Debug, Clone, Copy)]
-struct At {
+pub(crate) struct At {
     node: NodeId,
     op: &'static str,
 }

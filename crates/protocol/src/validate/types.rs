@@ -9,6 +9,7 @@
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
+use hecloud_bgv::BgvParameters;
 use hecloud_circuits::{MAX_WIDTH, MIN_WIDTH};
 use hecloud_ckks::plan::{CtShape, Planner, PtShape, Step};
 use hecloud_ckks::polynomial::{ChebyshevOps, ChebyshevPolynomial};
@@ -59,6 +60,18 @@ pub enum ValueType {
     },
     /// One encrypted bit (TFHE).
     Bit,
+    /// A BGV ciphertext of a vector of integers mod t, with the metadata
+    /// the evaluator carries: validation predicts all of it exactly.
+    BgvCiphertext {
+        /// Level (number of primes − 1).
+        level: usize,
+        /// log2 of the estimated noise bound (the evaluator's noise model).
+        noise: f64,
+        /// The factor (a unit of Z_t) the message is multiplied by.
+        factor: u64,
+        /// Degree (1 normally).
+        degree: usize,
+    },
 }
 
 impl ValueType {
@@ -82,6 +95,9 @@ impl ValueType {
             ValueType::Plain { len, .. } => format!("clear vector of {len} values"),
             ValueType::Uint { width } => format!("{width}-bit encrypted integer"),
             ValueType::Bit => "encrypted bit".into(),
+            ValueType::BgvCiphertext { level, noise, .. } => {
+                format!("BGV ciphertext (level {level}, noise 2^{noise:.1})")
+            }
         }
     }
 }
@@ -98,6 +114,12 @@ pub struct Capabilities {
     pub galois_elements: BTreeSet<usize>,
     /// Whether the TFHE server key is present.
     pub tfhe_server_key: bool,
+    /// BGV parameters (None: no BGV in this session).
+    pub bgv: Option<Arc<BgvParameters>>,
+    /// Whether the BGV relinearization key is present.
+    pub bgv_relin_key: bool,
+    /// Galois elements with a BGV Galois key.
+    pub bgv_galois_elements: BTreeSet<usize>,
 }
 
 impl Capabilities {
@@ -146,6 +168,32 @@ impl Capabilities {
         self.tfhe_server_key = true;
         self
     }
+
+    /// Adds BGV parameters (no BGV evaluation key yet).
+    pub fn with_bgv(mut self, params: &Arc<BgvParameters>) -> Self {
+        self.bgv = Some(params.clone());
+        self
+    }
+
+    /// Adds the BGV relinearization key.
+    pub fn with_bgv_relin_key(mut self) -> Self {
+        self.bgv_relin_key = true;
+        self
+    }
+
+    /// Adds the BGV Galois keys of these row rotations, and of the column
+    /// swap if `columns` (needs BGV parameters).
+    pub fn with_bgv_rotations(mut self, ks: &[i64], columns: bool) -> Self {
+        if let Some(p) = &self.bgv {
+            let n = p.n();
+            self.bgv_galois_elements
+                .extend(ks.iter().map(|&k| galois_element_for_rotation(k, n)));
+            if columns {
+                self.bgv_galois_elements.insert(galois_element_conjugate(n));
+            }
+        }
+        self
+    }
 }
 
 impl ValueType {
@@ -176,7 +224,7 @@ impl ValueType {
 
 /// Checks nodes one at a time, in an order where operands come first.
 pub(super) struct Checker<'a> {
-    caps: &'a Capabilities,
+    pub(super) caps: &'a Capabilities,
     pub(super) needs: Needs,
     pub(super) meter: Meter,
     /// log2 Q_l for every level.
@@ -202,7 +250,7 @@ impl<'a> Checker<'a> {
         Self {
             caps,
             needs: Needs::default(),
-            meter: Meter::new(caps.ckks.clone()),
+            meter: Meter::new(caps.ckks.clone(), caps.bgv.clone()),
             log_q,
             at: At { node: 0, op: "" },
         }
@@ -223,7 +271,7 @@ impl<'a> Checker<'a> {
         Ok(Planner::new(self.params()?))
     }
 
-    fn mismatch(&self, args: &[&ValueType], accepted: &str) -> ValidationError {
+    pub(super) fn mismatch(&self, args: &[&ValueType], accepted: &str) -> ValidationError {
         let found: Vec<String> = args.iter().map(|t| t.describe()).collect();
         ValidationError::TypeMismatch {
             node: self.at.node,
@@ -232,8 +280,12 @@ impl<'a> Checker<'a> {
         }
     }
 
-    fn invalid(&self, reason: impl Into<String>) -> ValidationError {
+    pub(super) fn invalid(&self, reason: impl Into<String>) -> ValidationError {
         self.at.invalid(reason)
+    }
+
+    pub(super) fn at(&self) -> At {
+        self.at
     }
 
     /// The planner's refusal (the evaluator's, word for word) as this
@@ -371,6 +423,9 @@ impl<'a> Checker<'a> {
     ) -> VResult<ValueType> {
         use ValueType as T;
         let ct = T::ciphertext;
+        if super::bgv::is_bgv_op(op) {
+            return super::bgv::check(self, op, args);
+        }
         match op {
             Op::Input(k) => {
                 let t = inputs[*k as usize].clone();
@@ -404,6 +459,12 @@ impl<'a> Checker<'a> {
                         }
                     }
                     T::Bit => {}
+                    T::BgvCiphertext {
+                        level,
+                        noise,
+                        factor,
+                        degree,
+                    } => super::bgv::check_input(self, *k, *level, *noise, *factor, *degree)?,
                     T::Constant(_) | T::Plain { .. } => {
                         return Err(self.invalid(format!("input {k} is not an object type")));
                     }
@@ -691,6 +752,7 @@ impl<'a> Checker<'a> {
                 )?;
                 Ok(T::Uint { width: w })
             }
+            _ => Err(self.invalid("a BGV operation outside the BGV checks")),
         }
     }
 

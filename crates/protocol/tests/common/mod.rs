@@ -35,6 +35,27 @@ pub fn sample_graph() -> Graph {
     g
 }
 
+/// A graph of every BGV operation.
+pub fn bgv_graph() -> Graph {
+    let mut g = Graph::new();
+    let (x, y) = (g.input(0), g.input(1));
+    let a = g.bgv_add(x, y);
+    let s = g.bgv_sub(a, y);
+    let n = g.bgv_neg(s);
+    let m = g.bgv_mul(n, x);
+    let sum = g.bgv_sum(vec![m, x, y]);
+    let ss = g.bgv_slot_sum(sum);
+    let r = g.bgv_rotate_rows(ss, -3);
+    let c = g.bgv_rotate_columns(r);
+    let c = g.bgv_add_scalar(c, 7);
+    let c = g.bgv_mul_scalar(c, 65536);
+    let lt = g.bgv_less_than(x, y, 16);
+    let low = g.bgv_mod_switch(c, 0);
+    g.output("low", low);
+    g.output("lt", lt);
+    g
+}
+
 pub fn descriptor(i: u8) -> ObjectDescriptor {
     ObjectDescriptor {
         id: ObjectId([i; 32]),
@@ -58,6 +79,7 @@ pub fn messages() -> Vec<(&'static str, Vec<u8>)> {
         relin_key: Some(ObjectId([1; 32])),
         galois_keys: vec![ObjectId([2; 32]), ObjectId([3; 32])],
         tfhe_server_key: Some(ObjectId([4; 32])),
+        ..SessionSpec::default()
     };
     let preset = SessionSpec {
         params: ParamSpec {
@@ -91,8 +113,30 @@ pub fn messages() -> Vec<(&'static str, Vec<u8>)> {
             },
         ],
     };
+    let bgv_spec = SessionSpec {
+        params: ParamSpec {
+            ckks: None,
+            tfhe: None,
+        },
+        bgv: Some(BgvParamSpec::Literal {
+            log_n: 11,
+            log_q: vec![60, 50, 50],
+            log_p: vec![60],
+            t: 65537,
+        }),
+        bgv_relin_key: Some(ObjectId([5; 32])),
+        bgv_galois_keys: vec![ObjectId([6; 32])],
+        ..SessionSpec::default()
+    };
+    let bgv_preset = SessionSpec {
+        bgv: BgvParamSpec::from_name("bgv-n14"),
+        ..SessionSpec::default()
+    };
     vec![
         ("spec", spec.encode()),
+        ("bgv-spec", bgv_spec.encode()),
+        ("bgv-preset", bgv_preset.encode()),
+        ("bgv-graph", bgv_graph().encode()),
         ("preset", preset.encode()),
         ("descriptor", descriptor(7).encode()),
         ("job", job.encode()),

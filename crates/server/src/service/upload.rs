@@ -12,7 +12,7 @@ use std::sync::{Arc, Mutex};
 
 use hecloud_protocol::object::PayloadCheck;
 use hecloud_protocol::rpc::{self, ObjectInfo, UploadChunk, UploadHeader};
-use hecloud_protocol::{CkksParamSpec, Message, ObjectId, ObjectKind, SessionSpec};
+use hecloud_protocol::{BgvParamSpec, CkksParamSpec, Message, ObjectId, ObjectKind, SessionSpec};
 use hecloud_rlwe::Parameters;
 use tokio_stream::StreamExt;
 use tonic::{Response, Status, Streaming};
@@ -27,9 +27,9 @@ use crate::store::{ObjectMeta, Store, UploadMeta};
 /// of Galois keys stay far below it).
 const MAX_SESSION_BYTES: u64 = 1 << 20;
 
-/// The CKKS parameter sets of the tenants' stored sessions, built once
-/// each: what an uploaded CKKS object's parameter hash is looked up in, to
-/// check its length exactly.
+/// The CKKS and BGV parameter sets of the tenants' stored sessions, built
+/// once each: what an uploaded CKKS or BGV object's parameter hash is looked
+/// up in, to check its length exactly.
 #[derive(Debug, Default)]
 pub(crate) struct KnownParams {
     allow_insecure: bool,
@@ -38,12 +38,19 @@ pub(crate) struct KnownParams {
 
 #[derive(Debug, Default)]
 struct Built {
-    /// Session id → its CKKS parameters (`None`: the session has none, or
-    /// they do not build). A stored session never changes: its id is the
-    /// hash of its bytes.
-    sessions: HashMap<ObjectId, Option<Arc<Parameters>>>,
+    /// Session id → its CKKS and BGV parameters (empty: the session has
+    /// none, or they do not build). A stored session never changes: its id
+    /// is the hash of its bytes.
+    sessions: HashMap<ObjectId, Vec<Arc<Parameters>>>,
     /// Parameter sets built so far, shared by the sessions that use them.
-    specs: Vec<(CkksParamSpec, Arc<Parameters>)>,
+    specs: Vec<(Spec, Arc<Parameters>)>,
+}
+
+/// A parameter spec of either RLWE scheme.
+#[derive(Debug, Clone, PartialEq)]
+enum Spec {
+    Ckks(CkksParamSpec),
+    Bgv(BgvParamSpec),
 }
 
 impl KnownParams {
@@ -55,7 +62,7 @@ impl KnownParams {
         }
     }
 
-    /// The CKKS parameter sets of `tenant`'s sessions.
+    /// The CKKS and BGV parameter sets of `tenant`'s sessions.
     fn of_tenant(&self, store: &Store, tenant: &str) -> Result<Vec<Arc<Parameters>>> {
         let mut out: Vec<Arc<Parameters>> = Vec::new();
         for id in store.object_ids_of_kind(tenant, rpc::SESSION_KIND)? {
@@ -68,10 +75,10 @@ impl KnownParams {
                     None => continue,
                 },
             };
-            if let Some(p) = params
-                && !out.iter().any(|q| q.hash() == p.hash())
-            {
-                out.push(p);
+            for p in params {
+                if !out.iter().any(|q| q.hash() == p.hash()) {
+                    out.push(p);
+                }
             }
         }
         Ok(out)
@@ -83,18 +90,32 @@ impl KnownParams {
 
     /// The parameters of session `id`, built and remembered; `None` if its
     /// bytes cannot be read.
-    fn build(&self, store: &Store, id: ObjectId) -> Option<Option<Arc<Parameters>>> {
+    fn build(&self, store: &Store, id: ObjectId) -> Option<Vec<Arc<Parameters>>> {
         let bytes = store.read_blob_verified(id).ok()?;
-        let spec = SessionSpec::decode(&bytes).ok().and_then(|s| s.params.ckks);
-        let params = spec.map(|spec| {
-            if let Some((_, p)) = self.lock().specs.iter().find(|(s, _)| *s == spec) {
-                return Some(p.clone());
-            }
-            let p = spec.build(self.allow_insecure).ok()?.rlwe().clone();
-            self.lock().specs.push((spec, p.clone()));
-            Some(p)
-        });
-        let params = params.flatten();
+        let specs: Vec<Spec> = match SessionSpec::decode(&bytes) {
+            Ok(s) => s
+                .params
+                .ckks
+                .map(Spec::Ckks)
+                .into_iter()
+                .chain(s.bgv.map(Spec::Bgv))
+                .collect(),
+            Err(_) => vec![],
+        };
+        let params: Vec<Arc<Parameters>> = specs
+            .into_iter()
+            .filter_map(|spec| {
+                if let Some((_, p)) = self.lock().specs.iter().find(|(s, _)| *s == spec) {
+                    return Some(p.clone());
+                }
+                let p = match &spec {
+                    Spec::Ckks(c) => c.build(self.allow_insecure).ok()?.rlwe().clone(),
+                    Spec::Bgv(b) => b.build(self.allow_insecure).ok()?.rlwe().clone(),
+                };
+                self.lock().specs.push((spec, p.clone()));
+                Some(p)
+            })
+            .collect();
         self.lock().sessions.insert(id, params.clone());
         Some(params)
     }

@@ -1,0 +1,539 @@
+//! BGV nodes: the type of every BGV value (level, noise estimate, factor)
+//! predicted step by step with the evaluator's own noise model
+//! ([`hecloud_bgv::NoiseModel`]) and budget ([`BgvParameters::budget_bits`]),
+//! walking exactly the operations [`hecloud_bgv::Evaluator`] performs
+//! (level and factor matching, products relinearized and switched down,
+//! rotations as chains of power-of-two keys, the baby-step giant-step
+//! schedule of [`hecloud_bgv::poly::eval_poly`]), so that a graph whose
+//! budget would run out is refused before it runs, at the node where it
+//! would, and what validation predicts is what execution carries, to the
+//! bit. The tests hold the two side by side.
+
+use std::sync::Arc;
+
+use hecloud_bgv::BgvParameters;
+use hecloud_bgv::poly::LessThan;
+use hecloud_rlwe::keys::{galois_element_conjugate, galois_element_for_rotation};
+
+use super::types::Checker;
+use super::{VResult, ValueType};
+use crate::error::ValidationError;
+use crate::graph::{MAX_BGV_COMPARE_BOUND, Op};
+
+/// What the evaluator carries of a BGV ciphertext.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct Shape {
+    level: usize,
+    noise: f64,
+    factor: u64,
+    degree: usize,
+}
+
+impl Shape {
+    fn of(t: &ValueType) -> Option<Self> {
+        match *t {
+            ValueType::BgvCiphertext {
+                level,
+                noise,
+                factor,
+                degree,
+            } => Some(Self {
+                level,
+                noise,
+                factor,
+                degree,
+            }),
+            _ => None,
+        }
+    }
+
+    fn value(self) -> ValueType {
+        ValueType::BgvCiphertext {
+            level: self.level,
+            noise: self.noise,
+            factor: self.factor,
+            degree: self.degree,
+        }
+    }
+}
+
+/// Whether `op` is a BGV operation (checked here).
+pub(crate) fn is_bgv_op(op: &Op) -> bool {
+    matches!(
+        op,
+        Op::BgvAdd(..)
+            | Op::BgvSub(..)
+            | Op::BgvNeg(_)
+            | Op::BgvMul(..)
+            | Op::BgvSum(_)
+            | Op::BgvSlotSum(_)
+            | Op::BgvRotateRows(..)
+            | Op::BgvRotateColumns(_)
+            | Op::BgvAddScalar(..)
+            | Op::BgvMulScalar(..)
+            | Op::BgvLessThan { .. }
+            | Op::BgvModSwitch(..)
+    )
+}
+
+fn params(cx: &Checker<'_>) -> VResult<Arc<BgvParameters>> {
+    cx.caps
+        .bgv
+        .clone()
+        .ok_or(ValidationError::SchemeUnavailable {
+            node: cx.at().node,
+            op: cx.at().op,
+            scheme: "BGV",
+        })
+}
+
+fn gcd(mut a: u64, mut b: u64) -> u64 {
+    while b != 0 {
+        (a, b) = (b, a % b);
+    }
+    a
+}
+
+/// Checks a BGV job input's metadata against the parameters.
+pub(super) fn check_input(
+    cx: &Checker<'_>,
+    k: u32,
+    level: usize,
+    noise: f64,
+    factor: u64,
+    degree: usize,
+) -> VResult<()> {
+    let p = params(cx)?;
+    if level > p.max_level() || degree != 1 {
+        return Err(cx.invalid(format!(
+            "input {k}: a BGV ciphertext at level {level} of degree {degree} (degree 1 at level ≤ {} accepted)",
+            p.max_level()
+        )));
+    }
+    if !(noise.is_finite() && noise > 0.0) {
+        return Err(cx.invalid(format!("input {k}: invalid noise estimate {noise}")));
+    }
+    let t = p.t();
+    if factor == 0 || factor >= t || gcd(factor, t) != 1 {
+        return Err(cx.invalid(format!("input {k}: factor {factor} is not a unit mod {t}")));
+    }
+    let budget_bits = p.budget_bits(level, noise);
+    if budget_bits <= 0.0 {
+        return Err(ValidationError::BudgetExhausted {
+            node: cx.at().node,
+            op: cx.at().op,
+            level,
+            budget_bits,
+        });
+    }
+    Ok(())
+}
+
+/// The type of a BGV node from its operands' types.
+pub(super) fn check(cx: &mut Checker<'_>, op: &Op, args: &[&ValueType]) -> VResult<ValueType> {
+    let p = params(cx)?;
+    let shapes: Vec<Shape> = match args.iter().map(|t| Shape::of(t)).collect::<Option<_>>() {
+        Some(s) => s,
+        None => return Err(cx.mismatch(args, "BGV ciphertexts")),
+    };
+    if shapes.iter().any(|s| s.degree != 1) {
+        return Err(cx.mismatch(args, "degree-1 BGV ciphertexts"));
+    }
+    let mut sim = Sim { cx, p };
+    let out = match op {
+        Op::BgvAdd(..) | Op::BgvSub(..) => sim.combine(shapes[0], shapes[1])?,
+        Op::BgvNeg(_) => shapes[0],
+        Op::BgvMul(..) => sim.mul_relin(shapes[0], shapes[1])?,
+        Op::BgvSum(_) => {
+            if shapes.is_empty() {
+                return Err(sim.cx.invalid("a sum of no operands"));
+            }
+            sim.add_many(&shapes)?
+        }
+        Op::BgvSlotSum(_) => sim.inner_sum(shapes[0])?,
+        Op::BgvRotateRows(_, k) => sim.rotate_rows(shapes[0], *k)?,
+        Op::BgvRotateColumns(_) => sim.rotate_columns(shapes[0])?,
+        Op::BgvAddScalar(_, c) => {
+            sim.scalar_below_t(*c)?;
+            sim.add_scalar(shapes[0])?
+        }
+        Op::BgvMulScalar(_, c) => {
+            sim.scalar_below_t(*c)?;
+            sim.mul_scalar(shapes[0], *c)?
+        }
+        Op::BgvLessThan { bound, .. } => {
+            if *bound > MAX_BGV_COMPARE_BOUND {
+                return Err(sim.cx.invalid(format!(
+                    "values below {bound} (a bound up to {MAX_BGV_COMPARE_BOUND} accepted)"
+                )));
+            }
+            let lt = LessThan::new(&sim.p, *bound).map_err(|e| sim.cx.invalid(e.to_string()))?;
+            let diff = sim.combine(shapes[0], shapes[1])?;
+            sim.eval_poly(diff, lt.coefficients())?
+        }
+        Op::BgvModSwitch(_, level) => sim.mod_switch_to(shapes[0], *level as usize)?,
+        _ => return Err(sim.cx.invalid("not a BGV operation")),
+    };
+    Ok(out.value())
+}
+
+/// The evaluator's steps on shapes: each costed, its noise estimated as the
+/// evaluator estimates it, and refused where the evaluator would refuse.
+struct Sim<'c, 'a> {
+    cx: &'c mut Checker<'a>,
+    p: Arc<BgvParameters>,
+}
+
+impl Sim<'_, '_> {
+    fn scalar_below_t(&self, c: u64) -> VResult<()> {
+        if c >= self.p.t() {
+            return Err(self.cx.invalid(format!(
+                "scalar {c} does not fit the plaintext modulus t = {}",
+                self.p.t()
+            )));
+        }
+        Ok(())
+    }
+
+    /// `s` with noise `noise`, refused when no budget would be left
+    /// (`Evaluator::with_noise`).
+    fn with_noise(&self, mut s: Shape, noise: f64) -> VResult<Shape> {
+        let budget_bits = self.p.budget_bits(s.level, noise);
+        if budget_bits <= 0.0 {
+            return Err(ValidationError::BudgetExhausted {
+                node: self.cx.at().node,
+                op: self.cx.at().op,
+                level: s.level,
+                budget_bits,
+            });
+        }
+        s.noise = noise;
+        Ok(s)
+    }
+
+    fn t_center(&self, c: u64) -> i64 {
+        let t = self.p.t();
+        let c = c % t;
+        if c > t / 2 {
+            -((t - c) as i64)
+        } else {
+            c as i64
+        }
+    }
+
+    /// `s` times the signed constant `c` (`Evaluator::times`).
+    fn times(&mut self, s: Shape, c: i64) -> Shape {
+        self.cx.meter.bgv_pointwise(s.level, s.degree + 1);
+        Shape {
+            noise: self.p.noise().mul_scalar(s.noise, c.unsigned_abs()),
+            ..s
+        }
+    }
+
+    fn q(&self, level: usize) -> u64 {
+        self.p.rlwe().q_modulus(level).map_or(1, |m| m.value())
+    }
+
+    fn switched_factor(&self, factor: u64, level: usize) -> VResult<u64> {
+        let t = self.p.t_modulus();
+        let inv = t
+            .inv(t.reduce(self.q(level)))
+            .map_err(|e| self.cx.invalid(e.to_string()))?;
+        Ok(t.mul(factor, inv))
+    }
+
+    fn mod_switch(&mut self, s: Shape) -> VResult<Shape> {
+        if s.level == 0 {
+            return Err(self.cx.at().exhausted(0, 1));
+        }
+        self.cx.meter.bgv_mod_switch(s.level, s.degree + 1);
+        let out = Shape {
+            level: s.level - 1,
+            factor: self.switched_factor(s.factor, s.level)?,
+            ..s
+        };
+        let noise = self.p.noise().mod_switch(s.noise, self.q(s.level));
+        self.with_noise(out, noise)
+    }
+
+    fn mod_switch_to(&mut self, s: Shape, level: usize) -> VResult<Shape> {
+        if level > s.level {
+            return Err(self.cx.invalid(format!(
+                "cannot switch a ciphertext from level {} up to {level}",
+                s.level
+            )));
+        }
+        let mut out = s;
+        while out.level > level {
+            out = self.mod_switch(out)?;
+        }
+        Ok(out)
+    }
+
+    /// One level and one factor (`Evaluator::matched`).
+    fn matched(&mut self, a: Shape, b: Shape) -> VResult<(Shape, Shape)> {
+        let level = a.level.min(b.level);
+        let mut a = if a.level > level {
+            self.mod_switch_to(a, level)?
+        } else {
+            a
+        };
+        let mut b = if b.level > level {
+            self.mod_switch_to(b, level)?
+        } else {
+            b
+        };
+        if a.factor != b.factor {
+            let t = self.p.t_modulus();
+            let inv = |x: u64| t.inv(x).map_err(|e| self.cx.invalid(e.to_string()));
+            let kb = self.t_center(t.mul(a.factor, inv(b.factor)?));
+            let ka = self.t_center(t.mul(b.factor, inv(a.factor)?));
+            let nm = self.p.noise();
+            if nm.mul_scalar(b.noise, kb.unsigned_abs())
+                <= nm.mul_scalar(a.noise, ka.unsigned_abs())
+            {
+                let mut nb = self.times(b, kb);
+                nb.factor = a.factor;
+                b = nb;
+            } else {
+                let mut na = self.times(a, ka);
+                na.factor = b.factor;
+                a = na;
+            }
+        }
+        Ok((a, b))
+    }
+
+    /// a ± b (`Evaluator::combine`).
+    fn combine(&mut self, a: Shape, b: Shape) -> VResult<Shape> {
+        let (a, b) = self.matched(a, b)?;
+        let noise = self.p.noise().add(a.noise, b.noise);
+        let out = Shape {
+            degree: a.degree.max(b.degree),
+            ..a
+        };
+        self.cx.meter.bgv_pointwise(out.level, out.degree + 1);
+        self.with_noise(out, noise)
+    }
+
+    fn add_many(&mut self, xs: &[Shape]) -> VResult<Shape> {
+        let Some((first, rest)) = xs.split_first() else {
+            return Err(self.cx.invalid("nothing to add"));
+        };
+        let mut acc = *first;
+        for ct in rest {
+            if ct.level == acc.level && ct.factor == acc.factor && ct.degree == acc.degree {
+                let noise = self.p.noise().add(acc.noise, ct.noise);
+                self.cx.meter.bgv_pointwise(acc.level, acc.degree + 1);
+                acc = self.with_noise(acc, noise)?;
+            } else {
+                acc = self.combine(acc, *ct)?;
+            }
+        }
+        Ok(acc)
+    }
+
+    fn add_scalar(&mut self, a: Shape) -> VResult<Shape> {
+        let t_half = (self.p.t() as f64 / 2.0).log2();
+        let noise = self.p.noise().add(a.noise, t_half);
+        self.cx.meter.bgv_pointwise(a.level, 1);
+        self.with_noise(a, noise)
+    }
+
+    fn mul_scalar(&mut self, a: Shape, c: u64) -> VResult<Shape> {
+        let c = self.t_center(c);
+        let out = self.times(a, c);
+        self.with_noise(out, out.noise)
+    }
+
+    /// The degree-2 product (`Evaluator::mul`).
+    fn mul(&mut self, a: Shape, b: Shape) -> VResult<Shape> {
+        let level = a.level.min(b.level);
+        let a = self.mod_switch_to(a, level)?;
+        let b = self.mod_switch_to(b, level)?;
+        self.cx.meter.bgv_pointwise(level, 4);
+        let t = self.p.t_modulus();
+        let out = Shape {
+            level,
+            noise: 0.0,
+            factor: t.mul(a.factor, b.factor),
+            degree: 2,
+        };
+        let noise = self.p.noise().mul(a.noise, b.noise);
+        self.with_noise(out, noise)
+    }
+
+    fn need_relin(&mut self) -> VResult<()> {
+        if !self.cx.caps.bgv_relin_key {
+            return Err(ValidationError::MissingRelinKey {
+                node: self.cx.at().node,
+                op: self.cx.at().op,
+            });
+        }
+        self.cx.needs.bgv_relin_key = true;
+        Ok(())
+    }
+
+    fn dnum(&self) -> usize {
+        self.p.rlwe().dnum()
+    }
+
+    /// a·b relinearized and switched one level down
+    /// (`Evaluator::mul_relin`).
+    fn mul_relin(&mut self, a: Shape, b: Shape) -> VResult<Shape> {
+        self.need_relin()?;
+        let d = self.mul(a, b)?;
+        let nm = self.p.noise().clone();
+        if d.level == 0 {
+            self.cx.meter.bgv_key_switch(0);
+            let noise = nm.after_key_switch(d.noise, 0, self.dnum());
+            return self.with_noise(Shape { degree: 1, ..d }, noise);
+        }
+        let level = d.level;
+        self.cx.meter.bgv_key_switch(level);
+        self.cx.meter.bgv_mod_switch(level, 2);
+        let out = Shape {
+            level: level - 1,
+            noise: 0.0,
+            factor: self.switched_factor(d.factor, level)?,
+            degree: 1,
+        };
+        let noise = nm.mod_switch(
+            nm.after_key_switch(d.noise, level, self.dnum()),
+            self.q(level),
+        );
+        self.with_noise(out, noise)
+    }
+
+    /// One key switch by the Galois key of `g` (`Evaluator::galois`).
+    fn galois(&mut self, a: Shape, g: usize, what: impl Fn() -> String) -> VResult<Shape> {
+        if !self.cx.caps.bgv_galois_elements.contains(&g) {
+            return Err(ValidationError::MissingGaloisKey {
+                node: self.cx.at().node,
+                op: self.cx.at().op,
+                what: what(),
+                element: g,
+            });
+        }
+        self.cx.needs.bgv_galois.insert(g);
+        self.cx.meter.bgv_key_switch(a.level);
+        let noise = self
+            .p
+            .noise()
+            .after_key_switch(a.noise, a.level, self.dnum());
+        self.with_noise(a, noise)
+    }
+
+    fn rotate_rows(&mut self, a: Shape, k: i64) -> VResult<Shape> {
+        let n = self.p.n();
+        let half = (n / 2) as i64;
+        let k = k.rem_euclid(half);
+        if k == 0 {
+            return Ok(a);
+        }
+        let g = galois_element_for_rotation(k, n);
+        if self.cx.caps.bgv_galois_elements.contains(&g) {
+            return self.galois(a, g, || format!("row rotation by {k}"));
+        }
+        let mut out = a;
+        for j in 0..64 {
+            if k >> j & 1 == 1 {
+                let step = 1i64 << j;
+                let g = galois_element_for_rotation(step, n);
+                out = self.galois(out, g, || {
+                    format!("row rotation by {k} (no key for it, nor for the power of two {step})")
+                })?;
+            }
+        }
+        Ok(out)
+    }
+
+    fn rotate_columns(&mut self, a: Shape) -> VResult<Shape> {
+        let g = galois_element_conjugate(self.p.n());
+        self.galois(a, g, || "the column swap".into())
+    }
+
+    fn inner_sum(&mut self, a: Shape) -> VResult<Shape> {
+        let mut acc = a;
+        let mut step = 1usize;
+        while step < self.p.n() / 2 {
+            let r = self.rotate_rows(acc, step as i64)?;
+            acc = self.combine(acc, r)?;
+            step *= 2;
+        }
+        let r = self.rotate_columns(acc)?;
+        self.combine(acc, r)
+    }
+
+    /// `hecloud_bgv::poly::eval_poly` on shapes.
+    fn eval_poly(&mut self, z: Shape, coeffs: &[u64]) -> VResult<Shape> {
+        let d = coeffs.iter().rposition(|&c| c != 0).unwrap_or(0);
+        let k = (((d + 1) as f64).sqrt().ceil() as usize)
+            .next_power_of_two()
+            .max(2);
+        let mut baby: Vec<Shape> = vec![z];
+        for i in 2..=k.min(d.max(1)) {
+            let (a, b) = (i.div_ceil(2), i / 2);
+            let p = self.mul_relin(baby[a - 1], baby[b - 1])?;
+            baby.push(p);
+        }
+        let floor = baby.iter().map(|s| s.level).min().unwrap_or(0);
+        let baby = baby
+            .into_iter()
+            .map(|c| self.mod_switch_to(c, floor))
+            .collect::<VResult<Vec<_>>>()?;
+        let mut giant: Vec<Shape> = Vec::new();
+        if d >= k {
+            let mut g = baby[k - 1];
+            let mut span = k;
+            while span <= d {
+                giant.push(g);
+                span *= 2;
+                if span <= d {
+                    g = self.mul_relin(g, g)?;
+                }
+            }
+        }
+        self.split(&baby, &giant, k, &coeffs[..=d])
+    }
+
+    fn split(
+        &mut self,
+        baby: &[Shape],
+        giant: &[Shape],
+        k: usize,
+        coeffs: &[u64],
+    ) -> VResult<Shape> {
+        if coeffs.len() <= k {
+            return self.leaf(baby, coeffs);
+        }
+        let j = (0..giant.len())
+            .rev()
+            .find(|&j| k << j < coeffs.len())
+            .ok_or_else(|| self.cx.invalid("polynomial split without a giant step"))?;
+        let m = k << j;
+        let low = self.split(baby, giant, k, &coeffs[..m])?;
+        let high = self.split(baby, giant, k, &coeffs[m..])?;
+        let top = self.mul_relin(giant[j], high)?;
+        self.combine(top, low)
+    }
+
+    fn leaf(&mut self, baby: &[Shape], coeffs: &[u64]) -> VResult<Shape> {
+        let terms = coeffs[1..]
+            .iter()
+            .zip(baby)
+            .filter(|(c, _)| **c != 0)
+            .map(|(&c, z)| self.mul_scalar(*z, c))
+            .collect::<VResult<Vec<_>>>()?;
+        let sum = if terms.is_empty() {
+            self.mul_scalar(baby[0], 0)?
+        } else {
+            self.add_many(&terms)?
+        };
+        if coeffs[0] == 0 {
+            Ok(sum)
+        } else {
+            self.add_scalar(sum)
+        }
+    }
+}
