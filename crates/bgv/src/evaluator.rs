@@ -410,6 +410,32 @@ impl Evaluator {
         self.with_noise(out, noise)
     }
 
+    /// The estimated noise budget, in bits, that [`Evaluator::mul_relin`]
+    /// of `a` and `b` would leave, without computing it: ≤ 0 when it would
+    /// fail with [`BgvError::BudgetExhausted`] (at the degree-2 product or
+    /// after the switch). For callers that refresh operands before a
+    /// product rather than after a failed one.
+    pub fn mul_relin_budget(&self, a: &Ciphertext, b: &Ciphertext) -> f64 {
+        let nm = self.params.noise();
+        let level = a.level().min(b.level());
+        let at_level = |ct: &Ciphertext| {
+            (level + 1..=ct.level())
+                .rev()
+                .fold(ct.scale(), |noise, l| nm.mod_switch(noise, self.q(l)))
+        };
+        let product = nm.mul(at_level(a), at_level(b));
+        let before = self.params.budget_bits(level, product);
+        let dnum = self.params.rlwe().dnum();
+        let after = if level == 0 {
+            self.params
+                .budget_bits(0, nm.after_key_switch(product, 0, dnum))
+        } else {
+            let switched = nm.mod_switch(nm.after_key_switch(product, level, dnum), self.q(level));
+            self.params.budget_bits(level - 1, switched)
+        };
+        before.min(after)
+    }
+
     fn q(&self, level: usize) -> u64 {
         self.params.rlwe().q_modulus(level).map_or(1, |m| m.value())
     }

@@ -29,6 +29,7 @@ pub mod evaluator;
 pub mod integer;
 pub mod keys;
 pub mod params;
+pub mod poly;
 
 pub use encoder::{Encoder, Plaintext};
 pub use error::{BgvError, Result};

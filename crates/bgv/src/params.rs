@@ -277,15 +277,21 @@ pub fn test_literal(log_n: u32, levels: usize, t: u64) -> ParametersLiteral {
 /// depth each gives (multiplications in a row with relinearization and
 /// modulus switching, by the noise model) is in [`Preset::depth`] and
 /// checked by the tests.
+///
+/// A level only has to absorb one product before the switch brings the
+/// noise back to its floor (about t·2^8), so the primes above q_0 are small
+/// (36–40 bits); the bits saved go to P, which cuts the key-switching
+/// digits (dnum) to 2–4 and with them the cost of every product and
+/// rotation (half the time of one 55-bit prime per level with a single P).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Preset {
-    /// N = 2^13, log QP ≈ 217: Q = 3×54, P = 55; t = 65537. Depth 3.
+    /// N = 2^13, log QP ≈ 218: Q = 60 + 2×36, P = 2×43; t = 65537. Depth 3.
     N13,
-    /// N = 2^14, log QP ≈ 437: Q = 58 + 6×54, P = 55; t = 65537. Depth 7.
+    /// N = 2^14, log QP ≈ 438: Q = 60 + 6×36, P = 3×54; t = 65537. Depth 7.
     N14,
-    /// N = 2^15, log QP ≈ 881: Q = 60 + 14×55, P = 51; t = 65537. Depth 15.
+    /// N = 2^15, log QP ≈ 864: Q = 60 + 14×36, P = 5×60; t = 65537. Depth 15.
     N15,
-    /// N = 2^16, log QP ≈ 1715: Q = 60 + 29×55, P = 60; t = 786433. Depth 29.
+    /// N = 2^16, log QP ≈ 1740: Q = 60 + 30×40, P = 8×60; t = 786433. Depth 30.
     N16,
 }
 
@@ -295,18 +301,18 @@ impl Preset {
 
     /// The literal.
     pub fn literal(self) -> ParametersLiteral {
-        let (log_n, q0, lq, nq, lp, t) = match self {
-            Self::N13 => (13, 54, 54, 2, 55, 65537),
-            Self::N14 => (14, 58, 54, 6, 55, 65537),
-            Self::N15 => (15, 60, 55, 14, 51, 65537),
-            Self::N16 => (16, 60, 55, 29, 60, 786433),
+        let (log_n, lq, nq, lp, np, t) = match self {
+            Self::N13 => (13, 36, 2, 43, 2, 65537),
+            Self::N14 => (14, 36, 6, 54, 3, 65537),
+            Self::N15 => (15, 36, 14, 60, 5, 65537),
+            Self::N16 => (16, 40, 30, 60, 8, 786433),
         };
-        let mut log_q = vec![q0];
+        let mut log_q = vec![60];
         log_q.extend(std::iter::repeat_n(lq, nq));
         ParametersLiteral {
             log_n,
             log_q,
-            log_p: vec![lp],
+            log_p: vec![lp; np],
             secret: SecretDistribution::Ternary,
             sigma: SIGMA,
             dnum: None,
@@ -320,7 +326,7 @@ impl Preset {
             Self::N13 => 3,
             Self::N14 => 7,
             Self::N15 => 15,
-            Self::N16 => 29,
+            Self::N16 => 30,
         }
     }
 

@@ -205,8 +205,28 @@ fn modulus_switching_keeps_the_message_and_lowers_the_noise() {
 #[test]
 fn noise_estimate_bounds_the_measured_noise_through_a_depth_chain() {
     let (params, keys, enc, eval) = setup(5, T);
-    let tm = Modulus::new(T).unwrap();
-    let a = random_vec(params.n(), T);
+    depth_chain(&params, &keys, &enc, &eval);
+    // The secure presets of the smaller rings, as users get them.
+    for preset in [Preset::N13, Preset::N14] {
+        let params = preset.build().unwrap();
+        let keys = KeySet::generate(&params, &[], false).unwrap();
+        let eval = Evaluator::new(&params, keys.evaluation_keys());
+        let depth = depth_chain(&params, &keys, &Encoder::new(&params), &eval);
+        assert!(depth >= preset.depth(), "{preset:?}: {depth}");
+    }
+}
+
+/// Multiplies by a fresh ciphertext until the estimate says stop, checking
+/// every step; returns the depth reached.
+fn depth_chain(
+    params: &Arc<BgvParameters>,
+    keys: &KeySet,
+    enc: &Encoder,
+    eval: &Evaluator,
+) -> usize {
+    let t = params.t();
+    let tm = Modulus::new(t).unwrap();
+    let a = random_vec(params.n(), t);
     let mut want = a.clone();
     let ca = keys.encrypt(&enc.encode(&a).unwrap()).unwrap();
     let mut ct = ca.clone();
@@ -223,13 +243,23 @@ fn noise_estimate_bounds_the_measured_noise_through_a_depth_chain() {
             "depth {depth}: estimate {est:.1} vs measured {real:.1}"
         );
         assert_eq!(enc.decode(&keys.decrypt(&ct).unwrap()).unwrap(), want);
+        // The prediction without computing (operands at different levels).
+        let predicted = eval.mul_relin_budget(&ct, &ca);
         match eval.mul_relin(&ct, &ca) {
             Ok(next) => {
+                assert!(
+                    (eval.budget_estimate(&next) - predicted).abs() < 1e-9,
+                    "depth {depth}: predicted {predicted:.3} vs {:.3}",
+                    eval.budget_estimate(&next)
+                );
                 ct = next;
                 want = slotwise(&want, &a, |x, y| tm.mul(x, y));
                 depth += 1;
             }
-            Err(BgvError::BudgetExhausted { .. }) => break,
+            Err(BgvError::BudgetExhausted { .. }) => {
+                assert!(predicted <= 0.0, "predicted {predicted:.3} but exhausted");
+                break;
+            }
             Err(e) => panic!("{e}"),
         }
     }
@@ -238,6 +268,7 @@ fn noise_estimate_bounds_the_measured_noise_through_a_depth_chain() {
         "{depth} < documented {}",
         params.depth()
     );
+    depth
 }
 
 #[test]

@@ -18,6 +18,12 @@
 //! [`CircuitError::Cancelled`] at its next layer. [`bound`] bounds a
 //! circuit's bootstraps from its shape, without running it.
 //!
+//! [`packed`] holds the same algorithms over BGV with many bits packed in
+//! the slots of one ciphertext (the HElib approach): bit-sliced numbers
+//! (up to N at once) and bits in slots (one number per ciphertext), gates
+//! as arithmetic mod t, and refreshes through a client-aided
+//! [`packed::Refresher`] when the levels run out.
+//!
 //! ```
 //! use hecloud_circuits::{circuits::{self, AdderKind, SumMode}, with_cost, BitEngine, ClearEngine, EncryptedUint};
 //! let e = ClearEngine::new();
@@ -31,12 +37,14 @@
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
 
+pub mod advice;
 pub mod bound;
 pub mod circuits;
 pub mod clear;
 pub mod demo;
 pub mod engine;
 pub mod error;
+pub mod packed;
 pub mod tfhe_engine;
 pub mod uint;
 

@@ -1,6 +1,7 @@
 //! `hecloud`: the command line of the hecloud encrypted-computation system.
 #![forbid(unsafe_code)]
 
+mod advise;
 mod cmd;
 mod demo;
 
@@ -116,6 +117,10 @@ enum Command {
         #[arg(long, default_value_t = 8)]
         count: usize,
     },
+    /// Which engine hecloud would use for a sum, comparison or min/max:
+    /// the predicted time on each engine and why, from this machine's
+    /// calibration (`hecloud bench addcmp`) or built-in figures.
+    Advise(advise::AdviseArgs),
     /// Runs an experiment side by side with its peer libraries.
     ///
     /// Prints a table, writes `<out>/<experiment>.csv` and ends with one line
@@ -178,6 +183,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         } => cmd::status(&conn, &job, watch, cancel),
         Command::Download { conn, object, out } => cmd::download(&conn, &object, &out),
         Command::Decrypt { keys, input, count } => cmd::decrypt(&keys, &input, count),
+        Command::Advise(a) => advise::run(&a),
         Command::Bench {
             experiment,
             quick,
