@@ -16,8 +16,8 @@
 //!   (encryption is not), and every sum is decrypted and checked against
 //!   u128 sums. A vector holds N = 8192 numbers, so the amortized time per
 //!   number added is the time over n·N.
-//! - **ours, ct × ct** at N = 2^14 ([`hecloud_bgv::Preset::N14`]: Q = 58 +
-//!   6×54 bits, P = 55 bits): `Evaluator::mul` + `relinearize` (the
+//! - **ours, ct × ct** at N = 2^14 ([`hecloud_bgv::Preset::N14`], its
+//!   primes in the table): `Evaluator::mul` + `relinearize` (the
 //!   headline: the same work as Lattigo's `MulRelin`, which does not switch
 //!   the modulus), `mul_relin` (which also switches one level down, fused
 //!   with the key switch's division by P), the two halves apart, and one

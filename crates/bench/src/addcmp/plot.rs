@@ -342,39 +342,48 @@ fn draw_one(
     Ok(())
 }
 
+/// One PNG: its file name, title, x axis, series and notes.
+struct Plot {
+    file: &'static str,
+    title: &'static str,
+    x_label: &'static str,
+    series: Vec<Series>,
+    notes: Vec<String>,
+}
+
 /// Writes `dir/addcmp-sums.png` and `dir/addcmp-cmp.png`; returns each
 /// plot's name and path, or why it was not written.
 pub fn draw(dir: &Path, rows: &[Row]) -> Vec<(&'static str, Result<PathBuf, String>)> {
-    let plots: [(&'static str, &str, &str, Vec<Series>, Vec<String>); 2] = [
-        (
-            "addcmp-sums.png",
-            "sum of n encrypted integers (paper's fig. 8 axes)",
-            "log2(n)",
-            sum_series(rows),
-            pending(rows, Op::Sum),
-        ),
-        (
-            "addcmp-cmp.png",
-            "comparison of two encrypted integers (paper's fig. 18 axes)",
-            "log2(width in bits)",
-            cmp_series(rows),
-            pending(rows, Op::Cmp),
-        ),
+    let plots = [
+        Plot {
+            file: "addcmp-sums.png",
+            title: "sum of n encrypted integers (paper's fig. 8 axes)",
+            x_label: "log2(n)",
+            series: sum_series(rows),
+            notes: pending(rows, Op::Sum),
+        },
+        Plot {
+            file: "addcmp-cmp.png",
+            title: "comparison of two encrypted integers (paper's fig. 18 axes)",
+            x_label: "log2(width in bits)",
+            series: cmp_series(rows),
+            notes: pending(rows, Op::Cmp),
+        },
     ];
     if let Err(e) = std::fs::create_dir_all(dir) {
         return plots
             .iter()
-            .map(|p| (p.0, Err(format!("cannot create {}: {e}", dir.display()))))
+            .map(|p| (p.file, Err(format!("cannot create {}: {e}", dir.display()))))
             .collect();
     }
     plots
         .into_iter()
-        .map(|(name, title, x_label, series, notes)| {
-            let path = dir.join(name);
-            let res = draw_one(&path, title, x_label, &series, &notes)
+        .map(|p| {
+            let path = dir.join(p.file);
+            let res = draw_one(&path, p.title, p.x_label, &p.series, &p.notes)
                 .map(|()| path)
                 .map_err(|e| e.to_string());
-            (name, res)
+            (p.file, res)
         })
         .collect()
 }
