@@ -6,6 +6,7 @@
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
 
+pub mod addcmp;
 pub mod ckks;
 pub mod embedded;
 pub mod ntt;
@@ -45,6 +46,11 @@ pub const EXPERIMENTS: &[Experiment] = &[
         name: "tfhe",
         about: "encrypted sums of n integers and comparisons (issue 3) on TFHE vs TFHE-rs's integer API",
         run: tfhe::run,
+    },
+    Experiment {
+        name: "addcmp",
+        about: "the research's sums of n encrypted integers and comparisons: our BGV integer SIMD and TFHE vs Lattigo BGV, SEAL BFV, TFHE-rs and the paper's figures 8 and 18",
+        run: addcmp::run,
     },
     Experiment {
         name: "service",

@@ -13,7 +13,7 @@
 //! Writes `tfhe.csv` and `tfhe.png` (log2 seconds vs n and vs width, with
 //! the published 2019 TFHE points) into the output folder.
 
-mod plot;
+pub(crate) mod plot;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -60,7 +60,8 @@ pub struct Row {
     pub tfhers_pbs: u64,
 }
 
-struct Peer {
+/// TFHE-rs's integer keys (the peer side), sharing its server key with our engine.
+pub(crate) struct Peer {
     cks: ::tfhe::integer::ClientKey,
     sks: Arc<::tfhe::integer::ServerKey>,
 }
@@ -88,7 +89,8 @@ fn secs(d: Duration) -> f64 {
     d.as_secs_f64()
 }
 
-fn measure_sum(
+/// Sums `n` fresh random `width`-bit numbers on both sides, checked by decryption.
+pub(crate) fn measure_sum(
     ours: &TfheEngine,
     peer: &Peer,
     rng: &mut ChaCha20Rng,
@@ -136,7 +138,9 @@ fn measure_sum(
     })
 }
 
-fn measure_cmp(
+/// Compares two fresh random `width`-bit numbers on both sides (ours, the
+/// published carry-of-¬X+Y method, TFHE-rs's `gt`), checked by decryption.
+pub(crate) fn measure_cmp(
     ours: &TfheEngine,
     peer: &Peer,
     rng: &mut ChaCha20Rng,
@@ -188,10 +192,24 @@ fn measure_cmp(
     })
 }
 
+/// Fresh keys for both sides. Both bootstrap with the very same key in
+/// memory: with separate copies, which one was allocated first moved
+/// single-bootstrap timings by ±5 %, more than the difference being
+/// measured at small widths.
+pub(crate) fn keys() -> (TfheEngine, Peer) {
+    let cks = ::tfhe::integer::ClientKey::new(TFHE_PARAMS);
+    let sks = Arc::new(::tfhe::integer::ServerKey::new_radix_server_key(&cks));
+    let ours = TfheEngine::from_integer_keys(
+        Some(AsRef::<::tfhe::shortint::ClientKey>::as_ref(&cks).clone()),
+        sks.clone(),
+    );
+    (ours, Peer { cks, sks })
+}
+
 /// Each case runs at least this many times (fresh inputs each time) unless
 /// one run takes minutes; the table keeps the fastest time of each side,
 /// which damps the noise of a shared machine.
-const REPEATS: usize = 2;
+pub(crate) const REPEATS: usize = 2;
 /// Short cases repeat until their runs add up to this many seconds (at most
 /// [`MAX_REPEATS`] runs): a case of a few bootstraps is too short for two
 /// runs to settle its ratio.
@@ -199,7 +217,12 @@ const REPEAT_BUDGET_S: f64 = 3.0;
 /// See [`REPEAT_BUDGET_S`].
 const MAX_REPEATS: usize = 10;
 
-fn best_of(min_reps: usize, mut f: impl FnMut() -> anyhow::Result<Row>) -> anyhow::Result<Row> {
+/// Runs `f` at least `min_reps` times (more while short, see
+/// [`REPEAT_BUDGET_S`]) and keeps each side's fastest time.
+pub(crate) fn best_of(
+    min_reps: usize,
+    mut f: impl FnMut() -> anyhow::Result<Row>,
+) -> anyhow::Result<Row> {
     let mut best = f()?;
     let run_s = |r: &Row| r.ours_s + r.tfhers_s + r.published_s.max(0.0);
     let mut spent = run_s(&best);
@@ -234,18 +257,7 @@ pub fn run(opts: &BenchOptions) -> anyhow::Result<()> {
     println!(
         "TFHE parameters: PARAM_MESSAGE_2_CARRY_2_KS_PBS_TUNIFORM_2M128 (both sides), {threads} threads"
     );
-    // Both sides bootstrap with the very same key in memory: with separate
-    // copies, which one was allocated first moved single-bootstrap timings
-    // by ±5 %, more than the difference being measured at small widths.
-    let ((ours, peer), tk) = once(|| {
-        let cks = ::tfhe::integer::ClientKey::new(TFHE_PARAMS);
-        let sks = Arc::new(::tfhe::integer::ServerKey::new_radix_server_key(&cks));
-        let ours = TfheEngine::from_integer_keys(
-            Some(AsRef::<::tfhe::shortint::ClientKey>::as_ref(&cks).clone()),
-            sks.clone(),
-        );
-        (ours, Peer { cks, sks })
-    });
+    let ((ours, peer), tk) = once(keys);
     println!(
         "key generation (shared by both sides): {:.1} s",
         tk.as_secs_f64()

@@ -363,13 +363,11 @@ impl IntegerEvaluator {
         self.each(&[a, b], |e, c| e.add(c[0], c[1]))
     }
 
-    /// The slot-wise sum of many vectors.
+    /// The slot-wise sum of many vectors (read in place, see
+    /// [`Evaluator::add_many`]).
     pub fn sum(&self, vs: &[IntegerVector]) -> Result<IntegerVector> {
         let refs: Vec<&IntegerVector> = vs.iter().collect();
-        self.each(&refs, |e, c| {
-            let owned: Vec<Ciphertext> = c.iter().map(|&x| x.clone()).collect();
-            e.add_many(&owned)
-        })
+        self.each(&refs, |e, c| e.add_many(c.iter().copied()))
     }
 
     /// a · b, slot-wise (relinearized, switched down a level).

@@ -119,6 +119,27 @@ fn arithmetic_matches_plain_mod_t() {
         dec(&eval.add_many(&many).unwrap()),
         slotwise(&a, &a, |x, _| tm.mul(x, 20))
     );
+    // Long sums across the lazy groups of add_many, read in place: fresh
+    // terms, the product (another level and factor) in the middle of a
+    // group, and a degree-2 term last.
+    let xs: Vec<Vec<u64>> = (0..17).map(|_| random_vec(n, T)).collect();
+    let cxs: Vec<_> = xs
+        .iter()
+        .map(|x| keys.encrypt(&enc.encode(x).unwrap()).unwrap())
+        .collect();
+    let plain_sum = xs
+        .iter()
+        .fold(vec![0; n], |acc, x| slotwise(&acc, x, |p, q| tm.add(p, q)));
+    assert_eq!(dec(&eval.add_many(&cxs).unwrap()), plain_sum);
+    let mut terms: Vec<&hecloud_rlwe::Ciphertext> = cxs.iter().collect();
+    terms.insert(10, &m);
+    terms.push(&d);
+    let want = slotwise(&plain_sum, &prod, |p, q| tm.add(p, tm.add(q, q)));
+    assert_eq!(dec(&eval.add_many(terms).unwrap()), want);
+    assert!(
+        eval.add_many(Vec::<&hecloud_rlwe::Ciphertext>::new())
+            .is_err()
+    );
 }
 
 #[test]

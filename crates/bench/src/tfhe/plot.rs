@@ -10,7 +10,8 @@ use super::{PUBLISHED_TFHE_CMP1024_LOG2_S, PUBLISHED_TFHE_SUM3_32_S, Row};
 
 static FONT: &[u8] = include_bytes!("../../assets/DejaVuSansMono.ttf");
 
-fn register() -> Result<(), String> {
+/// Registers the embedded font as `sans-serif` (once).
+pub(crate) fn register() -> Result<(), String> {
     static ONCE: std::sync::OnceLock<Result<(), String>> = std::sync::OnceLock::new();
     ONCE.get_or_init(|| {
         plotters::style::register_font("sans-serif", FontStyle::Normal, FONT)
