@@ -70,45 +70,76 @@ pub fn keygen(dir: &Path, preset: Preset, rotations: &[i64]) -> Result<KeygenRep
     std::fs::create_dir_all(dir)?;
     let params = preset.build().map_err(crypto)?;
     let keys = KeySet::generate(&params, rotations, false).map_err(crypto)?;
-    let mut files = vec![];
-    let mut put = |name: &str, bytes: &[u8], private: bool| -> Result<()> {
-        let p = dir.join(name);
+    let mut folder = KeyFolder { dir, files: vec![] };
+    folder.put("secret.key", &keys.secret_key().export_bytes(), true)?;
+    folder.put("public.key", &keys.public_key().to_bytes(), false)?;
+    let ev = keys.evaluation_keys();
+    let (relin_key, galois_keys) = folder.put_evaluation_keys(ev.relin.as_ref(), &ev.galois)?;
+    let spec = SessionSpec {
+        params: ParamSpec {
+            ckks: Some(CkksParamSpec::Preset(preset)),
+            tfhe: None,
+        },
+        relin_key,
+        galois_keys,
+        ..SessionSpec::default()
+    };
+    folder.finish(&spec, preset.name())
+}
+
+/// A key folder being written: every file and its size, for the report.
+struct KeyFolder<'a> {
+    dir: &'a Path,
+    files: Vec<(PathBuf, u64)>,
+}
+
+impl KeyFolder<'_> {
+    fn put(&mut self, name: &str, bytes: &[u8], private: bool) -> Result<()> {
+        let p = self.dir.join(name);
         if private {
             write_private(&p, bytes)?;
         } else {
             std::fs::write(&p, bytes)?;
         }
-        files.push((p, bytes.len() as u64));
+        self.files.push((p, bytes.len() as u64));
         Ok(())
-    };
-    put("secret.key", &keys.secret_key().export_bytes(), true)?;
-    put("public.key", &keys.public_key().to_bytes(), false)?;
-    let ev = keys.evaluation_keys();
-    let mut spec = SessionSpec {
-        params: ParamSpec {
-            ckks: Some(CkksParamSpec::Preset(preset)),
-            tfhe: None,
-        },
-        ..SessionSpec::default()
-    };
-    if let Some(r) = &ev.relin {
-        let b = r.to_bytes(true);
-        spec.relin_key = Some(ObjectId::of(&b));
-        put("relin.key", &b, false)?;
     }
-    let mut els: Vec<usize> = ev.galois.elements().collect();
-    els.sort();
-    for g in els {
-        let b = ev.galois.get(g).map_err(crypto)?.to_bytes(true);
-        spec.galois_keys.push(ObjectId::of(&b));
-        put(&format!("galois-{g}.key"), &b, false)?;
+
+    /// Writes the relinearization and Galois keys (seeded form); their ids
+    /// for the session spec.
+    fn put_evaluation_keys(
+        &mut self,
+        relin: Option<&hecloud_rlwe::RelinearizationKey>,
+        galois: &hecloud_rlwe::GaloisKeys,
+    ) -> Result<(Option<ObjectId>, Vec<ObjectId>)> {
+        let relin_id = match relin {
+            Some(r) => {
+                let b = r.to_bytes(true);
+                self.put("relin.key", &b, false)?;
+                Some(ObjectId::of(&b))
+            }
+            None => None,
+        };
+        let mut els: Vec<usize> = galois.elements().collect();
+        els.sort();
+        let mut galois_ids = Vec::with_capacity(els.len());
+        for g in els {
+            let b = galois.get(g).map_err(crypto)?.to_bytes(true);
+            galois_ids.push(ObjectId::of(&b));
+            self.put(&format!("galois-{g}.key"), &b, false)?;
+        }
+        Ok((relin_id, galois_ids))
     }
-    put("session.spec", &spec.encode(), false)?;
-    put("preset", preset.name().as_bytes(), false)?;
-    Ok(KeygenReport {
-        files,
-        session: spec.id(),
-    })
+
+    /// Writes the session spec and the preset's name.
+    fn finish(mut self, spec: &SessionSpec, preset: &str) -> Result<KeygenReport> {
+        self.put("session.spec", &spec.encode(), false)?;
+        self.put("preset", preset.as_bytes(), false)?;
+        Ok(KeygenReport {
+            files: self.files,
+            session: spec.id(),
+        })
+    }
 }
 
 /// A key folder opened for encryption and decryption.
@@ -422,46 +453,23 @@ pub fn bgv_keygen(
         vec![]
     };
     let keys = hecloud_bgv::KeySet::generate(&params, &rotations, slot_sums).map_err(crypto)?;
-    let mut files = vec![];
-    let mut put = |name: &str, bytes: &[u8], private: bool| -> Result<()> {
-        let p = dir.join(name);
-        if private {
-            write_private(&p, bytes)?;
-        } else {
-            std::fs::write(&p, bytes)?;
-        }
-        files.push((p, bytes.len() as u64));
-        Ok(())
-    };
-    put(
+    let mut folder = KeyFolder { dir, files: vec![] };
+    folder.put(
         "secret.key",
         &zeroize::Zeroizing::new(keys.secret_key().export_bytes()),
         true,
     )?;
-    put("public.key", &keys.public_key().to_bytes(), false)?;
+    folder.put("public.key", &keys.public_key().to_bytes(), false)?;
     let ev = keys.evaluation_keys();
-    let mut spec = SessionSpec {
+    let (bgv_relin_key, bgv_galois_keys) =
+        folder.put_evaluation_keys(ev.relin.as_ref(), &ev.galois)?;
+    let spec = SessionSpec {
         bgv: Some(hecloud_protocol::BgvParamSpec::Preset(preset)),
+        bgv_relin_key,
+        bgv_galois_keys,
         ..SessionSpec::default()
     };
-    if let Some(r) = &ev.relin {
-        let b = r.to_bytes(true);
-        spec.bgv_relin_key = Some(ObjectId::of(&b));
-        put("relin.key", &b, false)?;
-    }
-    let mut els: Vec<usize> = ev.galois.elements().collect();
-    els.sort();
-    for g in els {
-        let b = ev.galois.get(g).map_err(crypto)?.to_bytes(true);
-        spec.bgv_galois_keys.push(ObjectId::of(&b));
-        put(&format!("galois-{g}.key"), &b, false)?;
-    }
-    put("session.spec", &spec.encode(), false)?;
-    put("preset", preset.name().as_bytes(), false)?;
-    Ok(KeygenReport {
-        files,
-        session: spec.id(),
-    })
+    folder.finish(&spec, preset.name())
 }
 
 /// A BGV key folder opened for encryption and decryption of integer vectors.
