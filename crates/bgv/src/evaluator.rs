@@ -21,7 +21,7 @@ use hecloud_rlwe::{Ciphertext, RlweError, ops};
 use crate::encoder::Plaintext;
 use crate::error::{BgvError, Result};
 use crate::keys::{EvaluationKeys, check};
-use crate::params::BgvParameters;
+use crate::params::{BgvParameters, FactorMatch};
 
 /// Terms [`Evaluator::add_many`] adds in one pass over its accumulator: the
 /// accumulator and seven residues below q < 2^61 sum below 8·q < 2^64, and
@@ -115,16 +115,6 @@ impl Evaluator {
         Ok(ct)
     }
 
-    fn t_center(&self, c: u64) -> i64 {
-        let t = self.params.t();
-        let c = c % t;
-        if c > t / 2 {
-            -((t - c) as i64)
-        } else {
-            c as i64
-        }
-    }
-
     /// `ct` times the signed constant `c` (factor and noise unchanged but
     /// for |c|).
     fn times(&self, ct: &Ciphertext, c: i64) -> Result<Ciphertext> {
@@ -156,21 +146,20 @@ impl Evaluator {
             b = Cow::Owned(self.mod_switch_to(&b, level)?);
         }
         if a.factor() != b.factor() {
-            let t = self.params.t_modulus();
-            // Multiply b by fa/fb, or a by fb/fa, whichever costs less noise.
-            let kb = self.t_center(t.mul(a.factor(), t.inv(b.factor())?));
-            let ka = self.t_center(t.mul(b.factor(), t.inv(a.factor())?));
-            let nm = self.params.noise();
-            if nm.mul_scalar(b.scale(), kb.unsigned_abs())
-                <= nm.mul_scalar(a.scale(), ka.unsigned_abs())
+            match self
+                .params
+                .match_factors((a.factor(), a.scale()), (b.factor(), b.scale()))?
             {
-                let mut nb = self.times(&b, kb)?;
-                nb.set_factor(a.factor());
-                b = Cow::Owned(nb);
-            } else {
-                let mut na = self.times(&a, ka)?;
-                na.set_factor(b.factor());
-                a = Cow::Owned(na);
+                FactorMatch::ScaleB(k) => {
+                    let mut nb = self.times(&b, k)?;
+                    nb.set_factor(a.factor());
+                    b = Cow::Owned(nb);
+                }
+                FactorMatch::ScaleA(k) => {
+                    let mut na = self.times(&a, k)?;
+                    na.set_factor(b.factor());
+                    a = Cow::Owned(na);
+                }
             }
         }
         Ok((a, b))
@@ -285,8 +274,7 @@ impl Evaluator {
         } else {
             c0.add_assign(m.poly())?;
         }
-        let t_half = (self.params.t() as f64 / 2.0).log2();
-        let noise = self.params.noise().add(a.scale(), t_half);
+        let noise = self.params.noise().add_plaintext(a.scale());
         self.with_noise(out, noise)
     }
 
@@ -294,7 +282,7 @@ impl Evaluator {
     pub fn add_scalar(&self, a: &Ciphertext, c: u64) -> Result<Ciphertext> {
         check(&self.params, a)?;
         let t = self.params.t_modulus();
-        let cf = self.t_center(t.mul(t.reduce(c), a.factor()));
+        let cf = t.center(t.mul(t.reduce(c), a.factor()));
         let mut out = a.clone();
         // A constant polynomial is the same value at every NTT point.
         let c0 = &mut out.polys_mut()[0];
@@ -304,15 +292,15 @@ impl Evaluator {
             let v = m.from_i64(cf);
             limb.iter_mut().for_each(|x| *x = m.add(*x, v));
         }
-        let t_half = (self.params.t() as f64 / 2.0).log2();
-        let noise = self.params.noise().add(a.scale(), t_half);
+        let noise = self.params.noise().add_plaintext(a.scale());
         self.with_noise(out, noise)
     }
 
     /// a · c in every slot.
     pub fn mul_scalar(&self, a: &Ciphertext, c: u64) -> Result<Ciphertext> {
         check(&self.params, a)?;
-        let out = self.times(a, self.t_center(c))?;
+        let t = self.params.t_modulus();
+        let out = self.times(a, t.center(t.reduce(c)))?;
         let noise = out.scale();
         self.with_noise(out, noise)
     }
@@ -377,10 +365,7 @@ impl Evaluator {
     pub fn relinearize(&self, a: &Ciphertext) -> Result<Ciphertext> {
         check(&self.params, a)?;
         let out = ops::relinearize(a, self.relin_key()?)?;
-        let noise =
-            self.params
-                .noise()
-                .after_key_switch(a.scale(), a.level(), self.params.rlwe().dnum());
+        let noise = self.params.noise_after_key_switch(a.scale(), a.level());
         self.with_noise(out, noise)
     }
 
@@ -401,12 +386,8 @@ impl Evaluator {
         let c0 = mod_down_rescale(params, level, &ext.c0)?;
         let c1 = mod_down_rescale(params, level, &ext.c1)?;
         let mut out = Ciphertext::new(params, vec![c0, c1], level - 1, 1.0)?;
-        out.set_factor(self.switched_factor(d.factor(), level)?);
-        let nm = self.params.noise();
-        let noise = nm.mod_switch(
-            nm.after_key_switch(d.scale(), level, params.dnum()),
-            self.q(level),
-        );
+        out.set_factor(self.params.switched_factor(d.factor(), level)?);
+        let noise = self.params.noise_after_mul_relin(d.scale(), level);
         self.with_noise(out, noise)
     }
 
@@ -416,34 +397,20 @@ impl Evaluator {
     /// after the switch). For callers that refresh operands before a
     /// product rather than after a failed one.
     pub fn mul_relin_budget(&self, a: &Ciphertext, b: &Ciphertext) -> f64 {
-        let nm = self.params.noise();
+        let p = &self.params;
         let level = a.level().min(b.level());
         let at_level = |ct: &Ciphertext| {
             (level + 1..=ct.level())
                 .rev()
-                .fold(ct.scale(), |noise, l| nm.mod_switch(noise, self.q(l)))
+                .fold(ct.scale(), |noise, l| p.noise_after_mod_switch(noise, l))
         };
-        let product = nm.mul(at_level(a), at_level(b));
-        let before = self.params.budget_bits(level, product);
-        let dnum = self.params.rlwe().dnum();
-        let after = if level == 0 {
-            self.params
-                .budget_bits(0, nm.after_key_switch(product, 0, dnum))
-        } else {
-            let switched = nm.mod_switch(nm.after_key_switch(product, level, dnum), self.q(level));
-            self.params.budget_bits(level - 1, switched)
-        };
+        let product = p.noise().mul(at_level(a), at_level(b));
+        let before = p.budget_bits(level, product);
+        let after = p.budget_bits(
+            level.saturating_sub(1),
+            p.noise_after_mul_relin(product, level),
+        );
         before.min(after)
-    }
-
-    fn q(&self, level: usize) -> u64 {
-        self.params.rlwe().q_modulus(level).map_or(1, |m| m.value())
-    }
-
-    /// The factor after dividing by q_level: f·q_level⁻¹ mod t.
-    fn switched_factor(&self, factor: u64, level: usize) -> Result<u64> {
-        let t = self.params.t_modulus();
-        Ok(t.mul(factor, t.inv(t.reduce(self.q(level)))?))
     }
 
     /// Switches one level down (divides by q_l, rounding to a multiple of
@@ -461,8 +428,8 @@ impl Evaluator {
             .map(|c| mod_down_rescale(params, level, &lift_times_p(params, c)?))
             .collect::<hecloud_rlwe::Result<Vec<_>>>()?;
         let mut out = Ciphertext::new(params, polys, level - 1, 1.0)?;
-        out.set_factor(self.switched_factor(a.factor(), level)?);
-        let noise = self.params.noise().mod_switch(a.scale(), self.q(level));
+        out.set_factor(self.params.switched_factor(a.factor(), level)?);
+        let noise = self.params.noise_after_mod_switch(a.scale(), level);
         self.with_noise(out, noise)
     }
 
@@ -490,10 +457,7 @@ impl Evaluator {
             .get(g)
             .map_err(|_| BgvError::MissingRotationKey(what()))?;
         let out = ops::apply_galois(a, gk)?;
-        let noise =
-            self.params
-                .noise()
-                .after_key_switch(a.scale(), a.level(), self.params.rlwe().dnum());
+        let noise = self.params.noise_after_key_switch(a.scale(), a.level());
         self.with_noise(out, noise)
     }
 

@@ -163,12 +163,11 @@ fn survives(p: &BgvParameters, depth: usize, terms: u64) -> bool {
     let mut level = p.max_level();
     let mut noise = nm.fresh_pk() + log_terms;
     for _ in 0..depth {
-        let product = nm.after_key_switch(nm.mul(noise, noise), level, p.rlwe().dnum());
+        let product = p.noise_after_key_switch(nm.mul(noise, noise), level);
         if p.budget_bits(level, product) <= 1.0 || level == 0 {
             return false;
         }
-        let q = p.rlwe().q_modulus(level).map_or(1, |m| m.value());
-        noise = nm.mod_switch(product, q) + log_terms;
+        noise = p.noise_after_mod_switch(product, level) + log_terms;
         level -= 1;
     }
     p.budget_bits(level, noise) > 1.0

@@ -35,4 +35,4 @@ pub use encoder::{Encoder, Plaintext};
 pub use error::{BgvError, Result};
 pub use evaluator::Evaluator;
 pub use keys::{EvaluationKeys, KeySet};
-pub use params::{BgvParameters, NoiseModel, Preset};
+pub use params::{BgvParameters, FactorMatch, NoiseModel, Preset};

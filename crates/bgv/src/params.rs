@@ -139,6 +139,56 @@ impl BgvParameters {
         self.log_q_at(level) - 1.0 - noise_bits
     }
 
+    /// The prime q_level (1 past the top level).
+    pub fn q(&self, level: usize) -> u64 {
+        self.rlwe.q_modulus(level).map_or(1, |m| m.value())
+    }
+
+    /// The factor after a modulus switch from `level`: f·q_level⁻¹ mod t.
+    pub fn switched_factor(&self, factor: u64, level: usize) -> Result<u64> {
+        let t = &self.t;
+        Ok(t.mul(factor, t.inv(t.reduce(self.q(level)))?))
+    }
+
+    /// The noise after a key switch (relinearization, rotation) at `level`.
+    pub fn noise_after_key_switch(&self, noise: f64, level: usize) -> f64 {
+        self.noise.after_key_switch(noise, level, self.rlwe.dnum())
+    }
+
+    /// The noise after a modulus switch from `level` one level down.
+    pub fn noise_after_mod_switch(&self, noise: f64, level: usize) -> f64 {
+        self.noise.mod_switch(noise, self.q(level))
+    }
+
+    /// The noise of [`crate::Evaluator::mul_relin`]'s result from a degree-2
+    /// product of noise `product` at `level`: relinearized, then switched
+    /// one level down when there is one.
+    pub fn noise_after_mul_relin(&self, product: f64, level: usize) -> f64 {
+        let relinearized = self.noise_after_key_switch(product, level);
+        if level == 0 {
+            relinearized
+        } else {
+            self.noise_after_mod_switch(relinearized, level)
+        }
+    }
+
+    /// How two operands of factors `a.0` and `b.0` and noises `a.1` and
+    /// `b.1` come to one factor: multiply the one whose noise grows least by
+    /// the ratio of the factors (the evaluator's and validation's rule).
+    pub fn match_factors(&self, a: (u64, f64), b: (u64, f64)) -> Result<FactorMatch> {
+        let t = &self.t;
+        let kb = t.center(t.mul(a.0, t.inv(b.0)?));
+        let ka = t.center(t.mul(b.0, t.inv(a.0)?));
+        let nm = &self.noise;
+        Ok(
+            if nm.mul_scalar(b.1, kb.unsigned_abs()) <= nm.mul_scalar(a.1, ka.unsigned_abs()) {
+                FactorMatch::ScaleB(kb)
+            } else {
+                FactorMatch::ScaleA(ka)
+            },
+        )
+    }
+
     /// How many multiplications in a row (each followed by relinearization
     /// and a modulus switch) a fresh ciphertext at the top level survives
     /// under the noise model: the documented depth of the parameters.
@@ -148,7 +198,7 @@ impl BgvParameters {
         let mut noise = nm.fresh_pk();
         let mut depth = 0;
         loop {
-            let after = nm.after_key_switch(nm.mul(noise, noise), level, self.rlwe.dnum());
+            let after = self.noise_after_key_switch(nm.mul(noise, noise), level);
             if self.budget_bits(level, after) <= 0.0 {
                 return depth;
             }
@@ -157,10 +207,20 @@ impl BgvParameters {
                 // One last product at level 0 is allowed, then nothing.
                 return depth;
             }
-            noise = nm.mod_switch(after, self.rlwe.q_modulus(level).map_or(1, |m| m.value()));
+            noise = self.noise_after_mod_switch(after, level);
             level -= 1;
         }
     }
+}
+
+/// Which operand [`BgvParameters::match_factors`] multiplies, and by what
+/// (a constant centered mod t).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FactorMatch {
+    /// Multiply the first operand; the result takes the second's factor.
+    ScaleA(i64),
+    /// Multiply the second operand; the result takes the first's factor.
+    ScaleB(i64),
 }
 
 /// Estimates of the noise of BGV ciphertexts: log2 of a bound on
@@ -216,6 +276,12 @@ impl NoiseModel {
     /// The sum of two ciphertexts of noise 2^a and 2^b.
     pub fn add(&self, a: f64, b: f64) -> f64 {
         log_add(a, b)
+    }
+
+    /// A ciphertext plus a plaintext or constant (at most t/2 per
+    /// coefficient).
+    pub fn add_plaintext(&self, a: f64) -> f64 {
+        log_add(a, self.log_t - 1.0)
     }
 
     /// The product of two ciphertexts: ‖v_a·v_b‖ ≈ 8·√N·(B_a/8)·(B_b/8).

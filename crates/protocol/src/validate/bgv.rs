@@ -11,8 +11,8 @@
 
 use std::sync::Arc;
 
-use hecloud_bgv::BgvParameters;
 use hecloud_bgv::poly::LessThan;
+use hecloud_bgv::{BgvParameters, FactorMatch};
 use hecloud_rlwe::keys::{galois_element_conjugate, galois_element_for_rotation};
 
 use super::types::Checker;
@@ -211,16 +211,6 @@ impl Sim<'_, '_> {
         Ok(s)
     }
 
-    fn t_center(&self, c: u64) -> i64 {
-        let t = self.p.t();
-        let c = c % t;
-        if c > t / 2 {
-            -((t - c) as i64)
-        } else {
-            c as i64
-        }
-    }
-
     /// `s` times the signed constant `c` (`Evaluator::times`).
     fn times(&mut self, s: Shape, c: i64) -> Shape {
         self.cx.meter.bgv_pointwise(s.level, s.degree + 1);
@@ -230,16 +220,10 @@ impl Sim<'_, '_> {
         }
     }
 
-    fn q(&self, level: usize) -> u64 {
-        self.p.rlwe().q_modulus(level).map_or(1, |m| m.value())
-    }
-
     fn switched_factor(&self, factor: u64, level: usize) -> VResult<u64> {
-        let t = self.p.t_modulus();
-        let inv = t
-            .inv(t.reduce(self.q(level)))
-            .map_err(|e| self.cx.invalid(e.to_string()))?;
-        Ok(t.mul(factor, inv))
+        self.p
+            .switched_factor(factor, level)
+            .map_err(|e| self.cx.invalid(e.to_string()))
     }
 
     fn mod_switch(&mut self, s: Shape) -> VResult<Shape> {
@@ -252,7 +236,7 @@ impl Sim<'_, '_> {
             factor: self.switched_factor(s.factor, s.level)?,
             ..s
         };
-        let noise = self.p.noise().mod_switch(s.noise, self.q(s.level));
+        let noise = self.p.noise_after_mod_switch(s.noise, s.level);
         self.with_noise(out, noise)
     }
 
@@ -284,21 +268,21 @@ impl Sim<'_, '_> {
             b
         };
         if a.factor != b.factor {
-            let t = self.p.t_modulus();
-            let inv = |x: u64| t.inv(x).map_err(|e| self.cx.invalid(e.to_string()));
-            let kb = self.t_center(t.mul(a.factor, inv(b.factor)?));
-            let ka = self.t_center(t.mul(b.factor, inv(a.factor)?));
-            let nm = self.p.noise();
-            if nm.mul_scalar(b.noise, kb.unsigned_abs())
-                <= nm.mul_scalar(a.noise, ka.unsigned_abs())
-            {
-                let mut nb = self.times(b, kb);
-                nb.factor = a.factor;
-                b = nb;
-            } else {
-                let mut na = self.times(a, ka);
-                na.factor = b.factor;
-                a = na;
+            let rule = self
+                .p
+                .match_factors((a.factor, a.noise), (b.factor, b.noise))
+                .map_err(|e| self.cx.invalid(e.to_string()))?;
+            match rule {
+                FactorMatch::ScaleB(k) => {
+                    let mut nb = self.times(b, k);
+                    nb.factor = a.factor;
+                    b = nb;
+                }
+                FactorMatch::ScaleA(k) => {
+                    let mut na = self.times(a, k);
+                    na.factor = b.factor;
+                    a = na;
+                }
             }
         }
         Ok((a, b))
@@ -334,14 +318,14 @@ impl Sim<'_, '_> {
     }
 
     fn add_scalar(&mut self, a: Shape) -> VResult<Shape> {
-        let t_half = (self.p.t() as f64 / 2.0).log2();
-        let noise = self.p.noise().add(a.noise, t_half);
+        let noise = self.p.noise().add_plaintext(a.noise);
         self.cx.meter.bgv_pointwise(a.level, 1);
         self.with_noise(a, noise)
     }
 
     fn mul_scalar(&mut self, a: Shape, c: u64) -> VResult<Shape> {
-        let c = self.t_center(c);
+        let t = self.p.t_modulus();
+        let c = t.center(t.reduce(c));
         let out = self.times(a, c);
         self.with_noise(out, out.noise)
     }
@@ -374,19 +358,14 @@ impl Sim<'_, '_> {
         Ok(())
     }
 
-    fn dnum(&self) -> usize {
-        self.p.rlwe().dnum()
-    }
-
     /// a·b relinearized and switched one level down
     /// (`Evaluator::mul_relin`).
     fn mul_relin(&mut self, a: Shape, b: Shape) -> VResult<Shape> {
         self.need_relin()?;
         let d = self.mul(a, b)?;
-        let nm = self.p.noise().clone();
+        let noise = self.p.noise_after_mul_relin(d.noise, d.level);
         if d.level == 0 {
             self.cx.meter.bgv_key_switch(0);
-            let noise = nm.after_key_switch(d.noise, 0, self.dnum());
             return self.with_noise(Shape { degree: 1, ..d }, noise);
         }
         let level = d.level;
@@ -398,10 +377,6 @@ impl Sim<'_, '_> {
             factor: self.switched_factor(d.factor, level)?,
             degree: 1,
         };
-        let noise = nm.mod_switch(
-            nm.after_key_switch(d.noise, level, self.dnum()),
-            self.q(level),
-        );
         self.with_noise(out, noise)
     }
 
@@ -417,10 +392,7 @@ impl Sim<'_, '_> {
         }
         self.cx.needs.bgv_galois.insert(g);
         self.cx.meter.bgv_key_switch(a.level);
-        let noise = self
-            .p
-            .noise()
-            .after_key_switch(a.noise, a.level, self.dnum());
+        let noise = self.p.noise_after_key_switch(a.noise, a.level);
         self.with_noise(a, noise)
     }
 
