@@ -154,21 +154,17 @@ impl Object {
     /// The payload bytes (keys are written with seeds where they have them).
     pub fn to_bytes(&self) -> Vec<u8> {
         match self {
-            Object::CkksCiphertext(c) => c.to_bytes(),
+            Object::CkksCiphertext(c) | Object::BgvCiphertext(c) => c.to_bytes(),
             Object::CkksPlaintext(p) => p.to_bytes(),
-            Object::CkksPublicKey(k) => k.to_bytes(),
-            Object::CkksRelinKey(k) => k.to_bytes(true),
-            Object::CkksGaloisKey(k) => k.to_bytes(true),
+            Object::CkksPublicKey(k) | Object::BgvPublicKey(k) => k.to_bytes(),
+            Object::CkksRelinKey(k) | Object::BgvRelinKey(k) => k.to_bytes(true),
+            Object::CkksGaloisKey(k) | Object::BgvGaloisKey(k) => k.to_bytes(true),
             Object::TfheServerKey(k) => tfhe_container(ObjectKind::TfheServerKey, &[ser_sk(k)]),
             Object::TfheUint(u) => {
                 let items: Vec<Vec<u8>> = u.bits().iter().map(|b| ser_ct(b.ciphertext())).collect();
                 tfhe_container(ObjectKind::TfheUint, &items)
             }
             Object::TfheBit(b) => tfhe_container(ObjectKind::TfheBit, &[ser_ct(b.ciphertext())]),
-            Object::BgvCiphertext(c) => c.to_bytes(),
-            Object::BgvPublicKey(k) => k.to_bytes(),
-            Object::BgvRelinKey(k) => k.to_bytes(true),
-            Object::BgvGaloisKey(k) => k.to_bytes(true),
         }
     }
 }
@@ -441,12 +437,14 @@ impl SessionParams {
                 d.level = p.level() as u32;
                 d.scale = p.scale();
             }
-            Object::CkksPublicKey(k) => d.level = k.params().max_level() as u32,
-            Object::CkksRelinKey(k) => {
+            Object::CkksPublicKey(k) | Object::BgvPublicKey(k) => {
+                d.level = k.params().max_level() as u32
+            }
+            Object::CkksRelinKey(k) | Object::BgvRelinKey(k) => {
                 d.level = k.0.params().max_level() as u32;
                 d.count = k.0.digits() as u32;
             }
-            Object::CkksGaloisKey(k) => {
+            Object::CkksGaloisKey(k) | Object::BgvGaloisKey(k) => {
                 d.level = k.switching_key().params().max_level() as u32;
                 d.count = k.switching_key().digits() as u32;
                 d.galois_element = k.galois_element() as u64;
@@ -463,16 +461,6 @@ impl SessionParams {
                 d.scale = c.scale();
                 d.count = c.polys().len() as u32;
                 d.galois_element = c.factor();
-            }
-            Object::BgvPublicKey(k) => d.level = k.params().max_level() as u32,
-            Object::BgvRelinKey(k) => {
-                d.level = k.0.params().max_level() as u32;
-                d.count = k.0.digits() as u32;
-            }
-            Object::BgvGaloisKey(k) => {
-                d.level = k.switching_key().params().max_level() as u32;
-                d.count = k.switching_key().digits() as u32;
-                d.galois_element = k.galois_element() as u64;
             }
         }
         d

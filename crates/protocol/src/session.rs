@@ -202,30 +202,9 @@ impl CkksParamSpec {
                 Ok(Self::Preset(p))
             }
             2 => {
-                let log_n = r.u32()?;
-                if !(10..=17).contains(&log_n) {
-                    return Err(DecodeError::InvalidField {
-                        field: "log_n",
-                        reason: format!("{log_n} is outside 10..=17"),
-                    });
-                }
-                let mut primes = |field| -> DecodeResult<Vec<u32>> {
-                    let n = r.count(field, MAX_PRIMES, 4)?;
-                    let mut v = Vec::with_capacity(n);
-                    for _ in 0..n {
-                        let b = r.u32()?;
-                        if !(17..=61).contains(&b) {
-                            return Err(DecodeError::InvalidField {
-                                field,
-                                reason: format!("prime of {b} bits (17..=61 accepted)"),
-                            });
-                        }
-                        v.push(b);
-                    }
-                    Ok(v)
-                };
-                let log_q = primes("log_q")?;
-                let log_p = primes("log_p")?;
+                let log_n = read_log_n(r)?;
+                let log_q = read_primes(r, "log_q")?;
+                let log_p = read_primes(r, "log_p")?;
                 let h = r.u32()?;
                 let d = r.u32()?;
                 let log_scale = r.u32()?;
@@ -369,13 +348,7 @@ impl BgvParamSpec {
                 Ok(Self::Preset(p))
             }
             2 => {
-                let log_n = r.u32()?;
-                if !(10..=17).contains(&log_n) {
-                    return Err(DecodeError::InvalidField {
-                        field: "log_n",
-                        reason: format!("{log_n} is outside 10..=17"),
-                    });
-                }
+                let log_n = read_log_n(r)?;
                 let log_q = read_primes(r, "log_q")?;
                 let log_p = read_primes(r, "log_p")?;
                 let t = r.u64()?;
@@ -400,6 +373,20 @@ impl BgvParamSpec {
     }
 }
 
+/// log2 N of a literal parameter set (10..=17).
+fn read_log_n(r: &mut Reader<'_>) -> DecodeResult<u32> {
+    let log_n = r.u32()?;
+    if !(10..=17).contains(&log_n) {
+        return Err(DecodeError::InvalidField {
+            field: "log_n",
+            reason: format!("{log_n} is outside 10..=17"),
+        });
+    }
+    Ok(log_n)
+}
+
+/// Bit sizes of a literal's primes (17..=61 bits each, at most
+/// [`MAX_PRIMES`]).
 fn read_primes(r: &mut Reader<'_>, field: &'static str) -> DecodeResult<Vec<u32>> {
     let n = r.count(field, MAX_PRIMES, 4)?;
     let mut v = Vec::with_capacity(n);
