@@ -218,7 +218,9 @@ pub mod lattigo_bgv {
     //! Lattigo v6.2.0 BGV (Go), through `bench/peers/lattigo-bgv`, run with
     //! `GOMAXPROCS=1`. Default moduli: SEAL's 128-bit BFV defaults (N = 2^13:
     //! 43, 43, 44, 44 + 44 bits; N = 2^14: 48 × 3, 49 × 5 + 49 bits), primes
-    //! just below 2^bits; t = 65537.
+    //! just below 2^bits; t = 65537. A sum is n − 1 in-place `Add`s of fresh
+    //! ciphertexts, a product one `MulRelin` at the top level, a rotation
+    //! `RotateColumns(ct, 1)` (one slot, each row).
 
     use super::*;
 
@@ -235,28 +237,17 @@ pub mod lattigo_bgv {
         args.extend(int_op_flags(op, log_n, samples, moduli));
         parse_int_op(&run_go(&bin, &args)?, op, log_n)
     }
-
-    /// Median ms of adding `n` fresh ciphertexts (n − 1 in-place `Add`s).
-    pub fn sum_ms(log_n: u32, n: usize, samples: usize) -> anyhow::Result<f64> {
-        Ok(time(IntOp::Sum { n }, log_n, samples, None)?.ms)
-    }
-
-    /// Median ms of one `MulRelin` (tensor + relinearize) at the top level.
-    pub fn mul_ms(log_n: u32, samples: usize) -> anyhow::Result<f64> {
-        Ok(time(IntOp::Mul, log_n, samples, None)?.ms)
-    }
-
-    /// Median ms of one row rotation by one slot (`RotateColumns(ct, 1)`).
-    pub fn rotate_ms(log_n: u32, samples: usize) -> anyhow::Result<f64> {
-        Ok(time(IntOp::Rotate, log_n, samples, None)?.ms)
-    }
 }
 
 pub mod seal_bfv {
     //! SEAL 4.x BFV through TenSEAL's `bfv_vector`
     //! (`bench/peers/seal/seal_bfv.py`, in the venv of [`tenseal_python`]),
     //! single-threaded. Default moduli: SEAL's `CoeffModulus::BFVDefault`;
-    //! t = 65537.
+    //! t = 65537. A sum is n − 1 in-place `add_`s, each through TenSEAL's
+    //! Python wrapper; a product an in-place `mul_`, which TenSEAL
+    //! relinearizes automatically (SEAL's `multiply_inplace` +
+    //! `relinearize_inplace`); a rotation `rotate_rows(ct, 1)` through
+    //! `tenseal.sealapi` (TenSEAL's vectors have no rotation).
 
     use super::*;
 
@@ -271,24 +262,6 @@ pub mod seal_bfv {
         let mut args = vec![op.name().to_string()];
         args.extend(int_op_flags(op, log_n, samples, moduli));
         parse_int_op(&run_tenseal("seal_bfv.py", &args)?, op, log_n)
-    }
-
-    /// Median ms of adding `n` fresh ciphertexts (n − 1 in-place `add_`s,
-    /// each through TenSEAL's Python wrapper).
-    pub fn sum_ms(log_n: u32, n: usize, samples: usize) -> anyhow::Result<f64> {
-        Ok(time(IntOp::Sum { n }, log_n, samples, None)?.ms)
-    }
-
-    /// Median ms of one in-place product, which TenSEAL relinearizes
-    /// automatically (SEAL's `multiply_inplace` + `relinearize_inplace`).
-    pub fn mul_ms(log_n: u32, samples: usize) -> anyhow::Result<f64> {
-        Ok(time(IntOp::Mul, log_n, samples, None)?.ms)
-    }
-
-    /// Median ms of one `rotate_rows(ct, 1)` (through `tenseal.sealapi`:
-    /// TenSEAL's vectors have no rotation).
-    pub fn rotate_ms(log_n: u32, samples: usize) -> anyhow::Result<f64> {
-        Ok(time(IntOp::Rotate, log_n, samples, None)?.ms)
     }
 }
 
@@ -402,12 +375,16 @@ mod tests {
     #[test]
     #[ignore = "builds and runs the Lattigo and SEAL peers"]
     fn peers_end_to_end() {
-        let l_sum = lattigo_bgv::sum_ms(13, 1024, 5).unwrap();
-        let l_mul = lattigo_bgv::mul_ms(14, 5).unwrap();
-        let l_rot = lattigo_bgv::rotate_ms(14, 5).unwrap();
-        let s_sum = seal_bfv::sum_ms(13, 1024, 5).unwrap();
-        let s_mul = seal_bfv::mul_ms(14, 5).unwrap();
-        let s_rot = seal_bfv::rotate_ms(14, 5).unwrap();
+        let ms = |time: fn(IntOp, u32, usize, Option<&Moduli>) -> anyhow::Result<IntOpTime>,
+                  op,
+                  log_n| time(op, log_n, 5, None).unwrap().ms;
+        let sum = IntOp::Sum { n: 1024 };
+        let l_sum = ms(lattigo_bgv::time, sum, 13);
+        let l_mul = ms(lattigo_bgv::time, IntOp::Mul, 14);
+        let l_rot = ms(lattigo_bgv::time, IntOp::Rotate, 14);
+        let s_sum = ms(seal_bfv::time, sum, 13);
+        let s_mul = ms(seal_bfv::time, IntOp::Mul, 14);
+        let s_rot = ms(seal_bfv::time, IntOp::Rotate, 14);
         println!(
             "lattigo bgv: sum(2^13, 1024) {l_sum:.2} ms, mul(2^14) {l_mul:.2} ms, rotate(2^14) {l_rot:.2} ms"
         );

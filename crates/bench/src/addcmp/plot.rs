@@ -281,30 +281,8 @@ fn chart(
     x_label: &str,
     series: &[Series],
 ) -> Result<(), Box<dyn std::error::Error>> {
-    let (mut x0, mut x1, mut y0, mut y1) = (f64::MAX, f64::MIN, f64::MAX, f64::MIN);
-    for &(x, y) in series.iter().flat_map(|s| &s.points) {
-        x0 = x0.min(x);
-        x1 = x1.max(x);
-        y0 = y0.min(y);
-        y1 = y1.max(y);
-    }
-    if x0 > x1 {
-        (x0, x1, y0, y1) = (0.0, 1.0, 0.0, 1.0);
-    }
-    let mut chart = ChartBuilder::on(area)
-        .caption(title, ("sans-serif", 20))
-        .margin(12)
-        .x_label_area_size(40)
-        .y_label_area_size(50)
-        .build_cartesian_2d(
-            (x0 - 0.3)..(x1 + 0.3),
-            (y0 - 0.5).floor()..(y1 + 0.5).ceil(),
-        )?;
-    chart
-        .configure_mesh()
-        .x_desc(x_label)
-        .y_desc("log2(seconds)")
-        .draw()?;
+    let points = series.iter().flat_map(|s| s.points.iter().copied());
+    let mut chart = crate::tfhe::plot::log2_seconds_axes(area, title, x_label, points)?;
     for s in series {
         let c = s.color;
         let pts = s.points.clone();

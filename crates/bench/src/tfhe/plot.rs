@@ -20,22 +20,23 @@ pub(crate) fn register() -> Result<(), String> {
     .clone()
 }
 
-type Series = (String, RGBColor, Vec<(f64, f64)>);
-
-fn panel(
-    area: &DrawingArea<BitMapBackend<'_>, plotters::coord::Shift>,
+/// A chart of log2 seconds against `x_label`, its axes spanning `points`
+/// with a margin, its mesh drawn (the layout of every `bench` plot).
+pub(crate) fn log2_seconds_axes<'a, 'b>(
+    area: &'a DrawingArea<BitMapBackend<'b>, plotters::coord::Shift>,
     title: &str,
     x_label: &str,
-    series: &[Series],
-    points: &[(String, RGBColor, (f64, f64))],
-    legend: SeriesLabelPosition,
-) -> Result<(), Box<dyn std::error::Error>> {
-    let all = series
-        .iter()
-        .flat_map(|s| s.2.iter().copied())
-        .chain(points.iter().map(|p| p.2));
+    points: impl Iterator<Item = (f64, f64)>,
+) -> Result<
+    ChartContext<
+        'a,
+        BitMapBackend<'b>,
+        Cartesian2d<plotters::coord::types::RangedCoordf64, plotters::coord::types::RangedCoordf64>,
+    >,
+    Box<dyn std::error::Error>,
+> {
     let (mut x0, mut x1, mut y0, mut y1) = (f64::MAX, f64::MIN, f64::MAX, f64::MIN);
-    for (x, y) in all {
+    for (x, y) in points {
         x0 = x0.min(x);
         x1 = x1.max(x);
         y0 = y0.min(y);
@@ -58,6 +59,24 @@ fn panel(
         .x_desc(x_label)
         .y_desc("log2(seconds)")
         .draw()?;
+    Ok(chart)
+}
+
+type Series = (String, RGBColor, Vec<(f64, f64)>);
+
+fn panel(
+    area: &DrawingArea<BitMapBackend<'_>, plotters::coord::Shift>,
+    title: &str,
+    x_label: &str,
+    series: &[Series],
+    points: &[(String, RGBColor, (f64, f64))],
+    legend: SeriesLabelPosition,
+) -> Result<(), Box<dyn std::error::Error>> {
+    let all = series
+        .iter()
+        .flat_map(|s| s.2.iter().copied())
+        .chain(points.iter().map(|p| p.2));
+    let mut chart = log2_seconds_axes(area, title, x_label, all)?;
     for (name, color, pts) in series {
         let c = *color;
         chart
