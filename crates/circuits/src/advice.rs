@@ -96,9 +96,7 @@ impl Engine {
         Engine::PackedSliced,
         Engine::IntegerSimd,
     ];
-}
 
-impl Engine {
     /// The engines that keep numbers as encrypted bits.
     pub const BITS: [Engine; 3] = [Engine::Tfhe, Engine::PackedSlots, Engine::PackedSliced];
 }
