@@ -719,7 +719,11 @@ fn peer_row(
                 row.numbers = n << log_n;
             }
             row.params = peer_params(&r);
-            eprintln!("{system}: {} at N = 2^{log_n}: {:.3} ms", op.name(), r.ms);
+            let what = match op {
+                IntOp::Sum { n } => format!("sum of {n}"),
+                _ => op.name().into(),
+            };
+            eprintln!("{system}: {what} at N = 2^{log_n}: {:.3} ms", r.ms);
             Some(row)
         }
         Err(e) => {
