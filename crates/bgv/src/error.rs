@@ -43,12 +43,13 @@ pub enum BgvError {
     /// The estimated noise of a result would exceed what decryption
     /// tolerates: the computation needs more depth than the parameters give.
     #[error(
-        "noise budget exhausted: the result would keep {budget_bits:.1} bits at level {level} (a refresh or larger parameters are needed)"
+        "noise budget exhausted: the result would keep {budget_bits:.1} bits at level {level}, fewer than the 4 required (a refresh or larger parameters are needed)"
     )]
     BudgetExhausted {
         /// Level of the result.
         level: usize,
-        /// Estimated budget left, in bits (≤ 0).
+        /// Estimated budget left, in bits (below
+        /// [`crate::BgvParameters::MIN_BUDGET_BITS`]).
         budget_bits: f64,
     },
     /// No Galois key for a rotation.

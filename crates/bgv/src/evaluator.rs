@@ -104,8 +104,8 @@ impl Evaluator {
 
     /// Sets the noise estimate of `ct`, refusing a result without budget.
     fn with_noise(&self, mut ct: Ciphertext, noise: f64) -> Result<Ciphertext> {
-        let budget_bits = self.params.budget_bits(ct.level(), noise);
-        if budget_bits <= 0.0 {
+        if !self.params.has_budget(ct.level(), noise) {
+            let budget_bits = self.params.budget_bits(ct.level(), noise);
             return Err(BgvError::BudgetExhausted {
                 level: ct.level(),
                 budget_bits,

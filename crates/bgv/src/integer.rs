@@ -164,13 +164,13 @@ fn survives(p: &BgvParameters, depth: usize, terms: u64) -> bool {
     let mut noise = nm.fresh_pk() + log_terms;
     for _ in 0..depth {
         let product = p.noise_after_key_switch(nm.mul(noise, noise), level);
-        if p.budget_bits(level, product) <= 1.0 || level == 0 {
+        if !p.has_budget(level, product) || level == 0 {
             return false;
         }
         noise = p.noise_after_mod_switch(product, level) + log_terms;
         level -= 1;
     }
-    p.budget_bits(level, noise) > 1.0
+    p.has_budget(level, noise)
 }
 
 /// An encrypted integer vector: one ciphertext per residue.

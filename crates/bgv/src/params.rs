@@ -132,6 +132,21 @@ impl BgvParameters {
             .sum()
     }
 
+    /// The least estimated noise budget, in bits, a result may keep. The
+    /// noise model is an estimate: measured against decryption it errs by
+    /// up to about 1.6 bits on either side (a sum at level 0 of two
+    /// products with unequal factors, bgv-n14), so a result whose estimate
+    /// keeps less than this is refused — an error, never a wrong answer.
+    pub const MIN_BUDGET_BITS: f64 = 4.0;
+
+    /// Whether a ciphertext at `level` with noise below 2^`noise_bits`
+    /// keeps at least [`BgvParameters::MIN_BUDGET_BITS`]: the one rule the
+    /// evaluator, [`BgvParameters::depth`], the integer sizing and BGV
+    /// validation refuse a result by.
+    pub fn has_budget(&self, level: usize, noise_bits: f64) -> bool {
+        self.budget_bits(level, noise_bits) >= Self::MIN_BUDGET_BITS
+    }
+
     /// Estimated noise budget, in bits, of a ciphertext at `level` whose
     /// noise (message included) is below 2^`noise_bits`: how many bits the
     /// noise may still grow before decryption fails.
@@ -199,7 +214,7 @@ impl BgvParameters {
         let mut depth = 0;
         loop {
             let after = self.noise_after_key_switch(nm.mul(noise, noise), level);
-            if self.budget_bits(level, after) <= 0.0 {
+            if !self.has_budget(level, after) {
                 return depth;
             }
             depth += 1;

@@ -250,7 +250,7 @@ pub enum ValidationError {
     /// computation needs more depth than the parameters give (predicted by
     /// the evaluator's own noise model, before anything runs).
     #[error(
-        "node {node} ({op}): BGV noise budget exhausted — the result would keep {budget_bits:.1} bits at level {level} (fewer products in a row, or larger parameters)"
+        "node {node} ({op}): BGV noise budget exhausted — the result would keep {budget_bits:.1} bits at level {level}, fewer than the 4 required (fewer products in a row, or larger parameters)"
     )]
     BudgetExhausted {
         /// The node.
@@ -259,7 +259,8 @@ pub enum ValidationError {
         op: &'static str,
         /// Level of the value that would run out.
         level: usize,
-        /// Its estimated budget in bits (≤ 0).
+        /// Its estimated budget in bits (below
+        /// `hecloud_bgv::BgvParameters::MIN_BUDGET_BITS`).
         budget_bits: f64,
     },
     /// The job's estimated cost exceeds the caller's limit

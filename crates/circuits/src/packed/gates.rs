@@ -5,7 +5,7 @@ use std::borrow::Cow;
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
-use hecloud_bgv::{Encoder, Evaluator};
+use hecloud_bgv::{BgvParameters, Encoder, Evaluator};
 use hecloud_rlwe::Ciphertext;
 use rayon::prelude::*;
 
@@ -35,10 +35,8 @@ pub enum RefreshPolicy {
     /// In a refresh round that happens anyway, also every operand of the
     /// batch at level 0 (one product left at most), so that values stay in
     /// step: fewer rounds (round trips of a remote refresher), some more
-    /// ciphertexts. At 2 levels above q_0 (N = 2^10): a 64-bit sum of 7
-    /// bit-sliced numbers takes 947 refreshes in 11 rounds instead of 913
-    /// in 21, a 1024-bit bit-sliced comparison 1359 in 5 instead of 800 in
-    /// 12, a 1024-bit comparison in slots 6 in 3 instead of 7 in 7.
+    /// ciphertexts (the `packed` test `refresh_policies_and_other_refreshers`
+    /// prints both on a bit-sliced sum).
     #[default]
     InStep,
 }
@@ -109,9 +107,15 @@ fn key(x: &PackedBits) -> usize {
 }
 
 impl<'a> BitCircuit<'a> {
-    /// Noise budget, in bits, a product must leave (default of
-    /// [`BitCircuit::with_margin`]): room for the additions of a gate.
-    pub const DEFAULT_MARGIN: f64 = 8.0;
+    /// Noise budget, in bits, a product must leave by default
+    /// ([`BitCircuit::with_margin`]): room for the additions of a gate (4
+    /// bits), for the product by a constant below t/2 that adds two terms
+    /// of unequal BGV factors (log2(t) − 1 bits), and the evaluator's own
+    /// minimum ([`BgvParameters::MIN_BUDGET_BITS`]). With t = 65537: 24
+    /// bits.
+    pub fn default_margin(params: &BgvParameters) -> f64 {
+        BgvParameters::MIN_BUDGET_BITS + 4.0 + (params.t() as f64).log2() - 1.0
+    }
 
     /// Gates over `eval`, without a refresher. The parameters must batch
     /// (t prime, t ≡ 1 mod 2N).
@@ -122,7 +126,7 @@ impl<'a> BitCircuit<'a> {
             eval,
             encoder,
             refresher: None,
-            margin: Self::DEFAULT_MARGIN,
+            margin: Self::default_margin(eval.params()),
             policy: RefreshPolicy::default(),
             counters: Counters::default(),
         })
@@ -135,7 +139,7 @@ impl<'a> BitCircuit<'a> {
     }
 
     /// The budget, in bits, a product must leave before its operands are
-    /// refreshed (default [`BitCircuit::DEFAULT_MARGIN`]).
+    /// refreshed (default [`BitCircuit::default_margin`]).
     pub fn with_margin(mut self, bits: f64) -> Self {
         self.margin = bits;
         self

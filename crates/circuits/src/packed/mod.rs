@@ -38,7 +38,8 @@
 //! switch, so a chain of products walks down the levels. Before each batch
 //! of products [`BitCircuit`] predicts the budget each product would leave
 //! ([`hecloud_bgv::Evaluator::mul_relin_budget`]); where it would fall
-//! below a margin (8 bits by default; [`BitCircuit::with_margin`]), it
+//! below a margin (24 bits by default at t = 65537, room for the BGV factor
+//! matching of a gate's additions: [`BitCircuit::default_margin`]), it
 //! first refreshes the operands through its [`Refresher`] — the more
 //! depleted operand of a pair first, the other only if that is not enough,
 //! all operands of a batch in one [`Refresher::refresh_many`] call (one

@@ -117,13 +117,12 @@ pub(super) fn check_input(
     if factor == 0 || factor >= t || gcd(factor, t) != 1 {
         return Err(cx.invalid(format!("input {k}: factor {factor} is not a unit mod {t}")));
     }
-    let budget_bits = p.budget_bits(level, noise);
-    if budget_bits <= 0.0 {
+    if !p.has_budget(level, noise) {
         return Err(ValidationError::BudgetExhausted {
             node: cx.at().node,
             op: cx.at().op,
             level,
-            budget_bits,
+            budget_bits: p.budget_bits(level, noise),
         });
     }
     Ok(())
@@ -198,13 +197,12 @@ impl Sim<'_, '_> {
     /// `s` with noise `noise`, refused when no budget would be left
     /// (`Evaluator::with_noise`).
     fn with_noise(&self, mut s: Shape, noise: f64) -> VResult<Shape> {
-        let budget_bits = self.p.budget_bits(s.level, noise);
-        if budget_bits <= 0.0 {
+        if !self.p.has_budget(s.level, noise) {
             return Err(ValidationError::BudgetExhausted {
                 node: self.cx.at().node,
                 op: self.cx.at().op,
                 level: s.level,
-                budget_bits,
+                budget_bits: self.p.budget_bits(s.level, noise),
             });
         }
         s.noise = noise;
