@@ -155,6 +155,20 @@ impl std::fmt::Display for ResultLine {
     }
 }
 
+/// The CPU's model name (from `/proc/cpuinfo`; "unknown CPU" elsewhere),
+/// to name beside every figure.
+pub fn cpu_name() -> String {
+    std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|text| {
+            text.lines()
+                .find(|l| l.starts_with("model name"))
+                .and_then(|l| l.split_once(':'))
+                .map(|(_, name)| name.trim().to_string())
+        })
+        .unwrap_or_else(|| "unknown CPU".into())
+}
+
 /// Options every experiment receives from `hecloud bench`.
 #[derive(Debug, Clone)]
 pub struct BenchOptions {

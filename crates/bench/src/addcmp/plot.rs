@@ -32,6 +32,8 @@ const NAVY: RGBColor = RGBColor(20, 40, 140);
 const GREY: RGBColor = RGBColor(110, 110, 110);
 const BROWN: RGBColor = RGBColor(140, 80, 30);
 const PINK: RGBColor = RGBColor(220, 60, 140);
+const TEAL: RGBColor = RGBColor(0, 150, 150);
+const OLIVE: RGBColor = RGBColor(128, 128, 0);
 
 /// The series of `rows` from `source`/`system`/`op` at `bits` (any when
 /// None), as (log2 x, log2 seconds) with x the width (comparisons) or n.
@@ -42,6 +44,7 @@ fn pick(
     op: Op,
     bits: Option<usize>,
 ) -> Vec<(f64, f64)> {
+    let amortized = system == system::OURS_SLICED;
     let mut pts: Vec<(f64, f64)> = rows
         .iter()
         .filter(|r| {
@@ -58,7 +61,19 @@ fn pick(
             } else {
                 r.n
             };
-            ((x as f64).log2(), r.seconds.log2())
+            // A bit-sliced run does many sums or comparisons at once: its
+            // time per instance (numbers / n of them).
+            let s = if amortized && r.numbers > 0 {
+                r.seconds * r.n.max(1) as f64 / r.numbers as f64
+            } else {
+                r.seconds
+            };
+            let s = if amortized && op == Op::Cmp {
+                r.seconds / r.numbers.max(1) as f64
+            } else {
+                s
+            };
+            ((x as f64).log2(), s.log2())
         })
         .collect();
     pts.sort_by(|a, b| a.0.total_cmp(&b.0));
@@ -112,6 +127,20 @@ fn sum_series(rows: &[Row]) -> Vec<Series> {
             GREEN_D,
             S::Measured,
             m(system::SEAL, None),
+        ),
+        series(
+            rows,
+            "ours BGV packed bits in slots, 64-bit (N=8192)",
+            TEAL,
+            S::Measured,
+            m(system::OURS_PACKED, Some(64)),
+        ),
+        series(
+            rows,
+            "ours BGV bit-sliced, 32-bit, per sum (8192 at once)",
+            OLIVE,
+            S::Measured,
+            m(system::OURS_SLICED, Some(32)),
         ),
         series(
             rows,
@@ -201,6 +230,20 @@ fn cmp_series(rows: &[Row]) -> Vec<Series> {
         series(rows, "TFHE-rs gt", RED, S::Measured, m(system::TFHERS)),
         series(
             rows,
+            "ours BGV packed bits in slots (N=8192)",
+            TEAL,
+            S::Measured,
+            m(system::OURS_PACKED),
+        ),
+        series(
+            rows,
+            "ours BGV bit-sliced, per comparison (8192 at once)",
+            OLIVE,
+            S::Measured,
+            m(system::OURS_SLICED),
+        ),
+        series(
+            rows,
             "paper fig. 18: TFHE",
             BLACK,
             S::Paper,
@@ -216,15 +259,12 @@ fn cmp_series(rows: &[Row]) -> Vec<Series> {
     ]
 }
 
-/// Legend lines for our rows that are not measured yet.
-fn pending(rows: &[Row], op: Op) -> Vec<String> {
-    let mut names: Vec<String> = rows
-        .iter()
-        .filter(|r| r.source == Source::NotMeasured && r.op == op)
-        .map(|r| format!("{}: not measured yet", r.system))
-        .collect();
-    names.dedup();
-    names
+/// Legend notes: whose machine each figure is from.
+fn machines() -> Vec<String> {
+    vec![
+        "paper (Paper A, 2019): Intel i7-6700 3.4 GHz".into(),
+        format!("ours: {}", crate::report::cpu_name()),
+    ]
 }
 
 type Area<'a> = DrawingArea<BitMapBackend<'a>, plotters::coord::Shift>;
@@ -338,14 +378,14 @@ pub fn draw(dir: &Path, rows: &[Row]) -> Vec<(&'static str, Result<PathBuf, Stri
             title: "sum of n encrypted integers (paper's fig. 8 axes)",
             x_label: "log2(n)",
             series: sum_series(rows),
-            notes: pending(rows, Op::Sum),
+            notes: machines(),
         },
         Plot {
             file: "addcmp-cmp.png",
             title: "comparison of two encrypted integers (paper's fig. 18 axes)",
             x_label: "log2(width in bits)",
             series: cmp_series(rows),
-            notes: pending(rows, Op::Cmp),
+            notes: machines(),
         },
     ];
     if let Err(e) = std::fs::create_dir_all(dir) {
