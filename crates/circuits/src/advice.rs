@@ -32,9 +32,10 @@
 //! ```
 //! use hecloud_circuits::advice::{Calibration, Engine, Task, advise};
 //! let cal = Calibration::default();
-//! // One 8-bit comparison: TFHE.
+//! // One 8-bit comparison: bits in slots (a few products and rotations;
+//! // TFHE needs a few bootstraps of 27 ms).
 //! let one = advise(Task::Compare { width: 8 }, 1, &cal, &Engine::ALL);
-//! assert_eq!(one.engine, Engine::Tfhe);
+//! assert_eq!(one.engine, Engine::PackedSlots);
 //! // A thousand sums of 1000 numbers, kept as bits: packed BGV, bit-sliced.
 //! let many = advise(Task::Sum { width: 32, operands: 1000 }, 1000, &cal, &Engine::BITS);
 //! assert_eq!(many.engine, Engine::PackedSliced);
@@ -139,22 +140,24 @@ pub struct Calibration {
 }
 
 impl Default for Calibration {
-    /// Measured on a 2-core AMD EPYC (AVX2, no AVX-512), 2026-11-26: TFHE
-    /// bootstraps from `hecloud bench tfhe` (2 threads); BGV at the
-    /// `bgv-n14` preset (one thread, refresh = local decrypt + encrypt);
-    /// integer sums at N = 2^13 with the parameters of 32-bit sums.
+    /// What `hecloud bench addcmp --quick` wrote on a 2-core AMD EPYC
+    /// (AVX2, no AVX-512), 2026-11-26, rounded: TFHE's median wall time per
+    /// bootstrap over its circuits (2 threads); packed BGV at the
+    /// `bgv-n13` preset (one thread, refresh = local mask, decrypt,
+    /// encrypt, unmask); integer sums at N = 2^13 with the parameters of
+    /// 32-bit sums.
     fn default() -> Self {
         Self {
             source: "defaults (2-core AMD EPYC, AVX2)".into(),
-            tfhe_bootstrap_s: 0.015,
+            tfhe_bootstrap_s: 0.027,
             threads: 2,
-            bgv_slots: 1 << 14,
-            bgv_mul_s: 0.015,
-            bgv_rotate_s: 0.016,
-            bgv_refresh_s: 0.022,
-            bgv_depth: 7,
+            bgv_slots: 1 << 13,
+            bgv_mul_s: 0.002_6,
+            bgv_rotate_s: 0.002_3,
+            bgv_refresh_s: 0.002_1,
+            bgv_depth: 3,
             int_slots: 1 << 13,
-            int_add_s: 0.000_1,
+            int_add_s: 0.000_02,
         }
     }
 }
