@@ -8,11 +8,28 @@
 //! budget would run out is refused before it runs, at the node where it
 //! would, and what validation predicts is what execution carries, to the
 //! bit. The tests hold the two side by side.
+//!
+//! The packed-bit nodes (`BgvBits…`, bits in slots) run a whole circuit of
+//! [`hecloud_circuits::packed::slots`] without a refresh (the server holds
+//! no secret key; refresh over the wire is issue 24). They are not walked
+//! product by product: their depth comes from
+//! [`hecloud_circuits::packed::depth`] and is held against the products in
+//! a row the operands survive under the same noise rules
+//! ([`BgvParameters::noise_after_mul_relin`], as
+//! [`BgvParameters::depth`] counts them for a fresh ciphertext), each
+//! product at a level above q_0 since the circuit ends with additions and a
+//! plaintext mask. A circuit deeper than that is refused
+//! ([`ValidationError::DepthExhausted`]) before it runs. Their result's
+//! level (the operands' lowest level minus the depth) and factor (1, the
+//! mask's) are exact; its noise is a pessimistic bound, which execution
+//! writes into the result (see [`bits_output_noise`]).
 
 use std::sync::Arc;
 
 use hecloud_bgv::poly::LessThan;
 use hecloud_bgv::{BgvParameters, FactorMatch};
+use hecloud_circuits::packed::depth;
+use hecloud_circuits::{MAX_WIDTH, MIN_WIDTH};
 use hecloud_rlwe::keys::{galois_element_conjugate, galois_element_for_rotation};
 
 use super::types::Checker;
@@ -73,6 +90,10 @@ pub(crate) fn is_bgv_op(op: &Op) -> bool {
             | Op::BgvMulScalar(..)
             | Op::BgvLessThan { .. }
             | Op::BgvModSwitch(..)
+            | Op::BgvBitsAdd { .. }
+            | Op::BgvBitsSum { .. }
+            | Op::BgvBitsLessThan { .. }
+            | Op::BgvBitsGreaterThan { .. }
     )
 }
 
@@ -172,9 +193,57 @@ pub(super) fn check(cx: &mut Checker<'_>, op: &Op, args: &[&ValueType]) -> VResu
             sim.eval_poly(diff, lt.coefficients())?
         }
         Op::BgvModSwitch(_, level) => sim.mod_switch_to(shapes[0], *level as usize)?,
+        Op::BgvBitsAdd { width, .. } | Op::BgvBitsSum { width, .. } => {
+            sim.bits(true, *width, &shapes)?
+        }
+        Op::BgvBitsLessThan { width, .. } | Op::BgvBitsGreaterThan { width, .. } => {
+            sim.bits(false, *width, &shapes)?
+        }
         _ => return Err(sim.cx.invalid("not a BGV operation")),
     };
     Ok(out.value())
+}
+
+/// The noise, under the BGV noise model, after each product of a chain
+/// from a ciphertext at `level` of noise `noise`: entry d − 1 is the noise
+/// after d products in a row (at level `level` − d), each operand having
+/// gone through one key switch (a rotation) first. The chain stops at the
+/// first product that would exhaust the budget or that would run at level
+/// 0 (a packed-bit circuit adds and masks after its last product, which a
+/// product at level 0 leaves no room for). For a fresh ciphertext at the
+/// top level its length is [`BgvParameters::depth`] or one less.
+pub(crate) fn product_chain(p: &BgvParameters, level: usize, noise: f64) -> Vec<f64> {
+    let mut out = Vec::new();
+    let (mut l, mut n) = (level, noise);
+    while l >= 1 {
+        let operand = p.noise_after_key_switch(n, l);
+        let product = p.noise().mul(operand, operand);
+        if p.budget_bits(l, product) <= 0.0 {
+            break;
+        }
+        let after = p.noise_after_mul_relin(product, l);
+        if p.budget_bits(l - 1, after) <= 0.0 {
+            break;
+        }
+        l -= 1;
+        n = after;
+        out.push(n);
+    }
+    out
+}
+
+/// The noise written into the result of a packed-bit node whose last
+/// product left `noise` at `level`: the chain's noise through one more key
+/// switch, the worst factor matching of the gates' additions (a constant up
+/// to (t − 1)/2, four terms) and the final plaintext mask — but no more
+/// than leaves one bit of budget, since the depth check has admitted the
+/// circuit. A bound (the circuits' own estimates stay below it in the
+/// tests); execution raises the result's estimate to it, so that what
+/// follows the node is predicted exactly as it runs.
+pub(crate) fn bits_output_noise(p: &BgvParameters, level: usize, noise: f64) -> f64 {
+    let nm = p.noise();
+    let matched = nm.mul_scalar(p.noise_after_key_switch(noise, level), (p.t() - 1) / 2) + 2.0;
+    nm.mul_plain(matched).min(p.log_q_at(level) - 2.0)
 }
 
 /// The evaluator's steps on shapes: each costed, its noise estimated as the
@@ -435,6 +504,102 @@ impl Sim<'_, '_> {
         }
         let r = self.rotate_columns(acc)?;
         self.combine(acc, r)
+    }
+
+    /// A packed-bit circuit on bits-in-slots numbers of `width` bits: a sum
+    /// (`sum`: [`Op::BgvBitsAdd`], [`Op::BgvBitsSum`]) or a comparison.
+    /// Refuses a width outside 2..=1024, a sum of fewer than two, a row too
+    /// short, a missing relinearization key or Galois key of a rotation the
+    /// circuit performs, and a depth the operands do not allow; the result
+    /// at the operands' lowest level minus the depth, factor 1.
+    fn bits(&mut self, sum: bool, width: u32, xs: &[Shape]) -> VResult<Shape> {
+        let w = width as usize;
+        if !(MIN_WIDTH..=MAX_WIDTH).contains(&w) {
+            return Err(self.cx.invalid(format!(
+                "width {width} (bits-in-slots numbers of {MIN_WIDTH}..={MAX_WIDTH} bits accepted)"
+            )));
+        }
+        let n = xs.len();
+        if sum && n < 2 {
+            return Err(self
+                .cx
+                .invalid("a bits-in-slots sum of fewer than two numbers"));
+        }
+        let (need, row_need, rotations) = if sum {
+            (
+                depth::sum(n, w),
+                depth::sum_row_need(n, w),
+                depth::sum_rotations(w),
+            )
+        } else {
+            (depth::lt(w), depth::lt_row_need(w), depth::lt_rotations(w))
+        };
+        let row = self.p.row_size();
+        if row_need > row {
+            return Err(ValidationError::RowTooShort {
+                node: self.cx.at().node,
+                op: self.cx.at().op,
+                need: row_need,
+                row,
+            });
+        }
+        self.need_relin()?;
+        let level = xs.iter().map(|s| s.level).min().unwrap_or(0);
+        let mut noise = f64::MIN;
+        let mut base = xs[0];
+        for &x in xs {
+            let s = self.mod_switch_to(x, level)?;
+            noise = noise.max(s.noise);
+            base = s;
+        }
+        // Each rotation once: the keys checked, one key switch costed.
+        for &k in &rotations {
+            let g = galois_element_for_rotation(k, self.p.n());
+            self.galois(base, g, || {
+                format!("row rotation right by {} (bits in slots)", -k)
+            })?;
+        }
+        let chain = product_chain(&self.p, level, noise);
+        let available = (1..=chain.len())
+            .rev()
+            .find(|&d| {
+                let after_mask = self.p.noise().mul_plain(chain[d - 1]);
+                self.p.budget_bits(level - d, after_mask) > 0.0
+            })
+            .unwrap_or(0);
+        if need > available {
+            return Err(ValidationError::DepthExhausted {
+                node: self.cx.at().node,
+                op: self.cx.at().op,
+                need,
+                available,
+            });
+        }
+        // Cost: the circuit's products and rotations, all costed at the
+        // operands' level (an upper bound).
+        let rounds = rotations.len() as u64;
+        let (products, rots) = if sum {
+            let adders = (n - 2) as u64;
+            (2 * adders + 2 * rounds + 1, adders + 2 * rounds)
+        } else {
+            (2 * rounds, 2 * rounds - 1)
+        };
+        for _ in 0..products {
+            self.cx.meter.bgv_pointwise(level, 4);
+            self.cx.meter.bgv_key_switch(level);
+            self.cx.meter.bgv_mod_switch(level, 2);
+        }
+        for _ in 0..rots {
+            self.cx.meter.bgv_key_switch(level);
+        }
+        self.cx.meter.bgv_pointwise(level - need, 2);
+        let out_level = level - need;
+        Ok(Shape {
+            level: out_level,
+            noise: bits_output_noise(&self.p, out_level, chain[need - 1]),
+            factor: 1,
+            degree: 1,
+        })
     }
 
     /// `hecloud_bgv::poly::eval_poly` on shapes.
