@@ -377,3 +377,51 @@ fn bits_nodes_roundtrip_and_truncations_are_refused() {
         assert!(Graph::decode(&bytes).is_err(), "{n} operands");
     }
 }
+
+/// Whatever validation admits runs and is right, on parameters with few
+/// levels (2 to 4 above q_0) where the budget is tight; what it refuses is
+/// refused for depth. Fresh random inputs.
+#[test]
+fn what_validation_admits_runs() {
+    let mut admitted = 0;
+    for levels in [2usize, 3, 4] {
+        let s = setup_with(levels, &slot_rotations(1 << 11));
+        for w in [2usize, 3, 4, 5, 8, 9] {
+            let (a, b, c) = (random_value(w), random_value(w), random_value(w));
+            let modulus = BigUint::from(1u32) << w;
+            let ops: [(&str, &dyn Fn(&mut Graph, &[u32]) -> u32); 4] = [
+                ("add", &|g, x| g.bgv_bits_add(x[0], x[1], w as u32)),
+                ("lt", &|g, x| g.bgv_bits_lt(x[0], x[1], w as u32)),
+                ("gt", &|g, x| g.bgv_bits_gt(x[0], x[1], w as u32)),
+                ("sum3", &|g, x| g.bgv_bits_sum(x.to_vec(), w as u32)),
+            ];
+            for (name, f) in ops {
+                let mut g = Graph::new();
+                let ins: Vec<u32> = (0..3).map(|i| g.input(i)).collect();
+                let r = f(&mut g, &ins);
+                g.output("r", r);
+                let inputs = vec![s.encrypt(&a, w), s.encrypt(&b, w), s.encrypt(&c, w)];
+                match s.validate(&g, &inputs) {
+                    Ok(_) => {
+                        admitted += 1;
+                        let out = s.run(&g, inputs);
+                        let o = &out[0].1;
+                        match name {
+                            "add" => assert_eq!(s.number(o, w), (&a + &b) % &modulus),
+                            "lt" => assert_eq!(s.answer(o, w), a < b),
+                            "gt" => assert_eq!(s.answer(o, w), a > b),
+                            _ => assert_eq!(s.number(o, w), (&a + &b + &c) % &modulus),
+                        }
+                    }
+                    Err(ValidationError::DepthExhausted {
+                        need, available, ..
+                    }) => {
+                        assert!(need > available && available <= levels, "{name} w = {w}");
+                    }
+                    Err(e) => panic!("{name} w = {w}, {levels} levels: {e}"),
+                }
+            }
+        }
+    }
+    assert!(admitted >= 20, "{admitted}");
+}

@@ -18,7 +18,8 @@
 //! ([`BgvParameters::noise_after_mul_relin`], as
 //! [`BgvParameters::depth`] counts them for a fresh ciphertext), each
 //! product at a level above q_0 since the circuit ends with additions and a
-//! plaintext mask. A circuit deeper than that is refused
+//! plaintext mask, and each after the first with the rotation and the
+//! factor matching the circuits' gates add (`product_chain`). A circuit deeper than that is refused
 //! ([`ValidationError::DepthExhausted`]) before it runs. Their result's
 //! level (the operands' lowest level minus the depth) and factor (1, the
 //! mask's) are exact; its noise is a pessimistic bound, which execution
@@ -204,25 +205,47 @@ pub(super) fn check(cx: &mut Checker<'_>, op: &Op, args: &[&ValueType]) -> VResu
     Ok(out.value())
 }
 
+/// log2 of the largest constant (centered mod t, up to (t − 1)/2) the
+/// evaluator may multiply an operand by to match the factors of two
+/// operands of an addition ([`BgvParameters::match_factors`]): inside a
+/// packed-bit circuit, values reach one level along paths of different
+/// products and modulus switches, so their factors differ.
+fn factor_match_bits(p: &BgvParameters) -> f64 {
+    p.noise().mul_scalar(0.0, (p.t() - 1) / 2)
+}
+
 /// The noise, under the BGV noise model, after each product of a chain
 /// from a ciphertext at `level` of noise `noise`: entry d − 1 is the noise
-/// after d products in a row (at level `level` − d), each operand having
-/// gone through one key switch (a rotation) first. The chain stops at the
-/// first product that would exhaust the budget or that would run at level
-/// 0 (a packed-bit circuit adds and masks after its last product, which a
-/// product at level 0 leaves no room for). For a fresh ciphertext at the
-/// top level its length is [`BgvParameters::depth`] or one less.
+/// after d products in a row (at level `level` − d). The circuits' first
+/// products take the operands as they come; every later product takes one
+/// operand through a key switch (a rotation) and the worst factor match
+/// ([`factor_match_bits`]), the other through a key switch. The chain stops
+/// at the first product that would exhaust the budget, that would run at
+/// level 0 (a packed-bit circuit adds and masks after its last product,
+/// which a product at level 0 leaves no room for), or whose result the
+/// final mask (after one more factor match and addition) would exhaust. A
+/// pessimistic walk: where the real circuits leave 3 to 5 bits at q_0 (50-
+/// or 36-bit primes above it), it stops a level earlier on 36-bit primes;
+/// the tests hold it against the circuits run without a refresher.
 pub(crate) fn product_chain(p: &BgvParameters, level: usize, noise: f64) -> Vec<f64> {
+    let nm = p.noise();
+    let slack = factor_match_bits(p);
     let mut out = Vec::new();
     let (mut l, mut n) = (level, noise);
     while l >= 1 {
-        let operand = p.noise_after_key_switch(n, l);
-        let product = p.noise().mul(operand, operand);
+        let product = if out.is_empty() {
+            nm.mul(n, n)
+        } else {
+            let rotated = p.noise_after_key_switch(n, l);
+            nm.mul(rotated + slack, rotated)
+        };
         if p.budget_bits(l, product) <= 0.0 {
             break;
         }
         let after = p.noise_after_mul_relin(product, l);
-        if p.budget_bits(l - 1, after) <= 0.0 {
+        if p.budget_bits(l - 1, after) <= 0.0
+            || p.budget_bits(l - 1, nm.mul_plain(after + slack + 1.0)) <= 0.0
+        {
             break;
         }
         l -= 1;
@@ -234,16 +257,15 @@ pub(crate) fn product_chain(p: &BgvParameters, level: usize, noise: f64) -> Vec<
 
 /// The noise written into the result of a packed-bit node whose last
 /// product left `noise` at `level`: the chain's noise through one more key
-/// switch, the worst factor matching of the gates' additions (a constant up
-/// to (t − 1)/2, four terms) and the final plaintext mask — but no more
-/// than leaves one bit of budget, since the depth check has admitted the
-/// circuit. A bound (the circuits' own estimates stay below it in the
-/// tests); execution raises the result's estimate to it, so that what
-/// follows the node is predicted exactly as it runs.
+/// switch, the worst factor match of the gates' additions and the final
+/// plaintext mask — but no more than leaves one bit of budget, since the
+/// depth check has admitted the circuit. A bound (the circuits' own
+/// estimates stay below it in the tests); execution raises the result's
+/// estimate to it, so that what follows the node is predicted exactly as
+/// it runs.
 pub(crate) fn bits_output_noise(p: &BgvParameters, level: usize, noise: f64) -> f64 {
-    let nm = p.noise();
-    let matched = nm.mul_scalar(p.noise_after_key_switch(noise, level), (p.t() - 1) / 2) + 2.0;
-    nm.mul_plain(matched).min(p.log_q_at(level) - 2.0)
+    let matched = p.noise_after_key_switch(noise, level) + factor_match_bits(p) + 1.0;
+    p.noise().mul_plain(matched).min(p.log_q_at(level) - 2.0)
 }
 
 /// The evaluator's steps on shapes: each costed, its noise estimated as the
@@ -560,13 +582,7 @@ impl Sim<'_, '_> {
             })?;
         }
         let chain = product_chain(&self.p, level, noise);
-        let available = (1..=chain.len())
-            .rev()
-            .find(|&d| {
-                let after_mask = self.p.noise().mul_plain(chain[d - 1]);
-                self.p.budget_bits(level - d, after_mask) > 0.0
-            })
-            .unwrap_or(0);
+        let available = chain.len();
         if need > available {
             return Err(ValidationError::DepthExhausted {
                 node: self.cx.at().node,
