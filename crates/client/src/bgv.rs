@@ -22,9 +22,10 @@
 //! | `bgv-bits-lt` | 2 | x < y: the bit in slot w − 1, every other slot 0 ([`decode_bit`]) | 1 + ⌈log2 w⌉ |
 //! | `bgv-bits-gt` | 2 | x > y, the same layout | 1 + ⌈log2 w⌉ |
 //!
-//! The server runs them without a refresh, so the depth must fit the
-//! preset (bgv-n13: 2, bgv-n14: 6, bgv-n15: 14 products with the mask
-//! after them); a deeper one is refused before it runs.
+//! The server runs them without a refresh, so the depth must fit what the
+//! preset allows such a circuit (bgv-n13: none, bgv-n14: 4, bgv-n15: 6,
+//! bgv-n16: 7 products in a row; docs/bgv.md); a deeper one is refused
+//! before it runs.
 //!
 //! Every result is switched down to level 0 before it is returned: it
 //! travels with one prime instead of all of them.
