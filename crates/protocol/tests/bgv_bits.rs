@@ -378,6 +378,9 @@ fn bits_nodes_roundtrip_and_truncations_are_refused() {
     }
 }
 
+/// Adds a node of the given width on the given inputs to a graph.
+type GraphFn = fn(&mut Graph, &[u32], u32) -> u32;
+
 /// Whatever validation admits runs and is right, on parameters with few
 /// levels (2 to 4 above q_0) where the budget is tight; what it refuses is
 /// refused for depth. Fresh random inputs.
@@ -389,16 +392,16 @@ fn what_validation_admits_runs() {
         for w in [2usize, 3, 4, 5, 8, 9] {
             let (a, b, c) = (random_value(w), random_value(w), random_value(w));
             let modulus = BigUint::from(1u32) << w;
-            let ops: [(&str, &dyn Fn(&mut Graph, &[u32]) -> u32); 4] = [
-                ("add", &|g, x| g.bgv_bits_add(x[0], x[1], w as u32)),
-                ("lt", &|g, x| g.bgv_bits_lt(x[0], x[1], w as u32)),
-                ("gt", &|g, x| g.bgv_bits_gt(x[0], x[1], w as u32)),
-                ("sum3", &|g, x| g.bgv_bits_sum(x.to_vec(), w as u32)),
+            let ops: [(&str, GraphFn); 4] = [
+                ("add", |g, x, w| g.bgv_bits_add(x[0], x[1], w)),
+                ("lt", |g, x, w| g.bgv_bits_lt(x[0], x[1], w)),
+                ("gt", |g, x, w| g.bgv_bits_gt(x[0], x[1], w)),
+                ("sum3", |g, x, w| g.bgv_bits_sum(x.to_vec(), w)),
             ];
             for (name, f) in ops {
                 let mut g = Graph::new();
                 let ins: Vec<u32> = (0..3).map(|i| g.input(i)).collect();
-                let r = f(&mut g, &ins);
+                let r = f(&mut g, &ins, w as u32);
                 g.output("r", r);
                 let inputs = vec![s.encrypt(&a, w), s.encrypt(&b, w), s.encrypt(&c, w)];
                 match s.validate(&g, &inputs) {

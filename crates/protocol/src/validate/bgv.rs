@@ -217,9 +217,10 @@ fn factor_match_bits(p: &BgvParameters) -> f64 {
 /// The noise, under the BGV noise model, after each product of a chain
 /// from a ciphertext at `level` of noise `noise`: entry d − 1 is the noise
 /// after d products in a row (at level `level` − d). The circuits' first
-/// products take the operands as they come; every later product takes one
-/// operand through a key switch (a rotation) and the worst factor match
-/// ([`factor_match_bits`]), the other through a key switch. The chain stops
+/// products take the operands as they come (with the worst factor match
+/// unless `same_factor`: operands of one factor); every later product
+/// takes one operand through a key switch (a rotation) and the worst factor
+/// match ([`factor_match_bits`]), the other through a key switch. The chain stops
 /// at the first product that would exhaust the budget, that would run at
 /// level 0 (a packed-bit circuit adds and masks after its last product,
 /// which a product at level 0 leaves no room for), or whose result the
@@ -227,14 +228,19 @@ fn factor_match_bits(p: &BgvParameters) -> f64 {
 /// pessimistic walk: where the real circuits leave 3 to 5 bits at q_0 (50-
 /// or 36-bit primes above it), it stops a level earlier on 36-bit primes;
 /// the tests hold it against the circuits run without a refresher.
-pub(crate) fn product_chain(p: &BgvParameters, level: usize, noise: f64) -> Vec<f64> {
+pub(crate) fn product_chain(
+    p: &BgvParameters,
+    level: usize,
+    noise: f64,
+    same_factor: bool,
+) -> Vec<f64> {
     let nm = p.noise();
     let slack = factor_match_bits(p);
     let mut out = Vec::new();
     let (mut l, mut n) = (level, noise);
     while l >= 1 {
         let product = if out.is_empty() {
-            nm.mul(n, n)
+            nm.mul(if same_factor { n } else { n + slack }, n)
         } else {
             let rotated = p.noise_after_key_switch(n, l);
             nm.mul(rotated + slack, rotated)
@@ -569,11 +575,14 @@ impl Sim<'_, '_> {
         let level = xs.iter().map(|s| s.level).min().unwrap_or(0);
         let mut noise = f64::MIN;
         let mut base = xs[0];
+        let mut factors = Vec::with_capacity(n);
         for &x in xs {
             let s = self.mod_switch_to(x, level)?;
             noise = noise.max(s.noise);
+            factors.push(s.factor);
             base = s;
         }
+        let same_factor = factors.iter().all(|&f| f == factors[0]);
         // Each rotation once: the keys checked, one key switch costed.
         for &k in &rotations {
             let g = galois_element_for_rotation(k, self.p.n());
@@ -581,7 +590,7 @@ impl Sim<'_, '_> {
                 format!("row rotation right by {} (bits in slots)", -k)
             })?;
         }
-        let chain = product_chain(&self.p, level, noise);
+        let chain = product_chain(&self.p, level, noise, same_factor);
         let available = chain.len();
         if need > available {
             return Err(ValidationError::DepthExhausted {
