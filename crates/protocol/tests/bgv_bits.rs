@@ -428,3 +428,35 @@ fn what_validation_admits_runs() {
     }
     assert!(admitted >= 20, "{admitted}");
 }
+
+/// Sums of five to seven numbers (carry-save stages whose operands come
+/// from rotated carries; depths 7 to 10) at 10 levels: validation admits
+/// them, and they run and are right.
+#[test]
+fn long_sums_admitted_run() {
+    let s = setup_with(10, &slot_rotations(1 << 11));
+    let mut admitted = 0;
+    for (n, w) in [(5usize, 2usize), (5, 3), (7, 2), (7, 3), (6, 4)] {
+        let xs: Vec<BigUint> = (0..n).map(|_| random_value(w)).collect();
+        let mut g = Graph::new();
+        let ins: Vec<u32> = (0..n as u32).map(|i| g.input(i)).collect();
+        let sum = g.bgv_bits_sum(ins, w as u32);
+        g.output("sum", sum);
+        let inputs: Vec<Object> = xs.iter().map(|v| s.encrypt(v, w)).collect();
+        match s.validate(&g, &inputs) {
+            Ok(_) => {
+                admitted += 1;
+                let out = s.run(&g, inputs);
+                let want =
+                    xs.iter().fold(BigUint::default(), |a, v| a + v) % (BigUint::from(1u32) << w);
+                assert_eq!(s.number(&out[0].1, w), want, "n = {n}, w = {w}");
+            }
+            Err(ValidationError::DepthExhausted { need, .. }) => {
+                assert_eq!(need, packed::depth::sum(n, w));
+                assert!(need > 10, "n = {n}, w = {w}: {need}");
+            }
+            Err(e) => panic!("{e}"),
+        }
+    }
+    assert_eq!(admitted, 5);
+}
