@@ -342,6 +342,8 @@ fn slot_sums_match_plain_integers() {
                     stats.depth <= sum_depth_bound(n, w),
                     "w = {w}, n = {n}: {stats:?}"
                 );
+                assert_eq!(stats.depth, packed::depth::sum(n, w), "w = {w}, n = {n}");
+                assert_eq!(s.bits().ciphertext().factor(), 1);
                 if j == 3 {
                     report(&format!("slot sum w = {w}, n = {n}"), &stats);
                 }
@@ -369,6 +371,8 @@ fn slot_comparisons_match_plain_integers() {
             assert_eq!(lt.slot(), w - 1);
             let r = ceil_log2(w) as u64;
             assert_eq!(stats.depth, 1 + r as usize);
+            assert_eq!(stats.depth, packed::depth::lt(w));
+            assert_eq!(lt.bits().ciphertext().factor(), 1);
             assert_eq!((stats.products, stats.rotations), (2 * r, 2 * r - 1));
             assert_eq!(stats.plain_products, 1);
             assert!(w < 8 || stats.refreshes > 0);
@@ -400,6 +404,67 @@ fn slot_comparison_at_1024_bits() {
         assert_eq!(stats.depth, 11);
         report("slot lt w = 1024", &stats);
     }
+}
+
+/// Without a refresher the bits-in-slots circuits run exactly as deep as
+/// `packed::depth` says, use only the rotations it lists, and refuse a row
+/// shorter than its row needs; each result's level is the inputs' level
+/// minus that depth.
+#[test]
+fn depth_functions_match_the_circuits_without_a_refresher() {
+    let f = fixture(10, 8);
+    let bare = BitCircuit::new(&f.eval).unwrap();
+    let top = f.keys.params().max_level();
+    let mut rng = hecloud_math::testing::rng();
+    for w in [2, 3, 4, 5, 8, 9, 16, 17] {
+        let (xv, yv) = compare_inputs(&mut rng, w, 1);
+        let (x, y) = (
+            SlotUint::encrypt(&f.keys, &f.enc, &xv[0], w).unwrap(),
+            SlotUint::encrypt(&f.keys, &f.enc, &yv[0], w).unwrap(),
+        );
+        let (lt, stats) = bare.measure(|| slots::lt(&bare, &x, &y)).unwrap();
+        assert_eq!(stats.depth, packed::depth::lt(w), "lt w = {w}");
+        assert_eq!(lt.bits().ciphertext().level(), top - stats.depth);
+        assert_eq!(
+            stats.rotations as usize,
+            2 * packed::depth::lt_rotations(w).len() - 1
+        );
+        for n in [2, 3, 4] {
+            let xs: Vec<SlotUint> = (0..n)
+                .map(|k| if k % 2 == 0 { x.clone() } else { y.clone() })
+                .collect();
+            match bare.measure(|| slots::sum(&bare, &xs)) {
+                Ok((s, stats)) => {
+                    assert_eq!(
+                        stats.depth,
+                        packed::depth::sum(n, w),
+                        "sum w = {w}, n = {n}"
+                    );
+                    assert_eq!(s.bits().ciphertext().level(), top - stats.depth);
+                }
+                Err(e) => {
+                    // Refused only when the circuit reaches q_0, where the
+                    // gates' additions after the last product may leave
+                    // less than the evaluator's minimum budget.
+                    assert!(e.is_budget_exhausted(), "{e}");
+                    assert!(packed::depth::sum(n, w) >= top, "w = {w}, n = {n}: {e}");
+                }
+            }
+        }
+    }
+    assert_eq!(packed::depth::add(8), packed::depth::sum(2, 8));
+    // Row needs: N/2 = 512 slots.
+    let w = 342; // 342 + 256 > 512
+    assert!(packed::depth::lt_row_need(w) > 512);
+    let x = SlotUint::encrypt(&f.keys, &f.enc, &BigUint::from(3u32), w).unwrap();
+    assert!(matches!(
+        slots::lt(&bare, &x, &x).unwrap_err(),
+        PackedError::RowTooShort { need, row: 512 } if need == packed::depth::lt_row_need(w)
+    ));
+    assert!(matches!(
+        slots::add(&bare, &x, &x).unwrap_err(),
+        PackedError::RowTooShort { need, row: 512 } if need == packed::depth::sum_row_need(2, w)
+    ));
 }
 
 #[test]

@@ -162,8 +162,13 @@ pub fn keygen(
     dir: &Path,
     preset: &str,
     sum_slots: Option<usize>,
+    bits_in_slots: bool,
     rotations: &[i64],
 ) -> anyhow::Result<()> {
+    anyhow::ensure!(
+        !bits_in_slots || preset.starts_with("bgv-"),
+        "--bits-in-slots is for BGV presets (bgv-n13 … bgv-n16)"
+    );
     if preset == keys::TFHE_PRESET {
         let r = keys::tfhe_keygen(dir)?;
         return report_keygen(dir, &r);
@@ -176,12 +181,17 @@ pub fn keygen(
         );
         let slot_sums = sum_slots.is_some_and(|n| n > 1);
         let spinner = ProgressBar::new_spinner().with_message(format!(
-            "generating {} keys{}",
+            "generating {} keys{}{}",
             preset.name(),
-            if slot_sums { " with slot-sum keys" } else { "" }
+            if slot_sums { " with slot-sum keys" } else { "" },
+            if bits_in_slots {
+                " with bits-in-slots keys"
+            } else {
+                ""
+            }
         ));
         spinner.enable_steady_tick(Duration::from_millis(100));
-        let r = keys::bgv_keygen(dir, preset, slot_sums)?;
+        let r = keys::bgv_keygen(dir, preset, slot_sums, bits_in_slots)?;
         spinner.finish_and_clear();
         return report_keygen(dir, &r);
     }
@@ -248,8 +258,46 @@ fn parse_integers(text: &str, t: u64) -> anyhow::Result<Vec<u64>> {
         .collect()
 }
 
+/// The one unsigned integer of an input file (TFHE, bits in slots).
+fn one_integer(text: &str, input: &Path, what: &str) -> anyhow::Result<num_bigint::BigUint> {
+    let words: Vec<&str> = words(text).collect();
+    let [word] = words[..] else {
+        anyhow::bail!(
+            "{what} holds one integer; {} has {}",
+            input.display(),
+            words.len()
+        );
+    };
+    word.parse()
+        .with_context(|| format!("not an unsigned integer: {word:?}"))
+}
+
 /// `hecloud encrypt`.
-pub fn encrypt(keys_dir: &Path, input: &Path, out: &Path, width: usize) -> anyhow::Result<()> {
+pub fn encrypt(
+    keys_dir: &Path,
+    input: &Path,
+    out: &Path,
+    width: usize,
+    bits_in_slots: bool,
+) -> anyhow::Result<()> {
+    anyhow::ensure!(
+        !bits_in_slots || keys::is_bgv_dir(keys_dir),
+        "--bits-in-slots needs a BGV key folder"
+    );
+    if bits_in_slots {
+        let kd = keys::BgvKeyDir::open(keys_dir)?;
+        let text = std::fs::read_to_string(input)?;
+        let v = one_integer(&text, input, "a bits-in-slots number")?;
+        let ct = kd.encrypt_bits(&v, width)?;
+        std::fs::write(out, &ct)?;
+        println!(
+            "{width}-bit integer in slots → {} ({}), object id {}",
+            out.display(),
+            bytes(ct.len() as u64),
+            ObjectId::of(&ct)
+        );
+        return Ok(());
+    }
     if keys::is_bgv_dir(keys_dir) {
         let kd = keys::BgvKeyDir::open(keys_dir)?;
         let values = parse_integers(&std::fs::read_to_string(input)?, kd.t())?;
@@ -267,17 +315,7 @@ pub fn encrypt(keys_dir: &Path, input: &Path, out: &Path, width: usize) -> anyho
     }
     if keys::is_tfhe_dir(keys_dir) {
         let text = std::fs::read_to_string(input)?;
-        let words: Vec<&str> = words(&text).collect();
-        let [word] = words[..] else {
-            anyhow::bail!(
-                "a TFHE ciphertext holds one integer; {} has {}",
-                input.display(),
-                words.len()
-            );
-        };
-        let v: num_bigint::BigUint = word
-            .parse()
-            .with_context(|| format!("not an unsigned integer: {word:?}"))?;
+        let v = one_integer(&text, input, "a TFHE ciphertext")?;
         let ct = keys::TfheKeyDir::open(keys_dir)?.encrypt(&v, width)?;
         std::fs::write(out, &ct)?;
         println!(
@@ -303,8 +341,23 @@ pub fn encrypt(keys_dir: &Path, input: &Path, out: &Path, width: usize) -> anyho
     Ok(())
 }
 
-/// `hecloud decrypt`.
-pub fn decrypt(keys_dir: &Path, input: &Path, count: usize) -> anyhow::Result<()> {
+/// `hecloud decrypt`; `bits_width`: a BGV bits-in-slots number of that
+/// many bits.
+pub fn decrypt(
+    keys_dir: &Path,
+    input: &Path,
+    count: usize,
+    bits_width: Option<usize>,
+) -> anyhow::Result<()> {
+    if let Some(width) = bits_width {
+        anyhow::ensure!(
+            keys::is_bgv_dir(keys_dir),
+            "--bits-in-slots needs a BGV key folder"
+        );
+        let v = keys::BgvKeyDir::open(keys_dir)?.decrypt_bits(&std::fs::read(input)?, width)?;
+        println!("{v}");
+        return Ok(());
+    }
     if keys::is_tfhe_dir(keys_dir) {
         println!(
             "{}",
@@ -417,14 +470,20 @@ pub struct SubmitArgs {
     /// `int-gt` (an encrypted bit), `int-min`, `int-max`; on BGV integer
     /// vectors `bgv-sum` (slot-wise sum of the inputs), `bgv-mul` (product
     /// of two), `bgv-lt` (1 where x < y, for values below `--bound`),
-    /// `bgv-slot-sum` (the sum of all slots); or `spec` (an encoded job
-    /// submission from `--spec`). With `--wait`, a BGV result is
-    /// downloaded, decrypted and its first `--count` values printed.
+    /// `bgv-slot-sum` (the sum of all slots); on BGV bits-in-slots numbers
+    /// of `--width` bits `bgv-bits-add` (x + y mod 2^width), `bgv-bits-sum`
+    /// (of two or more), `bgv-bits-lt`, `bgv-bits-gt` (an encrypted bit);
+    /// or `spec` (an encoded job submission from `--spec`). With `--wait`,
+    /// a BGV result is downloaded, decrypted and its first `--count` values
+    /// (a bits-in-slots result: its value) printed.
     #[arg(long, default_value = "stats")]
     op: String,
     /// The values `bgv-lt` compares lie below this bound (2·bound ≤ t).
     #[arg(long, default_value_t = 16)]
     bound: u64,
+    /// Bits of the bits-in-slots numbers of `bgv-bits-…` (2..=1024).
+    #[arg(long, default_value_t = 32)]
+    width: usize,
     /// Key folder (for the session id).
     #[arg(long)]
     keys: Option<PathBuf>,
@@ -463,7 +522,13 @@ fn submit_bgv(conn: &Conn, a: &SubmitArgs) -> anyhow::Result<()> {
         .iter()
         .map(|s| object_id(s))
         .collect::<anyhow::Result<_>>()?;
-    let job = hecloud_client::bgv::graph(keys::session_of(dir)?, &a.op, ids, a.bound)?;
+    let bits = hecloud_client::bgv::BITS_OPS.contains(&a.op.as_str());
+    let job = if bits {
+        let width = u32::try_from(a.width).context("--width")?;
+        hecloud_client::bgv::bits_graph(keys::session_of(dir)?, &a.op, ids, width)?
+    } else {
+        hecloud_client::bgv::graph(keys::session_of(dir)?, &a.op, ids, a.bound)?
+    };
     runtime()?.block_on(async {
         let c = conn.connect().await?;
         if !a.wait {
@@ -475,8 +540,16 @@ fn submit_bgv(conn: &Conn, a: &SubmitArgs) -> anyhow::Result<()> {
         let (j, out) = hecloud_client::bgv::run(&c, &kd, &job).await?;
         print_job(&j);
         for v in out {
-            let shown: Vec<String> = v.iter().take(a.count).map(u64::to_string).collect();
-            println!("{}", shown.join(","));
+            match a.op.as_str() {
+                "bgv-bits-lt" | "bgv-bits-gt" => {
+                    println!("{}", hecloud_client::bgv::decode_bit(&v, a.width)?);
+                }
+                _ if bits => println!("{}", hecloud_client::bgv::decode_bits(&v, a.width)?),
+                _ => {
+                    let shown: Vec<String> = v.iter().take(a.count).map(u64::to_string).collect();
+                    println!("{}", shown.join(","));
+                }
+            }
         }
         Ok(())
     })
@@ -484,7 +557,9 @@ fn submit_bgv(conn: &Conn, a: &SubmitArgs) -> anyhow::Result<()> {
 
 /// `hecloud submit`.
 pub fn submit(conn: &Conn, a: &SubmitArgs) -> anyhow::Result<()> {
-    if hecloud_client::bgv::OPS.contains(&a.op.as_str()) {
+    if hecloud_client::bgv::OPS.contains(&a.op.as_str())
+        || hecloud_client::bgv::BITS_OPS.contains(&a.op.as_str())
+    {
         return submit_bgv(conn, a);
     }
     let spec = match a.op.as_str() {
@@ -519,7 +594,7 @@ pub fn submit(conn: &Conn, a: &SubmitArgs) -> anyhow::Result<()> {
                     workload::integer_graph(session, op, ids)?.encode()
                 }
                 other => anyhow::bail!(
-                    "unknown --op {other:?} (stats, mul-rotate-sum, int-sum, int-lt, int-gt, int-min, int-max, bgv-sum, bgv-mul, bgv-lt, bgv-slot-sum, spec)"
+                    "unknown --op {other:?} (stats, mul-rotate-sum, int-sum, int-lt, int-gt, int-min, int-max, bgv-sum, bgv-mul, bgv-lt, bgv-slot-sum, bgv-bits-add, bgv-bits-sum, bgv-bits-lt, bgv-bits-gt, spec)"
                 ),
             }
         }

@@ -24,7 +24,7 @@ async fn bgv_step(client: &hecloud_client::Client) -> anyhow::Result<Vec<StepRep
     let dir = std::env::temp_dir().join(format!("hecloud-demo-bgv-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     let t = Instant::now();
-    let r = keys::parse_bgv_preset("bgv-n14").and_then(|p| keys::bgv_keygen(&dir, p, false));
+    let r = keys::parse_bgv_preset("bgv-n14").and_then(|p| keys::bgv_keygen(&dir, p, false, false));
     let result = async {
         r?;
         let keygen = t.elapsed();

@@ -46,13 +46,19 @@ enum Command {
         /// keys of the slot sum (`--op bgv-slot-sum`), none by default.
         #[arg(long)]
         sum_slots: Option<usize>,
+        /// With BGV: adds the Galois keys of the row rotations right by
+        /// powers of two, which the packed-bit operations (`--op
+        /// bgv-bits-…`) need.
+        #[arg(long)]
+        bits_in_slots: bool,
         /// Extra rotations (comma separated).
         #[arg(long, value_delimiter = ',', allow_hyphen_values = true)]
         rotations: Vec<i64>,
     },
     /// Encrypts real numbers (a text file, comma or whitespace separated),
-    /// with a BGV key folder unsigned integers below t (one per slot), or
-    /// with a TFHE key folder one unsigned integer.
+    /// with a BGV key folder unsigned integers below t (one per slot) or,
+    /// with `--bits-in-slots`, one unsigned integer of `--width` bits as
+    /// bits in slots, or with a TFHE key folder one unsigned integer.
     Encrypt {
         /// Key folder.
         #[arg(long, default_value = "hecloud-keys")]
@@ -62,9 +68,14 @@ enum Command {
         /// Ciphertext file to write.
         #[arg(long, short)]
         out: PathBuf,
-        /// Bits of a TFHE integer (2..=1024).
+        /// Bits of a TFHE integer or of a BGV bits-in-slots number
+        /// (2..=1024).
         #[arg(long, default_value_t = 32)]
         width: usize,
+        /// With a BGV key folder: one integer, its bits in the slots
+        /// (the operand of `--op bgv-bits-…`).
+        #[arg(long)]
+        bits_in_slots: bool,
     },
     /// Uploads files (ciphertexts, keys) to the server; resumable.
     Upload {
@@ -110,7 +121,8 @@ enum Command {
         out: PathBuf,
     },
     /// Decrypts a ciphertext file and prints its first values (CKKS reals,
-    /// BGV integers; a TFHE integer or bit: its value).
+    /// BGV integers; a TFHE integer or bit, or with `--bits-in-slots` a BGV
+    /// bits-in-slots number of `--width` bits: its value).
     Decrypt {
         /// Key folder.
         #[arg(long, default_value = "hecloud-keys")]
@@ -120,6 +132,12 @@ enum Command {
         /// Values to print.
         #[arg(long, default_value_t = 8)]
         count: usize,
+        /// With a BGV key folder: a bits-in-slots number of `--width` bits.
+        #[arg(long)]
+        bits_in_slots: bool,
+        /// Bits of that number.
+        #[arg(long, default_value_t = 32)]
+        width: usize,
     },
     /// Which engine hecloud would use for a sum, comparison or min/max:
     /// the predicted time on each engine and why, from this machine's
@@ -164,14 +182,16 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             dir,
             preset,
             sum_slots,
+            bits_in_slots,
             rotations,
-        } => cmd::keygen(&dir, &preset, sum_slots, &rotations),
+        } => cmd::keygen(&dir, &preset, sum_slots, bits_in_slots, &rotations),
         Command::Encrypt {
             keys,
             input,
             out,
             width,
-        } => cmd::encrypt(&keys, &input, &out, width),
+            bits_in_slots,
+        } => cmd::encrypt(&keys, &input, &out, width, bits_in_slots),
         Command::Upload {
             conn,
             keys,
@@ -186,7 +206,13 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             cancel,
         } => cmd::status(&conn, &job, watch, cancel),
         Command::Download { conn, object, out } => cmd::download(&conn, &object, &out),
-        Command::Decrypt { keys, input, count } => cmd::decrypt(&keys, &input, count),
+        Command::Decrypt {
+            keys,
+            input,
+            count,
+            bits_in_slots,
+            width,
+        } => cmd::decrypt(&keys, &input, count, bits_in_slots.then_some(width)),
         Command::Advise(a) => advise::run(&a),
         Command::Bench {
             experiment,

@@ -76,3 +76,72 @@ fn bgv_integers_round_trip_through_the_command_line() {
     let out = hecloud(&["keygen", "--dir", k, "--preset", "bgv-n12"]);
     assert!(!out.status.success());
 }
+
+/// `keygen --bits-in-slots` writes the right-rotation keys;
+/// `encrypt/decrypt --bits-in-slots --width W` round-trip one integer
+/// (0, 2^W − 1, a random one; W = 2 and 100); too wide a value, two
+/// values, or a folder that is not BGV are refused.
+#[test]
+fn bits_in_slots_round_trip_through_the_command_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let keys = dir.path().join("bits");
+    let k = keys.to_str().unwrap();
+    let out = hecloud(&[
+        "keygen",
+        "--dir",
+        k,
+        "--preset",
+        "bgv-n13",
+        "--bits-in-slots",
+    ]);
+    assert!(out.status.success(), "{out:?}");
+    let galois = std::fs::read_dir(&keys)
+        .unwrap()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().starts_with("galois-"))
+        .count();
+    assert_eq!(galois, 12, "right by 1, 2, …, 2^11");
+    let mut rng = hecloud_math::testing::rng();
+    let random = rand_core::RngCore::next_u64(&mut rng).to_string();
+    let (input, ct) = (dir.path().join("x.txt"), dir.path().join("x.ct"));
+    let (i, c) = (input.to_str().unwrap(), ct.to_str().unwrap());
+    let top100 = ((num_bigint::BigUint::from(1u8) << 100u32) - 1u8).to_string();
+    for (value, width) in [
+        ("0", "2"),
+        ("3", "2"),
+        (random.as_str(), "100"),
+        (top100.as_str(), "100"),
+    ] {
+        std::fs::write(&input, value).unwrap();
+        let args = ["--keys", k, "--bits-in-slots", "--width", width];
+        let out = hecloud(&[&["encrypt", i, "-o", c][..], &args].concat());
+        assert!(out.status.success(), "{out:?}");
+        let out = hecloud(&[&["decrypt", c][..], &args].concat());
+        assert!(out.status.success(), "{out:?}");
+        assert_eq!(String::from_utf8(out.stdout).unwrap().trim(), value);
+    }
+    for bad in ["4", "1,2", "x"] {
+        std::fs::write(&input, bad).unwrap();
+        let out = hecloud(&[
+            "encrypt",
+            i,
+            "-o",
+            c,
+            "--keys",
+            k,
+            "--bits-in-slots",
+            "--width",
+            "2",
+        ]);
+        assert!(!out.status.success(), "{bad}");
+    }
+    let out = hecloud(&[
+        "keygen",
+        "--dir",
+        dir.path().join("c").to_str().unwrap(),
+        "--preset",
+        "n13",
+        "--bits-in-slots",
+    ]);
+    assert!(!out.status.success());
+}

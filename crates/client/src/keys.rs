@@ -436,22 +436,29 @@ pub fn parse_bgv_preset(name: &str) -> Result<hecloud_bgv::Preset> {
 
 /// Generates BGV keys for `preset` into `dir` (created; an existing secret
 /// key is not overwritten): secret (0600), public and relinearization keys,
-/// and, with `slot_sums`, the Galois keys of the row rotations by powers of
+/// with `slot_sums` the Galois keys of the row rotations left by powers of
 /// two and of the column swap (what a slot sum needs; log2(N) keys, each
-/// about as large as the relinearization key).
+/// about as large as the relinearization key), and with `bits_in_slots`
+/// those of the row rotations right by powers of two
+/// ([`hecloud_circuits::packed::slot_rotations`]: what the packed-bit
+/// operations `bgv-bits-…` need; log2(N) − 1 keys).
 pub fn bgv_keygen(
     dir: &Path,
     preset: hecloud_bgv::Preset,
     slot_sums: bool,
+    bits_in_slots: bool,
 ) -> Result<KeygenReport> {
     refuse_overwrite(dir)?;
     std::fs::create_dir_all(dir)?;
     let params = preset.build().map_err(crypto)?;
-    let rotations = if slot_sums {
+    let mut rotations = if slot_sums {
         hecloud_bgv::keys::power_of_two_rotations(params.n())
     } else {
         vec![]
     };
+    if bits_in_slots {
+        rotations.extend(hecloud_circuits::packed::slot_rotations(params.n()));
+    }
     let keys = hecloud_bgv::KeySet::generate(&params, &rotations, slot_sums).map_err(crypto)?;
     let mut folder = KeyFolder { dir, files: vec![] };
     folder.put(
@@ -564,6 +571,41 @@ impl BgvKeyDir {
         let ct = hecloud_bgv::keys::encrypt_pk(&self.params, &pk, &pt, self.params.max_level())
             .map_err(crypto)?;
         Ok(Object::BgvCiphertext(ct).to_bytes())
+    }
+
+    /// Encrypts `value` as a bits-in-slots number of `width` bits (2..=1024,
+    /// at most N/2): bit i (LSB first) in slot i of row 0, every other slot
+    /// 0 — the operand of the `bgv-bits-…` operations.
+    pub fn encrypt_bits(&self, value: &BigUint, width: usize) -> Result<Vec<u8>> {
+        let row = self.params.row_size();
+        if !(hecloud_circuits::MIN_WIDTH..=hecloud_circuits::MAX_WIDTH).contains(&width)
+            || width > row
+        {
+            return Err(ClientError::Invalid(format!(
+                "width {width}: bits in slots take {}..={} bits and at most N/2 = {row}",
+                hecloud_circuits::MIN_WIDTH,
+                hecloud_circuits::MAX_WIDTH
+            )));
+        }
+        if value.bits() > width as u64 {
+            return Err(ClientError::Invalid(format!(
+                "{value} does not fit {width} bits"
+            )));
+        }
+        let bits: Vec<u64> = (0..width as u64).map(|i| u64::from(value.bit(i))).collect();
+        self.encrypt(&bits)
+    }
+
+    /// Decrypts a bits-in-slots number of `width` bits
+    /// ([`crate::bgv::decode_bits`]).
+    pub fn decrypt_bits(&self, bytes: &[u8], width: usize) -> Result<BigUint> {
+        crate::bgv::decode_bits(&self.decrypt(bytes)?, width)
+    }
+
+    /// Decrypts a bits-in-slots comparison of `width`-bit numbers: its
+    /// answer bit ([`crate::bgv::decode_bit`]).
+    pub fn decrypt_bit(&self, bytes: &[u8], width: usize) -> Result<bool> {
+        crate::bgv::decode_bit(&self.decrypt(bytes)?, width)
     }
 
     /// Decrypts a `bgv.ciphertext` payload with the secret key: the N slot

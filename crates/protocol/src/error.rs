@@ -263,6 +263,39 @@ pub enum ValidationError {
         /// `hecloud_bgv::BgvParameters::MIN_BUDGET_BITS`).
         budget_bits: f64,
     },
+    /// A packed-bit (bits-in-slots) BGV circuit deeper than its operands
+    /// allow: the server runs it without a refresh (it holds no secret
+    /// key), so every product needs a level and a noise budget of its own.
+    #[error(
+        "node {node} ({op}): needs multiplicative depth {need}, the operands allow {available} without a refresh (fewer bits, operands at a higher level, or larger parameters)"
+    )]
+    DepthExhausted {
+        /// The node.
+        node: NodeId,
+        /// Its operation.
+        op: &'static str,
+        /// Depth the circuit needs ([`hecloud_circuits::packed::depth`]).
+        need: usize,
+        /// Products in a row the operands survive under the BGV noise
+        /// model, each at a level above q_0.
+        available: usize,
+    },
+    /// A bits-in-slots circuit whose numbers and shifts do not fit a row of
+    /// slots (the circuit would refuse with
+    /// [`hecloud_circuits::packed::PackedError::RowTooShort`]).
+    #[error(
+        "node {node} ({op}): the circuit needs {need} slots per row, the parameters have {row}"
+    )]
+    RowTooShort {
+        /// The node.
+        node: NodeId,
+        /// Its operation.
+        op: &'static str,
+        /// Slots per row needed.
+        need: usize,
+        /// Slots per row (N/2).
+        row: usize,
+    },
     /// The job's estimated cost exceeds the caller's limit
     /// ([`crate::ValidationLimits`]).
     #[error(
@@ -307,7 +340,9 @@ impl ValidationError {
             | Self::MissingServerKey { node, .. }
             | Self::SchemeUnavailable { node, .. }
             | Self::InvalidArgument { node, .. }
-            | Self::BudgetExhausted { node, .. } => Some(*node),
+            | Self::BudgetExhausted { node, .. }
+            | Self::DepthExhausted { node, .. }
+            | Self::RowTooShort { node, .. } => Some(*node),
             Self::NoOutputs
             | Self::TooLarge { .. }
             | Self::BadOutput { .. }

@@ -445,6 +445,15 @@ impl<'a> Run<'a> {
                     .and_then(|lt| lt.eval(ev, x, y))
             }
             Op::BgvModSwitch(a, l) => ev.mod_switch_to(ct(a)?, *l as usize),
+            Op::BgvBitsAdd { a, b, width }
+            | Op::BgvBitsLessThan { a, b, width }
+            | Op::BgvBitsGreaterThan { a, b, width } => {
+                return self.bits_node(id, op, &[ct(a)?, ct(b)?], *width);
+            }
+            Op::BgvBitsSum { inputs, width } => {
+                let cts = inputs.iter().map(ct).collect::<Result<Vec<_>, _>>()?;
+                return self.bits_node(id, op, &cts, *width);
+            }
             _ => return Err(internal("not a BGV operation")),
         };
         r.map(Slot::Ct).map_err(|source| ExecError::Bgv {
@@ -452,6 +461,73 @@ impl<'a> Run<'a> {
             op: name,
             source,
         })
+    }
+
+    /// A packed-bit node: the operands switched to their lowest level, the
+    /// bits-in-slots circuit run without a refresher
+    /// ([`hecloud_circuits::packed::slots`]), the result's noise estimate
+    /// raised to the bound validation predicted
+    /// ([`crate::validate::bgv::bits_output_noise`]) so that later nodes run
+    /// as they were predicted. A circuit error (validation should have
+    /// refused it) maps to [`ExecError::Bgv`] (an exhausted budget among
+    /// them) or [`ExecError::Circuit`].
+    fn bits_node(
+        &self,
+        id: NodeId,
+        op: &Op,
+        operands: &[&Ciphertext],
+        width: u32,
+    ) -> Result<Slot, ExecError> {
+        use hecloud_circuits::packed::{BitCircuit, PackedBits, PackedError, SlotUint, slots};
+        let name = op.name();
+        let fail = |e: PackedError| match e {
+            PackedError::Bgv(source) => ExecError::Bgv {
+                node: id,
+                op: name,
+                source,
+            },
+            PackedError::Circuit(source) => ExecError::Circuit {
+                node: id,
+                op: name,
+                source,
+            },
+            other => ExecError::Internal {
+                node: id,
+                op: name,
+                reason: other.to_string(),
+            },
+        };
+        let rt = self.keys.bgv_runtime().ok_or_else(|| ExecError::Internal {
+            node: id,
+            op: name,
+            reason: "no BGV runtime".into(),
+        })?;
+        let ev = &rt.evaluator;
+        let level = operands.iter().map(|c| c.level()).min().unwrap_or(0);
+        let xs = operands
+            .iter()
+            .map(|c| {
+                let c = ev
+                    .mod_switch_to(c, level)
+                    .map_err(|e| fail(PackedError::Bgv(e)))?;
+                SlotUint::from_bits(PackedBits::new(c), width as usize).map_err(fail)
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let bc = BitCircuit::new(ev).map_err(fail)?;
+        let mut out = match op {
+            Op::BgvBitsAdd { .. } => slots::add(&bc, &xs[0], &xs[1]).map(|u| u.bits().clone()),
+            Op::BgvBitsSum { .. } => slots::sum(&bc, &xs).map(|u| u.bits().clone()),
+            Op::BgvBitsLessThan { .. } => slots::lt(&bc, &xs[0], &xs[1]).map(|b| b.bits().clone()),
+            _ => slots::gt(&bc, &xs[0], &xs[1]).map(|b| b.bits().clone()),
+        }
+        .map_err(fail)?
+        .into_ciphertext();
+        if let Some(crate::ValueType::BgvCiphertext { noise, .. }) = self.g.types.get(id as usize)
+            && out.scale() < *noise
+        {
+            out.set_scale(*noise);
+        }
+        Ok(Slot::Ct(out))
     }
 
     /// The session's TFHE engine under this run's cancellation flag.

@@ -193,6 +193,64 @@ pub enum Op {
     /// The ciphertext switched down to this level (noise divided by the
     /// primes dropped): a result travels smaller.
     BgvModSwitch(NodeId, u32),
+    /// `a + b mod 2^width` of two bits-in-slots numbers: BGV ciphertexts
+    /// holding the bits of one number in slots 0..width of row 0 (LSB in
+    /// slot 0), 0 or 1 each, every other slot 0
+    /// ([`hecloud_circuits::packed::SlotUint`]). The result has the same
+    /// layout. Kogge–Stone in the slots
+    /// ([`hecloud_circuits::packed::slots::add`]): multiplicative depth
+    /// [`hecloud_circuits::packed::depth::add`] = 2 + ⌈log2(width − 1)⌉,
+    /// run without a refresh (the server holds no secret key), so the
+    /// operands need that many levels; needs the relinearization key and the
+    /// Galois keys of the row rotations right by 1, 2, 4, …
+    /// ([`hecloud_circuits::packed::slot_rotations`]). Width 2..=1024,
+    /// width + 2^(⌈log2(width − 1)⌉ − 1) + 1 ≤ N/2.
+    BgvBitsAdd {
+        /// Left operand.
+        a: NodeId,
+        /// Right operand.
+        b: NodeId,
+        /// Bits per number.
+        width: u32,
+    },
+    /// The sum mod 2^width of n ≥ 2 bits-in-slots numbers (layout of
+    /// [`Op::BgvBitsAdd`]): carry-save stages on whole rows, one
+    /// Kogge–Stone adder, a mask clearing the slots ≥ width
+    /// ([`hecloud_circuits::packed::slots::sum`]); depth
+    /// [`hecloud_circuits::packed::depth::sum`] (2 + ⌈log2(width − 1)⌉
+    /// for two, 2·s(n) + 2 + ⌈log2(width − 1)⌉ at most with s(n) ≈
+    /// log_{3/2}(n/2) carry-save stages).
+    BgvBitsSum {
+        /// Operands, all of `width` bits.
+        inputs: Vec<NodeId>,
+        /// Bits per number.
+        width: u32,
+    },
+    /// Whether `a < b` for two bits-in-slots numbers of `width` bits: the
+    /// carry of ¬a + b ([`hecloud_circuits::packed::slots::lt`]). The result
+    /// holds the answer bit (0 or 1) in slot width − 1 of row 0 — the slot
+    /// [`hecloud_circuits::packed::SlotBit::slot`] names — and 0 in every
+    /// other slot (masked), factor 1. Depth
+    /// [`hecloud_circuits::packed::depth::lt`] = 1 + ⌈log2 width⌉; needs
+    /// width + 2^(⌈log2 width⌉ − 1) ≤ N/2.
+    BgvBitsLessThan {
+        /// Left operand.
+        a: NodeId,
+        /// Right operand.
+        b: NodeId,
+        /// Bits per number.
+        width: u32,
+    },
+    /// Whether `a > b`: [`Op::BgvBitsLessThan`] of (b, a), the same layout
+    /// (answer in slot width − 1, every other slot 0) and depth.
+    BgvBitsGreaterThan {
+        /// Left operand.
+        a: NodeId,
+        /// Right operand.
+        b: NodeId,
+        /// Bits per number.
+        width: u32,
+    },
 }
 
 impl Op {
@@ -228,6 +286,10 @@ impl Op {
             Op::BgvMulScalar(..) => "bgv_mul_scalar",
             Op::BgvLessThan { .. } => "bgv_less_than",
             Op::BgvModSwitch(..) => "bgv_mod_switch",
+            Op::BgvBitsAdd { .. } => "bgv_bits_add",
+            Op::BgvBitsSum { .. } => "bgv_bits_sum",
+            Op::BgvBitsLessThan { .. } => "bgv_bits_lt",
+            Op::BgvBitsGreaterThan { .. } => "bgv_bits_gt",
         }
     }
 
@@ -258,8 +320,13 @@ impl Op {
             | Op::BgvAdd(a, b)
             | Op::BgvSub(a, b)
             | Op::BgvMul(a, b)
-            | Op::BgvLessThan { a, b, .. } => vec![*a, *b],
-            Op::IntSum { inputs, .. } | Op::BgvSum(inputs) => inputs.clone(),
+            | Op::BgvLessThan { a, b, .. }
+            | Op::BgvBitsAdd { a, b, .. }
+            | Op::BgvBitsLessThan { a, b, .. }
+            | Op::BgvBitsGreaterThan { a, b, .. } => vec![*a, *b],
+            Op::IntSum { inputs, .. } | Op::BgvSum(inputs) | Op::BgvBitsSum { inputs, .. } => {
+                inputs.clone()
+            }
         }
     }
 }
@@ -424,6 +491,22 @@ impl Graph {
     pub fn bgv_mod_switch(&mut self, a: NodeId, level: u32) -> NodeId {
         self.push(Op::BgvModSwitch(a, level))
     }
+    /// [`Op::BgvBitsAdd`].
+    pub fn bgv_bits_add(&mut self, a: NodeId, b: NodeId, width: u32) -> NodeId {
+        self.push(Op::BgvBitsAdd { a, b, width })
+    }
+    /// [`Op::BgvBitsSum`].
+    pub fn bgv_bits_sum(&mut self, inputs: Vec<NodeId>, width: u32) -> NodeId {
+        self.push(Op::BgvBitsSum { inputs, width })
+    }
+    /// [`Op::BgvBitsLessThan`].
+    pub fn bgv_bits_lt(&mut self, a: NodeId, b: NodeId, width: u32) -> NodeId {
+        self.push(Op::BgvBitsLessThan { a, b, width })
+    }
+    /// [`Op::BgvBitsGreaterThan`].
+    pub fn bgv_bits_gt(&mut self, a: NodeId, b: NodeId, width: u32) -> NodeId {
+        self.push(Op::BgvBitsGreaterThan { a, b, width })
+    }
 
     /// Writes the graph (no envelope): used inside other messages.
     pub fn write(&self, w: &mut Writer) {
@@ -499,6 +582,10 @@ mod tag {
     pub const BGV_MUL_SCALAR: u8 = 73;
     pub const BGV_LESS_THAN: u8 = 74;
     pub const BGV_MOD_SWITCH: u8 = 75;
+    pub const BGV_BITS_ADD: u8 = 76;
+    pub const BGV_BITS_SUM: u8 = 77;
+    pub const BGV_BITS_LT: u8 = 78;
+    pub const BGV_BITS_GT: u8 = 79;
 }
 
 fn write_op(w: &mut Writer, op: &Op) {
@@ -588,6 +675,24 @@ fn write_op(w: &mut Writer, op: &Op) {
         Op::BgvModSwitch(a, l) => {
             one(w, tag::BGV_MOD_SWITCH, *a);
             w.u32(*l);
+        }
+        Op::BgvBitsAdd { a, b, width } => {
+            pair(w, tag::BGV_BITS_ADD, *a, *b);
+            w.u32(*width);
+        }
+        Op::BgvBitsSum { inputs, width } => {
+            w.u8(tag::BGV_BITS_SUM);
+            w.u32(*width);
+            w.len(inputs.len());
+            inputs.iter().for_each(|&x| w.u32(x));
+        }
+        Op::BgvBitsLessThan { a, b, width } => {
+            pair(w, tag::BGV_BITS_LT, *a, *b);
+            w.u32(*width);
+        }
+        Op::BgvBitsGreaterThan { a, b, width } => {
+            pair(w, tag::BGV_BITS_GT, *a, *b);
+            w.u32(*width);
         }
     }
 }
@@ -680,7 +785,40 @@ fn read_op(r: &mut Reader<'_>) -> DecodeResult<Op> {
             }
         }
         tag::BGV_MOD_SWITCH => Op::BgvModSwitch(r.u32()?, r.u32()?),
-        76..=95 => {
+        tag::BGV_BITS_ADD => {
+            let (a, b) = (r.u32()?, r.u32()?);
+            Op::BgvBitsAdd {
+                a,
+                b,
+                width: r.u32()?,
+            }
+        }
+        tag::BGV_BITS_SUM => {
+            let width = r.u32()?;
+            let n = r.count("bgv_bits_sum operands", MAX_SUM_OPERANDS, 4)?;
+            let mut inputs = Vec::with_capacity(n);
+            for _ in 0..n {
+                inputs.push(r.u32()?);
+            }
+            Op::BgvBitsSum { inputs, width }
+        }
+        tag::BGV_BITS_LT => {
+            let (a, b) = (r.u32()?, r.u32()?);
+            Op::BgvBitsLessThan {
+                a,
+                b,
+                width: r.u32()?,
+            }
+        }
+        tag::BGV_BITS_GT => {
+            let (a, b) = (r.u32()?, r.u32()?);
+            Op::BgvBitsGreaterThan {
+                a,
+                b,
+                width: r.u32()?,
+            }
+        }
+        80..=95 => {
             return Err(DecodeError::InvalidField {
                 field: "op",
                 reason: format!("tag {t} is reserved for BGV operations this build does not know"),

@@ -192,6 +192,8 @@ fn messages_are_frozen() {
     assert_eq!(d.encode(), files["message-descriptor"]);
     let g = Graph::decode(&files["message-graph"]).unwrap();
     assert_eq!(g.encode(), files["message-graph"]);
+    let g = Graph::decode(&files["message-bgv-bits-graph"]).unwrap();
+    assert_eq!(g, common::bgv_bits_graph());
 }
 
 /// Every field of the gRPC schema as `message.field number type`, one per

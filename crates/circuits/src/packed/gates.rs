@@ -620,12 +620,13 @@ impl<'a> BitCircuit<'a> {
     }
 
     /// `a` with every slot whose `keep` entry is false (or beyond `keep`)
-    /// set to 0: a product with a 0/1 plaintext, no level but about
+    /// set to 0: a product with a plaintext, no level but about
     /// log2(t·√N) bits of noise (refreshed first when that would leave less
-    /// than the margin).
+    /// than the margin). The result's factor is 1 whatever `a`'s: the kept
+    /// slots are multiplied by the inverse of `a`'s factor, at no extra
+    /// noise, so that what a circuit ends with does not depend on the
+    /// factors its products and modulus switches left.
     pub fn mask(&self, a: &PackedBits, keep: &[bool]) -> Result<PackedBits> {
-        let values: Vec<u64> = keep.iter().map(|&k| u64::from(k)).collect();
-        let pt = self.encoder.encode(&values)?;
         let params = self.eval.params();
         let after = params.budget_bits(a.ct.level(), params.noise().mul_plain(a.ct.scale()));
         let a = if after < self.margin && self.refresher.is_some() {
@@ -633,7 +634,14 @@ impl<'a> BitCircuit<'a> {
         } else {
             Cow::Borrowed(a)
         };
-        let ct = self.eval.mul_plain(&a.ct, &pt)?;
+        let t = params.t_modulus();
+        let unit = t
+            .inv(t.reduce(a.ct.factor()))
+            .map_err(hecloud_bgv::BgvError::from)?;
+        let values: Vec<u64> = keep.iter().map(|&k| if k { unit } else { 0 }).collect();
+        let pt = self.encoder.encode(&values)?;
+        let mut ct = self.eval.mul_plain(&a.ct, &pt)?;
+        ct.set_factor(1);
         self.counters.plain_products.fetch_add(1, Relaxed);
         Ok(PackedBits { ct, depth: a.depth })
     }

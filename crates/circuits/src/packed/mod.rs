@@ -103,6 +103,12 @@
 //! about 2w(n − 2) + w·log2 w products; lt: about 3w) for up to N numbers
 //! at once.
 //!
+//! [`depth`] computes these depths (the sums' exactly, by walking the
+//! carry-save stages), the slots per row and the rotations of the
+//! bits-in-slots circuits without running them: the service refuses a job
+//! with them before it runs. A masked result (every sum and comparison in
+//! slots) has factor 1 ([`BitCircuit::mask`]).
+//!
 //! With L levels above q_0 a fresh ciphertext survives about L + 1
 //! products in a row ([`hecloud_bgv::BgvParameters::depth`]), so a circuit
 //! of depth D needs about ⌈D / (L + 1)⌉ − 1 refresh rounds.
@@ -145,6 +151,7 @@ use hecloud_rlwe::Ciphertext;
 
 use crate::error::CircuitError;
 
+pub mod depth;
 mod gates;
 mod refresh;
 pub mod sliced;

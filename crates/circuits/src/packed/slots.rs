@@ -36,7 +36,7 @@ use hecloud_bgv::keys::power_of_two_rotations;
 use hecloud_bgv::{Encoder, KeySet};
 use num_bigint::BigUint;
 
-use super::{BitCircuit, Combine, Depth, PackedBits, PackedError, Result};
+use super::{BitCircuit, Combine, Depth, PackedBits, PackedError, Result, depth};
 use crate::error::CircuitError;
 use crate::uint::check_width;
 
@@ -187,14 +187,6 @@ impl SlotBit {
     }
 }
 
-fn ceil_log2(x: usize) -> usize {
-    if x <= 1 {
-        0
-    } else {
-        (usize::BITS - (x - 1).leading_zeros()) as usize
-    }
-}
-
 fn same_width(xs: &[&SlotUint]) -> Result<usize> {
     let first = xs.first().ok_or(CircuitError::EmptyOperands)?;
     match xs.iter().find(|x| x.width != first.width) {
@@ -264,10 +256,10 @@ pub fn sum(bc: &BitCircuit<'_>, xs: &[SlotUint]) -> Result<SlotUint> {
         return Ok(xs[0].clone());
     }
     let span = w - 1; // positions whose carries matter
-    let rounds = ceil_log2(span);
-    let largest_shift = if rounds == 0 { 1 } else { 1 << (rounds - 1) };
-    let extent = w + ceil_log2(xs.len());
-    check_row(bc.evaluator().params().n(), extent + largest_shift)?;
+    check_row(
+        bc.evaluator().params().n(),
+        depth::sum_row_need(xs.len(), w),
+    )?;
 
     let mut rows: Vec<PackedBits> = xs.iter().map(|x| x.bits.clone()).collect();
     while rows.len() > 2 {
@@ -301,8 +293,7 @@ pub fn sum(bc: &BitCircuit<'_>, xs: &[SlotUint]) -> Result<SlotUint> {
 /// 2⌈log2 w⌉ − 1 rotations; needs N/2 ≥ w + 2^(⌈log2 w⌉ − 1).
 pub fn lt(bc: &BitCircuit<'_>, x: &SlotUint, y: &SlotUint) -> Result<SlotBit> {
     let w = same_width(&[x, y])?;
-    let rounds = ceil_log2(w);
-    check_row(bc.evaluator().params().n(), w + (1 << (rounds - 1)))?;
+    check_row(bc.evaluator().params().n(), depth::lt_row_need(w))?;
     let ones: Vec<u64> = vec![1; w];
     let nx = bc.plain_minus(&bc.encoder().encode(&ones)?, &x.bits)?;
     let (p, g) = bc.half_adder(&nx, &y.bits)?;

@@ -11,7 +11,9 @@
 //!   kind from the second byte.
 //!
 //! Graphs (1) are validated against a session with BGV parameters and keys
-//! too, with two BGV ciphertext inputs, so the BGV noise prediction runs.
+//! too, with two BGV ciphertext inputs and the Galois keys of the packed-bit
+//! nodes (right rotations by powers of two), so the BGV noise prediction
+//! and the packed-bit depth, row and key checks run.
 #![no_main]
 
 use std::sync::OnceLock;
@@ -58,7 +60,9 @@ fn ctx() -> &'static Ctx {
         let caps = caps
             .with_bgv(&bgv)
             .with_bgv_relin_key()
-            .with_bgv_rotations(&[1, 2, 4], true);
+            // Left by 1, 2, 4 (rotations, slot sums); right by the powers
+            // of two (packed-bit nodes, bits in slots).
+            .with_bgv_rotations(&[1, 2, 4, -1, -2, -4, -8, -16, -32, -64, -128, -256], true);
         let mut inputs = inputs;
         let fresh = ValueType::BgvCiphertext {
             level: 3,

@@ -8,11 +8,29 @@
 //! budget would run out is refused before it runs, at the node where it
 //! would, and what validation predicts is what execution carries, to the
 //! bit. The tests hold the two side by side.
+//!
+//! The packed-bit nodes (`BgvBits…`, bits in slots) run a whole circuit of
+//! [`hecloud_circuits::packed::slots`] without a refresh (the server holds
+//! no secret key; refresh over the wire is issue 24). They are not walked
+//! product by product: their depth comes from
+//! [`hecloud_circuits::packed::depth`] and is held against the products in
+//! a row the operands survive under the same noise rules
+//! ([`BgvParameters::noise_after_mul_relin`], as
+//! [`BgvParameters::depth`] counts them for a fresh ciphertext), each
+//! product at a level above q_0 since the circuit ends with additions and a
+//! plaintext mask, and each after the first with the rotation and the
+//! factor matching the circuits' gates add (`product_chain`). A circuit deeper than that is refused
+//! ([`ValidationError::DepthExhausted`]) before it runs. Their result's
+//! level (the operands' lowest level minus the depth) and factor (1, the
+//! mask's) are exact; its noise is a pessimistic bound, which execution
+//! writes into the result (see [`bits_output_noise`]).
 
 use std::sync::Arc;
 
 use hecloud_bgv::poly::LessThan;
 use hecloud_bgv::{BgvParameters, FactorMatch};
+use hecloud_circuits::packed::depth;
+use hecloud_circuits::{MAX_WIDTH, MIN_WIDTH};
 use hecloud_rlwe::keys::{galois_element_conjugate, galois_element_for_rotation};
 
 use super::types::Checker;
@@ -73,6 +91,10 @@ pub(crate) fn is_bgv_op(op: &Op) -> bool {
             | Op::BgvMulScalar(..)
             | Op::BgvLessThan { .. }
             | Op::BgvModSwitch(..)
+            | Op::BgvBitsAdd { .. }
+            | Op::BgvBitsSum { .. }
+            | Op::BgvBitsLessThan { .. }
+            | Op::BgvBitsGreaterThan { .. }
     )
 }
 
@@ -171,9 +193,85 @@ pub(super) fn check(cx: &mut Checker<'_>, op: &Op, args: &[&ValueType]) -> VResu
             sim.eval_poly(diff, lt.coefficients())?
         }
         Op::BgvModSwitch(_, level) => sim.mod_switch_to(shapes[0], *level as usize)?,
+        Op::BgvBitsAdd { width, .. } | Op::BgvBitsSum { width, .. } => {
+            sim.bits(true, *width, &shapes)?
+        }
+        Op::BgvBitsLessThan { width, .. } | Op::BgvBitsGreaterThan { width, .. } => {
+            sim.bits(false, *width, &shapes)?
+        }
         _ => return Err(sim.cx.invalid("not a BGV operation")),
     };
     Ok(out.value())
+}
+
+/// log2 of the largest constant (centered mod t, up to (t − 1)/2) the
+/// evaluator may multiply an operand by to match the factors of two
+/// operands of an addition ([`BgvParameters::match_factors`]): inside a
+/// packed-bit circuit, values reach one level along paths of different
+/// products and modulus switches, so their factors differ.
+fn factor_match_bits(p: &BgvParameters) -> f64 {
+    p.noise().mul_scalar(0.0, (p.t() - 1) / 2)
+}
+
+/// The noise, under the BGV noise model, after each product of a chain
+/// from a ciphertext at `level` of noise `noise`: entry d − 1 is the noise
+/// after d products in a row (at level `level` − d). The circuits' first
+/// products take the operands as they come (with the worst factor match
+/// unless `same_factor`: operands of one factor); every later product
+/// takes one operand through a key switch (a rotation) and the worst factor
+/// match ([`factor_match_bits`]), the other through a key switch. The chain stops
+/// at the first product that would exhaust the budget, that would run at
+/// level 0 (a packed-bit circuit adds and masks after its last product,
+/// which a product at level 0 leaves no room for), or whose result the
+/// final mask (after one more factor match and addition) would exhaust. A
+/// pessimistic walk: where the real circuits leave 3 to 5 bits at q_0 (50-
+/// or 36-bit primes above it), it stops a level earlier on 36-bit primes;
+/// the tests hold it against the circuits run without a refresher.
+pub(crate) fn product_chain(
+    p: &BgvParameters,
+    level: usize,
+    noise: f64,
+    same_factor: bool,
+) -> Vec<f64> {
+    let nm = p.noise();
+    let slack = factor_match_bits(p);
+    let mut out = Vec::new();
+    let (mut l, mut n) = (level, noise);
+    while l >= 1 {
+        let product = if out.is_empty() {
+            nm.mul(if same_factor { n } else { n + slack }, n)
+        } else {
+            let rotated = p.noise_after_key_switch(n, l);
+            nm.mul(rotated + slack, rotated)
+        };
+        if !p.has_budget(l, product) {
+            break;
+        }
+        let after = p.noise_after_mul_relin(product, l);
+        if !p.has_budget(l - 1, after) || !p.has_budget(l - 1, nm.mul_plain(after + slack + 1.0)) {
+            break;
+        }
+        l -= 1;
+        n = after;
+        out.push(n);
+    }
+    out
+}
+
+/// The noise written into the result of a packed-bit node whose last
+/// product left `noise` at `level`: the chain's noise through one more key
+/// switch, the worst factor match of the gates' additions and the final
+/// plaintext mask — but no more than leaves the evaluator's minimum
+/// (`BgvParameters::MIN_BUDGET_BITS`), since the
+/// depth check has admitted the circuit. A bound (the circuits' own
+/// estimates stay below it in the tests); execution raises the result's
+/// estimate to it, so that what follows the node is predicted exactly as
+/// it runs.
+pub(crate) fn bits_output_noise(p: &BgvParameters, level: usize, noise: f64) -> f64 {
+    let matched = p.noise_after_key_switch(noise, level) + factor_match_bits(p) + 1.0;
+    p.noise()
+        .mul_plain(matched)
+        .min(p.log_q_at(level) - 1.0 - BgvParameters::MIN_BUDGET_BITS)
 }
 
 /// The evaluator's steps on shapes: each costed, its noise estimated as the
@@ -433,6 +531,99 @@ impl Sim<'_, '_> {
         }
         let r = self.rotate_columns(acc)?;
         self.combine(acc, r)
+    }
+
+    /// A packed-bit circuit on bits-in-slots numbers of `width` bits: a sum
+    /// (`sum`: [`Op::BgvBitsAdd`], [`Op::BgvBitsSum`]) or a comparison.
+    /// Refuses a width outside 2..=1024, a sum of fewer than two, a row too
+    /// short, a missing relinearization key or Galois key of a rotation the
+    /// circuit performs, and a depth the operands do not allow; the result
+    /// at the operands' lowest level minus the depth, factor 1.
+    fn bits(&mut self, sum: bool, width: u32, xs: &[Shape]) -> VResult<Shape> {
+        let w = width as usize;
+        if !(MIN_WIDTH..=MAX_WIDTH).contains(&w) {
+            return Err(self.cx.invalid(format!(
+                "width {width} (bits-in-slots numbers of {MIN_WIDTH}..={MAX_WIDTH} bits accepted)"
+            )));
+        }
+        let n = xs.len();
+        if sum && n < 2 {
+            return Err(self
+                .cx
+                .invalid("a bits-in-slots sum of fewer than two numbers"));
+        }
+        let (need, row_need, rotations) = if sum {
+            (
+                depth::sum(n, w),
+                depth::sum_row_need(n, w),
+                depth::sum_rotations(w),
+            )
+        } else {
+            (depth::lt(w), depth::lt_row_need(w), depth::lt_rotations(w))
+        };
+        let row = self.p.row_size();
+        if row_need > row {
+            return Err(ValidationError::RowTooShort {
+                node: self.cx.at().node,
+                op: self.cx.at().op,
+                need: row_need,
+                row,
+            });
+        }
+        self.need_relin()?;
+        let level = xs.iter().map(|s| s.level).min().unwrap_or(0);
+        let mut noise = f64::MIN;
+        let mut base = xs[0];
+        let mut factors = Vec::with_capacity(n);
+        for &x in xs {
+            let s = self.mod_switch_to(x, level)?;
+            noise = noise.max(s.noise);
+            factors.push(s.factor);
+            base = s;
+        }
+        let same_factor = factors.iter().all(|&f| f == factors[0]);
+        // Each rotation once: the keys checked, one key switch costed.
+        for &k in &rotations {
+            let g = galois_element_for_rotation(k, self.p.n());
+            self.galois(base, g, || {
+                format!("row rotation right by {} (bits in slots)", -k)
+            })?;
+        }
+        let chain = product_chain(&self.p, level, noise, same_factor);
+        let available = chain.len();
+        if need > available {
+            return Err(ValidationError::DepthExhausted {
+                node: self.cx.at().node,
+                op: self.cx.at().op,
+                need,
+                available,
+            });
+        }
+        // Cost: the circuit's products and rotations, all costed at the
+        // operands' level (an upper bound).
+        let rounds = rotations.len() as u64;
+        let (products, rots) = if sum {
+            let adders = (n - 2) as u64;
+            (2 * adders + 2 * rounds + 1, adders + 2 * rounds)
+        } else {
+            (2 * rounds, 2 * rounds - 1)
+        };
+        for _ in 0..products {
+            self.cx.meter.bgv_pointwise(level, 4);
+            self.cx.meter.bgv_key_switch(level);
+            self.cx.meter.bgv_mod_switch(level, 2);
+        }
+        for _ in 0..rots {
+            self.cx.meter.bgv_key_switch(level);
+        }
+        self.cx.meter.bgv_pointwise(level - need, 2);
+        let out_level = level - need;
+        Ok(Shape {
+            level: out_level,
+            noise: bits_output_noise(&self.p, out_level, chain[need - 1]),
+            factor: 1,
+            degree: 1,
+        })
     }
 
     /// `hecloud_bgv::poly::eval_poly` on shapes.

@@ -56,6 +56,20 @@ pub fn bgv_graph() -> Graph {
     g
 }
 
+/// A graph of every packed-bit BGV operation (bits in slots).
+pub fn bgv_bits_graph() -> Graph {
+    let mut g = Graph::new();
+    let (x, y, z) = (g.input(0), g.input(1), g.input(2));
+    let a = g.bgv_bits_add(x, y, 8);
+    let s = g.bgv_bits_sum(vec![x, y, z], 8);
+    let lt = g.bgv_bits_lt(a, s, 8);
+    let gt = g.bgv_bits_gt(x, y, 1024);
+    let low = g.bgv_mod_switch(lt, 0);
+    g.output("lt", low);
+    g.output("gt", gt);
+    g
+}
+
 pub fn descriptor(i: u8) -> ObjectDescriptor {
     ObjectDescriptor {
         id: ObjectId([i; 32]),
@@ -137,6 +151,7 @@ pub fn messages() -> Vec<(&'static str, Vec<u8>)> {
         ("bgv-spec", bgv_spec.encode()),
         ("bgv-preset", bgv_preset.encode()),
         ("bgv-graph", bgv_graph().encode()),
+        ("bgv-bits-graph", bgv_bits_graph().encode()),
         ("preset", preset.encode()),
         ("descriptor", descriptor(7).encode()),
         ("job", job.encode()),
