@@ -12,8 +12,8 @@ use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 
 use hecloud_bgv::params::test_literal;
-use hecloud_bgv::{BgvParameters, Encoder, Evaluator, KeySet};
-use hecloud_circuits::packed::{self, BitCircuit, SlotUint, slot_rotations, slots};
+use hecloud_bgv::{BgvParameters, Encoder, KeySet};
+use hecloud_circuits::packed::{self, slot_rotations};
 use hecloud_ckks::EvaluationKeys;
 use hecloud_math::testing::sampler;
 use hecloud_protocol::*;
@@ -26,7 +26,6 @@ const T: u64 = 65537;
 const LEVELS: usize = 6;
 
 struct Setup {
-    params: Arc<BgvParameters>,
     ks: KeySet,
     enc: Encoder,
     keys: SessionKeys,
@@ -52,7 +51,6 @@ fn setup_with(levels: usize, rotations: &[i64]) -> Setup {
     Setup {
         enc: Encoder::new(&params),
         keys: session(&params, &ks),
-        params,
         ks,
     }
 }
