@@ -1306,7 +1306,11 @@ mod tests {
     #[test]
     fn paper_points_meet_the_engine_advise_picks() {
         let mut rows = sample_rows();
-        let cal = Calibration::default();
+        // Bootstraps of 1 ms: TFHE is advise's pick for small comparisons.
+        let cal = Calibration {
+            tfhe_bootstrap_s: 0.001,
+            ..Calibration::default()
+        };
         // Figure 18 at 8 bits: 2^3.17 s; advise picks TFHE for one 8-bit
         // comparison, measured at 0.1 s here: 90x, missed.
         let checks = paper_checks(&rows, &cal);

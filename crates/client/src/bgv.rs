@@ -62,35 +62,14 @@ pub fn graph(
     inputs: Vec<ObjectId>,
     bound: u64,
 ) -> Result<JobSubmission> {
-    let n = inputs.len();
-    let want = |ok: bool, what: &str| {
-        if ok {
-            Ok(())
-        } else {
-            Err(ClientError::Invalid(format!(
-                "{op} takes {what}, {n} given"
-            )))
-        }
-    };
-    let mut g = Graph::new();
-    let xs: Vec<u32> = (0..n as u32).map(|i| g.input(i)).collect();
-    let out = match op {
-        "bgv-sum" => {
-            want(n >= 1, "one input or more")?;
-            g.bgv_sum(xs)
-        }
-        "bgv-mul" => {
-            want(n == 2, "two inputs")?;
-            g.bgv_mul(xs[0], xs[1])
-        }
-        "bgv-lt" => {
-            want(n == 2, "two inputs")?;
-            g.bgv_less_than(xs[0], xs[1], bound)
-        }
-        "bgv-slot-sum" => {
-            want(n == 1, "one input")?;
-            g.bgv_slot_sum(xs[0])
-        }
+    let (arity, node): (Arity, NodeFn) = match op {
+        "bgv-sum" => (Arity::AtLeast(1), Box::new(|g, xs| g.bgv_sum(xs))),
+        "bgv-mul" => (Arity::Exactly(2), Box::new(|g, xs| g.bgv_mul(xs[0], xs[1]))),
+        "bgv-lt" => (
+            Arity::Exactly(2),
+            Box::new(move |g, xs| g.bgv_less_than(xs[0], xs[1], bound)),
+        ),
+        "bgv-slot-sum" => (Arity::Exactly(1), Box::new(|g, xs| g.bgv_slot_sum(xs[0]))),
         other => {
             return Err(ClientError::Invalid(format!(
                 "unknown BGV op {other:?} (known: {})",
@@ -98,6 +77,41 @@ pub fn graph(
             )));
         }
     };
+    one_node_job(session, op, inputs, arity, node)
+}
+
+/// How many inputs an op takes.
+#[derive(Clone, Copy)]
+enum Arity {
+    Exactly(usize),
+    AtLeast(usize),
+}
+
+/// Adds an op's node on the graph's inputs; returns the node.
+type NodeFn = Box<dyn FnOnce(&mut Graph, Vec<u32>) -> u32>;
+
+/// The job of one node over `inputs` (checked against `arity`), its result
+/// switched down to level 0.
+fn one_node_job(
+    session: ObjectId,
+    op: &str,
+    inputs: Vec<ObjectId>,
+    arity: Arity,
+    node: NodeFn,
+) -> Result<JobSubmission> {
+    let n = inputs.len();
+    let (ok, what) = match arity {
+        Arity::Exactly(k) => (n == k, format!("{k} input(s)")),
+        Arity::AtLeast(k) => (n >= k, format!("{k} input(s) or more")),
+    };
+    if !ok {
+        return Err(ClientError::Invalid(format!(
+            "{op} takes {what}, {n} given"
+        )));
+    }
+    let mut g = Graph::new();
+    let xs: Vec<u32> = (0..n as u32).map(|i| g.input(i)).collect();
+    let out = node(&mut g, xs);
     let small = g.bgv_mod_switch(out, 0);
     g.output("result", small);
     Ok(JobSubmission {
@@ -124,35 +138,23 @@ pub fn bits_graph(
     inputs: Vec<ObjectId>,
     width: u32,
 ) -> Result<JobSubmission> {
-    let n = inputs.len();
-    let want = |ok: bool, what: &str| {
-        if ok {
-            Ok(())
-        } else {
-            Err(ClientError::Invalid(format!(
-                "{op} takes {what}, {n} given"
-            )))
-        }
-    };
-    let mut g = Graph::new();
-    let xs: Vec<u32> = (0..n as u32).map(|i| g.input(i)).collect();
-    let out = match op {
-        "bgv-bits-add" => {
-            want(n == 2, "two inputs")?;
-            g.bgv_bits_add(xs[0], xs[1], width)
-        }
-        "bgv-bits-sum" => {
-            want(n >= 2, "two inputs or more")?;
-            g.bgv_bits_sum(xs, width)
-        }
-        "bgv-bits-lt" => {
-            want(n == 2, "two inputs")?;
-            g.bgv_bits_lt(xs[0], xs[1], width)
-        }
-        "bgv-bits-gt" => {
-            want(n == 2, "two inputs")?;
-            g.bgv_bits_gt(xs[0], xs[1], width)
-        }
+    let (arity, node): (Arity, NodeFn) = match op {
+        "bgv-bits-add" => (
+            Arity::Exactly(2),
+            Box::new(move |g, xs| g.bgv_bits_add(xs[0], xs[1], width)),
+        ),
+        "bgv-bits-sum" => (
+            Arity::AtLeast(2),
+            Box::new(move |g, xs| g.bgv_bits_sum(xs, width)),
+        ),
+        "bgv-bits-lt" => (
+            Arity::Exactly(2),
+            Box::new(move |g, xs| g.bgv_bits_lt(xs[0], xs[1], width)),
+        ),
+        "bgv-bits-gt" => (
+            Arity::Exactly(2),
+            Box::new(move |g, xs| g.bgv_bits_gt(xs[0], xs[1], width)),
+        ),
         other => {
             return Err(ClientError::Invalid(format!(
                 "unknown packed-bit op {other:?} (known: {})",
@@ -160,13 +162,7 @@ pub fn bits_graph(
             )));
         }
     };
-    let small = g.bgv_mod_switch(out, 0);
-    g.output("result", small);
-    Ok(JobSubmission {
-        session,
-        graph: g,
-        inputs,
-    })
+    one_node_job(session, op, inputs, arity, node)
 }
 
 /// The number of `width` bits held in slots 0..width (LSB first) of

@@ -8,8 +8,9 @@
 //! relinearization keys; and the decoder on truncated or oversized
 //! encodings.
 
+mod common;
+
 use std::sync::Arc;
-use std::sync::atomic::AtomicBool;
 
 use hecloud_bgv::params::test_literal;
 use hecloud_bgv::{BgvParameters, Encoder, KeySet};
@@ -108,23 +109,7 @@ impl Setup {
     fn run(&self, g: &Graph, inputs: Vec<Object>) -> Vec<(String, Object)> {
         let v = self.validate(g, &inputs).unwrap();
         assert!(v.cost().key_switches > 0 && v.cost().est_seconds > 0.0);
-        let predicted: Vec<ValueType> = v
-            .output_types()
-            .into_iter()
-            .map(|(_, t)| t.clone())
-            .collect();
-        let out = execute(
-            &v,
-            &self.keys,
-            &inputs,
-            &AtomicBool::new(false),
-            &mut |_| {},
-        )
-        .unwrap();
-        for ((name, o), want) in out.iter().zip(&predicted) {
-            assert_eq!(o.value_type().as_ref(), Some(want), "output {name}");
-        }
-        out
+        common::execute_as_predicted(&v, &self.keys, &inputs)
     }
 }
 

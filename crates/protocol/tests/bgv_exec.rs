@@ -5,8 +5,9 @@
 //! missing keys, an exhausted noise budget (the graph one product shorter
 //! runs and decrypts right), forged and truncated bytes.
 
+mod common;
+
 use std::sync::Arc;
-use std::sync::atomic::AtomicBool;
 
 use hecloud_bgv::keys::power_of_two_rotations;
 use hecloud_bgv::params::test_literal;
@@ -77,23 +78,7 @@ impl Setup {
             .count() as u64;
         assert!(v.cost().key_switches >= switches, "{:?}", v.cost());
         assert!(v.cost().est_seconds > 0.0 && v.cost().output_bytes > 0);
-        let predicted: Vec<ValueType> = v
-            .output_types()
-            .into_iter()
-            .map(|(_, t)| t.clone())
-            .collect();
-        let out = execute(
-            &v,
-            &self.keys,
-            &inputs,
-            &AtomicBool::new(false),
-            &mut |_| {},
-        )
-        .unwrap();
-        for ((name, o), want) in out.iter().zip(&predicted) {
-            assert_eq!(o.value_type().as_ref(), Some(want), "output {name}");
-        }
-        out
+        common::execute_as_predicted(&v, &self.keys, &inputs)
     }
 }
 

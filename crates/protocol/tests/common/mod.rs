@@ -70,6 +70,32 @@ pub fn bgv_bits_graph() -> Graph {
     g
 }
 
+/// Executes the validated `v` on `inputs`; every output must carry exactly
+/// the type validation predicted.
+pub fn execute_as_predicted(
+    v: &ValidatedGraph,
+    keys: &SessionKeys,
+    inputs: &[Object],
+) -> Vec<(String, Object)> {
+    let predicted: Vec<ValueType> = v
+        .output_types()
+        .into_iter()
+        .map(|(_, t)| t.clone())
+        .collect();
+    let out = execute(
+        v,
+        keys,
+        inputs,
+        &std::sync::atomic::AtomicBool::new(false),
+        &mut |_| {},
+    )
+    .unwrap();
+    for ((name, o), want) in out.iter().zip(&predicted) {
+        assert_eq!(o.value_type().as_ref(), Some(want), "output {name}");
+    }
+    out
+}
+
 pub fn descriptor(i: u8) -> ObjectDescriptor {
     ObjectDescriptor {
         id: ObjectId([i; 32]),
