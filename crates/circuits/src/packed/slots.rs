@@ -18,7 +18,7 @@
 //! use hecloud_bgv::{BgvParameters, Encoder, Evaluator, KeySet, params::test_literal};
 //! use hecloud_circuits::packed::{slots, slot_rotations, BitCircuit, SlotUint};
 //! use num_bigint::BigUint;
-//! let params = BgvParameters::new_insecure_for_tests(test_literal(10, 6, 65537))?;
+//! let params = BgvParameters::new_insecure_for_tests(test_literal(10, 7, 65537))?;
 //! let keys = KeySet::generate(&params, &slot_rotations(params.n()), false)?;
 //! let (enc, eval) = (Encoder::new(&params), Evaluator::new(&params, keys.evaluation_keys()));
 //! let bc = BitCircuit::new(&eval)?;
