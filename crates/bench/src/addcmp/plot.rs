@@ -137,7 +137,7 @@ fn sum_series(rows: &[Row]) -> Vec<Series> {
         ),
         series(
             rows,
-            "ours BGV bit-sliced, 32-bit, per sum (8192 at once)",
+            "ours BGV bit-sliced, 32-bit, per sum of 8192",
             OLIVE,
             S::Measured,
             m(system::OURS_SLICED, Some(32)),
@@ -237,7 +237,7 @@ fn cmp_series(rows: &[Row]) -> Vec<Series> {
         ),
         series(
             rows,
-            "ours BGV bit-sliced, per comparison (8192 at once)",
+            "ours BGV bit-sliced, per comparison of 8192",
             OLIVE,
             S::Measured,
             m(system::OURS_SLICED),
