@@ -10,12 +10,9 @@
 
 mod common;
 
-use std::sync::Arc;
-
 use hecloud_bgv::params::test_literal;
 use hecloud_bgv::{BgvParameters, Encoder, KeySet};
 use hecloud_circuits::packed::{self, slot_rotations};
-use hecloud_ckks::EvaluationKeys;
 use hecloud_math::testing::sampler;
 use hecloud_protocol::*;
 use num_bigint::BigUint;
@@ -32,18 +29,6 @@ struct Setup {
     keys: SessionKeys,
 }
 
-fn session(params: &Arc<BgvParameters>, ks: &KeySet) -> SessionKeys {
-    let sp = SessionParams {
-        ckks: None,
-        tfhe: None,
-        bgv: Some(params.clone()),
-    };
-    SessionKeys::from_parts(sp, EvaluationKeys::default(), None)
-        .unwrap()
-        .with_bgv_keys(ks.evaluation_keys())
-        .unwrap()
-}
-
 /// N = 2^11 (1024 slots per row), `levels` 50-bit primes above q_0, keys
 /// for `rotations`.
 fn setup_with(levels: usize, rotations: &[i64]) -> Setup {
@@ -51,7 +36,7 @@ fn setup_with(levels: usize, rotations: &[i64]) -> Setup {
     let ks = KeySet::generate(&params, rotations, false).unwrap();
     Setup {
         enc: Encoder::new(&params),
-        keys: session(&params, &ks),
+        keys: common::bgv_session(&params, &ks),
         ks,
     }
 }

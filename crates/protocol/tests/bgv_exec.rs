@@ -12,7 +12,6 @@ use std::sync::Arc;
 use hecloud_bgv::keys::power_of_two_rotations;
 use hecloud_bgv::params::test_literal;
 use hecloud_bgv::{BgvParameters, Encoder, KeySet};
-use hecloud_ckks::EvaluationKeys;
 use hecloud_math::testing::sampler;
 use hecloud_protocol::object::PayloadCheck;
 use hecloud_protocol::*;
@@ -27,18 +26,6 @@ struct Setup {
     keys: SessionKeys,
 }
 
-fn session(params: &Arc<BgvParameters>, ks: &KeySet) -> SessionKeys {
-    let sp = SessionParams {
-        ckks: None,
-        tfhe: None,
-        bgv: Some(params.clone()),
-    };
-    SessionKeys::from_parts(sp, EvaluationKeys::default(), None)
-        .unwrap()
-        .with_bgv_keys(ks.evaluation_keys())
-        .unwrap()
-}
-
 /// N = 2^11, keys for the powers of two, 3 and the column swap.
 fn setup() -> Setup {
     let params = BgvParameters::new_insecure_for_tests(test_literal(11, LEVELS, T)).unwrap();
@@ -47,7 +34,7 @@ fn setup() -> Setup {
     let ks = KeySet::generate(&params, &rots, true).unwrap();
     Setup {
         enc: Encoder::new(&params),
-        keys: session(&params, &ks),
+        keys: common::bgv_session(&params, &ks),
         params,
         ks,
     }

@@ -18,8 +18,8 @@ use std::time::Duration;
 
 use hecloud_bgv::{BgvParameters, Encoder, Evaluator, KeySet, Preset};
 use hecloud_circuits::packed::{
-    self, BitCircuit, CircuitStats, LocalRefresher, Refresher, SlicedUints, SlotUint, sliced,
-    slot_rotations, slots,
+    self, BitCircuit, CircuitStats, Depth, LocalRefresher, Refresher, SlicedUints, SlotUint,
+    sliced, slot_rotations, slots,
 };
 use num_bigint::BigUint;
 use rand_chacha::ChaCha20Rng;
@@ -267,15 +267,9 @@ pub fn sliced_sum(
     let bc = s.circuit()?;
     let mut partials = Vec::new();
     let mut elapsed = Duration::ZERO;
-    let mut total = CircuitStats::default();
-    let mut add = |stats: CircuitStats| {
-        total.products += stats.products;
-        total.plain_products += stats.plain_products;
-        total.rotations += stats.rotations;
-        total.refreshes += stats.refreshes;
-        total.refresh_rounds += stats.refresh_rounds;
-        total.depth = total.depth.max(stats.depth);
-    };
+    // One circuit for every chunk and the final sum: its counters cover
+    // the whole job (encryption does not touch them).
+    let before = bc.stats();
     let mut left = n;
     while left > 0 {
         let k = chunk.min(left);
@@ -287,16 +281,15 @@ pub fn sliced_sum(
                 SlicedUints::encrypt(&s.keys, &s.enc, &v, bits)
             })
             .collect::<packed::Result<Vec<_>>>()?;
-        let (res, t) = once(|| bc.measure(|| sliced::sum(&bc, &operands)));
-        let (part, stats) = res?;
+        let (part, t) = once(|| sliced::sum(&bc, &operands));
         elapsed += t;
-        add(stats);
-        partials.push(part);
+        partials.push(part?);
     }
-    let (res, t) = once(|| bc.measure(|| sliced::sum(&bc, &partials)));
+    let (out, t) = once(|| sliced::sum(&bc, &partials));
     elapsed += t;
-    let (out, stats) = res?;
-    add(stats);
+    let out = out?;
+    let mut total = bc.stats() - before;
+    total.depth = out.depth();
     let want: Vec<BigUint> = want.into_iter().map(|w| mod_sum([w], bits)).collect();
     anyhow::ensure!(
         out.decrypt(&s.keys, &s.enc)? == want,

@@ -70,6 +70,22 @@ pub fn bgv_bits_graph() -> Graph {
     g
 }
 
+/// The session keys of a BGV-only session with `ks`'s evaluation keys.
+pub fn bgv_session(
+    params: &std::sync::Arc<hecloud_bgv::BgvParameters>,
+    ks: &hecloud_bgv::KeySet,
+) -> SessionKeys {
+    let sp = SessionParams {
+        ckks: None,
+        tfhe: None,
+        bgv: Some(params.clone()),
+    };
+    SessionKeys::from_parts(sp, hecloud_ckks::EvaluationKeys::default(), None)
+        .unwrap()
+        .with_bgv_keys(ks.evaluation_keys())
+        .unwrap()
+}
+
 /// Executes the validated `v` on `inputs`; every output must carry exactly
 /// the type validation predicted.
 pub fn execute_as_predicted(
