@@ -36,6 +36,25 @@ pub enum CkksError {
     /// The caller's cancellation flag was raised during an evaluation.
     #[error("cancelled")]
     Cancelled,
+    /// A refresh policy outside what is accepted (e.g. too little hiding).
+    #[error("refresh policy: {0}")]
+    MaskPolicy(String),
+    /// A ciphertext whose level's modulus cannot hold the refresh mask
+    /// without wrapping ([`crate::refresh`]).
+    #[error(
+        "no modulus headroom to refresh at level {level}: the mask needs {need_bits} bits, Q_{level} has {have_bits}{}",
+        lowest_level.map_or_else(|| " (no level of these parameters has enough)".to_string(), |l| format!(" (refresh at level {l} or above)"))
+    )]
+    NoRefreshHeadroom {
+        /// The ciphertext's level.
+        level: usize,
+        /// log2 of the modulus the mask needs.
+        need_bits: u32,
+        /// log2 of the modulus at that level.
+        have_bits: u32,
+        /// The lowest level with enough headroom, if any.
+        lowest_level: Option<usize>,
+    },
 }
 
 impl From<hecloud_math::MathError> for CkksError {

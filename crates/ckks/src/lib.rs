@@ -35,6 +35,7 @@ pub mod params;
 pub mod plan;
 pub mod polynomial;
 pub mod precision;
+pub mod refresh;
 
 pub use encoder::Encoder;
 pub use error::{CkksError, Result};

@@ -106,6 +106,10 @@ pub enum MessageKind {
     JobResult = 5,
     /// [`crate::Graph`] on its own.
     Graph = 6,
+    /// [`crate::refresh::RefreshRequest`].
+    RefreshRequest = 7,
+    /// [`crate::refresh::RefreshReply`].
+    RefreshReply = 8,
 }
 
 /// A message with a versioned binary encoding.

@@ -19,7 +19,9 @@
 //! * [`object`]: decoding and checking payloads ([`SessionParams`]) and the
 //!   server's key set ([`SessionKeys`]);
 //! * [`execute`]: runs a validated graph (progress, cancellation, also
-//!   inside integer circuits).
+//!   inside integer circuits);
+//! * [`refresh`]: the client-aided refresh protocol (server masks, key
+//!   holder re-encrypts, server unmasks), sans I/O.
 //!
 //! The server's whole path, from bytes to result:
 //!
@@ -67,6 +69,7 @@ pub mod fs;
 pub mod graph;
 pub mod job;
 pub mod object;
+pub mod refresh;
 pub mod rpc;
 pub mod session;
 pub mod validate;

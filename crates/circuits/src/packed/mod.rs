@@ -158,7 +158,7 @@ pub mod sliced;
 pub mod slots;
 
 pub use gates::{BitCircuit, Combine, RefreshPolicy};
-pub use refresh::{LocalRefresher, RefreshMask, Refresher, reencrypt};
+pub use refresh::{LocalRefresher, RefreshMask, Refresher, reencrypt, reencrypt_to};
 pub use sliced::SlicedUints;
 pub use slots::{SlotBit, SlotUint, slot_rotations};
 

@@ -5,9 +5,10 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use hecloud_bgv::keys::encrypt_pk;
 use hecloud_bgv::{Encoder, Evaluator, KeySet, Plaintext};
 use hecloud_math::Sampler;
-use hecloud_rlwe::Ciphertext;
+use hecloud_rlwe::{Ciphertext, PublicKey};
 use rayon::prelude::*;
 
 use super::Result;
@@ -40,7 +41,7 @@ pub trait Refresher: Send + Sync {
 /// let (enc, eval) = (Encoder::new(&params), Evaluator::new(&params, keys.evaluation_keys()));
 /// let ct = keys.encrypt(&enc.encode(&[1, 0, 1])?)?;
 /// let low = eval.mul_relin(&ct, &ct)?;                         // one level down
-/// let (masked, mask) = RefreshMask::apply(&eval, &enc, &low)?;  // server
+/// let (masked, mask) = RefreshMask::apply(&eval, &enc, keys.public_key(), &low)?; // server
 /// assert_eq!(masked.level(), 0);
 /// let fresh = reencrypt(&keys, &masked)?;                       // key holder: sees m + r
 /// let back = mask.remove(&eval, &fresh)?;                       // server
@@ -60,20 +61,27 @@ impl std::fmt::Debug for RefreshMask {
 
 impl RefreshMask {
     /// Server side: switches `ct` to level 0 (the fewest bytes to send, and
-    /// its noise brought down to the switching floor) and adds r, drawn
+    /// its noise brought down to the switching floor), re-randomizes it with
+    /// a fresh encryption of zero under the public key `pk` and adds r, drawn
     /// uniformly mod t in every slot from the operating system's CSPRNG. The
     /// masked ciphertext decrypts to m + r, uniform whatever m is.
     pub fn apply(
         eval: &Evaluator,
         encoder: &Encoder,
+        pk: &PublicKey,
         ct: &Ciphertext,
     ) -> Result<(Ciphertext, Self)> {
-        let t = eval.params().t();
+        let params = eval.params();
+        let t = params.t();
         let mut rng = Sampler::from_os();
-        let r: Vec<u64> = (0..eval.params().n()).map(|_| rng.uniform_mod(t)).collect();
+        let r: Vec<u64> = (0..params.n()).map(|_| rng.uniform_mod(t)).collect();
         let mask = encoder.encode(&r)?;
         let low = eval.mod_switch_to(ct, 0)?;
-        let masked = eval.add_plain(&low, &mask)?;
+        // A fresh encryption of zero makes c_1 uniform: as the computation
+        // left it, c_1 tells whoever made the inputs how it was computed.
+        let mut zero = encrypt_pk(params, pk, &encoder.encode(&[])?, 0)?;
+        zero.set_factor(low.factor());
+        let masked = eval.add_plain(&eval.add(&low, &zero)?, &mask)?;
         Ok((masked, Self { mask }))
     }
 
@@ -88,8 +96,14 @@ impl RefreshMask {
 /// encrypts the plaintext again (secret-key, seeded: half the bytes on the
 /// wire) at the top level.
 pub fn reencrypt(keys: &KeySet, masked: &Ciphertext) -> Result<Ciphertext> {
+    reencrypt_to(keys, masked, keys.params().max_level())
+}
+
+/// [`reencrypt`] at `level` (a lower level sends fewer bytes back when the
+/// rest of the circuit needs fewer).
+pub fn reencrypt_to(keys: &KeySet, masked: &Ciphertext, level: usize) -> Result<Ciphertext> {
     let pt = keys.decrypt(masked)?;
-    Ok(keys.encrypt_sk(&pt, keys.params().max_level())?)
+    Ok(keys.encrypt_sk(&pt, level)?)
 }
 
 /// Both halves of the refresh protocol in one process, with the key set:
@@ -140,7 +154,8 @@ impl LocalRefresher {
 
 impl Refresher for LocalRefresher {
     fn refresh(&self, ct: &Ciphertext) -> Result<Ciphertext> {
-        let (masked, mask) = RefreshMask::apply(&self.eval, &self.encoder, ct)?;
+        let (masked, mask) =
+            RefreshMask::apply(&self.eval, &self.encoder, self.keys.public_key(), ct)?;
         let fresh = reencrypt(&self.keys, &masked)?;
         let out = mask.remove(&self.eval, &fresh)?;
         self.refreshes.fetch_add(1, Ordering::Relaxed);
