@@ -166,10 +166,12 @@ struct Shape {
 }
 
 impl Shape {
-    /// Chunks the delay line may hold: twice the bytes in flight at full
-    /// rate, in chunks (reads can be smaller than [`CHUNK`]), so that it never
-    /// limits the throughput below the bit rate.
+    /// Chunks the delay line may hold: four times the bytes in flight at
+    /// full rate over the delay plus 5 ms, counted in full chunks, so that
+    /// it never holds the throughput below the bit rate even when reads
+    /// return less than a [`CHUNK`].
     fn capacity(&self) -> usize {
+        // Unpaced (the kernel shapes the rate): size for a fast local link.
         let bytes_per_s = self.bits_per_s.unwrap_or(10_000_000_000) as f64 / 8.0;
         let in_flight = bytes_per_s * (self.delay.as_secs_f64() + 0.005);
         ((4.0 * in_flight / CHUNK as f64) as usize).clamp(64, 1 << 16)
