@@ -9,6 +9,7 @@
 pub mod addcmp;
 pub mod ckks;
 pub mod embedded;
+pub mod netem;
 pub mod ntt;
 pub mod peers;
 pub mod report;
