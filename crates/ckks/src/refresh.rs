@@ -25,7 +25,7 @@
 //! let low = eval.drop_level(&sq, 3)?;                           // used up to level 3
 //! let policy = MaskPolicy::default();
 //! let (masked, mask) = CkksMask::apply(&params, keys.public_key(), &low, &policy)?; // server
-//! let fresh = reencrypt(&keys, &masked, params.max_level())?;   // key holder: sees m + e + r
+//! let fresh = reencrypt(&params, keys.secret_key(), &masked, 6)?; // key holder: sees m + e + r
 //! let back = mask.remove(&fresh)?;                              // server
 //! assert_eq!(back.level(), 6);
 //! let y = enc.decode_real(&keys.decrypt(&back)?)?;
@@ -36,12 +36,11 @@
 use std::sync::Arc;
 
 use hecloud_math::{Domain, Modulus, RnsPoly, Sampler};
-use hecloud_rlwe::{Ciphertext, Encryptor, Plaintext, PublicKey};
+use hecloud_rlwe::{Ciphertext, Decryptor, Encryptor, Plaintext, PublicKey, SecretKey};
 use rayon::prelude::*;
 use zeroize::Zeroize;
 
 use crate::error::{CkksError, Result};
-use crate::keys::KeySet;
 use crate::params::CkksParameters;
 
 /// How a refresh hides the server's values from the key holder.
@@ -134,9 +133,33 @@ impl MaskPolicy {
         self.mask_bits(params, scale) + 3
     }
 
+    /// Whether a ciphertext of scale `scale` at `level` can be masked:
+    /// refused with [`CkksError::NoRefreshHeadroom`] (naming the lowest
+    /// level that can) or, for a bad policy, [`CkksError::RefreshPolicy`].
+    pub fn check_level(&self, params: &CkksParameters, level: usize, scale: f64) -> Result<()> {
+        self.validate()?;
+        if !(scale.is_finite() && scale >= 1.0) {
+            return Err(CkksError::InvalidScale(scale.log2()));
+        }
+        let need = self.headroom_bits(params, scale);
+        let have = log_q(params, level.min(params.max_level()));
+        if self.mask_bits(params, scale) > Self::MAX_MASK_BITS || have < need as f64 {
+            return Err(CkksError::NoRefreshHeadroom {
+                level,
+                need_bits: need,
+                have_bits: have.floor() as u32,
+                lowest_level: self.lowest_level(params, scale),
+            });
+        }
+        Ok(())
+    }
+
     /// The lowest level at which a ciphertext of scale `scale` can be
     /// refreshed, if any.
     pub fn lowest_level(&self, params: &CkksParameters, scale: f64) -> Option<usize> {
+        if self.mask_bits(params, scale) > Self::MAX_MASK_BITS {
+            return None;
+        }
         let need = self.headroom_bits(params, scale) as f64;
         (0..=params.max_level()).find(|&l| log_q(params, l) >= need)
     }
@@ -205,7 +228,6 @@ impl CkksMask {
         ct: &Ciphertext,
         policy: &MaskPolicy,
     ) -> Result<(Ciphertext, Self)> {
-        policy.validate()?;
         if ct.params().hash() != params.rlwe().hash() {
             return Err(hecloud_rlwe::RlweError::ParameterMismatch.into());
         }
@@ -215,22 +237,9 @@ impl CkksMask {
                 found: ct.degree(),
             }));
         }
-        let scale = ct.scale();
-        if !(scale.is_finite() && scale >= 1.0) {
-            return Err(CkksError::InvalidScale(scale.log2()));
-        }
-        let level = ct.level();
+        let (scale, level) = (ct.scale(), ct.level());
+        policy.check_level(params, level, scale)?;
         let bits = policy.mask_bits(params, scale);
-        let need = policy.headroom_bits(params, scale);
-        let have = log_q(params, level);
-        if bits > MaskPolicy::MAX_MASK_BITS || have < need as f64 {
-            return Err(CkksError::NoRefreshHeadroom {
-                level,
-                need_bits: need,
-                have_bits: have.floor() as u32,
-                lowest_level: policy.lowest_level(params, scale),
-            });
-        }
         let mut rng = Sampler::from_os();
         let r = uniform_signed(&mut rng, params.n(), bits);
         let mut added = match policy.flood_bits {
@@ -312,8 +321,12 @@ fn uniform_signed(rng: &mut Sampler, n: usize, bits: u32) -> Vec<i128> {
 /// the integer itself) and encrypts it again with the secret key at
 /// `target_level`, at the same scale (seeded: half the bytes on the wire).
 /// The key holder sees m + e + r only.
-pub fn reencrypt(keys: &KeySet, masked: &Ciphertext, target_level: usize) -> Result<Ciphertext> {
-    let params = keys.params();
+pub fn reencrypt(
+    params: &Arc<CkksParameters>,
+    sk: &SecretKey,
+    masked: &Ciphertext,
+    target_level: usize,
+) -> Result<Ciphertext> {
     let rlwe = params.rlwe();
     if target_level > params.max_level() {
         return Err(hecloud_rlwe::RlweError::LevelOutOfRange {
@@ -322,7 +335,7 @@ pub fn reencrypt(keys: &KeySet, masked: &Ciphertext, target_level: usize) -> Res
         }
         .into());
     }
-    let mut x = keys.decrypt(masked)?.into_poly();
+    let mut x = Decryptor::new(sk).decrypt(masked)?.into_poly();
     x.to_coefficient();
     let level = masked.level();
     let n = params.n();
@@ -342,7 +355,7 @@ pub fn reencrypt(keys: &KeySet, masked: &Ciphertext, target_level: usize) -> Res
     let mut poly = RnsPoly::from_limbs(&target, Domain::Coefficient, data)?;
     poly.to_ntt();
     let pt = Plaintext::new(rlwe, poly, target_level, masked.scale())?;
-    keys.encrypt_sk(&pt)
+    Ok(Encryptor::new(rlwe).encrypt_sk(sk, &pt)?)
 }
 
 /// Exact extension of small centred integers from one RNS basis to more

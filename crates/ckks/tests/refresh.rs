@@ -32,7 +32,7 @@ fn refresh(
     target: usize,
 ) -> Result<hecloud_rlwe::Ciphertext, CkksError> {
     let (masked, mask) = CkksMask::apply(params, keys.public_key(), ct, policy)?;
-    let fresh = reencrypt(keys, &masked, target)?;
+    let fresh = reencrypt(params, keys.secret_key(), &masked, target)?;
     mask.remove(&fresh)
 }
 
@@ -210,7 +210,7 @@ fn an_answer_under_other_parameters_or_at_another_scale_is_refused() {
         .unwrap();
     let (masked, mask) =
         CkksMask::apply(&params, keys.public_key(), &ct, &MaskPolicy::default()).unwrap();
-    let mut fresh = reencrypt(&keys, &masked, 4).unwrap();
+    let mut fresh = reencrypt(&params, keys.secret_key(), &masked, 4).unwrap();
     fresh.set_scale(fresh.scale() * 2.0);
     assert!(matches!(
         mask.remove(&fresh),
@@ -225,7 +225,7 @@ fn an_answer_under_other_parameters_or_at_another_scale_is_refused() {
         )
         .unwrap();
     assert!(mask.remove(&foreign).is_err());
-    assert!(reencrypt(&keys, &masked, 9).is_err());
+    assert!(reencrypt(&params, keys.secret_key(), &masked, 9).is_err());
 }
 
 #[test]

@@ -196,6 +196,18 @@ pub enum ValidationError {
         /// Smallest log2 accepted.
         min: f64,
     },
+    /// A refresh node the session or the ciphertext cannot serve: no
+    /// refresh part (public key) in the session, no modulus headroom for
+    /// the mask at the operand's level, a target level out of range.
+    #[error("node {node} ({op}) cannot refresh: {reason}")]
+    RefreshRefused {
+        /// The node.
+        node: NodeId,
+        /// Its operation.
+        op: &'static str,
+        /// Why.
+        reason: String,
+    },
     /// The relinearization key is needed but the session has none.
     #[error("node {node} ({op}) needs the relinearization key, which the session does not have")]
     MissingRelinKey {
@@ -336,6 +348,7 @@ impl ValidationError {
             | Self::ScaleOverflow { node, .. }
             | Self::ScaleUnderflow { node, .. }
             | Self::MissingRelinKey { node, .. }
+            | Self::RefreshRefused { node, .. }
             | Self::MissingGaloisKey { node, .. }
             | Self::MissingServerKey { node, .. }
             | Self::SchemeUnavailable { node, .. }
@@ -403,6 +416,18 @@ pub enum ExecError {
         op: &'static str,
         /// The circuit's error.
         source: hecloud_circuits::CircuitError,
+    },
+    /// A refresh failed at this node: no key holder, a link failure, a
+    /// refusal, or a reply that does not match its request
+    /// ([`crate::refresh::RefreshError`]).
+    #[error("node {node} ({op}): {reason}")]
+    Refresh {
+        /// The node.
+        node: NodeId,
+        /// Its operation.
+        op: &'static str,
+        /// Why.
+        reason: String,
     },
     /// A value of an unexpected kind reached a node (a bug: validation
     /// should have refused the graph).

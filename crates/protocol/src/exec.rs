@@ -47,9 +47,12 @@ use hecloud_ckks::{CkksError, Evaluator};
 use hecloud_rlwe::{Ciphertext, Plaintext};
 use num_complex::Complex64;
 
+use std::collections::HashMap;
+
 use crate::error::ExecError;
 use crate::graph::{NodeId, Op};
 use crate::object::{CkksRuntime, Object, SessionKeys, TfheCiphertext};
+use crate::refresh::RefreshLink;
 use crate::validate::{ValidatedGraph, circuit_relation};
 
 /// Progress after one node.
@@ -100,6 +103,22 @@ pub fn execute(
     cancel: &AtomicBool,
     progress: &mut dyn FnMut(Progress),
 ) -> Result<Vec<(String, Object)>, ExecError> {
+    execute_with_refresh(graph, keys, inputs, cancel, progress, None)
+}
+
+/// [`execute`] with a key holder reachable over `link` for the graph's
+/// refresh nodes (without one, a refresh node fails the job with
+/// [`ExecError::Refresh`]). When a refresh node runs, every later refresh
+/// node of the same scheme and target level whose operand is already
+/// computed is refreshed in the same round trip.
+pub fn execute_with_refresh(
+    graph: &ValidatedGraph,
+    keys: &SessionKeys,
+    inputs: &[Object],
+    cancel: &AtomicBool,
+    progress: &mut dyn FnMut(Progress),
+    link: Option<&dyn RefreshLink>,
+) -> Result<Vec<(String, Object)>, ExecError> {
     check_keys(graph, keys)?;
     if inputs.len() != graph.inputs.len() {
         return Err(ExecError::InputMismatch {
@@ -129,6 +148,8 @@ pub fn execute(
         cancel,
         slots: (0..graph.graph.nodes.len()).map(|_| Slot::Empty).collect(),
         uses: graph.uses.clone(),
+        link,
+        refreshed: HashMap::new(),
     };
     let total = graph.order.len();
     for (done, &id) in graph.order.iter().enumerate() {
@@ -213,6 +234,13 @@ fn check_keys(g: &ValidatedGraph, keys: &SessionKeys) -> Result<(), ExecError> {
     {
         return mismatch("other BGV parameters");
     }
+    let refresh = keys.refresh_keys();
+    if n.refresh_ckks && refresh.is_none_or(|r| r.ckks_pk.is_none()) {
+        return mismatch("no CKKS public key to refresh with");
+    }
+    if n.refresh_bgv && refresh.is_none_or(|r| r.bgv_pk.is_none()) {
+        return mismatch("no BGV public key to refresh with");
+    }
     if n.bgv_relin_key && bgv.is_none_or(|r| r.keys.relin.is_none()) {
         return mismatch("no BGV relinearization key");
     }
@@ -231,6 +259,9 @@ struct Run<'a> {
     cancel: &'a AtomicBool,
     slots: Vec<Slot>,
     uses: Vec<u32>,
+    link: Option<&'a dyn RefreshLink>,
+    /// Refresh nodes answered ahead, in the round trip of an earlier one.
+    refreshed: HashMap<NodeId, Ciphertext>,
 }
 
 impl<'a> Run<'a> {
@@ -253,6 +284,82 @@ impl<'a> Run<'a> {
             Slot::Bit(b) => V::Bit(b),
             Slot::Empty | Slot::FusedMul(..) => V::Other,
         }
+    }
+
+    /// A refresh node: answered ahead, or now together with every later
+    /// refresh node of its kind and level whose operand is computed.
+    fn refresh_node(&mut self, id: NodeId, op: &Op, level: usize) -> Result<Slot, ExecError> {
+        let failed = |reason: String| ExecError::Refresh {
+            node: id,
+            op: op.name(),
+            reason,
+        };
+        if let Some(ct) = self.refreshed.remove(&id) {
+            return Ok(Slot::Ct(ct));
+        }
+        let link = self
+            .link
+            .ok_or_else(|| failed("no key holder is reachable for this job".into()))?;
+        let same_kind = |o: &Op| match o {
+            Op::Refresh(_, l) => !op_is_bgv(op) && *l as usize == level,
+            Op::BgvRefresh(_, l) => op_is_bgv(op) && *l as usize == level,
+            _ => false,
+        };
+        let nodes = &self.g.graph.nodes;
+        let mut batch: Vec<(NodeId, &Ciphertext)> = Vec::new();
+        let from = self.g.order.iter().position(|&n| n == id).unwrap_or(0);
+        for &n in &self.g.order[from..] {
+            let o = &nodes[n as usize];
+            if !same_kind(o) || (n != id && self.refreshed.contains_key(&n)) {
+                continue;
+            }
+            if let V::Ct(c) = self.view(o.operands()[0]) {
+                batch.push((n, c));
+            } else if n == id {
+                return Err(failed("the operand is not a ciphertext".into()));
+            }
+        }
+        let cts: Vec<&Ciphertext> = batch.iter().map(|(_, c)| *c).collect();
+        let rk = self
+            .keys
+            .refresh_keys()
+            .ok_or_else(|| failed("the session has no refresh keys".into()))?;
+        let fresh = if op_is_bgv(op) {
+            let rt = self
+                .keys
+                .bgv_runtime()
+                .ok_or_else(|| failed("no BGV runtime".into()))?;
+            let pk = rk
+                .bgv_pk
+                .as_ref()
+                .ok_or_else(|| failed("no BGV public key".into()))?;
+            let enc = hecloud_bgv::Encoder::new(rt.evaluator.params());
+            crate::refresh::refresh_bgv(link, &rt.evaluator, &enc, pk, &cts, level)
+        } else {
+            let params = self
+                .keys
+                .params()
+                .ckks
+                .as_ref()
+                .ok_or_else(|| failed("no CKKS parameters".into()))?;
+            let pk = rk
+                .ckks_pk
+                .as_ref()
+                .ok_or_else(|| failed("no CKKS public key".into()))?;
+            crate::refresh::refresh_ckks(link, params, pk, &rk.policy, &cts, level)
+        }
+        .map_err(|e| failed(e.to_string()))?;
+        let ids: Vec<NodeId> = batch.iter().map(|(n, _)| *n).collect();
+        let mut own = None;
+        for (n, ct) in ids.into_iter().zip(fresh) {
+            if n == id {
+                own = Some(ct);
+            } else {
+                self.refreshed.insert(n, ct);
+            }
+        }
+        own.map(Slot::Ct)
+            .ok_or_else(|| failed("the round trip did not return this node's ciphertext".into()))
     }
 
     fn release(&mut self, m: NodeId) {
@@ -282,6 +389,9 @@ impl<'a> Run<'a> {
                 .ckks_runtime()
                 .ok_or_else(|| internal("no CKKS runtime"))
         };
+        if let Op::Refresh(_, level) | Op::BgvRefresh(_, level) = op {
+            return self.refresh_node(id, op, *level as usize);
+        }
         if crate::validate::is_bgv_op(op) {
             return self.bgv_node(id, op);
         }
@@ -627,4 +737,8 @@ fn mul(rt: &CkksRuntime, a: V<'_>, b: V<'_>) -> Option<Result<Ciphertext, CkksEr
         },
         _ => return None,
     })
+}
+
+fn op_is_bgv(op: &Op) -> bool {
+    matches!(op, Op::BgvRefresh(..))
 }

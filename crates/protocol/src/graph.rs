@@ -251,6 +251,21 @@ pub enum Op {
         /// Bits per number.
         width: u32,
     },
+    /// A fresh encryption of the CKKS ciphertext's values at the given
+    /// level, same scale, by client-aided refresh ([`crate::refresh`]): the
+    /// server masks, the session's key holder decrypts and encrypts again,
+    /// the server unmasks. No level is spent. Needs a session with a refresh
+    /// part (a CKKS public key), a relinearized (degree-1) operand at a
+    /// level whose modulus has the mask's headroom
+    /// ([`hecloud_ckks::refresh::MaskPolicy::lowest_level`]), and a key
+    /// holder online while the job runs. Refreshes that are ready together
+    /// travel in one round trip.
+    Refresh(NodeId, u32),
+    /// A fresh encryption of the BGV ciphertext's slots at the given level
+    /// (fresh noise, factor 1), by client-aided refresh: the operand is
+    /// switched to level 0 and masked uniformly mod t. Needs a session with
+    /// a BGV public key and a key holder online.
+    BgvRefresh(NodeId, u32),
 }
 
 impl Op {
@@ -290,6 +305,8 @@ impl Op {
             Op::BgvBitsSum { .. } => "bgv_bits_sum",
             Op::BgvBitsLessThan { .. } => "bgv_bits_lt",
             Op::BgvBitsGreaterThan { .. } => "bgv_bits_gt",
+            Op::Refresh(..) => "refresh",
+            Op::BgvRefresh(..) => "bgv_refresh",
         }
     }
 
@@ -310,7 +327,9 @@ impl Op {
             | Op::BgvRotateColumns(a)
             | Op::BgvAddScalar(a, _)
             | Op::BgvMulScalar(a, _)
-            | Op::BgvModSwitch(a, _) => vec![*a],
+            | Op::BgvModSwitch(a, _)
+            | Op::Refresh(a, _)
+            | Op::BgvRefresh(a, _) => vec![*a],
             Op::Add(a, b)
             | Op::Sub(a, b)
             | Op::Mul(a, b)
@@ -487,6 +506,16 @@ impl Graph {
     pub fn bgv_less_than(&mut self, a: NodeId, b: NodeId, bound: u64) -> NodeId {
         self.push(Op::BgvLessThan { a, b, bound })
     }
+    /// [`Op::Refresh`].
+    pub fn refresh(&mut self, a: NodeId, level: u32) -> NodeId {
+        self.push(Op::Refresh(a, level))
+    }
+
+    /// [`Op::BgvRefresh`].
+    pub fn bgv_refresh(&mut self, a: NodeId, level: u32) -> NodeId {
+        self.push(Op::BgvRefresh(a, level))
+    }
+
     /// [`Op::BgvModSwitch`].
     pub fn bgv_mod_switch(&mut self, a: NodeId, level: u32) -> NodeId {
         self.push(Op::BgvModSwitch(a, level))
@@ -565,6 +594,7 @@ mod tag {
     pub const CONJUGATE: u8 = 11;
     pub const CHEBYSHEV: u8 = 12;
     pub const DROP_LEVEL: u8 = 13;
+    pub const REFRESH: u8 = 14;
     pub const INT_SUM: u8 = 32;
     pub const INT_COMPARE: u8 = 33;
     pub const INT_MIN: u8 = 34;
@@ -586,6 +616,7 @@ mod tag {
     pub const BGV_BITS_SUM: u8 = 77;
     pub const BGV_BITS_LT: u8 = 78;
     pub const BGV_BITS_GT: u8 = 79;
+    pub const BGV_REFRESH: u8 = 80;
 }
 
 fn write_op(w: &mut Writer, op: &Op) {
@@ -694,6 +725,14 @@ fn write_op(w: &mut Writer, op: &Op) {
             pair(w, tag::BGV_BITS_GT, *a, *b);
             w.u32(*width);
         }
+        Op::Refresh(a, l) => {
+            one(w, tag::REFRESH, *a);
+            w.u32(*l);
+        }
+        Op::BgvRefresh(a, l) => {
+            one(w, tag::BGV_REFRESH, *a);
+            w.u32(*l);
+        }
     }
 }
 
@@ -785,6 +824,8 @@ fn read_op(r: &mut Reader<'_>) -> DecodeResult<Op> {
             }
         }
         tag::BGV_MOD_SWITCH => Op::BgvModSwitch(r.u32()?, r.u32()?),
+        tag::REFRESH => Op::Refresh(r.u32()?, r.u32()?),
+        tag::BGV_REFRESH => Op::BgvRefresh(r.u32()?, r.u32()?),
         tag::BGV_BITS_ADD => {
             let (a, b) = (r.u32()?, r.u32()?);
             Op::BgvBitsAdd {
@@ -818,7 +859,7 @@ fn read_op(r: &mut Reader<'_>) -> DecodeResult<Op> {
                 width: r.u32()?,
             }
         }
-        80..=95 => {
+        81..=95 => {
             return Err(DecodeError::InvalidField {
                 field: "op",
                 reason: format!("tag {t} is reserved for BGV operations this build does not know"),

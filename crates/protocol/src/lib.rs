@@ -76,13 +76,13 @@ pub mod validate;
 
 pub use codec::{DecodeError, Message, MessageKind};
 pub use error::{ExecError, ObjectError, SessionError, ValidationError};
-pub use exec::{Progress, execute};
+pub use exec::{Progress, execute, execute_with_refresh};
 pub use graph::{Graph, NodeId, Op, Output, Relation};
 pub use job::{JobId, JobResult, JobState, JobStatus, JobSubmission, NamedObject};
 pub use object::{Object, SessionKeys, SessionParams, TfheCiphertext, value_type_of};
 pub use session::{
-    BgvParamSpec, CkksParamSpec, ObjectDescriptor, ObjectId, ObjectKind, ParamSpec, SessionSpec,
-    TfheParamSpec,
+    BgvParamSpec, CkksParamSpec, ObjectDescriptor, ObjectId, ObjectKind, ParamSpec, RefreshSpec,
+    SessionSpec, TfheParamSpec,
 };
 pub use validate::{
     Capabilities, CostEstimate, ValidatedGraph, ValidationLimits, ValueType, validate,

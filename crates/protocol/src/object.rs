@@ -619,6 +619,16 @@ pub struct SessionKeys {
     ckks: Option<CkksRuntime>,
     tfhe: Option<TfheEngine>,
     bgv: Option<BgvRuntime>,
+    refresh: Option<RefreshKeys>,
+}
+
+/// The public keys a session's refreshes re-randomize with, and its mask
+/// policy.
+#[derive(Debug)]
+pub(crate) struct RefreshKeys {
+    pub ckks_pk: Option<PublicKey>,
+    pub bgv_pk: Option<PublicKey>,
+    pub policy: hecloud_ckks::refresh::MaskPolicy,
 }
 
 #[derive(Debug)]
@@ -693,7 +703,50 @@ impl SessionKeys {
                 bgv.galois.insert(*k);
             }
         }
-        Self::from_parts(params, eval, tfhe)?.with_bgv_keys(Arc::new(bgv))
+        let refresh = match &spec.refresh {
+            Some(rs) => {
+                let mut pk = |id: &Option<ObjectId>, kind| match id {
+                    Some(id) => match get(id, kind)? {
+                        Object::CkksPublicKey(k) | Object::BgvPublicKey(k) => Ok(Some(*k)),
+                        _ => Ok(None),
+                    },
+                    None => Ok::<_, SessionError>(None),
+                };
+                let ckks_pk = pk(&rs.ckks_public_key, ObjectKind::CkksPublicKey)?;
+                let bgv_pk = pk(&rs.bgv_public_key, ObjectKind::BgvPublicKey)?;
+                Some((ckks_pk, bgv_pk, rs.mask_policy()))
+            }
+            None => None,
+        };
+        let keys = Self::from_parts(params, eval, tfhe)?.with_bgv_keys(Arc::new(bgv))?;
+        match refresh {
+            Some((c, b, policy)) => keys.with_refresh(c, b, policy),
+            None => Ok(keys),
+        }
+    }
+
+    /// Enables refresh nodes: the public keys that re-randomize before
+    /// masking (each needs its scheme's parameters) and the CKKS mask
+    /// policy (refused below the minimum hiding).
+    pub fn with_refresh(
+        mut self,
+        ckks_pk: Option<PublicKey>,
+        bgv_pk: Option<PublicKey>,
+        policy: hecloud_ckks::refresh::MaskPolicy,
+    ) -> Result<Self, SessionError> {
+        policy.validate()?;
+        if ckks_pk.is_some() && self.params.ckks.is_none() {
+            return Err(SessionError::NoParameters("CKKS"));
+        }
+        if bgv_pk.is_some() && self.params.bgv.is_none() {
+            return Err(SessionError::NoParameters("BGV"));
+        }
+        self.refresh = Some(RefreshKeys {
+            ckks_pk,
+            bgv_pk,
+            policy,
+        });
+        Ok(self)
     }
 
     /// Sets the BGV evaluation keys (checked already, e.g. generated in the
@@ -756,6 +809,7 @@ impl SessionKeys {
             ckks,
             tfhe,
             bgv,
+            refresh: None,
         })
     }
 
@@ -780,7 +834,16 @@ impl SessionKeys {
             c.bgv_relin_key = rt.keys.relin.is_some();
             c.bgv_galois_elements = rt.keys.galois.elements().collect();
         }
+        if let Some(r) = &self.refresh {
+            c.refresh_ckks = r.ckks_pk.is_some();
+            c.refresh_bgv = r.bgv_pk.is_some();
+            c.mask_policy = r.policy;
+        }
         c
+    }
+
+    pub(crate) fn refresh_keys(&self) -> Option<&RefreshKeys> {
+        self.refresh.as_ref()
     }
 
     pub(crate) fn bgv_runtime(&self) -> Option<&BgvRuntime> {

@@ -26,7 +26,8 @@
 //! // Server: mask, send the request's bytes.
 //! let (round, request) = RefreshRound::ckks("job-1", &params, keys.public_key(), &[&ct], &MaskPolicy::default(), 5)?;
 //! // Key holder: answer (once).
-//! let holder = RefreshResponder::new().with_ckks(keys.clone());
+//! let sk = hecloud_rlwe::SecretKey::from_coefficients(params.rlwe(), &keys.secret_key().export_coefficients())?;
+//! let holder = RefreshResponder::new().with_ckks(params.clone(), sk);
 //! let reply = holder.answer(&request)?;
 //! assert!(holder.answer(&request).is_err());
 //! // Server: check and unmask.
@@ -46,7 +47,7 @@ use hecloud_circuits::packed::{PackedError, RefreshMask, Refresher, reencrypt_to
 use hecloud_ckks::CkksParameters;
 use hecloud_ckks::refresh::{CkksMask, MaskPolicy, reencrypt};
 use hecloud_math::Sampler;
-use hecloud_rlwe::{Ciphertext, Parameters, PublicKey};
+use hecloud_rlwe::{Ciphertext, Parameters, PublicKey, SecretKey};
 use thiserror::Error;
 
 use crate::codec::{DecodeError, DecodeResult, Message, MessageKind, Reader, Writer};
@@ -434,8 +435,15 @@ impl RefreshRound {
                 .collect(),
             Masks::Bgv(masks, eval) => masks
                 .iter()
-                .zip(&fresh)
-                .map(|(m, ct)| Ok(m.remove(eval, ct)?))
+                .zip(fresh)
+                .map(|(m, mut ct)| {
+                    // The metadata is the server's to set: a fresh
+                    // secret-key encryption's noise estimate and factor,
+                    // whatever the reply's header claims.
+                    ct.set_scale(eval.params().noise().fresh_sk());
+                    ct.set_factor(1);
+                    Ok(m.remove(eval, &ct)?)
+                })
                 .collect(),
         }
     }
@@ -445,7 +453,7 @@ impl RefreshRound {
 /// holds, each request id once, optionally only for named jobs.
 #[derive(Default)]
 pub struct RefreshResponder {
-    ckks: Option<Arc<hecloud_ckks::KeySet>>,
+    ckks: Option<(Arc<CkksParameters>, SecretKey)>,
     bgv: Option<Arc<hecloud_bgv::KeySet>>,
     jobs: Option<Mutex<HashSet<String>>>,
     answered: Mutex<HashSet<[u8; 16]>>,
@@ -483,9 +491,9 @@ impl RefreshResponder {
         Self::default()
     }
 
-    /// Answers CKKS requests under `keys`' parameters.
-    pub fn with_ckks(mut self, keys: Arc<hecloud_ckks::KeySet>) -> Self {
-        self.ckks = Some(keys);
+    /// Answers CKKS requests under `params` with the secret key `sk`.
+    pub fn with_ckks(mut self, params: Arc<CkksParameters>, sk: SecretKey) -> Self {
+        self.ckks = Some((params, sk));
         self
     }
 
@@ -542,16 +550,18 @@ impl RefreshResponder {
         };
         let fresh: Vec<Vec<u8>> = match req.scheme {
             RefreshScheme::Ckks => {
-                let keys = self
+                let (params, sk) = self
                     .ckks
                     .as_ref()
-                    .filter(|k| *k.params().rlwe().hash() == req.params_hash)
+                    .filter(|(p, _)| *p.rlwe().hash() == req.params_hash)
                     .ok_or(RefreshError::NoKey("CKKS"))?;
-                let p = keys.params().rlwe();
+                let p = params.rlwe();
                 req.ciphertexts
                     .iter()
                     .enumerate()
-                    .map(|(i, b)| Ok(reencrypt(keys, &decode(p, i, b)?, level)?.to_bytes()))
+                    .map(|(i, b)| {
+                        Ok(reencrypt(params, sk, &decode(p, i, b)?, level)?.to_bytes())
+                    })
                     .collect::<Result<_>>()?
             }
             RefreshScheme::Bgv => {
@@ -591,10 +601,6 @@ impl RefreshResponder {
 pub trait RefreshLink: Send + Sync {
     /// The job the refreshes serve (bound into every request).
     fn job_id(&self) -> &str;
-    /// The CKKS mask policy of the job's session.
-    fn policy(&self) -> MaskPolicy {
-        MaskPolicy::default()
-    }
     /// Sends a request and waits for the reply (or the reason there is none).
     fn round_trip(&self, request: Vec<u8>) -> std::result::Result<Vec<u8>, String>;
 }
@@ -607,17 +613,11 @@ pub struct DirectLink<'a> {
     pub job_id: String,
     /// The responder.
     pub responder: &'a RefreshResponder,
-    /// The mask policy.
-    pub policy: MaskPolicy,
 }
 
 impl RefreshLink for DirectLink<'_> {
     fn job_id(&self) -> &str {
         &self.job_id
-    }
-
-    fn policy(&self) -> MaskPolicy {
-        self.policy
     }
 
     fn round_trip(&self, request: Vec<u8>) -> std::result::Result<Vec<u8>, String> {
@@ -652,20 +652,21 @@ fn batches<'c>(
     out
 }
 
-/// Refreshes CKKS ciphertexts over `link` to `target_level`, in as few
-/// rounds as the message limit allows; the results in order.
+/// Refreshes CKKS ciphertexts over `link` to `target_level` under the
+/// session's mask `policy`, in as few rounds as the message limit allows;
+/// the results in order.
 pub fn refresh_ckks(
     link: &dyn RefreshLink,
     params: &Arc<CkksParameters>,
     pk: &PublicKey,
+    policy: &MaskPolicy,
     cts: &[&Ciphertext],
     target_level: usize,
 ) -> Result<Vec<Ciphertext>> {
-    let policy = link.policy();
     let mut out = Vec::with_capacity(cts.len());
     for batch in batches(params.rlwe(), cts, target_level) {
         let (round, req) =
-            RefreshRound::ckks(link.job_id(), params, pk, &batch, &policy, target_level)?;
+            RefreshRound::ckks(link.job_id(), params, pk, &batch, policy, target_level)?;
         let reply = link.round_trip(req).map_err(RefreshError::Link)?;
         out.extend(round.finish(&reply)?);
     }

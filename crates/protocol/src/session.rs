@@ -513,6 +513,39 @@ pub struct SessionSpec {
     pub bgv_relin_key: Option<ObjectId>,
     /// The BGV Galois keys (row rotations, the column swap).
     pub bgv_galois_keys: Vec<ObjectId>,
+    /// Client-aided refresh: the public keys the server re-randomizes with
+    /// and the mask policy. `None`: refresh nodes are refused.
+    pub refresh: Option<RefreshSpec>,
+}
+
+/// What a session needs for client-aided refresh ([`crate::refresh`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct RefreshSpec {
+    /// The CKKS public key (CKKS refresh needs it).
+    pub ckks_public_key: Option<ObjectId>,
+    /// The BGV public key (BGV refresh needs it).
+    pub bgv_public_key: Option<ObjectId>,
+    /// Statistical hiding of the CKKS mask in bits; 0 for the default
+    /// ([`hecloud_ckks::refresh::MaskPolicy::DEFAULT_LAMBDA_S`]).
+    pub lambda_s: u32,
+    /// Width of the circuit-privacy flooding noise in bits; 0 for none.
+    pub flood_bits: u32,
+}
+
+impl RefreshSpec {
+    /// The CKKS mask policy this spec asks for.
+    pub fn mask_policy(&self) -> hecloud_ckks::refresh::MaskPolicy {
+        use hecloud_ckks::refresh::MaskPolicy;
+        MaskPolicy {
+            lambda_s: if self.lambda_s == 0 {
+                MaskPolicy::DEFAULT_LAMBDA_S
+            } else {
+                self.lambda_s
+            },
+            value_bits: None,
+            flood_bits: (self.flood_bits != 0).then_some(self.flood_bits),
+        }
+    }
 }
 
 impl SessionSpec {
@@ -552,49 +585,47 @@ impl Message for SessionSpec {
                 .iter()
                 .for_each(|id| w.bytes_raw(&id.0));
         }
+        if let Some(rs) = &self.refresh {
+            write_opt_id(w, &rs.ckks_public_key);
+            write_opt_id(w, &rs.bgv_public_key);
+            w.u32(rs.lambda_s);
+            w.u32(rs.flood_bits);
+        }
     }
 
     fn envelope_flags(&self) -> u8 {
-        if self.has_bgv_part() { FLAG_BGV } else { 0 }
+        let bgv = if self.has_bgv_part() { FLAG_BGV } else { 0 };
+        let refresh = if self.refresh.is_some() {
+            FLAG_REFRESH
+        } else {
+            0
+        };
+        bgv | refresh
     }
 
     fn read_flagged(r: &mut Reader<'_>, flags: u8) -> DecodeResult<Self> {
-        if flags & !FLAG_BGV != 0 {
+        if flags & !(FLAG_BGV | FLAG_REFRESH) != 0 {
             return Err(DecodeError::InvalidField {
                 field: "flags",
-                reason: format!("{flags:#x} (only bit 0, a BGV part, is defined)"),
+                reason: format!(
+                    "{flags:#x} (only bit 0, a BGV part, and bit 1, a refresh part, are defined)"
+                ),
             });
         }
         let mut spec = Self::read_body(r)?;
-        if flags == 0 {
-            return Ok(spec);
+        if flags & FLAG_BGV != 0 {
+            spec.read_bgv_part(r)?;
         }
-        if r.remaining() == 0 {
-            return Err(DecodeError::InvalidField {
-                field: "flags",
-                reason: "a BGV part is announced and none follows".into(),
-            });
-        }
-        spec.bgv = if r.bool("bgv presence")? {
-            Some(BgvParamSpec::read(r)?)
-        } else {
-            None
-        };
-        spec.bgv_relin_key = read_opt_id(r, "bgv relin key presence")?;
-        let n = r.count("bgv galois keys", MAX_GALOIS_KEYS, 32)?;
-        spec.bgv_galois_keys.reserve(n);
-        for _ in 0..n {
-            spec.bgv_galois_keys.push(ObjectId(r.hash()?));
-        }
-        if !spec.has_bgv_part() {
-            return Err(DecodeError::InvalidField {
-                field: "bgv part",
-                reason: "announced but empty (the flag is set only when it holds something)".into(),
+        if flags & FLAG_REFRESH != 0 {
+            spec.refresh = Some(RefreshSpec {
+                ckks_public_key: read_opt_id(r, "ckks public key presence")?,
+                bgv_public_key: read_opt_id(r, "bgv public key presence")?,
+                lambda_s: r.u32()?,
+                flood_bits: r.u32()?,
             });
         }
         Ok(spec)
     }
-
     fn read_body(r: &mut Reader<'_>) -> DecodeResult<Self> {
         let params = ParamSpec::read(r)?;
         let relin_key = read_opt_id(r, "relin key presence")?;
@@ -614,8 +645,39 @@ impl Message for SessionSpec {
     }
 }
 
+impl SessionSpec {
+    fn read_bgv_part(&mut self, r: &mut Reader<'_>) -> DecodeResult<()> {
+        if r.remaining() == 0 {
+            return Err(DecodeError::InvalidField {
+                field: "flags",
+                reason: "a BGV part is announced and none follows".into(),
+            });
+        }
+        self.bgv = if r.bool("bgv presence")? {
+            Some(BgvParamSpec::read(r)?)
+        } else {
+            None
+        };
+        self.bgv_relin_key = read_opt_id(r, "bgv relin key presence")?;
+        let n = r.count("bgv galois keys", MAX_GALOIS_KEYS, 32)?;
+        self.bgv_galois_keys.reserve(n);
+        for _ in 0..n {
+            self.bgv_galois_keys.push(ObjectId(r.hash()?));
+        }
+        if !self.has_bgv_part() {
+            return Err(DecodeError::InvalidField {
+                field: "bgv part",
+                reason: "announced but empty (the flag is set only when it holds something)".into(),
+            });
+        }
+        Ok(())
+    }
+}
+
 /// Envelope flag of a session spec followed by a BGV part.
 const FLAG_BGV: u8 = 1;
+/// Envelope flag of a session spec followed by a refresh part.
+const FLAG_REFRESH: u8 = 2;
 
 /// Kinds of stored objects. The numbering is part of the wire format.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

@@ -12,6 +12,15 @@ use hecloud_protocol::Message;
 use hecloud_protocol::refresh::*;
 use hecloud_rlwe::Ciphertext;
 
+/// A copy of a key set's secret key (the responder owns its own).
+fn sk_of(keys: &KeySet) -> hecloud_rlwe::SecretKey {
+    hecloud_rlwe::SecretKey::from_coefficients(
+        keys.params().rlwe(),
+        &keys.secret_key().export_coefficients(),
+    )
+    .unwrap()
+}
+
 fn ckks() -> (Arc<CkksParameters>, Arc<KeySet>, Encoder) {
     let params =
         CkksParameters::new_insecure_for_tests(hecloud_ckks::params::test_literal(10, 5), 40)
@@ -44,13 +53,12 @@ fn a_batch_of_ckks_ciphertexts_comes_back_fresh_at_the_target_level() {
         .map(|x| ckks_ct(&params, &keys, &enc, x))
         .collect();
     let refs: Vec<&Ciphertext> = cts.iter().collect();
-    let holder = RefreshResponder::new().with_ckks(keys.clone());
+    let holder = RefreshResponder::new().with_ckks(params.clone(), sk_of(&keys));
     let link = DirectLink {
         job_id: "job".into(),
         responder: &holder,
-        policy: MaskPolicy::default(),
     };
-    let out = refresh_ckks(&link, &params, keys.public_key(), &refs, 4).unwrap();
+    let out = refresh_ckks(&link, &params, keys.public_key(), &MaskPolicy::default(), &refs, 4).unwrap();
     assert_eq!(out.len(), 3);
     for (x, ct) in xs.iter().zip(&out) {
         assert_eq!(ct.level(), 4);
@@ -84,7 +92,6 @@ fn a_bgv_batch_comes_back_fresh_and_the_remote_refresher_works_in_circuits() {
     let link = DirectLink {
         job_id: "job".into(),
         responder: &holder,
-        policy: MaskPolicy::default(),
     };
     let r = RemoteRefresher::new(&link, &eval, keys.public_key());
     let fresh = r.refresh_many(&[sq.clone(), ct.clone()]).unwrap();
@@ -116,7 +123,7 @@ fn a_request_is_answered_once() {
         5,
     )
     .unwrap();
-    let holder = RefreshResponder::new().with_ckks(keys.clone());
+    let holder = RefreshResponder::new().with_ckks(params.clone(), sk_of(&keys));
     holder.answer(&req).unwrap();
     assert!(matches!(holder.answer(&req), Err(RefreshError::Replay(_))));
 }
@@ -126,7 +133,7 @@ fn a_holder_serving_named_jobs_refuses_others() {
     let (params, keys, enc) = ckks();
     let ct = ckks_ct(&params, &keys, &enc, &[1.0]);
     let holder = RefreshResponder::new()
-        .with_ckks(keys.clone())
+        .with_ckks(params.clone(), sk_of(&keys))
         .only_named_jobs();
     holder.serve_job("mine");
     let (_, other) = RefreshRound::ckks(
@@ -164,14 +171,11 @@ fn a_holder_without_the_key_refuses() {
         5,
     )
     .unwrap();
-    let (_, other_keys, _) = {
-        let p =
-            CkksParameters::new_insecure_for_tests(hecloud_ckks::params::test_literal(10, 4), 40)
-                .unwrap();
-        let k = Arc::new(KeySet::generate(&p, &[], false).unwrap());
-        (p.clone(), k, ())
-    };
-    let wrong = RefreshResponder::new().with_ckks(other_keys);
+    let other =
+        CkksParameters::new_insecure_for_tests(hecloud_ckks::params::test_literal(10, 4), 40)
+            .unwrap();
+    let other_keys = KeySet::generate(&other, &[], false).unwrap();
+    let wrong = RefreshResponder::new().with_ckks(other.clone(), sk_of(&other_keys));
     assert!(matches!(
         wrong.answer(&req),
         Err(RefreshError::NoKey("CKKS"))
@@ -197,7 +201,7 @@ fn round_and_reply() -> (RefreshRound, RefreshReply, Arc<KeySet>) {
         5,
     )
     .unwrap();
-    let holder = RefreshResponder::new().with_ckks(keys.clone());
+    let holder = RefreshResponder::new().with_ckks(params.clone(), sk_of(&keys));
     let reply = RefreshReply::decode(&holder.answer(&req).unwrap()).unwrap();
     (round, reply, keys)
 }
@@ -261,7 +265,7 @@ fn forged_and_mismatched_replies_are_refused() {
 fn malformed_bytes_are_refused_on_both_sides() {
     let (params, keys, enc) = ckks();
     let ct = ckks_ct(&params, &keys, &enc, &[1.0]);
-    let holder = RefreshResponder::new().with_ckks(keys.clone());
+    let holder = RefreshResponder::new().with_ckks(params.clone(), sk_of(&keys));
     let (round, req) = RefreshRound::ckks(
         "j",
         &params,
@@ -357,7 +361,7 @@ fn a_link_failure_is_reported_as_such() {
     }
     let (params, keys, enc) = ckks();
     let ct = ckks_ct(&params, &keys, &enc, &[1.0]);
-    match refresh_ckks(&Gone, &params, keys.public_key(), &[&ct], 5) {
+    match refresh_ckks(&Gone, &params, keys.public_key(), &MaskPolicy::default(), &[&ct], 5) {
         Err(RefreshError::Link(m)) => assert!(m.contains("did not answer")),
         other => panic!("{other:?}"),
     }

@@ -150,6 +150,9 @@ pub struct ServerConfig {
     pub upload_expiry_hours: u32,
     /// Accept insecure (test) CKKS parameter sets.
     pub allow_insecure_params: bool,
+    /// Seconds a refresh round of a job waits for its tenant's key holder
+    /// (to connect, decrypt and encrypt again) before the job fails.
+    pub refresh_wait_secs: u32,
     /// Ask the C allocator (glibc) to keep freed memory for reuse instead of
     /// returning it to the OS (see [`crate::alloc::retain_freed_memory`]).
     /// Every job and upload allocates ciphertext-sized buffers of several
@@ -176,6 +179,7 @@ impl Default for ServerConfig {
             max_job_attempts: 2,
             upload_expiry_hours: 24,
             allow_insecure_params: false,
+            refresh_wait_secs: 60,
             retain_freed_memory: true,
             quota: Quota::default(),
             tenants: vec![],
@@ -244,6 +248,11 @@ impl ServerConfig {
         if !(1024..=64 << 20).contains(&self.max_chunk_bytes) {
             return Err(ServerError::Config(
                 "max_chunk_bytes must be 1 KiB..=64 MiB".into(),
+            ));
+        }
+        if self.refresh_wait_secs == 0 {
+            return Err(ServerError::Config(
+                "refresh_wait_secs must be at least 1".into(),
             ));
         }
         if self.upload_expiry_hours == 0 {

@@ -8,9 +8,11 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use hecloud_protocol::rpc::{self, JOB_KIND_ECHO, JOB_KIND_GRAPH, SESSION_KIND};
+use hecloud_protocol::refresh::{CALLBACK_REFRESH, RefreshLink};
 use hecloud_protocol::{
-    JobSubmission, Message, ObjectId, SessionKeys, SessionParams, SessionSpec, ValidatedGraph,
-    ValidationError, ValidationLimits, execute, validate_with_limits, value_type_of,
+    JobId, JobSubmission, Message, ObjectId, SessionKeys, SessionParams, SessionSpec,
+    ValidatedGraph, ValidationError, ValidationLimits, execute_with_refresh, validate_with_limits,
+    value_type_of,
 };
 use rayon::prelude::*;
 
@@ -162,6 +164,8 @@ impl TenantObjects {
 
 /// What a running job can use.
 pub struct JobContext<'a> {
+    /// The job's id.
+    pub job_id: JobId,
     /// The job's objects (its tenant's only).
     pub objects: &'a TenantObjects,
     /// Reports progress (0..1) and a short note (never a secret or plaintext).
@@ -239,11 +243,11 @@ pub trait UploadWatcher: Send {
 pub type Executors = HashMap<String, Arc<dyn Executor>>;
 
 /// The built-in executors.
-pub fn builtin(allow_insecure: bool) -> Executors {
+pub fn builtin(allow_insecure: bool, refresh_wait: Duration) -> Executors {
     let mut m: Executors = HashMap::new();
     m.insert(
         JOB_KIND_GRAPH.into(),
-        Arc::new(GraphExecutor::new(allow_insecure)),
+        Arc::new(GraphExecutor::new(allow_insecure).with_refresh_wait(refresh_wait)),
     );
     m.insert(JOB_KIND_ECHO.into(), Arc::new(EchoExecutor));
     m
@@ -289,6 +293,36 @@ impl Executor for EchoExecutor {
     }
 }
 
+/// How long a refresh round waits for the key holder by default.
+pub const DEFAULT_REFRESH_WAIT: Duration = Duration::from_secs(60);
+
+/// A job's way to its tenant's key holder: each refresh round is one
+/// callback on the key-holder session stream (kind
+/// [`hecloud_protocol::refresh::CALLBACK_REFRESH`]), waited for on the
+/// server's runtime from the job's worker thread.
+struct HubLink<'a> {
+    hub: &'a SessionHub,
+    runtime: &'a tokio::runtime::Handle,
+    tenant: &'a str,
+    job_id: String,
+    wait: Duration,
+}
+
+impl RefreshLink for HubLink<'_> {
+    fn job_id(&self) -> &str {
+        &self.job_id
+    }
+
+    fn round_trip(&self, request: Vec<u8>) -> Result<Vec<u8>, String> {
+        self.runtime
+            .block_on(
+                self.hub
+                    .call(self.tenant, CALLBACK_REFRESH, request, self.wait),
+            )
+            .map_err(|e| e.to_string())
+    }
+}
+
 type KeyCell = Arc<OnceLock<Result<Arc<SessionKeys>, JobError>>>;
 
 /// A ciphertext being decoded as its upload completes: the CKKS parameter
@@ -305,6 +339,7 @@ type DecodedCache = Mutex<Vec<(TenantObject, Instant, DecodeCell)>>;
 #[derive(Debug)]
 pub struct GraphExecutor {
     allow_insecure: bool,
+    refresh_wait: Duration,
     keys: Mutex<Vec<(TenantObject, KeyCell)>>,
     /// Jobs checked at submission, kept decoded for their run.
     prepared: Mutex<Vec<(PreparedKey, Instant, Arc<Prepared>)>>,
@@ -355,11 +390,18 @@ impl GraphExecutor {
     pub fn new(allow_insecure: bool) -> Self {
         Self {
             allow_insecure,
+            refresh_wait: DEFAULT_REFRESH_WAIT,
             keys: Mutex::new(Vec::new()),
             prepared: Mutex::new(Vec::new()),
             decoded: Arc::default(),
             decoded_hits: AtomicU64::new(0),
         }
+    }
+
+    /// How long a refresh round waits for the key holder.
+    pub fn with_refresh_wait(mut self, wait: Duration) -> Self {
+        self.refresh_wait = wait;
+        self
     }
 
     /// The sessions of `tenant` whose keys are loaded.
@@ -595,10 +637,24 @@ impl Executor for GraphExecutor {
         (ctx.progress)(0.0, "running");
         let t = Instant::now();
         let progress = ctx.progress;
-        let out = execute(&p.graph, &p.keys, &p.inputs, ctx.cancel, &mut |pr| {
-            let f = pr.done as f32 / pr.total.max(1) as f32;
-            progress(f, &format!("node {}/{}: {}", pr.done, pr.total, pr.op));
-        });
+        let link = HubLink {
+            hub: ctx.hub,
+            runtime: ctx.runtime,
+            tenant: ctx.objects.tenant(),
+            job_id: ctx.job_id.to_hex(),
+            wait: self.refresh_wait,
+        };
+        let out = execute_with_refresh(
+            &p.graph,
+            &p.keys,
+            &p.inputs,
+            ctx.cancel,
+            &mut |pr| {
+                let f = pr.done as f32 / pr.total.max(1) as f32;
+                progress(f, &format!("node {}/{}: {}", pr.done, pr.total, pr.op));
+            },
+            Some(&link),
+        );
         let compute = t.elapsed();
         let out = out.map_err(|e| match e {
             hecloud_protocol::ExecError::Cancelled { .. } => JobError::Cancelled,

@@ -458,6 +458,7 @@ impl Jobs {
                     exec.run(
                         &rec.spec,
                         JobContext {
+                            job_id: id,
                             objects: &objects,
                             progress: &mut progress,
                             cancel: &cancel,

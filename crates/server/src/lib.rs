@@ -150,7 +150,10 @@ pub async fn start(config: ServerConfig) -> Result<RunningServer> {
     let hub = Arc::new(hub::SessionHub::default());
     let jobs = jobs::Jobs::start(
         store.clone(),
-        exec::builtin(config.allow_insecure_params),
+        exec::builtin(
+            config.allow_insecure_params,
+            Duration::from_secs(config.refresh_wait_secs.into()),
+        ),
         hub.clone(),
         config.workers,
         config.quota,

@@ -95,6 +95,7 @@ pub(crate) fn is_bgv_op(op: &Op) -> bool {
             | Op::BgvBitsSum { .. }
             | Op::BgvBitsLessThan { .. }
             | Op::BgvBitsGreaterThan { .. }
+            | Op::BgvRefresh(..)
     )
 }
 
@@ -193,6 +194,7 @@ pub(super) fn check(cx: &mut Checker<'_>, op: &Op, args: &[&ValueType]) -> VResu
             sim.eval_poly(diff, lt.coefficients())?
         }
         Op::BgvModSwitch(_, level) => sim.mod_switch_to(shapes[0], *level as usize)?,
+        Op::BgvRefresh(_, target) => sim.refresh(shapes[0], *target as usize)?,
         Op::BgvBitsAdd { width, .. } | Op::BgvBitsSum { width, .. } => {
             sim.bits(true, *width, &shapes)?
         }
@@ -411,6 +413,50 @@ impl Sim<'_, '_> {
             }
         }
         Ok(acc)
+    }
+
+    /// A refresh (`protocol::refresh`, `packed::RefreshMask`): switched to
+    /// level 0, re-randomized by a public-key encryption of zero and masked
+    /// there (each refused without budget, as the evaluator refuses), then
+    /// the key holder's fresh secret-key encryption at `target` minus the
+    /// mask.
+    fn refresh(&mut self, s: Shape, target: usize) -> VResult<Shape> {
+        let refused = |cx: &Checker<'_>, reason: String| ValidationError::RefreshRefused {
+            node: cx.at().node,
+            op: cx.at().op,
+            reason,
+        };
+        if !self.cx.caps.refresh_bgv {
+            return Err(refused(
+                self.cx,
+                "the session has no refresh part with a BGV public key".into(),
+            ));
+        }
+        if target > self.p.max_level() {
+            return Err(refused(
+                self.cx,
+                format!(
+                    "target level {target} above the top level {}",
+                    self.p.max_level()
+                ),
+            ));
+        }
+        let low = self.mod_switch_to(s, 0)?;
+        let zero = Shape {
+            noise: self.p.noise().fresh_pk(),
+            ..low
+        };
+        let masked = self.combine(low, zero)?;
+        self.add_scalar(masked)?;
+        self.cx.needs.refresh_bgv = true;
+        self.cx.meter.refresh(self.p.rlwe(), 0, target);
+        let fresh = Shape {
+            level: target,
+            noise: self.p.noise().fresh_sk(),
+            factor: 1,
+            degree: 1,
+        };
+        self.add_scalar(fresh)
     }
 
     fn add_scalar(&mut self, a: Shape) -> VResult<Shape> {

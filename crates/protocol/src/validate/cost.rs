@@ -110,6 +110,12 @@ pub struct CostEstimate {
     pub est_seconds: f64,
     /// Total size of the outputs in bytes.
     pub output_bytes: u64,
+    /// Ciphertexts refreshed by the key holder (refresh nodes).
+    pub refreshes: u64,
+    /// Bytes the refreshes send to the key holder (masked ciphertexts).
+    pub refresh_bytes_up: u64,
+    /// Bytes the key holder sends back (seeded fresh encryptions).
+    pub refresh_bytes_down: u64,
 }
 
 #[derive(Debug, Clone, Copy, Default)]
@@ -119,6 +125,9 @@ pub(super) struct NodeCost {
     bootstraps: u64,
     bootstrap_depth: u64,
     seconds: f64,
+    refreshes: u64,
+    refresh_bytes_up: u64,
+    refresh_bytes_down: u64,
     /// The node's integer circuit, costed exactly after the type pass.
     circuit: Option<Circuit>,
     /// Upper bound of the circuit's seconds (not included in `seconds`).
@@ -282,6 +291,22 @@ impl Meter {
         self.cur.seconds += polys as f64 * (level as f64 + 1.0) * n * n.log2() * 1e-9;
     }
 
+    /// A refresh of a ciphertext at `level` to `target` (either scheme):
+    /// the server's mask (a public-key encryption of zero, about three
+    /// NTTs per limb) and unmask, and the bytes each way (the masked
+    /// ciphertext in full, the fresh one seeded).
+    pub(super) fn refresh(&mut self, p: &hecloud_rlwe::Parameters, level: usize, target: usize) {
+        let n = p.n() as f64;
+        let header = hecloud_rlwe::serial::HEADER_LEN as u64;
+        self.cur.refreshes += 1;
+        self.cur.refresh_bytes_up += header + 2 * p.poly_bytes(level) as u64;
+        self.cur.refresh_bytes_down += header + p.poly_bytes(target) as u64 + 32;
+        self.cur.seconds += (3.0 * (level + 1 + p.p_basis().len()) as f64 + target as f64 + 1.0)
+            * n
+            * n.log2()
+            * 1e-9;
+    }
+
     /// Slot-wise BGV work on `polys` polynomials at `level` (sums, tensor
     /// products, scalar products): a few nanoseconds per residue.
     pub(super) fn bgv_pointwise(&mut self, level: usize, polys: usize) {
@@ -368,6 +393,9 @@ impl Meter {
             cost.bootstraps += c.bootstraps;
             cost.bootstrap_depth += c.bootstrap_depth;
             cost.est_seconds += c.seconds;
+            cost.refreshes += c.refreshes;
+            cost.refresh_bytes_up += c.refresh_bytes_up;
+            cost.refresh_bytes_down += c.refresh_bytes_down;
         }
         for o in &graph.outputs {
             cost.output_bytes += match &types[o.node as usize] {

@@ -81,6 +81,8 @@ pub(crate) struct Needs {
     pub bgv_param_hash: Option<[u8; 32]>,
     pub bgv_relin_key: bool,
     pub bgv_galois: BTreeSet<usize>,
+    pub refresh_ckks: bool,
+    pub refresh_bgv: bool,
 }
 
 impl ValidatedGraph {

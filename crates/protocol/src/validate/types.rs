@@ -120,6 +120,14 @@ pub struct Capabilities {
     pub bgv_relin_key: bool,
     /// Galois elements with a BGV Galois key.
     pub bgv_galois_elements: BTreeSet<usize>,
+    /// Whether CKKS refresh nodes can run (the session names a CKKS public
+    /// key to re-randomize with; a key holder must answer at run time).
+    pub refresh_ckks: bool,
+    /// Whether BGV refresh nodes can run (a BGV public key).
+    pub refresh_bgv: bool,
+    /// The CKKS mask policy refreshes use (its headroom decides the lowest
+    /// level a refresh accepts).
+    pub mask_policy: hecloud_ckks::refresh::MaskPolicy,
 }
 
 impl Capabilities {
@@ -640,6 +648,34 @@ impl<'a> Checker<'a> {
                 let s = plan.rotate_and_sum(&x, m).map_err(|e| self.refused(e))?;
                 self.meter.charge(&s);
                 Ok(ct(s.out))
+            }
+            Op::Refresh(_, target) => {
+                let x = self.degree_one(args)?;
+                let params = self.params()?;
+                let refused = |reason: String| ValidationError::RefreshRefused {
+                    node: self.at.node,
+                    op: self.at.op,
+                    reason,
+                };
+                if !self.caps.refresh_ckks {
+                    return Err(refused(
+                        "the session has no refresh part with a CKKS public key".into(),
+                    ));
+                }
+                let target = *target as usize;
+                if target > params.max_level() {
+                    return Err(refused(format!(
+                        "target level {target} above the top level {}",
+                        params.max_level()
+                    )));
+                }
+                self.caps
+                    .mask_policy
+                    .check_level(params, x.level, x.scale)
+                    .map_err(|e| refused(e.to_string()))?;
+                self.needs.refresh_ckks = true;
+                self.meter.refresh(params.rlwe(), x.level, target);
+                Ok(ct(CtShape { level: target, ..x }))
             }
             Op::DropLevel(_, target) => match args[0].shape() {
                 Some(x) => {

@@ -93,17 +93,28 @@ pub fn execute_as_predicted(
     keys: &SessionKeys,
     inputs: &[Object],
 ) -> Vec<(String, Object)> {
+    execute_as_predicted_with(v, keys, inputs, None)
+}
+
+/// [`execute_as_predicted`] with a key holder for refresh nodes.
+pub fn execute_as_predicted_with(
+    v: &ValidatedGraph,
+    keys: &SessionKeys,
+    inputs: &[Object],
+    link: Option<&dyn refresh::RefreshLink>,
+) -> Vec<(String, Object)> {
     let predicted: Vec<ValueType> = v
         .output_types()
         .into_iter()
         .map(|(_, t)| t.clone())
         .collect();
-    let out = execute(
+    let out = execute_with_refresh(
         v,
         keys,
         inputs,
         &std::sync::atomic::AtomicBool::new(false),
         &mut |_| {},
+        link,
     )
     .unwrap();
     for ((name, o), want) in out.iter().zip(&predicted) {
