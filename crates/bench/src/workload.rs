@@ -104,6 +104,17 @@ pub struct CkksSession {
 /// Generates CKKS keys (relinearization and the given rotations) on the
 /// client and uploads the evaluation keys and the session spec.
 pub async fn ckks_setup(client: &Client, preset: Preset, rotations: &[i64]) -> Result<CkksSession> {
+    ckks_setup_with(client, preset, rotations, false).await
+}
+
+/// [`ckks_setup`], with the public key uploaded too and named in the
+/// session's refresh part when `refresh` (refresh nodes need it).
+pub async fn ckks_setup_with(
+    client: &Client,
+    preset: Preset,
+    rotations: &[i64],
+    refresh: bool,
+) -> Result<CkksSession> {
     let rot = rotations.to_vec();
     let t = Instant::now();
     let (params, keys, mut blobs) = blocking(move || {
@@ -117,6 +128,9 @@ pub async fn ckks_setup(client: &Client, preset: Preset, rotations: &[i64]) -> R
         for g in ev.galois.elements().collect::<Vec<_>>() {
             let k = ev.galois.get(g).map_err(crypto)?;
             blobs.push((ObjectKind::CkksGaloisKey, k.to_bytes(true)));
+        }
+        if refresh {
+            blobs.push((ObjectKind::CkksPublicKey, keys.public_key().to_bytes()));
         }
         Ok((params, keys, blobs))
     })
@@ -140,6 +154,12 @@ pub async fn ckks_setup(client: &Client, preset: Preset, rotations: &[i64]) -> R
             .await?;
         match kind {
             ObjectKind::CkksRelinKey => spec.relin_key = Some(id),
+            ObjectKind::CkksPublicKey => {
+                spec.refresh = Some(hecloud_protocol::RefreshSpec {
+                    ckks_public_key: Some(id),
+                    ..Default::default()
+                })
+            }
             _ => spec.galois_keys.push(id),
         }
     }
@@ -297,6 +317,123 @@ pub async fn ckks_statistics(
         ok: err <= 1e-4,
         detail: format!(
             "mean {mean:.6} (plain {pm:.6}), variance {var:.6} (plain {pv:.6}), rel. error {err:.1e}"
+        ),
+        time,
+        compute: Duration::from_micros(job.compute_micros),
+        sent: sent1 - sent0,
+        received: recv1 - recv0,
+    })
+}
+
+/// The deep-computation job: f(x) = (x² + 1)/2 applied `rounds` times
+/// (two levels each), more than the preset has levels, with a refresh to
+/// the top level whenever the next round would go below the lowest level
+/// the session's mask allows; the result returned at level 0. The number
+/// of refresh nodes comes back too.
+pub fn deep_refresh_graph(
+    s: &CkksSession,
+    input: ObjectId,
+    rounds: usize,
+) -> Result<(JobSubmission, usize)> {
+    let policy = s
+        .spec
+        .refresh
+        .map(|r| r.mask_policy())
+        .ok_or_else(|| ClientError::Invalid("the session has no refresh part".into()))?;
+    let top = s.params.max_level();
+    let lowest = policy
+        .lowest_level(&s.params, s.params.default_scale() * 2.0)
+        .filter(|&l| l < top)
+        .ok_or_else(|| {
+            ClientError::Invalid("this preset has no level to refresh at below its top".into())
+        })?;
+    let mut g = Graph::new();
+    let mut x = g.input(0);
+    let (mut level, mut refreshes) = (top, 0);
+    for _ in 0..rounds {
+        // A round takes two levels (the square's rescale, the product by
+        // the real 1/2); refresh while the operand is still at or above the
+        // lowest level the mask allows.
+        if level < lowest + 2 {
+            x = g.refresh(x, top as u32);
+            level = top;
+            refreshes += 1;
+        }
+        let sq = g.mul(x, x);
+        let sq = g.rescale(sq);
+        let half = g.constant(0.5);
+        let y = g.mul(sq, half);
+        x = g.add(y, half);
+        level -= 2;
+    }
+    let out = g.drop_level(x, 0);
+    g.output("y", out);
+    Ok((
+        JobSubmission {
+            session: s.id,
+            graph: g,
+            inputs: vec![input],
+        },
+        refreshes,
+    ))
+}
+
+/// The deep computation through the service: the client answers the
+/// server's refresh requests on a key-holder session while the job runs;
+/// the result is checked against the plaintext (absolute error ≤ 1e-4).
+pub async fn ckks_deep_refresh(
+    client: &Client,
+    s: &CkksSession,
+    values: &[f64],
+    rounds: usize,
+) -> Result<StepReport> {
+    let (sent0, recv0) = client.traffic();
+    let t = Instant::now();
+    let ct = s.encrypt(values)?;
+    let input = ObjectId::of(&ct);
+    client
+        .upload(rpc::object_kind_name(ObjectKind::CkksCiphertext), ct)
+        .hashed(input)
+        .await?;
+    let sk = hecloud_rlwe::SecretKey::from_coefficients(
+        s.params.rlwe(),
+        &s.keys.secret_key().export_coefficients(),
+    )
+    .map_err(crypto)?;
+    let responder = Arc::new(
+        hecloud_protocol::refresh::RefreshResponder::new().with_ckks(s.params.clone(), sk),
+    );
+    let session = client.serve_refreshes(responder.clone()).await?;
+    let (job, planned) = deep_refresh_graph(s, input, rounds)?;
+    let job = run_job(client, &job).await;
+    drop(session);
+    let job = job?;
+    let got = s.decrypt(&output(client, &job, "y").await?)?;
+    let time = t.elapsed();
+    let want: Vec<f64> = values
+        .iter()
+        .map(|&v| (0..rounds).fold(v, |x, _| (x * x + 1.0) / 2.0))
+        .collect();
+    let err = want
+        .iter()
+        .zip(&got)
+        .map(|(a, b)| (a - b).abs())
+        .fold(0.0, f64::max);
+    let st = responder.stats();
+    let (sent1, recv1) = client.traffic();
+    Ok(StepReport {
+        name: format!(
+            "CKKS depth {} on {} levels, refreshed",
+            2 * rounds,
+            s.params.max_level()
+        ),
+        ok: err <= 1e-4 && st.ciphertexts == planned as u64,
+        detail: format!(
+            "{} refreshes in {} round trips ({} to the key holder, {} back), max error {err:.1e}",
+            st.ciphertexts,
+            st.requests,
+            crate::report::bytes(st.bytes_in),
+            crate::report::bytes(st.bytes_out)
         ),
         time,
         compute: Duration::from_micros(job.compute_micros),

@@ -200,6 +200,18 @@ async fn tour() -> anyhow::Result<()> {
     println!("  {}: {}", r.name, r.detail);
     steps.push(r);
 
+    // A computation deeper than the parameters: the server refreshes
+    // through this client (mask, decrypt, encrypt again, unmask).
+    println!(
+        "\n[refresh] a CKKS computation deeper than its parameters, refreshed by this client …"
+    );
+    let deep = workload::ckks_setup_with(&client, Preset::N14, &[], true).await?;
+    // In [−1, 1], where (x² + 1)/2 stays in [1/2, 1].
+    let unit: Vec<f64> = values.iter().map(|v| (v / 16.0).clamp(-1.0, 1.0)).collect();
+    let r = workload::ckks_deep_refresh(&client, &deep, &unit, 6).await?;
+    println!("  {}: {} in {}", r.name, r.detail, ms(r.time));
+    steps.push(r);
+
     // TFHE sum and compare.
     println!("\n[tfhe] keygen (TFHE-rs shortint, 128-bit), upload the server key …");
     let t = Instant::now();

@@ -1163,6 +1163,32 @@ impl Client {
     }
 }
 
+impl Client {
+    /// Opens a key-holder session that answers the server's refresh
+    /// requests ([`hecloud_protocol::refresh`]) with `responder` while the
+    /// returned handle lives: keep it open from before a job with refresh
+    /// nodes is submitted until it ends. A request the responder refuses
+    /// (replayed, foreign parameters, a job it does not serve) fails that
+    /// job with the reason.
+    pub async fn serve_refreshes(
+        &self,
+        responder: Arc<hecloud_protocol::refresh::RefreshResponder>,
+    ) -> Result<SessionHandle> {
+        self.open_session(
+            &[hecloud_protocol::refresh::CALLBACK_REFRESH],
+            Arc::new(move |kind: &str, payload: &[u8]| {
+                if kind != hecloud_protocol::refresh::CALLBACK_REFRESH {
+                    return Err(format!(
+                        "this key holder answers refresh requests, not `{kind}`"
+                    ));
+                }
+                responder.answer(payload).map_err(|e| e.to_string())
+            }),
+        )
+        .await
+    }
+}
+
 /// Answers the server's callbacks: (kind, payload) → reply or refusal.
 pub type CallbackHandler =
     Arc<dyn Fn(&str, &[u8]) -> std::result::Result<Vec<u8>, String> + Send + Sync>;

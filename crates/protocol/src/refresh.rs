@@ -559,9 +559,7 @@ impl RefreshResponder {
                 req.ciphertexts
                     .iter()
                     .enumerate()
-                    .map(|(i, b)| {
-                        Ok(reencrypt(params, sk, &decode(p, i, b)?, level)?.to_bytes())
-                    })
+                    .map(|(i, b)| Ok(reencrypt(params, sk, &decode(p, i, b)?, level)?.to_bytes()))
                     .collect::<Result<_>>()?
             }
             RefreshScheme::Bgv => {

@@ -58,7 +58,15 @@ fn a_batch_of_ckks_ciphertexts_comes_back_fresh_at_the_target_level() {
         job_id: "job".into(),
         responder: &holder,
     };
-    let out = refresh_ckks(&link, &params, keys.public_key(), &MaskPolicy::default(), &refs, 4).unwrap();
+    let out = refresh_ckks(
+        &link,
+        &params,
+        keys.public_key(),
+        &MaskPolicy::default(),
+        &refs,
+        4,
+    )
+    .unwrap();
     assert_eq!(out.len(), 3);
     for (x, ct) in xs.iter().zip(&out) {
         assert_eq!(ct.level(), 4);
@@ -361,7 +369,14 @@ fn a_link_failure_is_reported_as_such() {
     }
     let (params, keys, enc) = ckks();
     let ct = ckks_ct(&params, &keys, &enc, &[1.0]);
-    match refresh_ckks(&Gone, &params, keys.public_key(), &MaskPolicy::default(), &[&ct], 5) {
+    match refresh_ckks(
+        &Gone,
+        &params,
+        keys.public_key(),
+        &MaskPolicy::default(),
+        &[&ct],
+        5,
+    ) {
         Err(RefreshError::Link(m)) => assert!(m.contains("did not answer")),
         other => panic!("{other:?}"),
     }

@@ -7,8 +7,8 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
-use hecloud_protocol::rpc::{self, JOB_KIND_ECHO, JOB_KIND_GRAPH, SESSION_KIND};
 use hecloud_protocol::refresh::{CALLBACK_REFRESH, RefreshLink};
+use hecloud_protocol::rpc::{self, JOB_KIND_ECHO, JOB_KIND_GRAPH, SESSION_KIND};
 use hecloud_protocol::{
     JobId, JobSubmission, Message, ObjectId, SessionKeys, SessionParams, SessionSpec,
     ValidatedGraph, ValidationError, ValidationLimits, execute_with_refresh, validate_with_limits,
