@@ -601,10 +601,21 @@ pub fn submit(conn: &Conn, a: &SubmitArgs) -> anyhow::Result<()> {
     };
     runtime()?.block_on(async {
         let c = conn.connect().await?;
+        // A CKKS key folder answers the job's refresh requests while we wait.
+        let holder = match a.keys.as_deref() {
+            Some(dir) if a.wait && !keys::is_tfhe_dir(dir) && !keys::is_bgv_dir(dir) => {
+                Some(Arc::new(keys::KeyDir::open(dir)?.refresh_responder()?))
+            }
+            _ => None,
+        };
+        let _session = match &holder {
+            Some(h) => Some(c.serve_refreshes(h.clone()).await?),
+            None => None,
+        };
         let j = c.submit(rpc::JOB_KIND_GRAPH, spec, "").await?;
         println!("job {}", j.job_id);
         if a.wait {
-            follow(&c, &j.job_id).await?;
+            follow(&c, &j.job_id, holder.as_deref()).await?;
         }
         Ok(())
     })
@@ -646,7 +657,13 @@ fn print_job(j: &rpc::JobInfo) {
     }
 }
 
-async fn follow(c: &Client, job: &str) -> anyhow::Result<()> {
+/// Follows a job on a progress bar, with the refreshes `holder` (the key
+/// holder serving the job, if any) has answered so far.
+async fn follow(
+    c: &Client,
+    job: &str,
+    holder: Option<&hecloud_protocol::refresh::RefreshResponder>,
+) -> anyhow::Result<()> {
     let pb = ProgressBar::new(1000);
     pb.set_style(
         ProgressStyle::with_template("job [{bar:40}] {percent:>3}% {msg}")
@@ -657,11 +674,27 @@ async fn follow(c: &Client, job: &str) -> anyhow::Result<()> {
     let j = c
         .wait(job, &move |j| {
             p.set_position((j.progress * 1000.0) as u64);
-            p.set_message(j.message.clone());
+            let refreshed = holder.map(|h| h.stats()).filter(|s| s.requests > 0);
+            p.set_message(match refreshed {
+                Some(s) => format!(
+                    "{} · {} refreshed in {} round trips",
+                    j.message, s.ciphertexts, s.requests
+                ),
+                None => j.message.clone(),
+            });
         })
         .await?;
     pb.finish_and_clear();
     print_job(&j);
+    if let Some(s) = holder.map(|h| h.stats()).filter(|s| s.requests > 0) {
+        println!(
+            "  refreshed {} ciphertexts in {} round trips ({} to this key holder, {} back)",
+            s.ciphertexts,
+            s.requests,
+            bytes(s.bytes_in),
+            bytes(s.bytes_out)
+        );
+    }
     anyhow::ensure!(
         j.state == JobState::Succeeded as i32,
         "job {} did not succeed",
@@ -677,7 +710,7 @@ pub fn status(conn: &Conn, job: &str, watch: bool, cancel: bool) -> anyhow::Resu
         if cancel {
             print_job(&c.cancel(job).await?);
         } else if watch {
-            follow(&c, job).await?;
+            follow(&c, job, None).await?;
         } else {
             print_job(&c.job(job).await?);
         }

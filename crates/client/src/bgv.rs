@@ -30,6 +30,8 @@
 //! Every result is switched down to level 0 before it is returned: it
 //! travels with one prime instead of all of them.
 
+use std::sync::Arc;
+
 use hecloud_protocol::rpc::{self, JobInfo, JobState};
 use hecloud_protocol::{Graph, JobSubmission, Message, ObjectId};
 
@@ -238,6 +240,10 @@ pub async fn run(
     keys: &BgvKeyDir,
     job: &JobSubmission,
 ) -> Result<(JobInfo, Vec<Vec<u64>>)> {
+    // The folder's key holder answers the job's refresh requests, if any.
+    let _holder = client
+        .serve_refreshes(Arc::new(keys.refresh_responder()?))
+        .await?;
     let j = client.submit(rpc::JOB_KIND_GRAPH, job.encode(), "").await?;
     let j = client.wait(&j.job_id, &|_| {}).await?;
     if j.state != JobState::Succeeded as i32 {

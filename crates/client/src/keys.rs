@@ -5,9 +5,9 @@
 //! | file | content | leaves the client? |
 //! | --- | --- | --- |
 //! | `secret.key` | the secret key (mode 0600) | never |
-//! | `public.key` | the public key (encryption) | no need |
+//! | `public.key` | the public key (encryption; the server re-randomizes refreshes with it) | uploaded |
 //! | `relin.key`, `galois-<g>.key` | evaluation keys | uploaded |
-//! | `session.spec` | the session spec naming them | uploaded |
+//! | `session.spec` | the session spec naming them (and the public key in its refresh part) | uploaded |
 //! | `preset` | the parameter preset name | — |
 //!
 //! [`bgv_keygen`] writes a BGV folder of the same files (the kinds
@@ -29,8 +29,8 @@ use hecloud_ckks::{CkksParameters, Encoder, KeySet, Preset};
 use hecloud_protocol::fs::write_private;
 use hecloud_protocol::object::{tfhe_kind, unversion, versioned_bytes};
 use hecloud_protocol::{
-    CkksParamSpec, Message, Object, ObjectId, ObjectKind, ParamSpec, SessionParams, SessionSpec,
-    TfheParamSpec, rpc,
+    CkksParamSpec, Message, Object, ObjectId, ObjectKind, ParamSpec, RefreshSpec, SessionParams,
+    SessionSpec, TfheParamSpec, rpc,
 };
 use hecloud_rlwe::{Ciphertext, Decryptor, Encryptor, PublicKey, SecretKey};
 use num_bigint::BigUint;
@@ -72,7 +72,7 @@ pub fn keygen(dir: &Path, preset: Preset, rotations: &[i64]) -> Result<KeygenRep
     let keys = KeySet::generate(&params, rotations, false).map_err(crypto)?;
     let mut folder = KeyFolder { dir, files: vec![] };
     folder.put("secret.key", &keys.secret_key().export_bytes(), true)?;
-    folder.put("public.key", &keys.public_key().to_bytes(), false)?;
+    let pk = folder.put_public_key(keys.public_key())?;
     let ev = keys.evaluation_keys();
     let (relin_key, galois_keys) = folder.put_evaluation_keys(ev.relin.as_ref(), &ev.galois)?;
     let spec = SessionSpec {
@@ -82,6 +82,10 @@ pub fn keygen(dir: &Path, preset: Preset, rotations: &[i64]) -> Result<KeygenRep
         },
         relin_key,
         galois_keys,
+        refresh: Some(RefreshSpec {
+            ckks_public_key: Some(pk),
+            ..RefreshSpec::default()
+        }),
         ..SessionSpec::default()
     };
     folder.finish(&spec, preset.name())
@@ -103,6 +107,13 @@ impl KeyFolder<'_> {
         }
         self.files.push((p, bytes.len() as u64));
         Ok(())
+    }
+
+    /// Writes the public key; its id for the session's refresh part.
+    fn put_public_key(&mut self, pk: &PublicKey) -> Result<ObjectId> {
+        let b = pk.to_bytes();
+        self.put("public.key", &b, false)?;
+        Ok(ObjectId::of(&b))
     }
 
     /// Writes the relinearization and Galois keys (seeded form); their ids
@@ -171,26 +182,22 @@ impl KeyDir {
     /// The evaluation-key files and the session spec, in upload order
     /// (keys first, the session last), with their upload kinds.
     pub fn uploads(&self) -> Result<Vec<(PathBuf, &'static str)>> {
-        let mut v = vec![];
-        let mut gal: Vec<PathBuf> = std::fs::read_dir(&self.dir)?
-            .flatten()
-            .map(|e| e.path())
-            .filter(|p| {
-                p.file_name()
-                    .and_then(|n| n.to_str())
-                    .is_some_and(|n| n.starts_with("galois-") && n.ends_with(".key"))
-            })
-            .collect();
-        gal.sort();
-        if self.dir.join("relin.key").exists() {
-            v.push((self.dir.join("relin.key"), "ckks.relin_key"));
-        }
-        v.extend(gal.into_iter().map(|p| (p, "ckks.galois_key")));
-        v.push((
-            self.dir.join("session.spec"),
-            hecloud_protocol::rpc::SESSION_KIND,
-        ));
-        Ok(v)
+        folder_uploads(
+            &self.dir,
+            [
+                ObjectKind::CkksRelinKey,
+                ObjectKind::CkksGaloisKey,
+                ObjectKind::CkksPublicKey,
+            ],
+        )
+    }
+
+    /// A key holder answering this folder's refresh requests (the secret
+    /// key read now, held in memory until the responder is dropped).
+    pub fn refresh_responder(&self) -> Result<hecloud_protocol::refresh::RefreshResponder> {
+        let raw = zeroize::Zeroizing::new(std::fs::read(self.dir.join("secret.key"))?);
+        let sk = SecretKey::import_bytes(self.params.rlwe(), &raw).map_err(crypto)?;
+        Ok(hecloud_protocol::refresh::RefreshResponder::new().with_ckks(self.params.clone(), sk))
     }
 
     /// The session id.
@@ -223,6 +230,38 @@ impl KeyDir {
         let pt = Decryptor::new(&sk).decrypt(&ct).map_err(crypto)?;
         Encoder::new(&self.params).decode_real(&pt).map_err(crypto)
     }
+}
+
+/// A key folder's uploads in order, with their kinds (`[relin, galois,
+/// public]` of its scheme): the relinearization key, the Galois keys, the
+/// public key when the session's refresh part names it (folders written
+/// before sessions had one leave it out), the session spec last.
+fn folder_uploads(dir: &Path, kinds: [ObjectKind; 3]) -> Result<Vec<(PathBuf, &'static str)>> {
+    let [relin, galois, public] = kinds.map(rpc::object_kind_name);
+    let mut v = vec![];
+    let mut gal: Vec<PathBuf> = std::fs::read_dir(dir)?
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| {
+            p.file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.starts_with("galois-") && n.ends_with(".key"))
+        })
+        .collect();
+    gal.sort();
+    if dir.join("relin.key").exists() {
+        v.push((dir.join("relin.key"), relin));
+    }
+    v.extend(gal.into_iter().map(|p| (p, galois)));
+    let spec = SessionSpec::decode(&std::fs::read(dir.join("session.spec"))?).map_err(crypto)?;
+    if spec
+        .refresh
+        .is_some_and(|r| r.ckks_public_key.is_some() || r.bgv_public_key.is_some())
+    {
+        v.push((dir.join("public.key"), public));
+    }
+    v.push((dir.join("session.spec"), rpc::SESSION_KIND));
+    Ok(v)
 }
 
 /// The id of the session spec in a key folder (CKKS or TFHE), without
@@ -466,7 +505,7 @@ pub fn bgv_keygen(
         &zeroize::Zeroizing::new(keys.secret_key().export_bytes()),
         true,
     )?;
-    folder.put("public.key", &keys.public_key().to_bytes(), false)?;
+    let pk = folder.put_public_key(keys.public_key())?;
     let ev = keys.evaluation_keys();
     let (bgv_relin_key, bgv_galois_keys) =
         folder.put_evaluation_keys(ev.relin.as_ref(), &ev.galois)?;
@@ -474,6 +513,10 @@ pub fn bgv_keygen(
         bgv: Some(hecloud_protocol::BgvParamSpec::Preset(preset)),
         bgv_relin_key,
         bgv_galois_keys,
+        refresh: Some(RefreshSpec {
+            bgv_public_key: Some(pk),
+            ..RefreshSpec::default()
+        }),
         ..SessionSpec::default()
     };
     folder.finish(&spec, preset.name())
@@ -518,29 +561,24 @@ impl BgvKeyDir {
     /// The evaluation-key files and the session spec, in upload order, with
     /// their upload kinds.
     pub fn uploads(&self) -> Result<Vec<(PathBuf, &'static str)>> {
-        let mut v = vec![];
-        let mut gal: Vec<PathBuf> = std::fs::read_dir(&self.dir)?
-            .flatten()
-            .map(|e| e.path())
-            .filter(|p| {
-                p.file_name()
-                    .and_then(|n| n.to_str())
-                    .is_some_and(|n| n.starts_with("galois-") && n.ends_with(".key"))
-            })
-            .collect();
-        gal.sort();
-        if self.dir.join("relin.key").exists() {
-            v.push((
-                self.dir.join("relin.key"),
-                rpc::object_kind_name(ObjectKind::BgvRelinKey),
-            ));
-        }
-        v.extend(
-            gal.into_iter()
-                .map(|p| (p, rpc::object_kind_name(ObjectKind::BgvGaloisKey))),
-        );
-        v.push((self.dir.join("session.spec"), rpc::SESSION_KIND));
-        Ok(v)
+        folder_uploads(
+            &self.dir,
+            [
+                ObjectKind::BgvRelinKey,
+                ObjectKind::BgvGaloisKey,
+                ObjectKind::BgvPublicKey,
+            ],
+        )
+    }
+
+    /// A key holder answering this folder's refresh requests.
+    pub fn refresh_responder(&self) -> Result<hecloud_protocol::refresh::RefreshResponder> {
+        let raw = zeroize::Zeroizing::new(std::fs::read(self.dir.join("secret.key"))?);
+        let sk = SecretKey::import_bytes(self.params.rlwe(), &raw).map_err(crypto)?;
+        drop(raw);
+        let keys =
+            hecloud_bgv::KeySet::from_secret_key(&self.params, sk, &[], false).map_err(crypto)?;
+        Ok(hecloud_protocol::refresh::RefreshResponder::new().with_bgv(Arc::new(keys)))
     }
 
     /// Encrypts up to N integers, each below t, in the slots (the rest 0)

@@ -178,4 +178,31 @@ async fn a_job_refreshes_through_its_key_holder_and_every_failure_has_a_reason()
         assert!((a * a - b).abs() < 1e-6, "{a}² vs {b}");
     }
     assert_eq!(holder.stats().ciphertexts, 1);
+
+    // A graph with no refresh node, deeper than the levels left: the server
+    // plans the refreshes itself.
+    // Values in [−1, 1], so that their 16th powers stay in range.
+    let x = [0.5, -0.9, 0.99];
+    let mut deep = square_job(&client, &s, &x).await;
+    let mut g = Graph::new();
+    let mut y = g.input(0);
+    for _ in 0..4 {
+        let m = g.mul(y, y);
+        y = g.rescale(m);
+    }
+    g.output("y", y);
+    deep.graph = g;
+    let h = client.serve_refreshes(holder.clone()).await.unwrap();
+    let j = run(&client, &deep).await;
+    drop(h);
+    assert_eq!(j.state, JobState::Succeeded as i32, "{j:?}");
+    let out = client.job_output(&j.outputs[0], None).await.unwrap();
+    let ct = hecloud_rlwe::Ciphertext::from_bytes(s.params.rlwe(), &out).unwrap();
+    let y = Encoder::new(&s.params)
+        .decode_real(&s.keys.decrypt(&ct).unwrap())
+        .unwrap();
+    for (a, b) in x.iter().zip(&y) {
+        assert!((a.powi(16) - b).abs() < 1e-3 * a.powi(16).abs().max(1.0), "{a}^16 vs {b}");
+    }
+    assert!(holder.stats().ciphertexts >= 2);
 }

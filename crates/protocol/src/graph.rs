@@ -268,6 +268,49 @@ pub enum Op {
     BgvRefresh(NodeId, u32),
 }
 
+/// The places of an operation's operands, in operand order: one match for
+/// both [`Op::operands`] and [`Op::operands_mut`] (the bindings borrow as
+/// the matched reference does).
+macro_rules! operand_places {
+    ($op:expr) => {
+        match $op {
+            Op::Input(_) | Op::Constant(_) | Op::Plain(_) => vec![],
+            Op::Neg(a)
+            | Op::Rescale(a)
+            | Op::Rotate(a, _)
+            | Op::RotateAndSum(a, _)
+            | Op::Conjugate(a)
+            | Op::DropLevel(a, _)
+            | Op::Chebyshev { input: a, .. }
+            | Op::BgvNeg(a)
+            | Op::BgvSlotSum(a)
+            | Op::BgvRotateRows(a, _)
+            | Op::BgvRotateColumns(a)
+            | Op::BgvAddScalar(a, _)
+            | Op::BgvMulScalar(a, _)
+            | Op::BgvModSwitch(a, _)
+            | Op::Refresh(a, _)
+            | Op::BgvRefresh(a, _) => vec![a],
+            Op::Add(a, b)
+            | Op::Sub(a, b)
+            | Op::Mul(a, b)
+            | Op::IntCompare(a, b, _)
+            | Op::IntMin(a, b)
+            | Op::IntMax(a, b)
+            | Op::BgvAdd(a, b)
+            | Op::BgvSub(a, b)
+            | Op::BgvMul(a, b)
+            | Op::BgvLessThan { a, b, .. }
+            | Op::BgvBitsAdd { a, b, .. }
+            | Op::BgvBitsLessThan { a, b, .. }
+            | Op::BgvBitsGreaterThan { a, b, .. } => vec![a, b],
+            Op::IntSum { inputs, .. } | Op::BgvSum(inputs) | Op::BgvBitsSum { inputs, .. } => {
+                inputs.into_iter().collect()
+            }
+        }
+    };
+}
+
 impl Op {
     /// Short name (for errors and logs).
     pub fn name(&self) -> &'static str {
@@ -312,41 +355,13 @@ impl Op {
 
     /// The nodes this operation reads, in operand order.
     pub fn operands(&self) -> Vec<NodeId> {
-        match self {
-            Op::Input(_) | Op::Constant(_) | Op::Plain(_) => vec![],
-            Op::Neg(a)
-            | Op::Rescale(a)
-            | Op::Rotate(a, _)
-            | Op::RotateAndSum(a, _)
-            | Op::Conjugate(a)
-            | Op::DropLevel(a, _)
-            | Op::Chebyshev { input: a, .. }
-            | Op::BgvNeg(a)
-            | Op::BgvSlotSum(a)
-            | Op::BgvRotateRows(a, _)
-            | Op::BgvRotateColumns(a)
-            | Op::BgvAddScalar(a, _)
-            | Op::BgvMulScalar(a, _)
-            | Op::BgvModSwitch(a, _)
-            | Op::Refresh(a, _)
-            | Op::BgvRefresh(a, _) => vec![*a],
-            Op::Add(a, b)
-            | Op::Sub(a, b)
-            | Op::Mul(a, b)
-            | Op::IntCompare(a, b, _)
-            | Op::IntMin(a, b)
-            | Op::IntMax(a, b)
-            | Op::BgvAdd(a, b)
-            | Op::BgvSub(a, b)
-            | Op::BgvMul(a, b)
-            | Op::BgvLessThan { a, b, .. }
-            | Op::BgvBitsAdd { a, b, .. }
-            | Op::BgvBitsLessThan { a, b, .. }
-            | Op::BgvBitsGreaterThan { a, b, .. } => vec![*a, *b],
-            Op::IntSum { inputs, .. } | Op::BgvSum(inputs) | Op::BgvBitsSum { inputs, .. } => {
-                inputs.clone()
-            }
-        }
+        operand_places!(self).into_iter().copied().collect()
+    }
+
+    /// The operands, mutable (for graph rewrites such as the insertion of
+    /// refreshes), in the order of [`Op::operands`].
+    pub fn operands_mut(&mut self) -> Vec<&mut NodeId> {
+        operand_places!(self)
     }
 }
 

@@ -85,6 +85,6 @@ pub use session::{
     SessionSpec, TfheParamSpec,
 };
 pub use validate::{
-    Capabilities, CostEstimate, ValidatedGraph, ValidationLimits, ValueType, validate,
-    validate_with_limits,
+    Capabilities, CostEstimate, ValidatedGraph, ValidationLimits, ValueType, insert_refreshes,
+    validate, validate_with_limits,
 };

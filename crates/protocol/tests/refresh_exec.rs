@@ -294,3 +294,91 @@ fn a_bgv_product_chain_deeper_than_the_parameters_runs_with_refreshes_as_predict
     }
     assert_eq!(holder.stats().ciphertexts, 6);
 }
+
+fn squares_without_refresh(rounds: usize) -> Graph {
+    let mut g = Graph::new();
+    let mut x = g.input(0);
+    for _ in 0..rounds {
+        let m = g.mul(x, x);
+        x = g.rescale(m);
+    }
+    g.output("y", x);
+    g
+}
+
+#[test]
+fn the_planner_inserts_the_refreshes_a_deep_graph_needs_and_no_more() {
+    let (params, ks, keys) = ckks_session(4, true);
+    let holder = RefreshResponder::new().with_ckks(params.clone(), sk_of(&ks));
+    let link = DirectLink {
+        job_id: "job".into(),
+        responder: &holder,
+    };
+    let x: Vec<f64> = (0..16).map(|i| 1.0 - i as f64 / 1024.0).collect();
+    let inputs = [input(&params, &ks, &x)];
+    let types = vec![inputs[0].value_type().unwrap()];
+    let caps = keys.capabilities();
+    let g = squares_without_refresh(8);
+    assert!(validate(&g, &caps, &types).is_err());
+    let planned = insert_refreshes(&g, &caps, &types, &ValidationLimits::UNLIMITED).unwrap();
+    let v = validate(&planned, &caps, &types).unwrap();
+    // Levels 4 → 2 twice over, then 4 → 0 at the end: two refreshes.
+    assert_eq!(v.cost().refreshes, 2, "{planned:?}");
+    let out = common::execute_as_predicted_with(&v, &keys, &inputs, Some(&link));
+    let got = decode(&params, &ks, &out[0].1);
+    for (v, y) in x.iter().zip(&got) {
+        assert!((v.powi(256) - y).abs() < 1e-3, "{} vs {y}", v.powi(256));
+    }
+    assert_eq!(holder.stats().ciphertexts, 2);
+    // A graph that fits is left alone; so is one the session cannot refresh.
+    let fits = squares_without_refresh(4);
+    assert_eq!(
+        insert_refreshes(&fits, &caps, &types, &ValidationLimits::UNLIMITED).unwrap(),
+        fits
+    );
+    let (_, _, bare) = ckks_session(4, false);
+    assert_eq!(
+        insert_refreshes(
+            &g,
+            &bare.capabilities(),
+            &types,
+            &ValidationLimits::UNLIMITED
+        )
+        .unwrap(),
+        g
+    );
+}
+
+#[test]
+fn the_planner_refreshes_before_polynomials_that_lack_the_depth() {
+    let (params, ks, keys) = ckks_session(6, true);
+    let holder = RefreshResponder::new().with_ckks(params.clone(), sk_of(&ks));
+    let link = DirectLink {
+        job_id: "job".into(),
+        responder: &holder,
+    };
+    // p(y) = T_1(y)/2 + T_3(y)/4 on [-1, 1]: depth 2 (degree 3), applied 4
+    // times: 8 levels or more on 6.
+    let coeffs = vec![0.0, 0.5, 0.0, 0.25];
+    let p = |x: f64| 0.5 * x + 0.25 * (4.0 * x * x * x - 3.0 * x);
+    let mut g = Graph::new();
+    let mut y = g.input(0);
+    for _ in 0..4 {
+        y = g.chebyshev(y, coeffs.clone(), -1.0, 1.0);
+    }
+    g.output("y", y);
+    let x: Vec<f64> = (0..16).map(|i| i as f64 / 8.0 - 1.0).collect();
+    let inputs = [input(&params, &ks, &x)];
+    let types = vec![inputs[0].value_type().unwrap()];
+    let caps = keys.capabilities();
+    assert!(validate(&g, &caps, &types).is_err());
+    let planned = insert_refreshes(&g, &caps, &types, &ValidationLimits::UNLIMITED).unwrap();
+    let v = validate(&planned, &caps, &types).unwrap();
+    assert!(v.cost().refreshes >= 1);
+    let out = common::execute_as_predicted_with(&v, &keys, &inputs, Some(&link));
+    let got = decode(&params, &ks, &out[0].1);
+    for (v, y) in x.iter().zip(&got) {
+        let want = p(p(p(p(*v))));
+        assert!((want - y).abs() < 1e-4, "{want} vs {y}");
+    }
+}

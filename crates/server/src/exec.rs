@@ -11,8 +11,8 @@ use hecloud_protocol::refresh::{CALLBACK_REFRESH, RefreshLink};
 use hecloud_protocol::rpc::{self, JOB_KIND_ECHO, JOB_KIND_GRAPH, SESSION_KIND};
 use hecloud_protocol::{
     JobId, JobSubmission, Message, ObjectId, SessionKeys, SessionParams, SessionSpec,
-    ValidatedGraph, ValidationError, ValidationLimits, execute_with_refresh, validate_with_limits,
-    value_type_of,
+    ValidatedGraph, ValidationError, ValidationLimits, execute_with_refresh, insert_refreshes,
+    validate_with_limits, value_type_of,
 };
 use rayon::prelude::*;
 
@@ -589,13 +589,20 @@ impl GraphExecutor {
         let limits = ValidationLimits {
             max_est_seconds: max_seconds,
         };
-        let graph = validate_with_limits(&job.graph, &keys.capabilities(), &types, &limits)
-            .map_err(|e| match e {
-                ValidationError::TooCostly { .. } => {
-                    JobError::OverLimit(format!("graph refused: {e}"))
-                }
-                e => JobError::Invalid(format!("graph refused: {e}")),
-            })?;
+        let caps = keys.capabilities();
+        let graph = match validate_with_limits(&job.graph, &caps, &types, &limits) {
+            // A session with a refresh part runs a graph deeper than its
+            // parameters, with refreshes where the levels run out.
+            Err(
+                ValidationError::LevelsExhausted { .. } | ValidationError::ScaleOverflow { .. },
+            ) if caps.refresh_ckks => insert_refreshes(&job.graph, &caps, &types, &limits)
+                .and_then(|g| validate_with_limits(&g, &caps, &types, &limits)),
+            r => r,
+        }
+        .map_err(|e| match e {
+            ValidationError::TooCostly { .. } => JobError::OverLimit(format!("graph refused: {e}")),
+            e => JobError::Invalid(format!("graph refused: {e}")),
+        })?;
         Ok(Prepared {
             keys,
             graph,

@@ -39,11 +39,13 @@ use std::collections::BTreeSet;
 use crate::error::ValidationError;
 use crate::graph::{Graph, NodeId};
 
+mod auto_refresh;
 mod bgv;
 mod cost;
 mod structure;
 mod types;
 
+pub use auto_refresh::insert_refreshes;
 pub(crate) use bgv::is_bgv_op;
 pub(crate) use cost::circuit_relation;
 pub use cost::{

@@ -1,0 +1,161 @@
+//! Refreshes inserted where a CKKS computation runs out of levels: a
+//! planner pass for sessions with a refresh part, so that a graph deeper
+//! than its parameters runs (through the key holder) instead of being
+//! refused.
+//!
+//! The rule is the paper's layer-by-layer one: whenever a node that spends
+//! levels (a rescale, a product by a real constant, a Chebyshev polynomial)
+//! would leave its ciphertext below the lowest level a refresh accepts
+//! ([`hecloud_ckks::refresh::MaskPolicy::lowest_level`]), its ciphertext
+//! operands are refreshed to the top level first, so that no value falls
+//! where it could no longer be refreshed. Refreshes the graph turns out not
+//! to need (typically near its outputs, which may end at any level) are
+//! then taken back one by one, each only if the graph still validates.
+//! The schedule is visible in the cost estimate
+//! ([`super::CostEstimate::refreshes`]).
+
+use std::collections::{BTreeSet, HashMap};
+
+use super::structure;
+use super::types::Checker;
+use super::{Capabilities, VResult, ValidationLimits, ValueType};
+use crate::error::ValidationError;
+use crate::graph::{Graph, NodeId, Op};
+
+/// Whether `op` spends levels of its ciphertext operand.
+fn spends_levels(op: &Op) -> bool {
+    matches!(op, Op::Rescale(_) | Op::Mul(..) | Op::Chebyshev { .. })
+}
+
+/// `graph` with refreshes where its CKKS values would run out of levels,
+/// as few as validation (under `limits`) allows; `graph` itself when the
+/// session cannot refresh CKKS ciphertexts (no CKKS parameters or no
+/// refresh part) or the graph needs no refresh. Call it when validation
+/// refused a graph for want of levels (each refresh it considers taking
+/// back costs a validation). Errors other than a shortage of levels are
+/// returned as [`super::validate`] returns them.
+pub fn insert_refreshes(
+    graph: &Graph,
+    caps: &Capabilities,
+    inputs: &[ValueType],
+    limits: &ValidationLimits,
+) -> VResult<Graph> {
+    if caps.ckks.is_none() || !caps.refresh_ckks {
+        return Ok(graph.clone());
+    }
+    let mut skip = BTreeSet::new();
+    let (mut best, consumers) = plan(graph, caps, inputs, &skip)?;
+    // Take back the last refreshes first: those are the likeliest to be
+    // unneeded (a graph may end below the lowest refresh level).
+    for c in consumers.into_iter().rev() {
+        skip.insert(c);
+        match plan(graph, caps, inputs, &skip) {
+            Ok((g, _)) if super::validate_with_limits(&g, caps, inputs, limits).is_ok() => best = g,
+            _ => {
+                skip.remove(&c);
+            }
+        }
+    }
+    Ok(best)
+}
+
+/// One planning pass: the graph with refreshes before every level-spending
+/// node not in `skip` that would leave its value below the lowest refresh
+/// level, and those nodes in the order they were met.
+fn plan(
+    graph: &Graph,
+    caps: &Capabilities,
+    inputs: &[ValueType],
+    skip: &BTreeSet<NodeId>,
+) -> VResult<(Graph, Vec<NodeId>)> {
+    let params = caps.ckks.as_ref().expect("checked by the caller");
+    let policy = caps.mask_policy;
+    let top = params.max_level();
+    let structure = structure::check(graph, inputs.len())?;
+    let mut g = graph.clone();
+    let mut cx = Checker::new(caps);
+    let mut types: Vec<Option<ValueType>> = vec![None; g.nodes.len()];
+    let mut refreshed: HashMap<NodeId, NodeId> = HashMap::new();
+    let mut consumers = Vec::new();
+    let check = |cx: &mut Checker<'_>, g: &Graph, types: &[Option<ValueType>], id: NodeId| {
+        let args: Vec<&ValueType> = g.nodes[id as usize]
+            .operands()
+            .iter()
+            .map(|&m| types[m as usize].as_ref().expect("operands come first"))
+            .collect();
+        cx.check(id, &g.nodes[id as usize], &args, inputs)
+    };
+    for &id in &structure.topo {
+        let first = check(&mut cx, &g, &types, id);
+        let low = match &first {
+            // Refused for want of levels (a polynomial deeper than what is
+            // left): its operands are the ones to refresh.
+            Err(
+                ValidationError::LevelsExhausted { .. } | ValidationError::ScaleOverflow { .. },
+            ) => true,
+            Err(_) => false,
+            Ok(t) => match *t {
+                ValueType::CkksCiphertext { level, scale, .. } => {
+                    // A product that multiplied the scale is rescaled next: it
+                    // has one level fewer than it shows, and its own scale
+                    // (about Δ²) is too wide to mask, so its operands are the
+                    // ones to refresh.
+                    let operand_scale = g.nodes[id as usize]
+                        .operands()
+                        .iter()
+                        .filter_map(|&m| match types[m as usize] {
+                            Some(ValueType::CkksCiphertext { scale, .. }) => Some(scale),
+                            _ => None,
+                        })
+                        .fold(0.0, f64::max);
+                    let pending = usize::from(scale > 1.5 * operand_scale);
+                    policy
+                        .lowest_level(params, operand_scale.max(1.0))
+                        .is_some_and(|l| level < l + pending)
+                }
+                _ => false,
+            },
+        };
+        let mut t = first;
+        if low && spends_levels(&g.nodes[id as usize]) && !skip.contains(&id) {
+            let mut operands = g.nodes[id as usize].operands();
+            operands.dedup();
+            let mut any = false;
+            for m in operands {
+                let Some(ValueType::CkksCiphertext {
+                    level,
+                    scale,
+                    degree: 1,
+                }) = types[m as usize]
+                else {
+                    continue;
+                };
+                if level >= top || policy.check_level(params, level, scale).is_err() {
+                    continue;
+                }
+                let r = match refreshed.get(&m) {
+                    Some(&r) => r,
+                    None => {
+                        let r = g.refresh(m, top as u32);
+                        types.push(None);
+                        types[r as usize] = Some(check(&mut cx, &g, &types, r)?);
+                        refreshed.insert(m, r);
+                        r
+                    }
+                };
+                for slot in g.nodes[id as usize].operands_mut() {
+                    if *slot == m {
+                        *slot = r;
+                    }
+                }
+                any = true;
+            }
+            if any {
+                consumers.push(id);
+                t = check(&mut cx, &g, &types, id);
+            }
+        }
+        types[id as usize] = Some(t?);
+    }
+    Ok((g, consumers))
+}
