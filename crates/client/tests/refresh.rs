@@ -202,7 +202,10 @@ async fn a_job_refreshes_through_its_key_holder_and_every_failure_has_a_reason()
         .decode_real(&s.keys.decrypt(&ct).unwrap())
         .unwrap();
     for (a, b) in x.iter().zip(&y) {
-        assert!((a.powi(16) - b).abs() < 1e-3 * a.powi(16).abs().max(1.0), "{a}^16 vs {b}");
+        assert!(
+            (a.powi(16) - b).abs() < 1e-3 * a.powi(16).abs().max(1.0),
+            "{a}^16 vs {b}"
+        );
     }
     assert!(holder.stats().ciphertexts >= 2);
 }

@@ -107,7 +107,8 @@ fn write_cts(w: &mut Writer, cts: &[Vec<u8>]) {
 }
 
 fn read_cts(r: &mut Reader<'_>) -> DecodeResult<Vec<Vec<u8>>> {
-    let n = r.count("refresh ciphertexts", MAX_BATCH, 8)?;
+    // Each at least its 4-byte length.
+    let n = r.count("refresh ciphertexts", MAX_BATCH, 4)?;
     (0..n)
         .map(|_| {
             r.bytes("refresh ciphertext", MAX_MESSAGE_BYTES)

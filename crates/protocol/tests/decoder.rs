@@ -54,6 +54,8 @@ fn decode_all(bytes: &[u8]) -> usize {
         JobStatus::decode(bytes).is_ok(),
         JobResult::decode(bytes).is_ok(),
         Graph::decode(bytes).is_ok(),
+        hecloud_protocol::refresh::RefreshRequest::decode(bytes).is_ok(),
+        hecloud_protocol::refresh::RefreshReply::decode(bytes).is_ok(),
     ]
     .iter()
     .filter(|&&b| b)

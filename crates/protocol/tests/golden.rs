@@ -194,6 +194,15 @@ fn messages_are_frozen() {
     assert_eq!(g.encode(), files["message-graph"]);
     let g = Graph::decode(&files["message-bgv-bits-graph"]).unwrap();
     assert_eq!(g, common::bgv_bits_graph());
+    let spec = SessionSpec::decode(&files["message-refresh-spec"]).unwrap();
+    assert_eq!(spec.refresh.map(|r| r.mask_policy().lambda_s), Some(48));
+    assert_eq!(spec.encode(), files["message-refresh-spec"]);
+    let g = Graph::decode(&files["message-refresh-graph"]).unwrap();
+    assert_eq!(g.encode(), files["message-refresh-graph"]);
+    let r = refresh::RefreshRequest::decode(&files["message-refresh-request"]).unwrap();
+    assert_eq!(r.encode(), files["message-refresh-request"]);
+    let r = refresh::RefreshReply::decode(&files["message-refresh-reply"]).unwrap();
+    assert_eq!(r.encode(), files["message-refresh-reply"]);
 }
 
 /// Every field of the gRPC schema as `message.field number type`, one per

@@ -1,7 +1,7 @@
 //! Fuzz target: every decoder of the protocol and the graph validator on
 //! untrusted bytes. The first byte picks what is fed:
 //!
-//! * 0: the six message decoders;
+//! * 0: the eight message decoders;
 //! * 1: a graph, decoded then validated against a CKKS + TFHE session with
 //!   fixed input types (validation must refuse or accept, never panic or hang);
 //! * 2: a CKKS object payload (ciphertext, plaintext, keys) of a small
@@ -108,6 +108,8 @@ fuzz_target!(|data: &[u8]| {
             let _ = JobStatus::decode(rest);
             let _ = JobResult::decode(rest);
             let _ = Graph::decode(rest);
+            let _ = hecloud_protocol::refresh::RefreshRequest::decode(rest);
+            let _ = hecloud_protocol::refresh::RefreshReply::decode(rest);
         }
         1 => {
             // Graphs without the envelope, so the fuzzer reaches validation.

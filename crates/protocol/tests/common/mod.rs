@@ -199,6 +199,37 @@ pub fn messages() -> Vec<(&'static str, Vec<u8>)> {
         bgv: BgvParamSpec::from_name("bgv-n14"),
         ..SessionSpec::default()
     };
+    let refresh_spec = SessionSpec {
+        bgv: BgvParamSpec::from_name("bgv-n14"),
+        refresh: Some(RefreshSpec {
+            ckks_public_key: Some(ObjectId([7; 32])),
+            bgv_public_key: Some(ObjectId([8; 32])),
+            lambda_s: 48,
+            flood_bits: 40,
+        }),
+        ..preset.clone()
+    };
+    let mut refresh_graph = Graph::new();
+    let x = refresh_graph.input(0);
+    let r = refresh_graph.refresh(x, 5);
+    let b = refresh_graph.input(1);
+    let rb = refresh_graph.bgv_refresh(b, 3);
+    refresh_graph.output("r", r);
+    refresh_graph.output("rb", rb);
+    let request = refresh::RefreshRequest {
+        request_id: [3; 16],
+        job_id: JobId([9; 16]).to_hex(),
+        scheme: refresh::RefreshScheme::Ckks,
+        params_hash: [4; 32],
+        target_level: 5,
+        ciphertexts: vec![vec![1, 2, 3], vec![4]],
+    };
+    let reply = refresh::RefreshReply {
+        request_id: [3; 16],
+        params_hash: [4; 32],
+        target_level: 5,
+        ciphertexts: vec![vec![5, 6], vec![7, 8, 9]],
+    };
     vec![
         ("spec", spec.encode()),
         ("bgv-spec", bgv_spec.encode()),
@@ -211,5 +242,9 @@ pub fn messages() -> Vec<(&'static str, Vec<u8>)> {
         ("status", status.encode()),
         ("result", result.encode()),
         ("graph", sample_graph().encode()),
+        ("refresh-spec", refresh_spec.encode()),
+        ("refresh-graph", refresh_graph.encode()),
+        ("refresh-request", request.encode()),
+        ("refresh-reply", reply.encode()),
     ]
 }
