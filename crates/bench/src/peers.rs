@@ -35,9 +35,15 @@ pub fn build_go(name: &str, bin: &str) -> anyhow::Result<PathBuf> {
 /// Runs a Go peer binary on one goroutine (`GOMAXPROCS=1`, like our
 /// single-thread figures) and returns its standard output.
 pub fn run_go(bin: &Path, args: &[String]) -> anyhow::Result<String> {
+    run_go_threads(bin, args, 1)
+}
+
+/// [`run_go`] on `threads` goroutines (`GOMAXPROCS`), for figures taken
+/// with that many threads on both sides.
+pub fn run_go_threads(bin: &Path, args: &[String], threads: usize) -> anyhow::Result<String> {
     let out = Command::new(bin)
         .args(args)
-        .env("GOMAXPROCS", "1")
+        .env("GOMAXPROCS", threads.max(1).to_string())
         .output()?;
     anyhow::ensure!(
         out.status.success(),
@@ -524,23 +530,6 @@ pub mod lattigo_boot {
             .find(|l| !l.trim().is_empty())
             .map(str::to_string)
             .ok_or_else(|| anyhow::anyhow!("the Lattigo bootstrapping peer printed nothing"))
-    }
-
-    /// [`run_go`] with `GOMAXPROCS=threads`: Lattigo's bootstrapping is
-    /// compared against our multi-threaded one, so pinning one goroutine
-    /// as the other peers do would be unfair to it.
-    fn run_go_threads(bin: &Path, args: &[String], threads: usize) -> anyhow::Result<String> {
-        let out = Command::new(bin)
-            .args(args)
-            .env("GOMAXPROCS", threads.max(1).to_string())
-            .output()?;
-        anyhow::ensure!(
-            out.status.success(),
-            "{} failed: {}",
-            bin.display(),
-            String::from_utf8_lossy(&out.stderr)
-        );
-        Ok(String::from_utf8(out.stdout)?)
     }
 
     #[cfg(test)]

@@ -187,6 +187,17 @@ impl CkksSession {
         Ok(self.keys.encrypt_sk(&pt).map_err(crypto)?.to_bytes())
     }
 
+    /// Encrypts `values` ([`Self::encrypt`]) and uploads them: the object id.
+    pub async fn upload_encrypted(&self, client: &Client, values: &[f64]) -> Result<ObjectId> {
+        let ct = self.encrypt(values)?;
+        let id = ObjectId::of(&ct);
+        client
+            .upload(rpc::object_kind_name(ObjectKind::CkksCiphertext), ct)
+            .hashed(id)
+            .await?;
+        Ok(id)
+    }
+
     /// Decodes and decrypts a ciphertext payload.
     pub fn decrypt(&self, bytes: &[u8]) -> Result<Vec<f64>> {
         let ct = Ciphertext::from_bytes(self.params.rlwe(), bytes).map_err(crypto)?;
@@ -296,12 +307,7 @@ pub async fn ckks_statistics(
 ) -> Result<StepReport> {
     let (sent0, recv0) = client.traffic();
     let t = Instant::now();
-    let ct = s.encrypt(values)?;
-    let input = ObjectId::of(&ct);
-    client
-        .upload(rpc::object_kind_name(ObjectKind::CkksCiphertext), ct)
-        .hashed(input)
-        .await?;
+    let input = s.upload_encrypted(client, values).await?;
     let job = run_job(client, &statistics_graph(s.id, input, values.len())).await?;
     let mean = s.decrypt(&output(client, &job, "mean").await?)?[0];
     let var = s.decrypt(&output(client, &job, "variance").await?)?[0];
@@ -389,12 +395,7 @@ pub async fn ckks_deep_refresh(
 ) -> Result<StepReport> {
     let (sent0, recv0) = client.traffic();
     let t = Instant::now();
-    let ct = s.encrypt(values)?;
-    let input = ObjectId::of(&ct);
-    client
-        .upload(rpc::object_kind_name(ObjectKind::CkksCiphertext), ct)
-        .hashed(input)
-        .await?;
+    let input = s.upload_encrypted(client, values).await?;
     let sk = hecloud_rlwe::SecretKey::from_coefficients(
         s.params.rlwe(),
         &s.keys.secret_key().export_coefficients(),

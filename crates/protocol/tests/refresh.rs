@@ -37,6 +37,24 @@ fn ckks_ct(params: &CkksParameters, keys: &KeySet, enc: &Encoder, x: &[f64]) -> 
     .unwrap()
 }
 
+/// A round refreshing `ct` to level 5 under the default policy, and its request.
+fn request(
+    job: &str,
+    params: &Arc<CkksParameters>,
+    keys: &KeySet,
+    ct: &Ciphertext,
+) -> (RefreshRound, Vec<u8>) {
+    RefreshRound::ckks(
+        job,
+        params,
+        keys.public_key(),
+        &[ct],
+        &MaskPolicy::default(),
+        5,
+    )
+    .unwrap()
+}
+
 fn random(n: usize) -> Vec<f64> {
     let mut rng = Sampler::from_os();
     (0..n)
@@ -122,15 +140,7 @@ fn a_bgv_batch_comes_back_fresh_and_the_remote_refresher_works_in_circuits() {
 fn a_request_is_answered_once() {
     let (params, keys, enc) = ckks();
     let ct = ckks_ct(&params, &keys, &enc, &[1.0]);
-    let (_round, req) = RefreshRound::ckks(
-        "j",
-        &params,
-        keys.public_key(),
-        &[&ct],
-        &MaskPolicy::default(),
-        5,
-    )
-    .unwrap();
+    let (_round, req) = request("j", &params, &keys, &ct);
     let holder = RefreshResponder::new().with_ckks(params.clone(), sk_of(&keys));
     holder.answer(&req).unwrap();
     assert!(matches!(holder.answer(&req), Err(RefreshError::Replay(_))));
@@ -144,25 +154,9 @@ fn a_holder_serving_named_jobs_refuses_others() {
         .with_ckks(params.clone(), sk_of(&keys))
         .only_named_jobs();
     holder.serve_job("mine");
-    let (_, other) = RefreshRound::ckks(
-        "theirs",
-        &params,
-        keys.public_key(),
-        &[&ct],
-        &MaskPolicy::default(),
-        5,
-    )
-    .unwrap();
+    let (_, other) = request("theirs", &params, &keys, &ct);
     assert!(matches!(holder.answer(&other), Err(RefreshError::UnknownJob(j)) if j == "theirs"));
-    let (round, mine) = RefreshRound::ckks(
-        "mine",
-        &params,
-        keys.public_key(),
-        &[&ct],
-        &MaskPolicy::default(),
-        5,
-    )
-    .unwrap();
+    let (round, mine) = request("mine", &params, &keys, &ct);
     round.finish(&holder.answer(&mine).unwrap()).unwrap();
 }
 
@@ -170,15 +164,7 @@ fn a_holder_serving_named_jobs_refuses_others() {
 fn a_holder_without_the_key_refuses() {
     let (params, keys, enc) = ckks();
     let ct = ckks_ct(&params, &keys, &enc, &[1.0]);
-    let (_, req) = RefreshRound::ckks(
-        "j",
-        &params,
-        keys.public_key(),
-        &[&ct],
-        &MaskPolicy::default(),
-        5,
-    )
-    .unwrap();
+    let (_, req) = request("j", &params, &keys, &ct);
     let other =
         CkksParameters::new_insecure_for_tests(hecloud_ckks::params::test_literal(10, 4), 40)
             .unwrap();
@@ -274,15 +260,7 @@ fn malformed_bytes_are_refused_on_both_sides() {
     let (params, keys, enc) = ckks();
     let ct = ckks_ct(&params, &keys, &enc, &[1.0]);
     let holder = RefreshResponder::new().with_ckks(params.clone(), sk_of(&keys));
-    let (round, req) = RefreshRound::ckks(
-        "j",
-        &params,
-        keys.public_key(),
-        &[&ct],
-        &MaskPolicy::default(),
-        5,
-    )
-    .unwrap();
+    let (round, req) = request("j", &params, &keys, &ct);
     for cut in [0, 7, 8, 30, req.len() / 2, req.len() - 1] {
         assert!(holder.answer(&req[..cut]).is_err(), "cut at {cut}");
     }
@@ -297,15 +275,7 @@ fn malformed_bytes_are_refused_on_both_sides() {
         Err(RefreshError::Decode(_))
     ));
     // A reply in place of a request, and the reverse.
-    let (round, req) = RefreshRound::ckks(
-        "j",
-        &params,
-        keys.public_key(),
-        &[&ct],
-        &MaskPolicy::default(),
-        5,
-    )
-    .unwrap();
+    let (round, req) = request("j", &params, &keys, &ct);
     assert!(matches!(
         holder.answer(&holder.answer(&req).unwrap()),
         Err(RefreshError::Decode(_))

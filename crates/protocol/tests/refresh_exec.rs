@@ -40,6 +40,13 @@ fn ckks_session(levels: usize, refresh: bool) -> (Arc<CkksParameters>, Arc<KeySe
     (params, ks, keys)
 }
 
+fn direct(holder: &RefreshResponder) -> DirectLink<'_> {
+    DirectLink {
+        job_id: "job".into(),
+        responder: holder,
+    }
+}
+
 fn input(params: &Arc<CkksParameters>, ks: &KeySet, x: &[f64]) -> Object {
     let enc = Encoder::new(params);
     Object::CkksCiphertext(
@@ -83,10 +90,7 @@ fn squares(rounds: usize, top: u32) -> Graph {
 fn a_computation_deeper_than_the_parameters_succeeds_with_refreshes() {
     let (params, ks, keys) = ckks_session(4, true);
     let holder = RefreshResponder::new().with_ckks(params.clone(), sk_of(&ks));
-    let link = DirectLink {
-        job_id: "job".into(),
-        responder: &holder,
-    };
+    let link = direct(&holder);
     // Eight squarings on four levels: 2^8 = 256th power of values near 1.
     let x: Vec<f64> = (0..16).map(|i| 1.0 - i as f64 / 1024.0).collect();
     let want: Vec<f64> = x.iter().map(|v| v.powi(256)).collect();
@@ -125,10 +129,7 @@ fn a_computation_deeper_than_the_parameters_succeeds_with_refreshes() {
 fn refreshes_ready_together_share_one_round_trip() {
     let (params, ks, keys) = ckks_session(4, true);
     let holder = RefreshResponder::new().with_ckks(params.clone(), sk_of(&ks));
-    let link = DirectLink {
-        job_id: "job".into(),
-        responder: &holder,
-    };
+    let link = direct(&holder);
     let mut g = Graph::new();
     let (a, b) = (g.input(0), g.input(1));
     let ra = g.refresh(a, 3);
@@ -259,10 +260,7 @@ fn a_bgv_product_chain_deeper_than_the_parameters_runs_with_refreshes_as_predict
         .with_refresh(None, Some(ks.public_key().clone()), MaskPolicy::default())
         .unwrap();
     let holder = RefreshResponder::new().with_bgv(ks.clone());
-    let link = DirectLink {
-        job_id: "job".into(),
-        responder: &holder,
-    };
+    let link = direct(&holder);
     let enc = hecloud_bgv::Encoder::new(&params);
     let x: Vec<u64> = (0..64).map(|i| i * 37 + 3).collect();
     let inputs = [Object::BgvCiphertext(
@@ -310,10 +308,7 @@ fn squares_without_refresh(rounds: usize) -> Graph {
 fn the_planner_inserts_the_refreshes_a_deep_graph_needs_and_no_more() {
     let (params, ks, keys) = ckks_session(4, true);
     let holder = RefreshResponder::new().with_ckks(params.clone(), sk_of(&ks));
-    let link = DirectLink {
-        job_id: "job".into(),
-        responder: &holder,
-    };
+    let link = direct(&holder);
     let x: Vec<f64> = (0..16).map(|i| 1.0 - i as f64 / 1024.0).collect();
     let inputs = [input(&params, &ks, &x)];
     let types = vec![inputs[0].value_type().unwrap()];
@@ -353,10 +348,7 @@ fn the_planner_inserts_the_refreshes_a_deep_graph_needs_and_no_more() {
 fn the_planner_refreshes_before_polynomials_that_lack_the_depth() {
     let (params, ks, keys) = ckks_session(6, true);
     let holder = RefreshResponder::new().with_ckks(params.clone(), sk_of(&ks));
-    let link = DirectLink {
-        job_id: "job".into(),
-        responder: &holder,
-    };
+    let link = direct(&holder);
     // p(y) = T_1(y)/2 + T_3(y)/4 on [-1, 1]: depth 2 (degree 3), applied 4
     // times: 8 levels or more on 6.
     let coeffs = vec![0.0, 0.5, 0.0, 0.25];
