@@ -83,10 +83,14 @@ fn a_refreshed_product_decrypts_to_the_plain_product_at_the_precision_of_a_fresh
     );
     eprintln!("before {before}, after {after}, fresh {reference}");
     assert!(after.bits() > 20.0, "{after}");
-    // The refreshed value carries the product's error plus a fresh
-    // encryption's noise: within a bit of the worse of the two.
+    // The refreshed value carries the product's error, the noise of the
+    // encryption of zero that re-randomizes it and a fresh encryption's
+    // noise: three terms of about one size, so about √3 times (0.8 bits)
+    // the worse of the two. The mean error over the slots is stable enough
+    // to hold that within a bit; the maximum wanders by a fraction of one.
+    let worse = before.log2_mean_err.max(reference.log2_mean_err);
     assert!(
-        after.bits() >= before.bits().min(reference.bits()) - 1.0,
+        after.log2_mean_err <= worse + 1.0,
         "before {before}, after {after}, fresh {reference}"
     );
     // The refreshed ciphertext computes on: square it.
@@ -96,7 +100,8 @@ fn a_refreshed_product_decrypts_to_the_plain_product_at_the_precision_of_a_fresh
         &want_sq,
         &enc.decode_real(&keys.decrypt(&sq).unwrap()).unwrap(),
     );
-    assert!(got.bits() > 14.0, "{got}");
+    // Values up to 16, squared: up to 256, with twice the relative error.
+    assert!(got.bits() > 12.0, "{got}");
 }
 
 #[test]
