@@ -135,7 +135,7 @@ impl MaskPolicy {
 
     /// Whether a ciphertext of scale `scale` at `level` can be masked:
     /// refused with [`CkksError::NoRefreshHeadroom`] (naming the lowest
-    /// level that can) or, for a bad policy, [`CkksError::RefreshPolicy`].
+    /// level that can) or, for a bad policy, [`CkksError::MaskPolicy`].
     pub fn check_level(&self, params: &CkksParameters, level: usize, scale: f64) -> Result<()> {
         self.validate()?;
         if !(scale.is_finite() && scale >= 1.0) {

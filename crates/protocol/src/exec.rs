@@ -7,7 +7,9 @@
 //! operands runs for minutes), a Chebyshev polynomial before every
 //! ciphertext product (each a key switch); it reports progress after each
 //! node and frees every intermediate value after its last use. Other CKKS
-//! nodes are one or two key switches each and run to their end.
+//! nodes are one or two key switches each and run to their end. Refresh
+//! nodes go to a key holder over a [`RefreshLink`]
+//! ([`execute_with_refresh`]), those ready together in one round trip.
 //!
 //! ```
 //! use std::sync::atomic::AtomicBool;
@@ -38,6 +40,7 @@
 //! assert!((y[0] - 30.0).abs() < 1e-6);
 //! ```
 
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use hecloud_circuits::circuits::{self, AdderKind, SumMode};
@@ -46,8 +49,6 @@ use hecloud_ckks::polynomial::ChebyshevPolynomial;
 use hecloud_ckks::{CkksError, Evaluator};
 use hecloud_rlwe::{Ciphertext, Plaintext};
 use num_complex::Complex64;
-
-use std::collections::HashMap;
 
 use crate::error::ExecError;
 use crate::graph::{NodeId, Op};
