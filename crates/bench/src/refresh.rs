@@ -22,10 +22,17 @@
 //!    sin(πx)/2 applied four times to full-slot inputs in [−1, 1], refreshed
 //!    before each application whose operand lacks the depth (to the top
 //!    level, and to the lowest level that leaves exactly the depth needed),
-//!    against Lattigo's `deep` with bootstrapping.
+//!    against Lattigo's `deep` with bootstrapping. Before each application
+//!    after the first the graph multiplies by 1 encoded (by the client) at
+//!    q_l·Δ/s and rescales: a polynomial leaves its output scale s slightly
+//!    off Δ, a refresh keeps it, and the next degree-63 polynomial would fail
+//!    the evaluator's scale tolerance. This costs one level per application.
 //!
-//! Our side runs with a one-thread rayon pool, as Lattigo runs with
-//! `GOMAXPROCS=1`. Full: N = 2^16 and 2^15, Lattigo at 2^16. `--quick`:
+//! Lattigo runs with `GOMAXPROCS=1`, our server and key holder share a
+//! one-thread rayon pool. The embedded server accepts messages of up to
+//! [`REFRESH_CHUNK_BYTES`] × 2: with its default (4 MiB chunks, 8 MiB
+//! messages) the key holder's reply at N = 2^16 (one top-level ciphertext,
+//! about 14 MiB) is refused on the session stream and the job times out. Full: N = 2^16 and 2^15, Lattigo at 2^16. `--quick`:
 //! refresh at N = 2^14 and Lattigo at its insecure 2^14 test size; the deep
 //! computation runs at N = 2^15 there, since a degree-63 polynomial needs 7
 //! levels and N = 2^14 has 6 (4 above the lowest refreshable level).
@@ -50,6 +57,9 @@ use crate::peers::lattigo_boot::{self, BootFigures, DeepFigures};
 use crate::report::{ResultLine, Table, bytes, cpu_name};
 use crate::workload::{self, CkksSession};
 
+/// The embedded server's chunk size here: its gRPC message limit is twice
+/// this, enough for a top-level N = 2^16 ciphertext in one refresh reply.
+pub const REFRESH_CHUNK_BYTES: u32 = 16 << 20;
 /// Target: a refresh on loopback takes at most 1/50 of a bootstrapping.
 const LOOPBACK_FACTOR: f64 = 50.0;
 /// Target: a refresh over the default wide-area link takes at most 1/20.
@@ -388,6 +398,7 @@ struct RefreshRow {
     after_bits: f64,
     wan_after_bits: f64,
     fresh_bits: f64,
+    fresh_pk_bits: f64,
 }
 
 async fn refresh_preset(emb: &Embedded, preset: Preset, reps: usize) -> anyhow::Result<RefreshRow> {
@@ -402,8 +413,13 @@ async fn refresh_preset(emb: &Embedded, preset: Preset, reps: usize) -> anyhow::
     let values = random_unit(s.params.slots());
     let before_bits = precision(&s, &encrypt_at(&s, &values, from)?, &values)?.bits();
     let fresh_bits = precision(&s, &encrypt_at(&s, &values, top)?, &values)?.bits();
+    // The server re-randomizes with a public-key encryption of zero, so a
+    // refreshed value carries that noise too: this is the figure to expect.
+    let pt = Encoder::new(&s.params).encode_real(&values, top, s.params.default_scale())?;
+    let fresh_pk_bits = precision(&s, &s.keys.encrypt(&pt)?, &values)?.bits();
     let split = tokio::task::block_in_place(|| split_in_process(&s, from, reps))?;
 
+    println!("  key holder on loopback");
     let lo = refresh_jobs(&client, &s, from, reps).await?;
     let relay = netem::shaped_relay(emb.server.addr, Link::DEFAULT, Method::Auto).await?;
     let wan_method = format!(
@@ -421,6 +437,7 @@ async fn refresh_preset(emb: &Embedded, preset: Preset, reps: usize) -> anyhow::
         emb.server.ca_pem.as_deref(),
     )
     .await?;
+    println!("  key holder on the wide-area link ({wan_method})");
     let wan = refresh_jobs(&wan_client, &s, from, reps).await?;
     drop(wan_client);
     drop(relay);
@@ -443,6 +460,7 @@ async fn refresh_preset(emb: &Embedded, preset: Preset, reps: usize) -> anyhow::
         after_bits: lo.after_bits,
         wan_after_bits: wan.after_bits,
         fresh_bits,
+        fresh_pk_bits,
     })
 }
 
@@ -502,13 +520,13 @@ async fn deep_preset(
         let mut shape = CtShape::of(&ct);
         let mut g = Graph::new();
         let mut x = g.input(0);
-        for step in &plan {
-            if let Some(level) = step {
-                // A polynomial leaves a scale slightly off Δ, which a refresh
-                // keeps; at the top level the next polynomial's products then
-                // drift beyond the evaluator's scale tolerance. A product by
-                // 1 encoded at q_l·Δ/s, rescaled, brings it back to Δ for one
-                // level (no graph operation sets a scale).
+        for (i, step) in plan.iter().enumerate() {
+            if i > 0 {
+                // A polynomial leaves a scale slightly off Δ, and the next
+                // degree-63 polynomial's products then drift beyond the
+                // evaluator's scale tolerance (a refresh keeps the scale).
+                // A product by 1 encoded at q_l·Δ/s, rescaled, brings it
+                // back to Δ for one level (no graph operation sets a scale).
                 let fix = Encoder::new(&s.params).encode_real(
                     &vec![1.0; s.params.slots()],
                     shape.level,
@@ -522,6 +540,8 @@ async fn deep_preset(
                 shape = planner
                     .rescale(&planner.mul_plain(&shape, &PtShape::of(&fix))?.out)?
                     .out;
+            }
+            if let Some(level) = step {
                 x = g.refresh(x, *level as u32);
                 shape = CtShape::new(*level, shape.scale);
             }
@@ -607,7 +627,7 @@ async fn bench(opts: &BenchOptions) -> anyhow::Result<()> {
             )
         };
     println!(
-        "client-aided refresh vs Lattigo v6.2.0 bootstrapping on {}; ours: rayon pool of {} thread(s), Lattigo: GOMAXPROCS=1; median of {reps} repetition(s)",
+        "client-aided refresh vs Lattigo v6.2.0 bootstrapping on {}; ours: rayon pool of {} thread(s) shared by the server and the in-process key holder, Lattigo: GOMAXPROCS=1 (one thread); median of {reps} repetition(s)",
         cpu_name(),
         rayon::current_num_threads()
     );
@@ -636,7 +656,7 @@ async fn bench(opts: &BenchOptions) -> anyhow::Result<()> {
         }
     };
 
-    let emb = Embedded::start(1, 4).await?;
+    let emb = Embedded::start_with_chunk(1, 4, REFRESH_CHUNK_BYTES).await?;
     let mut rows = vec![];
     for &p in presets {
         println!("refresh at {} ...", p.name());
@@ -665,6 +685,7 @@ async fn bench(opts: &BenchOptions) -> anyhow::Result<()> {
             "prec_before_bits",
             "prec_after_bits",
             "prec_fresh_bits",
+            "prec_fresh_pk_bits",
             "ratio_to_lattigo",
         ],
     );
@@ -690,6 +711,7 @@ async fn bench(opts: &BenchOptions) -> anyhow::Result<()> {
                 fmt(r.before_bits, 1),
                 fmt(after, 1),
                 fmt(r.fresh_bits, 1),
+                fmt(r.fresh_pk_bits, 1),
                 fmt(ratio(s.end_to_end_ms, &boot_ms), 4),
             ]);
         }
@@ -712,12 +734,13 @@ async fn bench(opts: &BenchOptions) -> anyhow::Result<()> {
             String::new(),
             fmt(b.precision_min_bits, 1),
             String::new(),
+            String::new(),
             "1".into(),
         ]);
     }
     print!("\n{}", table.render());
     println!(
-        "bytes_up: to the key holder (masked request); bytes_down: back (seeded fresh encryption); transfer = end to end − (mask + decrypt + encrypt + codec + unmask), both directions; precision: −log2 of the largest slot error; output dropped to level 0 after the refresh only for the download"
+        "bytes_up: to the key holder (masked request); bytes_down: back (seeded fresh encryption); transfer = end to end − (mask + decrypt + encrypt + codec + unmask), both directions; precision: −log2 of the largest slot error (fresh: secret-key encryption at the top level, as the client and the key holder encrypt; fresh_pk: public-key encryption, whose noise the server's re-randomization adds); output dropped to level 0 after the refresh only for the download"
     );
     for r in &rows {
         println!(
