@@ -12,6 +12,7 @@ pub mod embedded;
 pub mod netem;
 pub mod ntt;
 pub mod peers;
+pub mod refresh;
 pub mod report;
 pub mod service;
 pub mod tfhe;
@@ -57,6 +58,11 @@ pub const EXPERIMENTS: &[Experiment] = &[
         name: "service",
         about: "service overhead (serialize, transfer, store, dispatch) of a CKKS job; 16 concurrent clients",
         run: service::run,
+    },
+    Experiment {
+        name: "refresh",
+        about: "client-aided CKKS refresh through the service (loopback and wide-area key holder): time split, bytes, precision vs Lattigo's bootstrapping; a deep polynomial job refreshed vs bootstrapped",
+        run: refresh::run,
     },
 ];
 

@@ -1,0 +1,927 @@
+//! `hecloud bench refresh`: client-aided refresh (the server masks, the key
+//! holder decrypts and encrypts again at the top level, the server unmasks)
+//! against Lattigo v6.2.0's CKKS bootstrapping, in the same run.
+//!
+//! 1. One refresh of a full-slot random vector from the lowest level the
+//!    session's mask allows to the top level, as a job `input → refresh(top)
+//!    → drop_level(0) → output` through the embedded TLS server, the client
+//!    answering the refresh request (`Client::serve_refreshes`). The output is
+//!    dropped to level 0 only so that its download is small: dropping limbs
+//!    does not change the precision, and the refresh itself still produces
+//!    (and sends back) a top-level ciphertext. The key holder sits on
+//!    loopback, then behind the emulated wide-area link
+//!    ([`netem::Link::DEFAULT`]). The end-to-end refresh is the job's server
+//!    compute time (it includes the wait for the key holder); mask, unmask
+//!    and the key holder's decrypt and encrypt are timed in-process on a
+//!    ciphertext of the same level, and the rest is the transfer (both
+//!    directions together: the server's compute time cannot be split between
+//!    them).
+//! 2. Lattigo's bootstrapping (`lattigo_boot::boot`, one goroutine), skipped
+//!    with the reason printed when memory is short; ratios refresh / boot.
+//! 3. The deep computation: a degree-63 Chebyshev approximation of
+//!    sin(πx)/2 applied four times to full-slot inputs in [−1, 1], refreshed
+//!    before each application whose operand lacks the depth (to the top
+//!    level, and to the lowest level that leaves exactly the depth needed),
+//!    against Lattigo's `deep` with bootstrapping. Before each application
+//!    after the first the graph multiplies by 1 encoded (by the client) at
+//!    q_l·Δ/s and rescales: a polynomial leaves its output scale s slightly
+//!    off Δ, a refresh keeps it, and the next degree-63 polynomial would fail
+//!    the evaluator's scale tolerance. This costs one level per application.
+//!
+//! Lattigo runs with `GOMAXPROCS=1`, our server and key holder share a
+//! one-thread rayon pool. The embedded server accepts messages of up to
+//! [`REFRESH_CHUNK_BYTES`] × 2: with its default (4 MiB chunks, 8 MiB
+//! messages) the key holder's reply at N = 2^16 (one top-level ciphertext,
+//! about 14 MiB) is refused on the session stream and the job times out. Full: N = 2^16 and 2^15, Lattigo at 2^16. `--quick`:
+//! refresh at N = 2^14 and Lattigo at its insecure 2^14 test size; the deep
+//! computation runs at N = 2^15 there, since a degree-63 polynomial needs 7
+//! levels and N = 2^14 has 6 (4 above the lowest refreshable level).
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use hecloud_ckks::polynomial::ChebyshevPolynomial;
+use hecloud_ckks::precision::{PrecisionReport, report_real};
+use hecloud_ckks::refresh::{CkksMask, reencrypt};
+use hecloud_ckks::{CtShape, Encoder, Planner, Preset, PtShape};
+use hecloud_client::Client;
+use hecloud_protocol::refresh::{RefreshResponder, RefreshRound};
+use hecloud_protocol::rpc;
+use hecloud_protocol::{Graph, JobSubmission, Object, ObjectId, ObjectKind};
+use hecloud_rlwe::{Ciphertext, Decryptor, Plaintext, SecretKey};
+
+use crate::BenchOptions;
+use crate::embedded::Embedded;
+use crate::netem::{self, Link, Method};
+use crate::peers::lattigo_boot::{self, BootFigures, DeepFigures};
+use crate::report::{ResultLine, Table, bytes, cpu_name};
+use crate::workload::{self, CkksSession};
+
+/// The embedded server's chunk size here: its gRPC message limit is twice
+/// this, enough for a top-level N = 2^16 ciphertext in one refresh reply.
+pub const REFRESH_CHUNK_BYTES: u32 = 16 << 20;
+/// Target: a refresh on loopback takes at most 1/50 of a bootstrapping.
+const LOOPBACK_FACTOR: f64 = 50.0;
+/// Target: a refresh over the default wide-area link takes at most 1/20.
+const WAN_FACTOR: f64 = 20.0;
+/// Target: precision after a refresh at most this many bits below a fresh
+/// encryption's at the same scale.
+const PRECISION_SLACK_BITS: f64 = 1.0;
+/// Degree of the deep computation's polynomial (as Lattigo's peer).
+const DEGREE: usize = 63;
+/// Applications of the polynomial in a row (as Lattigo's peer).
+const APPLICATIONS: usize = 4;
+/// The quick Lattigo size (N = 2^14) peaked at 3.3 GB resident: this leaves
+/// room for our server beside it.
+const QUICK_MIN_FREE_BYTES: u64 = 6 << 30;
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e3
+}
+
+/// The median of `v` (NaN for none); sorts `v`.
+fn median(v: &mut [f64]) -> f64 {
+    if v.is_empty() {
+        return f64::NAN;
+    }
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+/// Where the time of one refresh went, in milliseconds.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct TimeSplit {
+    /// The job's server compute time: mask, round trip to the key holder, unmask.
+    pub end_to_end_ms: f64,
+    /// Server: masking and encoding the request.
+    pub mask_ms: f64,
+    /// Key holder: decryption of the masked ciphertext.
+    pub decrypt_ms: f64,
+    /// Key holder: the rest of `reencrypt` (lift to the target level, encrypt).
+    pub encrypt_ms: f64,
+    /// Key holder: decoding the request and encoding the reply.
+    pub codec_ms: f64,
+    /// Server: decoding the reply and unmasking.
+    pub unmask_ms: f64,
+}
+
+impl TimeSplit {
+    /// What is left for the transfer, both directions: end to end minus the
+    /// work measured in-process. Not clamped: a negative value says the
+    /// in-process figures do not fit the server's (noise, or a slower run),
+    /// and hiding that would hide a wrong split.
+    ///
+    /// ```
+    /// let s = hecloud_bench::refresh::TimeSplit {
+    ///     end_to_end_ms: 100.0, mask_ms: 10.0, decrypt_ms: 5.0,
+    ///     encrypt_ms: 20.0, codec_ms: 1.0, unmask_ms: 4.0,
+    /// };
+    /// assert_eq!(s.transfer_ms(), 60.0);
+    /// ```
+    pub fn transfer_ms(&self) -> f64 {
+        self.end_to_end_ms
+            - (self.mask_ms + self.decrypt_ms + self.encrypt_ms + self.codec_ms + self.unmask_ms)
+    }
+}
+
+/// Before each application of the polynomial, the level to refresh its
+/// operand to (`None`: no refresh), starting from a ciphertext at `top`.
+/// An operand is refreshed when it lacks `depth` levels, plus, unless it is
+/// the last application, the `lowest` level a refresh needs afterwards. It
+/// goes to `top`, or with `exact` to the lowest level that leaves exactly
+/// that much (fewer bytes each way). `None` when the levels cannot hold it.
+///
+/// ```
+/// use hecloud_bench::refresh::deep_plan;
+/// // N = 2^16: 27 levels, degree 63 takes 7, a refresh needs level 2.
+/// assert_eq!(deep_plan(27, 2, 7, 4, false), Some(vec![None, None, None, Some(27)]));
+/// assert_eq!(deep_plan(27, 2, 7, 4, true), Some(vec![None, None, None, Some(7)]));
+/// ```
+pub fn deep_plan(
+    top: usize,
+    lowest: usize,
+    depth: usize,
+    applications: usize,
+    exact: bool,
+) -> Option<Vec<Option<usize>>> {
+    let mut level = top;
+    let mut plan = Vec::with_capacity(applications);
+    for i in 0..applications {
+        let need = depth + if i + 1 == applications { 0 } else { lowest };
+        if need > top {
+            return None;
+        }
+        if level < need {
+            if level < lowest {
+                return None;
+            }
+            let target = if exact { need } else { top };
+            plan.push(Some(target));
+            level = target;
+        } else {
+            plan.push(None);
+        }
+        level -= depth;
+    }
+    Some(plan)
+}
+
+/// Lattigo's figures, or why it did not run.
+type Peer<T> = std::result::Result<T, String>;
+
+fn lattigo<T>(what: &str, min_free: u64, f: impl FnOnce() -> anyhow::Result<T>) -> Peer<T> {
+    if let Some(free) = lattigo_boot::free_memory_bytes()
+        && free < min_free
+    {
+        let why = format!(
+            "{} of memory available, {} needed",
+            bytes(free),
+            bytes(min_free)
+        );
+        println!("Lattigo {what}: skipped ({why})");
+        return Err(why);
+    }
+    let t = Instant::now();
+    let r = f().map_err(|e| e.to_string());
+    match &r {
+        Ok(_) => println!(
+            "Lattigo {what}: done in {:.1} s (process wall time, key generation included)",
+            t.elapsed().as_secs_f64()
+        ),
+        Err(e) => println!("Lattigo {what}: skipped (it failed: {e})"),
+    }
+    r
+}
+
+/// Runs the experiment.
+pub fn run(opts: &BenchOptions) -> anyhow::Result<()> {
+    // One thread on our side as on Lattigo's. Fails only if the global pool
+    // already exists (another experiment ran first in this process): the
+    // thread count is printed either way.
+    let _ = rayon::ThreadPoolBuilder::new()
+        .num_threads(1)
+        .build_global();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    rt.block_on(bench(opts))
+}
+
+fn random_unit(count: usize) -> Vec<f64> {
+    workload::random_values(count)
+        .into_iter()
+        .map(|v| v / 10.0)
+        .collect()
+}
+
+fn secret_copy(s: &CkksSession) -> anyhow::Result<SecretKey> {
+    Ok(SecretKey::from_coefficients(
+        s.params.rlwe(),
+        &s.keys.secret_key().export_coefficients(),
+    )?)
+}
+
+fn encrypt_at(s: &CkksSession, values: &[f64], level: usize) -> anyhow::Result<Ciphertext> {
+    let enc = Encoder::new(&s.params);
+    let pt = enc.encode_real(values, level, s.params.default_scale())?;
+    Ok(s.keys.encrypt_sk(&pt)?)
+}
+
+fn precision(s: &CkksSession, ct: &Ciphertext, want: &[f64]) -> anyhow::Result<PrecisionReport> {
+    let got = Encoder::new(&s.params).decode_real(&s.keys.decrypt(ct)?)?;
+    Ok(report_real(want, &got))
+}
+
+async fn upload_plain(client: &Client, pt: &Plaintext) -> anyhow::Result<ObjectId> {
+    let bytes = Object::CkksPlaintext(pt.clone()).to_bytes();
+    let id = ObjectId::of(&bytes);
+    client
+        .upload(rpc::object_kind_name(ObjectKind::CkksPlaintext), bytes)
+        .hashed(id)
+        .await?;
+    Ok(id)
+}
+
+async fn upload(client: &Client, ct: &Ciphertext) -> anyhow::Result<ObjectId> {
+    let bytes = ct.to_bytes();
+    let id = ObjectId::of(&bytes);
+    client
+        .upload(rpc::object_kind_name(ObjectKind::CkksCiphertext), bytes)
+        .hashed(id)
+        .await?;
+    Ok(id)
+}
+
+/// One measured refresh job.
+struct JobRun {
+    compute_ms: f64,
+    after: PrecisionReport,
+    up: u64,
+    down: u64,
+}
+
+/// `input → refresh(top) → drop_level(0) → output`, the input encrypted at
+/// `level`; the client's key-holder session must be open.
+async fn refresh_job(
+    client: &Client,
+    s: &CkksSession,
+    responder: &RefreshResponder,
+    level: usize,
+) -> anyhow::Result<JobRun> {
+    let values = random_unit(s.params.slots());
+    let ct = encrypt_at(s, &values, level)?;
+    let input = upload(client, &ct).await?;
+    let mut g = Graph::new();
+    let x = g.input(0);
+    let r = g.refresh(x, s.params.max_level() as u32);
+    let out = g.drop_level(r, 0);
+    g.output("y", out);
+    let before = responder.stats();
+    let job = workload::run_job(
+        client,
+        &JobSubmission {
+            session: s.id,
+            graph: g,
+            inputs: vec![input],
+        },
+    )
+    .await?;
+    let after_stats = responder.stats();
+    anyhow::ensure!(
+        after_stats.ciphertexts == before.ciphertexts + 1,
+        "the job refreshed {} ciphertexts through this key holder, not 1",
+        after_stats.ciphertexts - before.ciphertexts
+    );
+    let bytes = workload::output(client, &job, "y").await?;
+    let out = Ciphertext::from_bytes(s.params.rlwe(), &bytes)?;
+    let _ = client.delete(&input.to_hex()).await;
+    Ok(JobRun {
+        compute_ms: job.compute_micros as f64 / 1e3,
+        after: precision(s, &out, &values)?,
+        up: after_stats.bytes_in - before.bytes_in,
+        down: after_stats.bytes_out - before.bytes_out,
+    })
+}
+
+/// Medians of `reps` refresh jobs (after one warm-up job that loads the
+/// session's keys on the server).
+struct LinkFigures {
+    end_to_end_ms: f64,
+    after_bits: f64,
+    up: u64,
+    down: u64,
+}
+
+async fn refresh_jobs(
+    client: &Client,
+    s: &CkksSession,
+    level: usize,
+    reps: usize,
+) -> anyhow::Result<LinkFigures> {
+    let responder = Arc::new(RefreshResponder::new().with_ckks(s.params.clone(), secret_copy(s)?));
+    let holder = client.serve_refreshes(responder.clone()).await?;
+    refresh_job(client, s, &responder, level).await?;
+    let mut times = vec![];
+    let mut bits = vec![];
+    let (mut up, mut down) = (0, 0);
+    for _ in 0..reps {
+        let r = refresh_job(client, s, &responder, level).await?;
+        times.push(r.compute_ms);
+        bits.push(r.after.bits());
+        (up, down) = (r.up, r.down);
+    }
+    // Closed before another client serves: the server asks any one of the
+    // tenant's key holders.
+    drop(holder);
+    Ok(LinkFigures {
+        end_to_end_ms: median(&mut times),
+        after_bits: median(&mut bits),
+        up,
+        down,
+    })
+}
+
+/// Mask, key holder and unmask timed in-process on a ciphertext at `level`
+/// (medians of `reps`), with the end-to-end time left to fill in.
+fn split_in_process(s: &CkksSession, level: usize, reps: usize) -> anyhow::Result<TimeSplit> {
+    let params = &s.params;
+    let top = params.max_level();
+    let policy = s.spec.refresh.map(|r| r.mask_policy()).unwrap_or_default();
+    let pk = s.keys.public_key();
+    let sk = secret_copy(s)?;
+    let responder = RefreshResponder::new().with_ckks(params.clone(), secret_copy(s)?);
+    let ct = encrypt_at(s, &random_unit(params.slots()), level)?;
+    let (mut mask, mut holder, mut unmask, mut dec, mut reenc) =
+        (vec![], vec![], vec![], vec![], vec![]);
+    for _ in 0..reps {
+        let t = Instant::now();
+        let (round, req) = RefreshRound::ckks("bench", params, pk, &[&ct], &policy, top)?;
+        mask.push(ms(t.elapsed()));
+        let t = Instant::now();
+        let reply = responder.answer(&req)?;
+        holder.push(ms(t.elapsed()));
+        let t = Instant::now();
+        let out = round.finish(&reply)?;
+        unmask.push(ms(t.elapsed()));
+        anyhow::ensure!(out.len() == 1 && out[0].level() == top, "bad refresh");
+        // The key holder's two halves, on a masked ciphertext of its own.
+        let (masked, _mask) = CkksMask::apply(params, pk, &ct, &policy)?;
+        let t = Instant::now();
+        std::hint::black_box(Decryptor::new(&sk).decrypt(&masked)?);
+        dec.push(ms(t.elapsed()));
+        let t = Instant::now();
+        std::hint::black_box(reencrypt(params, &sk, &masked, top)?);
+        reenc.push(ms(t.elapsed()));
+    }
+    let (holder, dec, reenc) = (median(&mut holder), median(&mut dec), median(&mut reenc));
+    Ok(TimeSplit {
+        end_to_end_ms: f64::NAN,
+        mask_ms: median(&mut mask),
+        decrypt_ms: dec,
+        encrypt_ms: reenc - dec,
+        codec_ms: holder - reenc,
+        unmask_ms: median(&mut unmask),
+    })
+}
+
+/// One preset's refresh figures.
+struct RefreshRow {
+    preset: Preset,
+    from: usize,
+    to: usize,
+    loopback: TimeSplit,
+    wan: TimeSplit,
+    wan_method: String,
+    up: u64,
+    down: u64,
+    before_bits: f64,
+    after_bits: f64,
+    wan_after_bits: f64,
+    fresh_bits: f64,
+    fresh_pk_bits: f64,
+}
+
+async fn refresh_preset(emb: &Embedded, preset: Preset, reps: usize) -> anyhow::Result<RefreshRow> {
+    let client = emb.client().await?;
+    let s = workload::ckks_setup_with(&client, preset, &[], true).await?;
+    let policy = s.spec.refresh.map(|r| r.mask_policy()).unwrap_or_default();
+    let top = s.params.max_level();
+    let from = policy
+        .lowest_level(&s.params, s.params.default_scale())
+        .filter(|&l| l < top)
+        .ok_or_else(|| anyhow::anyhow!("{}: no level to refresh from", preset.name()))?;
+    let values = random_unit(s.params.slots());
+    let before_bits = precision(&s, &encrypt_at(&s, &values, from)?, &values)?.bits();
+    let fresh_bits = precision(&s, &encrypt_at(&s, &values, top)?, &values)?.bits();
+    // The server re-randomizes with a public-key encryption of zero, so a
+    // refreshed value carries that noise too: this is the figure to expect.
+    let pt = Encoder::new(&s.params).encode_real(&values, top, s.params.default_scale())?;
+    let fresh_pk_bits = precision(&s, &s.keys.encrypt(&pt)?, &values)?.bits();
+    let split = tokio::task::block_in_place(|| split_in_process(&s, from, reps))?;
+
+    println!("  key holder on loopback");
+    let lo = refresh_jobs(&client, &s, from, reps).await?;
+    let relay = netem::shaped_relay(emb.server.addr, Link::DEFAULT, Method::Auto).await?;
+    let wan_method = format!(
+        "{} shaping, delay in the {}",
+        relay.method(),
+        if relay.delay_in_kernel() {
+            "kernel"
+        } else {
+            "relay"
+        }
+    );
+    let wan_client = Client::connect(
+        &format!("https://localhost:{}", relay.addr().port()),
+        &emb.token,
+        emb.server.ca_pem.as_deref(),
+    )
+    .await?;
+    println!("  key holder on the wide-area link ({wan_method})");
+    let wan = refresh_jobs(&wan_client, &s, from, reps).await?;
+    drop(wan_client);
+    drop(relay);
+    Ok(RefreshRow {
+        preset,
+        from,
+        to: top,
+        loopback: TimeSplit {
+            end_to_end_ms: lo.end_to_end_ms,
+            ..split
+        },
+        wan: TimeSplit {
+            end_to_end_ms: wan.end_to_end_ms,
+            ..split
+        },
+        wan_method,
+        up: lo.up,
+        down: lo.down,
+        before_bits,
+        after_bits: lo.after_bits,
+        wan_after_bits: wan.after_bits,
+        fresh_bits,
+        fresh_pk_bits,
+    })
+}
+
+/// One run of the deep computation.
+struct DeepRow {
+    preset: Preset,
+    exact: bool,
+    refreshes: u64,
+    total_ms: f64,
+    up: u64,
+    down: u64,
+    report: PrecisionReport,
+}
+
+fn sin_half(x: f64) -> f64 {
+    (std::f64::consts::PI * x).sin() / 2.0
+}
+
+async fn deep_preset(
+    emb: &Embedded,
+    preset: Preset,
+    coeffs: &[f64],
+) -> anyhow::Result<Vec<DeepRow>> {
+    let client = emb.client().await?;
+    let s = workload::ckks_setup_with(&client, preset, &[], true).await?;
+    let policy = s.spec.refresh.map(|r| r.mask_policy()).unwrap_or_default();
+    let top = s.params.max_level();
+    // The polynomial's output scale drifts a little from Δ: a margin of 2.
+    let lowest = policy
+        .lowest_level(&s.params, s.params.default_scale() * 2.0)
+        .ok_or_else(|| anyhow::anyhow!("{}: no level to refresh at", preset.name()))?;
+    let poly = ChebyshevPolynomial {
+        coeffs: coeffs.to_vec(),
+        a: -1.0,
+        b: 1.0,
+    };
+    let responder = Arc::new(RefreshResponder::new().with_ckks(s.params.clone(), secret_copy(&s)?));
+    let holder = client.serve_refreshes(responder.clone()).await?;
+    let mut rows = vec![];
+    for exact in [false, true] {
+        // One level more than a refresh needs: the scale fix before it.
+        let plan =
+            deep_plan(top, lowest + 1, poly.depth(), APPLICATIONS, exact).ok_or_else(|| {
+                anyhow::anyhow!(
+                    "{}: {} levels cannot hold a depth-{} polynomial above refresh level {lowest}",
+                    preset.name(),
+                    top,
+                    poly.depth()
+                )
+            })?;
+        let values = random_unit(s.params.slots());
+        let before = responder.stats();
+        let t = Instant::now();
+        let ct = encrypt_at(&s, &values, top)?;
+        let mut inputs = vec![upload(&client, &ct).await?];
+        let planner = Planner::new(&s.params);
+        let mut shape = CtShape::of(&ct);
+        let mut g = Graph::new();
+        let mut x = g.input(0);
+        for (i, step) in plan.iter().enumerate() {
+            if i > 0 {
+                // A polynomial leaves a scale slightly off Δ, and the next
+                // degree-63 polynomial's products then drift beyond the
+                // evaluator's scale tolerance (a refresh keeps the scale).
+                // A product by 1 encoded at q_l·Δ/s, rescaled, brings it
+                // back to Δ for one level (no graph operation sets a scale).
+                let fix = Encoder::new(&s.params).encode_real(
+                    &vec![1.0; s.params.slots()],
+                    shape.level,
+                    s.params.q_f64(shape.level) * s.params.default_scale() / shape.scale,
+                )?;
+                let id = upload_plain(&client, &fix).await?;
+                let one = g.input(inputs.len() as u32);
+                inputs.push(id);
+                let fixed = g.mul(x, one);
+                x = g.rescale(fixed);
+                shape = planner
+                    .rescale(&planner.mul_plain(&shape, &PtShape::of(&fix))?.out)?
+                    .out;
+            }
+            if let Some(level) = step {
+                x = g.refresh(x, *level as u32);
+                shape = CtShape::new(*level, shape.scale);
+            }
+            x = g.chebyshev(x, coeffs.to_vec(), -1.0, 1.0);
+            shape = planner.chebyshev(&shape, &poly)?.out;
+        }
+        let out = g.drop_level(x, 0);
+        g.output("y", out);
+        let job = workload::run_job(
+            &client,
+            &JobSubmission {
+                session: s.id,
+                graph: g,
+                inputs: inputs.clone(),
+            },
+        )
+        .await?;
+        let bytes = workload::output(&client, &job, "y").await?;
+        let got = Encoder::new(&s.params).decode_real(
+            &s.keys
+                .decrypt(&Ciphertext::from_bytes(s.params.rlwe(), &bytes)?)?,
+        )?;
+        let total_ms = ms(t.elapsed());
+        let after = responder.stats();
+        let want: Vec<f64> = values
+            .iter()
+            .map(|&v| (0..APPLICATIONS).fold(v, |x, _| sin_half(x)))
+            .collect();
+        let planned = plan.iter().flatten().count() as u64;
+        let refreshes = after.ciphertexts - before.ciphertexts;
+        anyhow::ensure!(
+            refreshes == planned,
+            "{refreshes} refreshes, {planned} planned"
+        );
+        for id in inputs {
+            let _ = client.delete(&id.to_hex()).await;
+        }
+        rows.push(DeepRow {
+            preset,
+            exact,
+            refreshes,
+            total_ms,
+            up: after.bytes_in - before.bytes_in,
+            down: after.bytes_out - before.bytes_out,
+            report: report_real(&want, &got),
+        });
+    }
+    drop(holder);
+    Ok(rows)
+}
+
+fn ratio(ours: f64, peer: &Peer<f64>) -> f64 {
+    peer.as_ref().map_or(f64::NAN, |p| ours / p)
+}
+
+fn fmt(v: f64, decimals: usize) -> String {
+    if v.is_finite() {
+        format!("{v:.decimals$}")
+    } else {
+        "NA".into()
+    }
+}
+
+fn met(ok: Option<bool>) -> &'static str {
+    match ok {
+        Some(true) => "met",
+        Some(false) => "missed",
+        None => "not measured (Lattigo skipped)",
+    }
+}
+
+async fn bench(opts: &BenchOptions) -> anyhow::Result<()> {
+    let (presets, deep_presets, reps, lattigo_logn, min_free): (&[Preset], &[Preset], _, u32, _) =
+        if opts.quick {
+            (&[Preset::N14], &[Preset::N15], 1, 14, QUICK_MIN_FREE_BYTES)
+        } else {
+            (
+                &[Preset::N16, Preset::N15],
+                &[Preset::N16, Preset::N15],
+                3,
+                16,
+                lattigo_boot::MIN_FREE_BYTES,
+            )
+        };
+    println!(
+        "client-aided refresh vs Lattigo v6.2.0 bootstrapping on {}; ours: rayon pool of {} thread(s) shared by the server and the in-process key holder, Lattigo: GOMAXPROCS=1 (one thread); median of {reps} repetition(s)",
+        cpu_name(),
+        rayon::current_num_threads()
+    );
+    println!("our own bootstrapping does not exist yet: only the refresh is compared");
+
+    // Lattigo first, alone: its N = 2^16 keys need most of the memory.
+    let boot: Peer<BootFigures> = lattigo(
+        &format!("bootstrapping at N = 2^{lattigo_logn}"),
+        min_free,
+        || lattigo_boot::boot(lattigo_logn, 1),
+    );
+    let deep: Peer<DeepFigures> = lattigo(
+        &format!("deep computation at N = 2^{lattigo_logn}"),
+        min_free,
+        || lattigo_boot::deep(lattigo_logn, 1),
+    );
+    let boot_ms: Peer<f64> = boot.as_ref().map(|b| b.boot_ms).map_err(Clone::clone);
+    let coeffs = match &deep {
+        Ok(d) => d.chebyshev_coeffs.clone(),
+        Err(_) => {
+            println!(
+                "Chebyshev coefficients: our own interpolant of sin(pi x)/2 at the {} Chebyshev nodes (Lattigo's did not run)",
+                DEGREE + 1
+            );
+            ChebyshevPolynomial::interpolate(sin_half, DEGREE, -1.0, 1.0).coeffs
+        }
+    };
+
+    let emb = Embedded::start_with_chunk(1, 4, REFRESH_CHUNK_BYTES).await?;
+    let mut rows = vec![];
+    for &p in presets {
+        println!("refresh at {} ...", p.name());
+        rows.push(refresh_preset(&emb, p, reps).await?);
+    }
+    // N = 2^16's primes spread further from Δ than N = 2^15's: where the
+    // polynomial's scales leave the evaluator's tolerance there, the next
+    // preset runs it, and the reason is printed.
+    let mut deep_rows = vec![];
+    for &p in deep_presets {
+        println!("deep computation at {} ...", p.name());
+        match deep_preset(&emb, p, &coeffs).await {
+            Ok(r) => {
+                deep_rows = r;
+                break;
+            }
+            Err(e) => println!("deep computation at {}: failed: {e:#}", p.name()),
+        }
+    }
+    emb.server.stop().await?;
+
+    let mut table = Table::new(
+        "refresh",
+        &[
+            "who",
+            "n",
+            "link",
+            "levels",
+            "end_to_end_ms",
+            "mask_ms",
+            "decrypt_ms",
+            "encrypt_ms",
+            "codec_ms",
+            "unmask_ms",
+            "transfer_ms",
+            "bytes_up",
+            "bytes_down",
+            "prec_before_bits",
+            "prec_after_bits",
+            "prec_fresh_bits",
+            "prec_fresh_pk_bits",
+            "ratio_to_lattigo",
+        ],
+    );
+    for r in &rows {
+        for (link, s, after) in [
+            ("loopback", &r.loopback, r.after_bits),
+            ("wan", &r.wan, r.wan_after_bits),
+        ] {
+            table.push(vec![
+                "hecloud refresh".into(),
+                r.preset.name().into(),
+                link.into(),
+                format!("{}->{}", r.from, r.to),
+                fmt(s.end_to_end_ms, 1),
+                fmt(s.mask_ms, 1),
+                fmt(s.decrypt_ms, 1),
+                fmt(s.encrypt_ms, 1),
+                fmt(s.codec_ms, 1),
+                fmt(s.unmask_ms, 1),
+                fmt(s.transfer_ms(), 1),
+                r.up.to_string(),
+                r.down.to_string(),
+                fmt(r.before_bits, 1),
+                fmt(after, 1),
+                fmt(r.fresh_bits, 1),
+                fmt(r.fresh_pk_bits, 1),
+                fmt(ratio(s.end_to_end_ms, &boot_ms), 4),
+            ]);
+        }
+    }
+    if let Ok(b) = &boot {
+        table.push(vec![
+            "lattigo bootstrap".into(),
+            format!("n{}", b.logn),
+            "in-process".into(),
+            format!("0->{}", b.levels_left),
+            fmt(b.boot_ms, 1),
+            String::new(),
+            String::new(),
+            String::new(),
+            String::new(),
+            String::new(),
+            String::new(),
+            String::new(),
+            String::new(),
+            String::new(),
+            fmt(b.precision_min_bits, 1),
+            String::new(),
+            String::new(),
+            "1".into(),
+        ]);
+    }
+    print!("\n{}", table.render());
+    println!(
+        "bytes_up: to the key holder (masked request); bytes_down: back (seeded fresh encryption); transfer = end to end − (mask + decrypt + encrypt + codec + unmask), both directions; precision: −log2 of the largest slot error (fresh: secret-key encryption at the top level, as the client and the key holder encrypt; fresh_pk: public-key encryption, whose noise the server's re-randomization adds); output dropped to level 0 after the refresh only for the download"
+    );
+    for r in &rows {
+        println!(
+            "{} wide-area link: {} ({})",
+            r.preset.name(),
+            Link::DEFAULT,
+            r.wan_method
+        );
+    }
+    if let Ok(b) = &boot {
+        println!(
+            "Lattigo bootstrapping: keygen {:.1} s, {} of keys, precision mean {:.1} / min {:.1} bits, peak RSS {}",
+            b.keygen_ms / 1e3,
+            bytes(b.key_bytes),
+            b.precision_mean_bits,
+            b.precision_min_bits,
+            bytes(b.peak_rss_bytes)
+        );
+    }
+
+    let mut dtable = Table::new(
+        "refresh_deep",
+        &[
+            "who",
+            "n",
+            "refresh_to",
+            "refreshes",
+            "total_ms",
+            "bytes_up",
+            "bytes_down",
+            "prec_min_bits",
+            "prec_mean_bits",
+            "ratio_to_lattigo",
+        ],
+    );
+    let lattigo_deep_ms: Peer<f64> = deep.as_ref().map(|d| d.total_ms).map_err(Clone::clone);
+    for d in &deep_rows {
+        dtable.push(vec![
+            "hecloud refresh".into(),
+            d.preset.name().into(),
+            if d.exact { "exact depth" } else { "top" }.into(),
+            d.refreshes.to_string(),
+            fmt(d.total_ms, 0),
+            d.up.to_string(),
+            d.down.to_string(),
+            fmt(d.report.bits(), 1),
+            fmt(-d.report.log2_mean_err, 1),
+            fmt(ratio(d.total_ms, &lattigo_deep_ms), 3),
+        ]);
+    }
+    if let Ok(d) = &deep {
+        dtable.push(vec![
+            "lattigo bootstrap".into(),
+            format!("n{}", d.logn),
+            "bootstrap".into(),
+            d.boots.to_string(),
+            fmt(d.total_ms, 0),
+            String::new(),
+            String::new(),
+            fmt(d.precision_min_bits, 1),
+            fmt(d.precision_mean_bits, 1),
+            "1".into(),
+        ]);
+    }
+    print!("\n{}", dtable.render());
+    println!(
+        "deep: degree-{DEGREE} Chebyshev approximation of sin(pi x)/2 on [-1, 1] applied {APPLICATIONS} times to full-slot inputs, precision against float64 f∘f∘f∘f; ours: client encrypt → upload → job (key holder on loopback) → download → decrypt, key generation excluded{}",
+        match &deep {
+            Ok(d) => format!(
+                "; Lattigo: {} bootstrappings ({:.0} ms) + polynomials ({:.0} ms), key generation excluded",
+                d.boots, d.boot_ms_total, d.eval_ms_total
+            ),
+            Err(why) => format!("; Lattigo skipped: {why}"),
+        }
+    );
+    let p1 = table.write_csv(&opts.out_dir)?;
+    let p2 = dtable.write_csv(&opts.out_dir)?;
+    println!("wrote {} and {}", p1.display(), p2.display());
+
+    let head = &rows[0];
+    let ratio_boot = ratio(head.loopback.end_to_end_ms, &boot_ms);
+    let wan_ratio_boot = ratio(head.wan.end_to_end_ms, &boot_ms);
+    let ok_boot = boot_ms
+        .is_ok()
+        .then_some(ratio_boot <= 1.0 / LOOPBACK_FACTOR);
+    let ok_wan = boot_ms
+        .is_ok()
+        .then_some(wan_ratio_boot <= 1.0 / WAN_FACTOR);
+    let ok_prec = head.after_bits >= head.fresh_bits - PRECISION_SLACK_BITS;
+    println!(
+        "target ({}): loopback refresh ≤ 1/{LOOPBACK_FACTOR} of a bootstrapping: {} (ratio {})",
+        head.preset.name(),
+        met(ok_boot),
+        fmt(ratio_boot, 4)
+    );
+    println!(
+        "target ({}): wide-area refresh ≤ 1/{WAN_FACTOR} of a bootstrapping: {} (ratio {})",
+        head.preset.name(),
+        met(ok_wan),
+        fmt(wan_ratio_boot, 4)
+    );
+    println!(
+        "target ({}): precision after refresh within {PRECISION_SLACK_BITS} bit of a fresh encryption: {} ({:.1} vs {:.1} bits)",
+        head.preset.name(),
+        met(Some(ok_prec)),
+        head.after_bits,
+        head.fresh_bits
+    );
+    let deep_top = deep_rows.iter().find(|d| !d.exact);
+    let deep_ms = deep_top.map_or(f64::NAN, |d| d.total_ms);
+    let mut r = ResultLine::new("refresh");
+    r.push_f64("refresh_ms", head.loopback.end_to_end_ms, 1);
+    r.push_f64("wan_refresh_ms", head.wan.end_to_end_ms, 1);
+    r.push("bytes_up", head.up);
+    r.push("bytes_down", head.down);
+    r.push_f64("lattigo_boot_ms", *boot_ms.as_ref().unwrap_or(&f64::NAN), 1);
+    r.push_f64("ratio_boot", ratio_boot, 4);
+    r.push_f64("wan_ratio_boot", wan_ratio_boot, 4);
+    r.push_f64("precision_bits", head.after_bits, 1);
+    r.push_f64("deep_ms", deep_ms, 0);
+    r.push_f64(
+        "lattigo_deep_ms",
+        *lattigo_deep_ms.as_ref().unwrap_or(&f64::NAN),
+        0,
+    );
+    r.push_f64("ratio_deep", ratio(deep_ms, &lattigo_deep_ms), 3);
+    r.push("n", head.preset.name());
+    r.push("deep_n", deep_top.map_or("failed", |d| d.preset.name()));
+    println!("{r}");
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn transfer_is_what_the_measured_work_leaves() {
+        let s = TimeSplit {
+            end_to_end_ms: 50.0,
+            mask_ms: 10.0,
+            decrypt_ms: 10.0,
+            encrypt_ms: 20.0,
+            codec_ms: 5.0,
+            unmask_ms: 10.0,
+        };
+        assert_eq!(s.transfer_ms(), -5.0);
+    }
+
+    #[test]
+    fn deep_plans_refresh_only_when_depth_is_missing() {
+        // N = 2^15: 13 levels, refreshes from level 2.
+        assert_eq!(
+            deep_plan(13, 2, 7, 4, false),
+            Some(vec![None, Some(13), Some(13), Some(13)])
+        );
+        assert_eq!(
+            deep_plan(13, 2, 7, 4, true),
+            Some(vec![None, Some(9), Some(9), Some(7)])
+        );
+        // N = 2^14: 6 levels cannot hold depth 7.
+        assert_eq!(deep_plan(6, 2, 7, 4, false), None);
+        // One application needs no refresh at all.
+        assert_eq!(deep_plan(7, 2, 7, 1, true), Some(vec![None]));
+    }
+
+    #[test]
+    fn median_of_odd_and_empty() {
+        assert_eq!(median(&mut [3.0, 1.0, 2.0]), 2.0);
+        assert!(median(&mut []).is_nan());
+    }
+}
