@@ -12,7 +12,10 @@ pub enum CkksError {
     #[error(transparent)]
     Rlwe(#[from] RlweError),
     /// Operands whose scales differ by more than the tolerance.
-    #[error("scale mismatch: 2^{left:.4} vs 2^{right:.4}")]
+    #[error(
+        "scale mismatch: 2^{left:.4} vs 2^{right:.4} (relative difference {:.1e})",
+        ((left - right) * std::f64::consts::LN_2).exp_m1().abs()
+    )]
     ScaleMismatch {
         /// log2 of the left scale.
         left: f64,

@@ -529,8 +529,10 @@ impl<'a> std::future::IntoFuture for Upload<'a> {
     }
 }
 
-/// Largest message the client accepts.
-const MAX_MESSAGE: usize = 16 << 20;
+/// Largest message the client sends or accepts: a key holder's reply on
+/// the session stream may be as large as the server takes (64 MiB of
+/// payload; a refresh of an N = 2^17 ciphertext is 59 MB).
+const MAX_MESSAGE: usize = (64 << 20) + (64 << 10);
 
 fn rand_hex(n: usize) -> String {
     use rand_core::{OsRng, TryRngCore};

@@ -27,7 +27,13 @@ struct Session {
 
 /// A small CKKS session whose refresh part names the public key.
 async fn refresh_session(client: &Client) -> Session {
-    let lit = test_literal(11, 4);
+    session_of(client, 11, 4).await
+}
+
+/// A CKKS session of N = 2^log_n and `levels` levels whose refresh part
+/// names the public key.
+async fn session_of(client: &Client, log_n: u32, levels: usize) -> Session {
+    let lit = test_literal(log_n, levels);
     let params = CkksParameters::new_insecure_for_tests(lit.clone(), 45).unwrap();
     let keys = KeySet::generate(&params, &[], false).unwrap();
     let relin = keys.evaluation_keys().relin.unwrap().to_bytes(true);
@@ -72,7 +78,7 @@ fn responder(s: &Session) -> Arc<RefreshResponder> {
     Arc::new(RefreshResponder::new().with_ckks(s.params.clone(), sk))
 }
 
-/// Uploads x at level 2 and returns the job x ↦ refresh(x)² at the top.
+/// Uploads x at level 2 and returns the job x ↦ refresh(x)² at level 4.
 async fn square_job(client: &Client, s: &Session, x: &[f64]) -> JobSubmission {
     let pt = Encoder::new(&s.params)
         .encode_real(x, 2, s.params.default_scale())
@@ -208,4 +214,47 @@ async fn a_job_refreshes_through_its_key_holder_and_every_failure_has_a_reason()
         );
     }
     assert!(holder.stats().ciphertexts >= 2);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_refresh_reply_larger_than_an_upload_chunk_gets_through() {
+    // The test server takes upload chunks of 256 KiB, so messages of about
+    // 576 KiB; a top-level reply at N = 2^14 with 7 primes is larger.
+    let setup = server(Quota::default(), 2).await;
+    let client = connect(&setup, ALICE).await;
+    let s = session_of(&client, 14, 6).await;
+    let pt = Encoder::new(&s.params)
+        .encode_real(&[0.25, -0.5], 2, s.params.default_scale())
+        .unwrap();
+    let ct = s.keys.encrypt(&pt).unwrap().to_bytes();
+    let o = client
+        .upload("ckks.ciphertext", Arc::new(ct))
+        .await
+        .unwrap();
+    let mut g = Graph::new();
+    let i = g.input(0);
+    let r = g.refresh(i, 6);
+    g.output("r", r);
+    let job = JobSubmission {
+        session: s.id,
+        graph: g,
+        inputs: vec![ObjectId::from_hex(&o.object_id).unwrap()],
+    };
+    let holder = responder(&s);
+    let h = client.serve_refreshes(holder.clone()).await.unwrap();
+    let j = run(&client, &job).await;
+    drop(h);
+    assert_eq!(j.state, JobState::Succeeded as i32, "{j:?}");
+    assert!(holder.stats().bytes_out > 600 << 10, "{:?}", holder.stats());
+    let out = client.job_output(&j.outputs[0], None).await.unwrap();
+    let ct = hecloud_rlwe::Ciphertext::from_bytes(s.params.rlwe(), &out).unwrap();
+    assert_eq!(ct.level(), 6);
+    let y = Encoder::new(&s.params)
+        .decode_real(&s.keys.decrypt(&ct).unwrap())
+        .unwrap();
+    assert!(
+        (y[0] - 0.25).abs() < 1e-6 && (y[1] + 0.5).abs() < 1e-6,
+        "{:?}",
+        &y[..2]
+    );
 }

@@ -154,7 +154,8 @@ pub enum ValidationError {
     },
     /// Operands at different scales.
     #[error(
-        "node {node} ({op}): scale mismatch 2^{left:.4} vs 2^{right:.4} (rescale one operand first)"
+        "node {node} ({op}): scale mismatch 2^{left:.4} vs 2^{right:.4}, relative difference {:.1e} (rescale one operand first)",
+        ((left - right) * std::f64::consts::LN_2).exp_m1().abs()
     )]
     ScaleMismatch {
         /// The node.

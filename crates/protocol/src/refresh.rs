@@ -54,9 +54,10 @@ use crate::codec::{DecodeError, DecodeResult, Message, MessageKind, Reader, Writ
 
 /// Callback kind of refresh requests on the key-holder session stream.
 pub const CALLBACK_REFRESH: &str = "refresh";
-/// Largest request or reply: a batch is split into rounds that fit (the
-/// session stream's callbacks carry at most 64 MiB).
-pub const MAX_MESSAGE_BYTES: usize = 48 << 20;
+/// Largest request or reply: a batch is split into rounds that fit. The
+/// session stream's callbacks carry at most 64 MiB; one top-level
+/// ciphertext's reply is 11.5 MB at N = 2^16 and 59 MB at N = 2^17.
+pub const MAX_MESSAGE_BYTES: usize = 63 << 20;
 /// Most ciphertexts in one round.
 pub const MAX_BATCH: usize = 4096;
 const MAX_JOB_ID: usize = 128;
@@ -584,6 +585,12 @@ impl RefreshResponder {
             ciphertexts: fresh,
         }
         .encode();
+        if reply.len() > MAX_MESSAGE_BYTES {
+            return Err(RefreshError::TooLarge(format!(
+                "a reply of {} bytes (at most {MAX_MESSAGE_BYTES}); the server must send fewer ciphertexts per round",
+                reply.len()
+            )));
+        }
         self.ciphertexts
             .fetch_add(req.ciphertexts.len() as u64, Ordering::Relaxed);
         self.bytes_in

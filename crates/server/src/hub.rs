@@ -12,10 +12,13 @@ use tokio::sync::{mpsc, oneshot};
 
 use crate::error::{Result, ServerError};
 
+/// Calls waiting for their reply, by request id: the tenant and session
+/// the request went to, and where the reply goes.
 type Pending = HashMap<
     u64,
     (
         String,
+        u64,
         oneshot::Sender<std::result::Result<Vec<u8>, String>>,
     ),
 >;
@@ -60,9 +63,15 @@ impl SessionHub {
         id
     }
 
-    /// Removes a session (its stream ended).
+    /// Removes a session (its stream ended); the calls waiting on it fail
+    /// at once ("the key-holder session closed") instead of at their
+    /// timeout.
     pub fn unregister(&self, id: u64) {
         self.sessions.lock().unwrap().retain(|s| s.id != id);
+        self.pending
+            .lock()
+            .unwrap()
+            .retain(|_, (_, sid, _)| *sid != id);
     }
 
     /// Number of open sessions of a tenant.
@@ -85,8 +94,8 @@ impl SessionHub {
     ) {
         // A reply is accepted only from a session of the tenant the request went to.
         let mut p = self.pending.lock().unwrap();
-        if p.get(&request_id).is_some_and(|(t, _)| t == tenant)
-            && let Some((_, tx)) = p.remove(&request_id)
+        if p.get(&request_id).is_some_and(|(t, _, _)| t == tenant)
+            && let Some((_, _, tx)) = p.remove(&request_id)
         {
             let _ = tx.send(reply);
         }
@@ -110,16 +119,16 @@ impl SessionHub {
         // A key holder may be (re)connecting: wait for one a little while.
         let start = tokio::time::Instant::now();
         let deadline = start + SESSION_WAIT.min(timeout);
-        let tx = loop {
+        let (session, tx) = loop {
             let found = {
                 let s = self.sessions.lock().unwrap();
                 s.iter()
                     .rev()
                     .find(|s| s.tenant == tenant && s.capabilities.iter().any(|c| c == kind))
-                    .map(|s| s.tx.clone())
+                    .map(|s| (s.id, s.tx.clone()))
             };
             match found {
-                Some(tx) => break tx,
+                Some(found) => break found,
                 None if tokio::time::Instant::now() < deadline => {
                     tokio::time::sleep(Duration::from_millis(50)).await;
                 }
@@ -135,7 +144,7 @@ impl SessionHub {
         self.pending
             .lock()
             .unwrap()
-            .insert(request_id, (tenant.to_string(), otx));
+            .insert(request_id, (tenant.to_string(), session, otx));
         let msg = SessionServerMsg {
             msg: Some(session_server_msg::Msg::Request(CallbackRequest {
                 request_id,

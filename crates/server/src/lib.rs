@@ -163,7 +163,10 @@ pub async fn start(config: ServerConfig) -> Result<RunningServer> {
     let upload_store = store.clone();
     let svc = service::Service::new(&config, store, jobs.clone(), hub);
     let waiting = svc.waiting.clone();
-    let limit = config.max_chunk_bytes as usize * 2 + (64 << 10);
+    // Upload chunks bound most messages; a key holder's callback reply
+    // (a refresh of an N = 2^17 ciphertext is 59 MB) may be as large as
+    // the session stream carries.
+    let limit = (config.max_chunk_bytes as usize * 2).max(hub::MAX_CALLBACK_BYTES) + (64 << 10);
     let grpc = HecloudServer::new(svc)
         .max_decoding_message_size(limit)
         .max_encoding_message_size(
