@@ -19,17 +19,6 @@ impl Embedded {
     /// Starts a TLS server on 127.0.0.1 (a free port) with one tenant `demo`
     /// and `workers` job workers.
     pub async fn start(workers: usize, max_jobs: u32) -> anyhow::Result<Self> {
-        Self::start_with_chunk(workers, max_jobs, ServerConfig::default().max_chunk_bytes).await
-    }
-
-    /// [`Embedded::start`] with another `max_chunk_bytes`, which also sets
-    /// the server's gRPC message limit (twice it): a key holder's refresh
-    /// reply is one message.
-    pub async fn start_with_chunk(
-        workers: usize,
-        max_jobs: u32,
-        max_chunk_bytes: u32,
-    ) -> anyhow::Result<Self> {
         let dir = tempfile::tempdir()?;
         let token = random_token();
         let config = ServerConfig {
@@ -37,7 +26,6 @@ impl Embedded {
             data_dir: dir.path().to_path_buf(),
             workers,
             tls: true,
-            max_chunk_bytes,
             quota: Quota {
                 max_object_bytes: 1 << 30,
                 max_objects: 100_000,

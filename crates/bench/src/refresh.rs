@@ -29,10 +29,7 @@
 //!    the evaluator's scale tolerance. This costs one level per application.
 //!
 //! Lattigo runs with `GOMAXPROCS=1`, our server and key holder share a
-//! one-thread rayon pool. The embedded server accepts messages of up to
-//! [`REFRESH_CHUNK_BYTES`] × 2: with its default (4 MiB chunks, 8 MiB
-//! messages) the key holder's reply at N = 2^16 (one top-level ciphertext,
-//! about 14 MiB) is refused on the session stream and the job times out. Full: N = 2^16 and 2^15, Lattigo at 2^16. `--quick`:
+//! one-thread rayon pool. Full: N = 2^16 and 2^15, Lattigo at 2^16. `--quick`:
 //! refresh at N = 2^14 and Lattigo at its insecure 2^14 test size; the deep
 //! computation runs at N = 2^15 there, since a degree-63 polynomial needs 7
 //! levels and N = 2^14 has 6 (4 above the lowest refreshable level).
@@ -57,9 +54,6 @@ use crate::peers::lattigo_boot::{self, BootFigures, DeepFigures};
 use crate::report::{ResultLine, Table, bytes, cpu_name};
 use crate::workload::{self, CkksSession};
 
-/// The embedded server's chunk size here: its gRPC message limit is twice
-/// this, enough for a top-level N = 2^16 ciphertext in one refresh reply.
-pub const REFRESH_CHUNK_BYTES: u32 = 16 << 20;
 /// Target: a refresh on loopback takes at most 1/50 of a bootstrapping.
 const LOOPBACK_FACTOR: f64 = 50.0;
 /// Target: a refresh over the default wide-area link takes at most 1/20.
@@ -656,7 +650,7 @@ async fn bench(opts: &BenchOptions) -> anyhow::Result<()> {
         }
     };
 
-    let emb = Embedded::start_with_chunk(1, 4, REFRESH_CHUNK_BYTES).await?;
+    let emb = Embedded::start(1, 4).await?;
     let mut rows = vec![];
     for &p in presets {
         println!("refresh at {} ...", p.name());
