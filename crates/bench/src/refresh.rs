@@ -43,9 +43,8 @@ use hecloud_ckks::refresh::{CkksMask, reencrypt};
 use hecloud_ckks::{CtShape, Encoder, Planner, Preset, PtShape};
 use hecloud_client::Client;
 use hecloud_protocol::refresh::{RefreshResponder, RefreshRound};
-use hecloud_protocol::rpc;
-use hecloud_protocol::{Graph, JobSubmission, Object, ObjectId, ObjectKind};
-use hecloud_rlwe::{Ciphertext, Decryptor, Plaintext, SecretKey};
+use hecloud_protocol::{Graph, JobSubmission, Object, ObjectKind};
+use hecloud_rlwe::{Ciphertext, Decryptor, SecretKey};
 
 use crate::BenchOptions;
 use crate::embedded::Embedded;
@@ -226,26 +225,6 @@ fn precision(s: &CkksSession, ct: &Ciphertext, want: &[f64]) -> anyhow::Result<P
     Ok(report_real(want, &got))
 }
 
-async fn upload_plain(client: &Client, pt: &Plaintext) -> anyhow::Result<ObjectId> {
-    let bytes = Object::CkksPlaintext(pt.clone()).to_bytes();
-    let id = ObjectId::of(&bytes);
-    client
-        .upload(rpc::object_kind_name(ObjectKind::CkksPlaintext), bytes)
-        .hashed(id)
-        .await?;
-    Ok(id)
-}
-
-async fn upload(client: &Client, ct: &Ciphertext) -> anyhow::Result<ObjectId> {
-    let bytes = ct.to_bytes();
-    let id = ObjectId::of(&bytes);
-    client
-        .upload(rpc::object_kind_name(ObjectKind::CkksCiphertext), bytes)
-        .hashed(id)
-        .await?;
-    Ok(id)
-}
-
 /// One measured refresh job.
 struct JobRun {
     compute_ms: f64,
@@ -264,7 +243,7 @@ async fn refresh_job(
 ) -> anyhow::Result<JobRun> {
     let values = random_unit(s.params.slots());
     let ct = encrypt_at(s, &values, level)?;
-    let input = upload(client, &ct).await?;
+    let input = workload::upload_object(client, ObjectKind::CkksCiphertext, ct.to_bytes()).await?;
     let mut g = Graph::new();
     let x = g.input(0);
     let r = g.refresh(x, s.params.max_level() as u32);
@@ -509,7 +488,9 @@ async fn deep_preset(
         let before = responder.stats();
         let t = Instant::now();
         let ct = encrypt_at(&s, &values, top)?;
-        let mut inputs = vec![upload(&client, &ct).await?];
+        let mut inputs = vec![
+            workload::upload_object(&client, ObjectKind::CkksCiphertext, ct.to_bytes()).await?,
+        ];
         let planner = Planner::new(&s.params);
         let mut shape = CtShape::of(&ct);
         let mut g = Graph::new();
@@ -526,7 +507,12 @@ async fn deep_preset(
                     shape.level,
                     s.params.q_f64(shape.level) * s.params.default_scale() / shape.scale,
                 )?;
-                let id = upload_plain(&client, &fix).await?;
+                let id = workload::upload_object(
+                    &client,
+                    ObjectKind::CkksPlaintext,
+                    Object::CkksPlaintext(fix.clone()).to_bytes(),
+                )
+                .await?;
                 let one = g.input(inputs.len() as u32);
                 inputs.push(id);
                 let fixed = g.mul(x, one);

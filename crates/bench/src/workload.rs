@@ -189,13 +189,7 @@ impl CkksSession {
 
     /// Encrypts `values` ([`Self::encrypt`]) and uploads them: the object id.
     pub async fn upload_encrypted(&self, client: &Client, values: &[f64]) -> Result<ObjectId> {
-        let ct = self.encrypt(values)?;
-        let id = ObjectId::of(&ct);
-        client
-            .upload(rpc::object_kind_name(ObjectKind::CkksCiphertext), ct)
-            .hashed(id)
-            .await?;
-        Ok(id)
+        upload_object(client, ObjectKind::CkksCiphertext, self.encrypt(values)?).await
     }
 
     /// Decodes and decrypts a ciphertext payload.
@@ -205,6 +199,16 @@ impl CkksSession {
         enc.decode_real(&self.keys.decrypt(&ct).map_err(crypto)?)
             .map_err(crypto)
     }
+}
+
+/// Uploads `bytes` as an object of `kind`, hashed here: its id.
+pub async fn upload_object(client: &Client, kind: ObjectKind, bytes: Vec<u8>) -> Result<ObjectId> {
+    let id = ObjectId::of(&bytes);
+    client
+        .upload(rpc::object_kind_name(kind), bytes)
+        .hashed(id)
+        .await?;
+    Ok(id)
 }
 
 /// Rotations `rotate_and_sum(·, n)` needs.

@@ -78,8 +78,8 @@ fn responder(s: &Session) -> Arc<RefreshResponder> {
     Arc::new(RefreshResponder::new().with_ckks(s.params.clone(), sk))
 }
 
-/// Uploads x at level 2 and returns the job x ↦ refresh(x)² at level 4.
-async fn square_job(client: &Client, s: &Session, x: &[f64]) -> JobSubmission {
+/// Uploads x encrypted at level 2: the object id.
+async fn upload_at_level_2(client: &Client, s: &Session, x: &[f64]) -> ObjectId {
     let pt = Encoder::new(&s.params)
         .encode_real(x, 2, s.params.default_scale())
         .unwrap();
@@ -88,6 +88,12 @@ async fn square_job(client: &Client, s: &Session, x: &[f64]) -> JobSubmission {
         .upload("ckks.ciphertext", Arc::new(ct))
         .await
         .unwrap();
+    ObjectId::from_hex(&o.object_id).unwrap()
+}
+
+/// Uploads x at level 2 and returns the job x ↦ refresh(x)² at level 4.
+async fn square_job(client: &Client, s: &Session, x: &[f64]) -> JobSubmission {
+    let input = upload_at_level_2(client, s, x).await;
     let mut g = Graph::new();
     let i = g.input(0);
     let r = g.refresh(i, 4);
@@ -97,7 +103,7 @@ async fn square_job(client: &Client, s: &Session, x: &[f64]) -> JobSubmission {
     JobSubmission {
         session: s.id,
         graph: g,
-        inputs: vec![ObjectId::from_hex(&o.object_id).unwrap()],
+        inputs: vec![input],
     }
 }
 
@@ -223,14 +229,7 @@ async fn a_refresh_reply_larger_than_an_upload_chunk_gets_through() {
     let setup = server(Quota::default(), 2).await;
     let client = connect(&setup, ALICE).await;
     let s = session_of(&client, 14, 6).await;
-    let pt = Encoder::new(&s.params)
-        .encode_real(&[0.25, -0.5], 2, s.params.default_scale())
-        .unwrap();
-    let ct = s.keys.encrypt(&pt).unwrap().to_bytes();
-    let o = client
-        .upload("ckks.ciphertext", Arc::new(ct))
-        .await
-        .unwrap();
+    let input = upload_at_level_2(&client, &s, &[0.25, -0.5]).await;
     let mut g = Graph::new();
     let i = g.input(0);
     let r = g.refresh(i, 6);
@@ -238,7 +237,7 @@ async fn a_refresh_reply_larger_than_an_upload_chunk_gets_through() {
     let job = JobSubmission {
         session: s.id,
         graph: g,
-        inputs: vec![ObjectId::from_hex(&o.object_id).unwrap()],
+        inputs: vec![input],
     };
     let holder = responder(&s);
     let h = client.serve_refreshes(holder.clone()).await.unwrap();
