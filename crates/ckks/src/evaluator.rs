@@ -19,6 +19,10 @@ use crate::plan::{CtShape, Planner, PtShape};
 
 pub use crate::plan::SCALE_TOLERANCE;
 
+/// The bound on |round(c·s)| for a constant taken at scale s (it is an
+/// i128 on its way to the residues).
+pub(crate) const MAX_CONSTANT: f64 = (1u128 << 126) as f64;
+
 /// The server-side keys: relinearization and Galois keys.
 #[derive(Debug, Clone, Default)]
 pub struct EvaluationKeys {
@@ -186,10 +190,11 @@ impl Evaluator {
         Ok(out)
     }
 
-    /// Residues of round(x) modulo each prime of Q_level (|x| < 2^126).
+    /// Residues of round(x) modulo each prime of Q_level
+    /// (|x| < [`MAX_CONSTANT`]).
     fn round_residues(&self, x: f64, level: usize) -> Result<Vec<u64>> {
         let r = x.round();
-        if !r.is_finite() || r.abs() >= 2f64.powi(126) {
+        if !r.is_finite() || r.abs() >= MAX_CONSTANT {
             return Err(CkksError::ValueOutOfRange(format!("constant {x}")));
         }
         let r = r as i128;

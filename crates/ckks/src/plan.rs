@@ -489,6 +489,10 @@ impl ChebyshevOps for ShapeWalk<'_> {
         x.level
     }
 
+    fn scale(&self, x: &CtShape) -> f64 {
+        x.scale
+    }
+
     fn prime(&self, level: usize) -> f64 {
         self.planner.params.q_f64(level)
     }

@@ -3,9 +3,19 @@
 //! steps, g a power of two near √(d+1)) and T_g, T_2g, T_4g, … (giant steps)
 //! are computed once; p is split recursively by Chebyshev division,
 //! p = q·T_n + r with T_{n+j} = 2·T_n·T_j − T_{n−j}, and the leaves are
-//! linear combinations of baby steps. Levels are matched by dropping limbs
-//! and scales tracked exactly (all stay within the evaluator's tolerance of
-//! Δ because the primes are within 2^-30 of one another).
+//! linear combinations of baby steps. Levels are matched by dropping limbs.
+//!
+//! Scales are matched exactly, whatever the primes: the rescaling primes
+//! differ from Δ and from one another (by up to 2^-20 relative at
+//! N = 2^16, where they are ≡ 1 mod 2^17), so products drift, and a sum
+//! of two drifted terms would either fail the evaluator's tolerance or
+//! lose precision. As in Lattigo, each node is given the scale its result
+//! must have: a leaf takes each coefficient at the scale that brings its
+//! term to that target, a quotient is computed at the target times
+//! q_l / scale(T_n) so that its product with T_n lands on the target, and
+//! the T_j that a baby step subtracts is first brought to the product's
+//! scale (a product by 1 at one level it has to spare). The result has the
+//! input's scale.
 //!
 //! The schedule is written once, in [`ChebyshevPolynomial::evaluate_with`]
 //! over the [`ChebyshevOps`] it is made of, so the evaluator, the planner
@@ -17,7 +27,7 @@ use hecloud_rlwe::Ciphertext;
 use num_complex::Complex64;
 
 use crate::error::{CkksError, Result};
-use crate::evaluator::Evaluator;
+use crate::evaluator::{Evaluator, MAX_CONSTANT};
 
 /// p(x) = Σ c_k·T_k(y) with y = (2x − a − b)/(b − a) mapping [a, b] to [−1, 1].
 #[derive(Debug, Clone, PartialEq)]
@@ -134,6 +144,8 @@ pub trait ChebyshevOps {
     type Error: From<CkksError>;
     /// The level of `x`.
     fn level(&self, x: &Self::Value) -> usize;
+    /// The scale of `x`.
+    fn scale(&self, x: &Self::Value) -> f64;
     /// The prime q_level as a float ([`crate::CkksParameters::q_f64`]).
     fn prime(&self, level: usize) -> f64;
     /// x · c ([`Evaluator::mul_const`]).
@@ -198,12 +210,13 @@ struct Basis<V> {
 }
 
 impl<V: Clone> Basis<V> {
-    fn leaf<O: ChebyshevOps<Value = V>>(
+    /// The baby steps a leaf combines and the level it combines them at
+    /// (the lowest among them).
+    fn leaf_terms<O: ChebyshevOps<Value = V>>(
         &self,
-        ops: &mut O,
+        ops: &O,
         c: &[f64],
-    ) -> std::result::Result<V, O::Error> {
-        // Linear combination at the lowest level among the terms used.
+    ) -> std::result::Result<(Vec<usize>, usize), O::Error> {
         let used: Vec<usize> = (1..c.len()).filter(|&k| c[k] != 0.0).collect();
         let terms: Vec<usize> = if used.is_empty() { vec![1] } else { used };
         let level = terms
@@ -211,6 +224,47 @@ impl<V: Clone> Basis<V> {
             .filter_map(|&k| self.baby[k].as_ref().map(|t| ops.level(t)))
             .min()
             .ok_or_else(|| polynomial_error("missing baby step"))?;
+        Ok((terms, level))
+    }
+
+    /// The giant step p is divided by: the largest T_n with n ≤ deg p.
+    fn giant_for(&self, d: usize) -> std::result::Result<&(usize, V), CkksError> {
+        self.giant
+            .iter()
+            .rev()
+            .find(|(n, _)| *n <= d)
+            .ok_or_else(|| polynomial_error("missing giant step"))
+    }
+
+    /// The level [`Self::eval_rec`] returns p at, found without computing:
+    /// the target scale of a quotient depends on the level its product
+    /// with T_n is rescaled at.
+    fn out_level<O: ChebyshevOps<Value = V>>(
+        &self,
+        ops: &O,
+        c: &[f64],
+    ) -> std::result::Result<usize, O::Error> {
+        let d = c.len() - 1;
+        if d < self.giant[0].0 {
+            let (_, level) = self.leaf_terms(ops, c)?;
+            return Ok(level.saturating_sub(1));
+        }
+        let (n, tn) = self.giant_for(d)?;
+        let (q, r) = divide(c, *n);
+        let product = self.out_level(ops, &q)?.min(ops.level(tn));
+        Ok(product.saturating_sub(1).min(self.out_level(ops, &r)?))
+    }
+
+    /// Σ c_k·T_k at scale `target`: each coefficient is taken at
+    /// q_l·target/scale(T_k), so every term has scale q_l·target before the
+    /// one rescale.
+    fn leaf<O: ChebyshevOps<Value = V>>(
+        &self,
+        ops: &mut O,
+        c: &[f64],
+        target: f64,
+    ) -> std::result::Result<V, O::Error> {
+        let (terms, level) = self.leaf_terms(ops, c)?;
         if level == 0 {
             let e: CkksError = hecloud_rlwe::RlweError::LevelsExhausted { level, need: 1 }.into();
             return Err(e.into());
@@ -223,42 +277,80 @@ impl<V: Clone> Basis<V> {
                 .ok_or_else(|| polynomial_error("missing baby step"))?;
             let t = ops.drop_level(t, level)?;
             let coeff = c.get(k).copied().unwrap_or(0.0);
-            let term = ops.mul_const_raw(&t, coeff, ql)?;
+            let term = scaled_const(ops, &t, coeff, ql * target / ops.scale(&t))?;
             acc = Some(match acc {
                 None => term,
                 Some(a) => ops.add(&a, &term)?,
             });
         }
         let acc = acc.ok_or_else(|| polynomial_error("empty combination"))?;
-        let acc = ops.add_const(&acc, c[0])?;
+        let acc = shifted(ops, &acc, c[0])?;
         ops.rescale(&acc)
     }
 
+    /// p = q·T_n + r at scale `target`.
     fn eval_rec<O: ChebyshevOps<Value = V>>(
         &self,
         ops: &mut O,
         c: &[f64],
+        target: f64,
     ) -> std::result::Result<V, O::Error> {
-        let g = self.giant[0].0;
         let d = c.len() - 1;
-        if d < g {
-            return self.leaf(ops, c);
+        if d < self.giant[0].0 {
+            return self.leaf(ops, c, target);
         }
-        let (n, tn) = self
-            .giant
-            .iter()
-            .rev()
-            .find(|(n, _)| *n <= d)
-            .ok_or_else(|| polynomial_error("missing giant step"))?;
+        let (n, tn) = self.giant_for(d)?;
         let (q, r) = divide(c, *n);
-        let qv = self.eval_rec(ops, &q)?;
+        let product_level = self.out_level(ops, &q)?.min(ops.level(tn));
+        let q_target = target * ops.prime(product_level) / ops.scale(tn);
+        let qv = self.eval_rec(ops, &q, q_target)?;
         let prod = ops.mul_relin_rescale(&qv, tn)?;
-        let rv = self.eval_rec(ops, &r)?;
+        let rv = self.eval_rec(ops, &r, target)?;
         ops.add(&prod, &rv)
     }
 }
 
-/// T_{2k} = 2·T_k² − 1 or T_{j+k} = 2·T_j·T_k − T_{|j−k|}.
+/// x · round(c·s), refused by the schedule itself (so that a validator
+/// refuses it too) where c·s is beyond the evaluator's constants: the
+/// basis's scales are far from the primes when the input's scale is.
+fn scaled_const<O: ChebyshevOps>(
+    ops: &mut O,
+    x: &O::Value,
+    c: f64,
+    s: f64,
+) -> std::result::Result<O::Value, O::Error> {
+    constant_fits(c, s, ops.scale(x))?;
+    ops.mul_const_raw(x, c, s)
+}
+
+/// x + c, refused like [`scaled_const`] where c at x's scale is out of range.
+fn shifted<O: ChebyshevOps>(
+    ops: &mut O,
+    x: &O::Value,
+    c: f64,
+) -> std::result::Result<O::Value, O::Error> {
+    let s = ops.scale(x);
+    constant_fits(c, s, s)?;
+    ops.add_const(x, c)
+}
+
+fn constant_fits(c: f64, s: f64, input: f64) -> std::result::Result<(), CkksError> {
+    let v = (c * s).round();
+    if v.is_finite() && v.abs() < MAX_CONSTANT {
+        return Ok(());
+    }
+    Err(CkksError::ValueOutOfRange(format!(
+        "constant {c} at scale 2^{:.1} (an operand at scale 2^{:.1}): a polynomial needs an input scale near the primes",
+        s.log2(),
+        input.log2()
+    )))
+}
+
+/// T_{2k} = 2·T_k² − 1 or T_{j+k} = 2·T_j·T_k − T_{|j−k|}. A T_{|j−k|}
+/// whose scale differs from the product's is first multiplied by 1 at the
+/// ratio and rescaled, at the level above the product's (it always has
+/// one: it is of lower degree than T_j or T_k, so it was computed in fewer
+/// levels).
 fn chebyshev_product<O: ChebyshevOps>(
     ops: &mut O,
     tj: &O::Value,
@@ -267,10 +359,18 @@ fn chebyshev_product<O: ChebyshevOps>(
 ) -> std::result::Result<O::Value, O::Error> {
     let p = ops.mul_relin_rescale(tj, tk)?;
     let p = ops.mul_int(&p, 2)?;
-    match t_diff {
-        Some(t) => ops.sub(&p, t),
-        None => ops.add_const(&p, -1.0),
+    let Some(t) = t_diff else {
+        return shifted(ops, &p, -1.0);
+    };
+    let (sp, st) = (ops.scale(&p), ops.scale(t));
+    if sp == st || ops.level(t) <= ops.level(&p) {
+        return ops.sub(&p, t);
     }
+    let above = ops.level(&p) + 1;
+    let t = ops.drop_level(t, above)?;
+    let t = scaled_const(ops, &t, 1.0, ops.prime(above) * sp / st)?;
+    let t = ops.rescale(&t)?;
+    ops.sub(&p, &t)
 }
 
 impl ChebyshevPolynomial {
@@ -303,7 +403,7 @@ impl ChebyshevPolynomial {
         // y = (2x − a − b)/(b − a).
         let y = if self.needs_affine() {
             let s = ops.mul_const(x, 2.0 / (self.b - self.a))?;
-            ops.add_const(&s, -(self.a + self.b) / (self.b - self.a))?
+            shifted(ops, &s, -(self.a + self.b) / (self.b - self.a))?
         } else {
             x.clone()
         };
@@ -327,7 +427,7 @@ impl ChebyshevPolynomial {
                 .ok_or_else(|| polynomial_error("giant"))?;
             giant.push((2 * n, chebyshev_product(ops, &t, &t, None)?));
         }
-        Basis { baby, giant }.eval_rec(ops, &self.coeffs)
+        Basis { baby, giant }.eval_rec(ops, &self.coeffs, ops.scale(x))
     }
 }
 
@@ -353,6 +453,10 @@ impl ChebyshevOps for Cancellable<'_> {
 
     fn level(&self, x: &Ciphertext) -> usize {
         x.level()
+    }
+
+    fn scale(&self, x: &Ciphertext) -> f64 {
+        x.scale()
     }
 
     fn prime(&self, level: usize) -> f64 {
@@ -496,6 +600,9 @@ mod tests {
         type Error = CkksError;
         fn level(&self, x: &(f64, usize)) -> usize {
             x.1
+        }
+        fn scale(&self, _: &(f64, usize)) -> f64 {
+            1.0
         }
         fn prime(&self, _: usize) -> f64 {
             1.0

@@ -857,6 +857,10 @@ impl ChebyshevOps for PolyCheck<'_, '_> {
         x.level
     }
 
+    fn scale(&self, x: &CtShape) -> f64 {
+        x.scale
+    }
+
     fn prime(&self, level: usize) -> f64 {
         self.plan.params().q_f64(level)
     }
