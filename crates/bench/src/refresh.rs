@@ -22,11 +22,9 @@
 //!    sin(πx)/2 applied four times to full-slot inputs in [−1, 1], refreshed
 //!    before each application whose operand lacks the depth (to the top
 //!    level, and to the lowest level that leaves exactly the depth needed),
-//!    against Lattigo's `deep` with bootstrapping. Before each application
-//!    after the first the graph multiplies by 1 encoded (by the client) at
-//!    q_l·Δ/s and rescales: a polynomial leaves its output scale s slightly
-//!    off Δ, a refresh keeps it, and the next degree-63 polynomial would fail
-//!    the evaluator's scale tolerance. This costs one level per application.
+//!    against Lattigo's `deep` with bootstrapping. A polynomial returns its
+//!    input's scale exactly and a refresh keeps it, so the applications
+//!    chain with no scale fix in between.
 //!
 //! Lattigo runs with `GOMAXPROCS=1`, our server and key holder share a
 //! one-thread rayon pool. Full: N = 2^16 and 2^15, Lattigo at 2^16. `--quick`:
@@ -40,10 +38,10 @@ use std::time::{Duration, Instant};
 use hecloud_ckks::polynomial::ChebyshevPolynomial;
 use hecloud_ckks::precision::{PrecisionReport, report_real};
 use hecloud_ckks::refresh::{CkksMask, reencrypt};
-use hecloud_ckks::{CtShape, Encoder, Planner, Preset, PtShape};
+use hecloud_ckks::{CtShape, Encoder, Planner, Preset};
 use hecloud_client::Client;
 use hecloud_protocol::refresh::{RefreshResponder, RefreshRound};
-use hecloud_protocol::{Graph, JobSubmission, Object, ObjectKind};
+use hecloud_protocol::{Graph, JobSubmission, ObjectKind};
 use hecloud_rlwe::{Ciphertext, Decryptor, SecretKey};
 
 use crate::BenchOptions;
@@ -338,12 +336,12 @@ fn split_in_process(s: &CkksSession, level: usize, reps: usize) -> anyhow::Resul
         unmask.push(ms(t.elapsed()));
         anyhow::ensure!(out.len() == 1 && out[0].level() == top, "bad refresh");
         // The key holder's two halves, on a masked ciphertext of its own.
-        let (masked, _mask) = CkksMask::apply(params, pk, &ct, &policy)?;
+        let (masked, mask) = CkksMask::apply(params, pk, &ct, &policy)?;
         let t = Instant::now();
         std::hint::black_box(Decryptor::new(&sk).decrypt(&masked)?);
         dec.push(ms(t.elapsed()));
         let t = Instant::now();
-        std::hint::black_box(reencrypt(params, &sk, &masked, top)?);
+        std::hint::black_box(reencrypt(params, &sk, &masked, top, mask.target_scale())?);
         reenc.push(ms(t.elapsed()));
     }
     let (holder, dec, reenc) = (median(&mut holder), median(&mut dec), median(&mut reenc));
@@ -461,9 +459,8 @@ async fn deep_preset(
     let s = workload::ckks_setup_with(&client, preset, &[], true).await?;
     let policy = s.spec.refresh.map(|r| r.mask_policy()).unwrap_or_default();
     let top = s.params.max_level();
-    // The polynomial's output scale drifts a little from Δ: a margin of 2.
     let lowest = policy
-        .lowest_level(&s.params, s.params.default_scale() * 2.0)
+        .lowest_level(&s.params, s.params.default_scale())
         .ok_or_else(|| anyhow::anyhow!("{}: no level to refresh at", preset.name()))?;
     let poly = ChebyshevPolynomial {
         coeffs: coeffs.to_vec(),
@@ -474,53 +471,26 @@ async fn deep_preset(
     let holder = client.serve_refreshes(responder.clone()).await?;
     let mut rows = vec![];
     for exact in [false, true] {
-        // One level more than a refresh needs: the scale fix before it.
-        let plan =
-            deep_plan(top, lowest + 1, poly.depth(), APPLICATIONS, exact).ok_or_else(|| {
-                anyhow::anyhow!(
-                    "{}: {} levels cannot hold a depth-{} polynomial above refresh level {lowest}",
-                    preset.name(),
-                    top,
-                    poly.depth()
-                )
-            })?;
+        let plan = deep_plan(top, lowest, poly.depth(), APPLICATIONS, exact).ok_or_else(|| {
+            anyhow::anyhow!(
+                "{}: {} levels cannot hold a depth-{} polynomial above refresh level {lowest}",
+                preset.name(),
+                top,
+                poly.depth()
+            )
+        })?;
         let values = random_unit(s.params.slots());
         let before = responder.stats();
         let t = Instant::now();
         let ct = encrypt_at(&s, &values, top)?;
-        let mut inputs = vec![
+        let inputs = vec![
             workload::upload_object(&client, ObjectKind::CkksCiphertext, ct.to_bytes()).await?,
         ];
         let planner = Planner::new(&s.params);
         let mut shape = CtShape::of(&ct);
         let mut g = Graph::new();
         let mut x = g.input(0);
-        for (i, step) in plan.iter().enumerate() {
-            if i > 0 {
-                // A polynomial leaves a scale slightly off Δ, and the next
-                // degree-63 polynomial's products then drift beyond the
-                // evaluator's scale tolerance (a refresh keeps the scale).
-                // A product by 1 encoded at q_l·Δ/s, rescaled, brings it
-                // back to Δ for one level (no graph operation sets a scale).
-                let fix = Encoder::new(&s.params).encode_real(
-                    &vec![1.0; s.params.slots()],
-                    shape.level,
-                    s.params.q_f64(shape.level) * s.params.default_scale() / shape.scale,
-                )?;
-                let id = workload::upload_object(
-                    &client,
-                    ObjectKind::CkksPlaintext,
-                    Object::CkksPlaintext(fix.clone()).to_bytes(),
-                )
-                .await?;
-                let one = g.input(inputs.len() as u32);
-                inputs.push(id);
-                let fixed = g.mul(x, one);
-                x = g.rescale(fixed);
-                shape = planner
-                    .rescale(&planner.mul_plain(&shape, &PtShape::of(&fix))?.out)?
-                    .out;
-            }
+        for step in &plan {
             if let Some(level) = step {
                 x = g.refresh(x, *level as u32);
                 shape = CtShape::new(*level, shape.scale);
@@ -642,8 +612,7 @@ async fn bench(opts: &BenchOptions) -> anyhow::Result<()> {
         println!("refresh at {} ...", p.name());
         rows.push(refresh_preset(&emb, p, reps).await?);
     }
-    // N = 2^16's primes spread further from Δ than N = 2^15's: where the
-    // polynomial's scales leave the evaluator's tolerance there, the next
+    // Where the deep computation fails at N = 2^16 (memory, time), the next
     // preset runs it, and the reason is printed.
     let mut deep_rows = vec![];
     for &p in deep_presets {

@@ -36,6 +36,7 @@ pub mod plan;
 pub mod polynomial;
 pub mod precision;
 pub mod refresh;
+mod wide;
 
 pub use encoder::Encoder;
 pub use error::{CkksError, Result};

@@ -14,6 +14,16 @@
 //! (the *headroom*, [`MaskPolicy::mask_bits`]). A ciphertext below that
 //! level is refused with [`CkksError::NoRefreshHeadroom`].
 //!
+//! Before masking, the server re-randomizes c₁ with a public-key encryption
+//! of zero (see `docs/refresh.md`), whose noise is a few hundred times a
+//! secret-key encryption's. So that it costs no precision, the server first
+//! multiplies the ciphertext by 2^k (k up to [`MaskPolicy::BOOST_BITS`], as
+//! far as the level's spare headroom allows; the scale becomes s·2^k) and
+//! asks for a fresh encryption at scale s: the key holder divides the
+//! decrypted integers by 2^k, rounding, and the server subtracts the mask
+//! divided by 2^k. The added noise shrinks by 2^k and the refreshed value
+//! is as precise as a fresh secret-key encryption.
+//!
 //! ```
 //! use hecloud_ckks::{*, params::test_literal, refresh::*};
 //! let params = CkksParameters::new_insecure_for_tests(test_literal(10, 6), 40)?;
@@ -25,7 +35,7 @@
 //! let low = eval.drop_level(&sq, 3)?;                           // used up to level 3
 //! let policy = MaskPolicy::default();
 //! let (masked, mask) = CkksMask::apply(&params, keys.public_key(), &low, &policy)?; // server
-//! let fresh = reencrypt(&params, keys.secret_key(), &masked, 6)?; // key holder: sees m + e + r
+//! let fresh = reencrypt(&params, keys.secret_key(), &masked, 6, mask.target_scale())?; // key holder: sees m + e + r
 //! let back = mask.remove(&fresh)?;                              // server
 //! assert_eq!(back.level(), 6);
 //! let y = enc.decode_real(&keys.decrypt(&back)?)?;
@@ -42,6 +52,7 @@ use zeroize::Zeroize;
 
 use crate::error::{CkksError, Result};
 use crate::params::CkksParameters;
+use crate::wide::I192;
 
 /// How a refresh hides the server's values from the key holder.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -80,9 +91,15 @@ impl MaskPolicy {
     /// Statistical distance, in bits, by which the default flooding drowns
     /// the computation's noise ([`MaskPolicy::circuit_private`]).
     pub const FLOOD_LAMBDA: u32 = 30;
-    /// The widest mask this implementation draws (a coefficient plus its
-    /// mask fit in an i128).
+    /// The widest mask for a ciphertext's own scale. Wider ones would be
+    /// for scales of about Δ² (a product before its rescale), which are
+    /// better refreshed after it. The boost adds up to
+    /// [`Self::BOOST_BITS`] (the masked value stays below 2^190).
     pub const MAX_MASK_BITS: u32 = 125;
+    /// The most bits the server multiplies a ciphertext by before
+    /// re-randomizing it (the module's doc): 2^16 makes the public-key
+    /// noise negligible next to the key holder's fresh encryption.
+    pub const BOOST_BITS: u32 = 16;
 
     /// The default policy with noise flooding on: the flooding noise is
     /// 2^[`FLOOD_LAMBDA`](Self::FLOOD_LAMBDA) times an estimate of the
@@ -154,6 +171,16 @@ impl MaskPolicy {
         Ok(())
     }
 
+    /// The k the server multiplies a ciphertext of scale `scale` at `level`
+    /// by 2^k with before re-randomizing: up to [`Self::BOOST_BITS`], as
+    /// far as the headroom left by the mask allows (0 at a level without
+    /// any to spare).
+    pub fn boost_bits(&self, params: &CkksParameters, level: usize, scale: f64) -> u32 {
+        let need = self.headroom_bits(params, scale);
+        let spare = (log_q(params, level.min(params.max_level())) - need as f64).floor();
+        (spare.max(0.0) as u32).min(Self::BOOST_BITS)
+    }
+
     /// The lowest level at which a ciphertext of scale `scale` can be
     /// refreshed, if any.
     pub fn lowest_level(&self, params: &CkksParameters, scale: f64) -> Option<usize> {
@@ -172,18 +199,17 @@ fn log_q(params: &CkksParameters, level: usize) -> f64 {
         .sum()
 }
 
-/// Residues of the signed integers `v` over `basis`'s first `limbs` primes,
-/// in the NTT domain.
-fn to_rns(params: &CkksParameters, v: &[i128], level: usize) -> Result<RnsPoly> {
+/// Residues of the signed integers `v` over the primes of Q_level, in the
+/// NTT domain.
+fn to_rns(params: &CkksParameters, v: &[I192], level: usize) -> Result<RnsPoly> {
     let basis = params.rlwe().q_at(level)?.clone();
     let n = params.n();
     let mut data = vec![0u64; (level + 1) * n];
     data.par_chunks_exact_mut(n)
         .zip(basis.moduli())
         .for_each(|(limb, m)| {
-            for (x, &c) in limb.iter_mut().zip(v) {
-                let r = m.reduce_u128(c.unsigned_abs());
-                *x = if c < 0 { m.neg(r) } else { r };
+            for (x, c) in limb.iter_mut().zip(v) {
+                *x = c.residue(m);
             }
         });
     let mut p = RnsPoly::from_limbs(&basis, Domain::Coefficient, data)?;
@@ -191,12 +217,27 @@ fn to_rns(params: &CkksParameters, v: &[i128], level: usize) -> Result<RnsPoly> 
     Ok(p)
 }
 
+/// k where `from` = `to`·2^k exactly, 0 ≤ k < 64.
+fn scale_shift(from: f64, to: f64) -> Result<u32> {
+    let k = (from / to).log2();
+    if to > 0.0 && (0.0..64.0).contains(&k) && k.fract() == 0.0 && to * k.exp2() == from {
+        return Ok(k as u32);
+    }
+    Err(CkksError::MaskPolicy(format!(
+        "a target scale 2^{:.3} that is not the masked scale 2^{:.3} divided by a power of two below 2^64",
+        to.log2(),
+        from.log2()
+    )))
+}
+
 /// The server's half of a refresh: the mask it added, kept secret until it
 /// removes it from the key holder's answer (zeroized when dropped).
 pub struct CkksMask {
     params: Arc<CkksParameters>,
-    r: Vec<i128>,
-    scale: f64,
+    r: Vec<I192>,
+    /// The scale of the fresh encryption: the masked one's over 2^shift.
+    target: f64,
+    shift: u32,
 }
 
 impl std::fmt::Debug for CkksMask {
@@ -212,11 +253,13 @@ impl Drop for CkksMask {
 }
 
 impl CkksMask {
-    /// Server side: re-randomizes `ct` with a fresh encryption of zero under
-    /// the public key `pk`, then adds the mask (and, per `policy`, flooding
-    /// noise) to its constant term. The masked ciphertext keeps `ct`'s level
-    /// and scale; it decrypts to m + e + r, and neither of its components
-    /// is the one the computation produced.
+    /// Server side: multiplies `ct` by 2^k ([`MaskPolicy::boost_bits`]),
+    /// re-randomizes it with a fresh encryption of zero under the public
+    /// key `pk`, then adds the mask (and, per `policy`, flooding noise) to
+    /// its constant term. The masked ciphertext keeps `ct`'s level, its
+    /// scale is 2^k times `ct`'s; it decrypts to m + e + r, and neither of
+    /// its components is the one the computation produced. The key holder
+    /// is to encrypt at [`Self::target_scale`], `ct`'s scale.
     ///
     /// Refused: a policy below the minimum hiding, a ciphertext of degree
     /// above 1 (relinearize first: the key holder's answer is degree 1
@@ -237,15 +280,22 @@ impl CkksMask {
                 found: ct.degree(),
             }));
         }
-        let (scale, level) = (ct.scale(), ct.level());
-        policy.check_level(params, level, scale)?;
+        let (target, level) = (ct.scale(), ct.level());
+        policy.check_level(params, level, target)?;
+        let shift = policy.boost_bits(params, level, target);
+        let scale = target * f64::from(shift).exp2();
+        // The computation's noise is boosted too: so is the flood drowning it.
+        let policy = MaskPolicy {
+            flood_bits: policy.flood_bits.map(|f| f + shift),
+            ..*policy
+        };
         let bits = policy.mask_bits(params, scale);
         let mut rng = Sampler::from_os();
         let r = uniform_signed(&mut rng, params.n(), bits);
         let mut added = match policy.flood_bits {
             Some(f) => {
                 let e = uniform_signed(&mut rng, params.n(), f);
-                r.iter().zip(&e).map(|(a, b)| a + b).collect()
+                r.iter().zip(&e).map(|(a, b)| a.add(*b)).collect()
             }
             None => r.clone(),
         };
@@ -261,6 +311,17 @@ impl CkksMask {
             scale,
         )?;
         let mut masked = ct.clone();
+        let boost: Vec<u64> = params
+            .rlwe()
+            .q_at(level)?
+            .moduli()
+            .iter()
+            .map(|m| m.reduce(1u64 << shift))
+            .collect();
+        for c in masked.polys_mut() {
+            c.mul_rns_scalar_assign(&boost)?;
+        }
+        masked.set_scale(scale);
         let fresh_zero = Encryptor::new(params.rlwe()).encrypt_pk(pk, &zero)?;
         for (c, z) in masked.polys_mut().iter_mut().zip(fresh_zero.polys()) {
             c.add_assign(z)?;
@@ -271,15 +332,23 @@ impl CkksMask {
             Self {
                 params: params.clone(),
                 r,
-                scale,
+                target,
+                shift,
             },
         ))
     }
 
-    /// Server side: subtracts the mask from the key holder's fresh
-    /// encryption of m + e + r (at whatever level the server asked for),
-    /// after checking that it is a degree-1 ciphertext under these
-    /// parameters at the masked ciphertext's scale.
+    /// The scale the key holder's fresh encryption must have: the
+    /// ciphertext's before masking.
+    pub fn target_scale(&self) -> f64 {
+        self.target
+    }
+
+    /// Server side: subtracts the mask (over 2^k, rounded as the key
+    /// holder rounds) from the key holder's fresh encryption of
+    /// (m + e + r)/2^k (at whatever level the server asked for), after
+    /// checking that it is a degree-1 ciphertext under these parameters at
+    /// [`Self::target_scale`].
     pub fn remove(&self, fresh: &Ciphertext) -> Result<Ciphertext> {
         if fresh.params().hash() != self.params.rlwe().hash() {
             return Err(hecloud_rlwe::RlweError::ParameterMismatch.into());
@@ -290,13 +359,16 @@ impl CkksMask {
                 found: fresh.degree(),
             }));
         }
-        if fresh.scale() != self.scale {
+        if fresh.scale() != self.target {
             return Err(CkksError::ScaleMismatch {
                 left: fresh.scale().log2(),
-                right: self.scale.log2(),
+                right: self.target.log2(),
             });
         }
-        let r = to_rns(&self.params, &self.r, fresh.level())?;
+        let mut shifted: Vec<I192> = self.r.iter().map(|r| r.shr_round(self.shift)).collect();
+        let r = to_rns(&self.params, &shifted, fresh.level());
+        shifted.zeroize();
+        let r = r?;
         let mut out = fresh.clone();
         out.polys_mut()[0].sub_assign(&r)?;
         Ok(out)
@@ -304,28 +376,26 @@ impl CkksMask {
 }
 
 /// n integers uniform in [−2^bits, 2^bits) from the CSPRNG.
-fn uniform_signed(rng: &mut Sampler, n: usize, bits: u32) -> Vec<i128> {
-    debug_assert!(bits <= 126);
-    let width = (1u128 << (bits + 1)) - 1;
-    (0..n)
-        .map(|_| {
-            let w = ((rng.next_u64() as u128) << 64 | rng.next_u64() as u128) & width;
-            w as i128 - (1i128 << bits)
-        })
-        .collect()
+fn uniform_signed(rng: &mut Sampler, n: usize, bits: u32) -> Vec<I192> {
+    (0..n).map(|_| I192::uniform(rng, bits)).collect()
 }
 
 /// Key-holder side: decrypts the masked ciphertext to the integer
-/// polynomial m + e + r, lifts it exactly from Q_level to Q_target (the
-/// masked value is far below Q_level/2, so its centred representative is
-/// the integer itself) and encrypts it again with the secret key at
-/// `target_level`, at the same scale (seeded: half the bytes on the wire).
+/// polynomial m + e + r, lifts it exactly out of Q_level (the masked value
+/// is far below Q_level/2, so its centred representative is the integer
+/// itself), divides it by the masked scale over `target_scale` (a power of
+/// two 2^k, rounding) and encrypts the result with the secret key at
+/// `target_level` and `target_scale` (seeded: half the bytes on the wire).
 /// The key holder sees m + e + r only.
+///
+/// Refused: a target level above the top, a target scale that is not the
+/// masked scale over 2^k (0 ≤ k < 64).
 pub fn reencrypt(
     params: &Arc<CkksParameters>,
     sk: &SecretKey,
     masked: &Ciphertext,
     target_level: usize,
+    target_scale: f64,
 ) -> Result<Ciphertext> {
     let rlwe = params.rlwe();
     if target_level > params.max_level() {
@@ -335,97 +405,73 @@ pub fn reencrypt(
         }
         .into());
     }
+    let shift = scale_shift(masked.scale(), target_scale)?;
     let mut x = Decryptor::new(sk).decrypt(masked)?.into_poly();
     x.to_coefficient();
-    let level = masked.level();
-    let n = params.n();
-    let target = rlwe.q_at(target_level)?.clone();
-    let mut data = vec![0u64; (target_level + 1) * n];
-    let shared = level.min(target_level) + 1;
-    data[..shared * n].copy_from_slice(&x.data()[..shared * n]);
-    if target_level > level {
-        let lift = CenteredLift::new(&rlwe.q_basis().moduli()[..=level]);
-        lift.extend(
-            &x,
-            &target.moduli()[level + 1..],
-            &mut data[(level + 1) * n..],
-        );
-    }
+    let mut v = CenteredLift::new(&rlwe.q_basis().moduli()[..=masked.level()]).lift(&x);
     x.zeroize();
-    let mut poly = RnsPoly::from_limbs(&target, Domain::Coefficient, data)?;
-    poly.to_ntt();
-    let pt = Plaintext::new(rlwe, poly, target_level, masked.scale())?;
+    v.par_iter_mut().for_each(|c| *c = c.shr_round(shift));
+    let poly = to_rns(params, &v, target_level);
+    v.zeroize();
+    let pt = Plaintext::new(rlwe, poly?, target_level, target_scale)?;
     Ok(Encryptor::new(rlwe).encrypt_sk(sk, &pt)?)
 }
 
-/// Exact extension of small centred integers from one RNS basis to more
-/// primes: for x given mod q_0 … q_l with |x| well below Q/2,
+/// Exact lift of small centred integers out of an RNS basis: for x given
+/// mod q_0 … q_l with |x| far below both Q/2 and 2^191,
 /// x = Σ y_i·(Q/q_i) − v·Q with y_i = x_i·(Q/q_i)^−1 mod q_i and
 /// v = round(Σ y_i/q_i), where the rounding is exact in floating point
-/// because x/Q is far from ±1/2.
+/// because x/Q is far from ±1/2. The sum is taken mod 2^192, where x is
+/// exact though the terms are not.
 struct CenteredLift<'a> {
     from: &'a [Modulus],
     qhat_inv: Vec<u64>,
+    /// Q/q_i mod 2^192.
+    qhat: Vec<I192>,
+    /// Q mod 2^192.
+    q: I192,
 }
 
 impl<'a> CenteredLift<'a> {
     fn new(from: &'a [Modulus]) -> Self {
+        let others = |i: usize| from.iter().enumerate().filter(move |(k, _)| *k != i);
         let qhat_inv = from
             .iter()
             .enumerate()
             .map(|(i, m)| {
-                let h = from
-                    .iter()
-                    .enumerate()
-                    .filter(|(k, _)| *k != i)
-                    .fold(1u64, |acc, (_, qk)| m.mul(acc, m.reduce(qk.value())));
+                let h = others(i).fold(1u64, |acc, (_, qk)| m.mul(acc, m.reduce(qk.value())));
                 m.inv(h).expect("distinct primes are coprime")
             })
             .collect();
-        Self { from, qhat_inv }
+        let qhat = (0..from.len())
+            .map(|i| others(i).fold(I192::from_u64(1), |acc, (_, qk)| acc.mul_u64(qk.value())))
+            .collect();
+        let q = from
+            .iter()
+            .fold(I192::from_u64(1), |acc, qk| acc.mul_u64(qk.value()));
+        Self {
+            from,
+            qhat_inv,
+            qhat,
+            q,
+        }
     }
 
-    /// Writes x mod each of `to` (limb after limb) into `out`.
-    fn extend(&self, x: &RnsPoly, to: &[Modulus], out: &mut [u64]) {
+    /// The integers x (coefficient domain in, one per coefficient out).
+    fn lift(&self, x: &RnsPoly) -> Vec<I192> {
         let n = x.degree();
-        let l = self.from.len();
-        let mut y = vec![0u64; l * n];
-        for (i, m) in self.from.iter().enumerate() {
-            let (xi, w) = (x.limb(i), self.qhat_inv[i]);
-            for (yj, &xj) in y[i * n..(i + 1) * n].iter_mut().zip(xi) {
-                *yj = m.mul(xj, w);
-            }
-        }
-        let v: Vec<u64> = (0..n)
+        (0..n)
+            .into_par_iter()
             .map(|j| {
-                let f: f64 = (0..l)
-                    .map(|i| y[i * n + j] as f64 / self.from[i].value() as f64)
-                    .sum();
-                f.round() as u64
-            })
-            .collect();
-        out.par_chunks_exact_mut(n).zip(to).for_each(|(limb, p)| {
-            let qhat: Vec<u64> = (0..l)
-                .map(|i| {
-                    self.from
-                        .iter()
-                        .enumerate()
-                        .filter(|(k, _)| *k != i)
-                        .fold(1u64, |acc, (_, qk)| p.mul(acc, p.reduce(qk.value())))
-                })
-                .collect();
-            let q = self
-                .from
-                .iter()
-                .fold(1u64, |acc, qk| p.mul(acc, p.reduce(qk.value())));
-            for (j, o) in limb.iter_mut().enumerate() {
-                let mut acc = p.neg(p.mul(p.reduce(v[j]), q));
-                for i in 0..l {
-                    acc = p.add(acc, p.mul(p.reduce(y[i * n + j]), qhat[i]));
+                let mut acc = I192::default();
+                let mut f = 0.0;
+                for (i, m) in self.from.iter().enumerate() {
+                    let y = m.mul(x.limb(i)[j], self.qhat_inv[i]);
+                    f += y as f64 / m.value() as f64;
+                    acc = acc.add(self.qhat[i].mul_u64(y));
                 }
-                *o = acc;
-            }
-        });
-        y.zeroize();
+                acc.sub(self.q.mul_u64(f.round() as u64))
+            })
+            .collect()
     }
 }

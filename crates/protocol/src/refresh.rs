@@ -72,7 +72,7 @@ pub enum RefreshScheme {
 }
 
 /// The server's request: masked ciphertexts and what the answer must match.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct RefreshRequest {
     /// Random, unique per request.
     pub request_id: [u8; 16],
@@ -84,6 +84,9 @@ pub struct RefreshRequest {
     pub params_hash: [u8; 32],
     /// The level the fresh encryptions must have.
     pub target_level: u32,
+    /// CKKS: the scale of each fresh encryption, the masked ciphertext's
+    /// over a power of two ([`CkksMask::target_scale`]). BGV: empty.
+    pub target_scales: Vec<f64>,
     /// The masked ciphertexts, serialized.
     pub ciphertexts: Vec<Vec<u8>>,
 }
@@ -131,6 +134,8 @@ impl Message for RefreshRequest {
         w.u8(self.scheme as u8);
         w.bytes_raw(&self.params_hash);
         w.u32(self.target_level);
+        w.len(self.target_scales.len());
+        self.target_scales.iter().for_each(|&x| w.f64(x));
         write_cts(w, &self.ciphertexts);
     }
 
@@ -153,6 +158,10 @@ impl Message for RefreshRequest {
             scheme,
             params_hash: r.hash()?,
             target_level: r.u32()?,
+            target_scales: {
+                let n = r.count("refresh target scales", MAX_BATCH, 8)?;
+                (0..n).map(|_| r.f64()).collect::<DecodeResult<_>>()?
+            },
             ciphertexts: read_cts(r)?,
         })
     }
@@ -290,11 +299,12 @@ impl RefreshRound {
             .collect::<std::result::Result<Vec<_>, _>>()?
             .into_iter()
             .unzip();
+        let scales = masks.iter().map(CkksMask::target_scale).collect();
         Self::build(
             job_id,
             RefreshScheme::Ckks,
             params.rlwe(),
-            &masked,
+            (&masked, scales),
             target_level,
             Masks::Ckks(masks),
         )
@@ -323,7 +333,7 @@ impl RefreshRound {
             job_id,
             RefreshScheme::Bgv,
             params.rlwe(),
-            &masked,
+            (&masked, vec![]),
             target_level,
             Masks::Bgv(masks, eval.clone()),
         )
@@ -333,7 +343,7 @@ impl RefreshRound {
         job_id: &str,
         scheme: RefreshScheme,
         params: &Arc<Parameters>,
-        masked: &[Ciphertext],
+        (masked, target_scales): (&[Ciphertext], Vec<f64>),
         target_level: usize,
         masks: Masks,
     ) -> Result<(Self, Vec<u8>)> {
@@ -346,6 +356,7 @@ impl RefreshRound {
             scheme,
             params_hash: *params.hash(),
             target_level: target_level as u32,
+            target_scales,
             ciphertexts: masked.iter().map(Ciphertext::to_bytes).collect(),
         };
         let bytes = request.encode();
@@ -558,10 +569,21 @@ impl RefreshResponder {
                     .filter(|(p, _)| *p.rlwe().hash() == req.params_hash)
                     .ok_or(RefreshError::NoKey("CKKS"))?;
                 let p = params.rlwe();
+                if req.target_scales.len() != req.ciphertexts.len() {
+                    return Err(RefreshError::Mismatch(format!(
+                        "{} target scales for {} ciphertexts",
+                        req.target_scales.len(),
+                        req.ciphertexts.len()
+                    )));
+                }
                 req.ciphertexts
                     .iter()
+                    .zip(&req.target_scales)
                     .enumerate()
-                    .map(|(i, b)| Ok(reencrypt(params, sk, &decode(p, i, b)?, level)?.to_bytes()))
+                    .map(|(i, (b, &scale))| {
+                        let masked = decode(p, i, b)?;
+                        Ok(reencrypt(params, sk, &masked, level, scale)?.to_bytes())
+                    })
                     .collect::<Result<_>>()?
             }
             RefreshScheme::Bgv => {

@@ -147,6 +147,29 @@ fn a_request_is_answered_once() {
 }
 
 #[test]
+fn a_request_with_missing_or_foreign_target_scales_is_refused() {
+    let (params, keys, enc) = ckks();
+    let ct = ckks_ct(&params, &keys, &enc, &[1.0]);
+    let holder = RefreshResponder::new().with_ckks(params.clone(), sk_of(&keys));
+    let forge = |f: &dyn Fn(&mut RefreshRequest)| {
+        let (_, req) = request("j", &params, &keys, &ct);
+        let mut req = RefreshRequest::decode(&req).unwrap();
+        f(&mut req);
+        holder.answer(&req.encode())
+    };
+    assert!(matches!(
+        forge(&|r| r.target_scales.clear()),
+        Err(RefreshError::Mismatch(_))
+    ));
+    // Not the masked scale over a power of two: the key holder cannot
+    // divide exactly, and says so.
+    assert!(matches!(
+        forge(&|r| r.target_scales[0] *= 1.5),
+        Err(RefreshError::Ckks(_))
+    ));
+}
+
+#[test]
 fn a_holder_serving_named_jobs_refuses_others() {
     let (params, keys, enc) = ckks();
     let ct = ckks_ct(&params, &keys, &enc, &[1.0]);

@@ -222,6 +222,7 @@ pub fn messages() -> Vec<(&'static str, Vec<u8>)> {
         scheme: refresh::RefreshScheme::Ckks,
         params_hash: [4; 32],
         target_level: 5,
+        target_scales: vec![2f64.powi(40), 2f64.powi(45)],
         ciphertexts: vec![vec![1, 2, 3], vec![4]],
     };
     let reply = refresh::RefreshReply {
