@@ -12,6 +12,7 @@ use std::sync::Arc;
 
 use hecloud_math::{NttTable, RnsPoly};
 use hecloud_rlwe::Plaintext as RlwePlaintext;
+use zeroize::Zeroize;
 
 use crate::error::{BgvError, Result};
 use crate::params::BgvParameters;
@@ -21,6 +22,13 @@ use crate::params::BgvParameters;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Plaintext {
     coeffs: Vec<u64>,
+}
+
+// A plaintext is somebody's secret: a refresh mask, a model's weights.
+impl Drop for Plaintext {
+    fn drop(&mut self) {
+        self.coeffs.zeroize();
+    }
 }
 
 impl Plaintext {

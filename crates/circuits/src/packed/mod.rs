@@ -158,7 +158,7 @@ pub mod sliced;
 pub mod slots;
 
 pub use gates::{BitCircuit, Combine, RefreshPolicy};
-pub use refresh::{LocalRefresher, RefreshMask, Refresher, reencrypt, reencrypt_to};
+pub use refresh::{BgvMaskPolicy, LocalRefresher, RefreshMask, Refresher, reencrypt, reencrypt_to};
 pub use sliced::SlicedUints;
 pub use slots::{SlotBit, SlotUint, slot_rotations};
 
@@ -221,6 +221,50 @@ pub enum PackedError {
     /// or answered with the wrong number of ciphertexts.
     #[error("refresh failed: {0}")]
     Refresh(String),
+    /// Flooding a refresh needs a modulus that holds the flooded value
+    /// without wrapping, and the ciphertext is below the lowest level that
+    /// has it (a level is never gained back, so it must be refreshed
+    /// earlier, or with a narrower flood).
+    #[error(
+        "flooding {flood_bits} bits needs log2 Q ≥ {need_bits:.1} bits, the ciphertext's level {level} has {have_bits:.1} (lowest level with the room: {})",
+        lowest_level.map_or_else(|| "none".to_string(), |l| l.to_string())
+    )]
+    NoFloodHeadroom {
+        /// Width of the flooding noise, in bits.
+        flood_bits: u32,
+        /// Level of the ciphertext.
+        level: usize,
+        /// log2 of the modulus the flooded ciphertext needs.
+        need_bits: f64,
+        /// log2 Q at the ciphertext's level.
+        have_bits: f64,
+        /// The lowest level with the room, if any level has it.
+        lowest_level: Option<usize>,
+    },
+    /// The ciphertext's estimated noise is too large for the flood to drown
+    /// it by [`BgvMaskPolicy::FLOOD_LAMBDA`] bits: refused rather than
+    /// hiding less than the policy promises.
+    #[error(
+        "the ciphertext's noise estimate of {noise_bits:.1} bits at level {level} needs a flood of {need_flood_bits} bits, the policy floods {flood_bits}"
+    )]
+    FloodTooNarrow {
+        /// Level the ciphertext would be sent at.
+        level: usize,
+        /// Its noise estimate there, in bits (message included).
+        noise_bits: f64,
+        /// Width of the policy's flooding noise, in bits.
+        flood_bits: u32,
+        /// The least width that would drown it.
+        need_flood_bits: u32,
+    },
+    /// A flooding width this implementation does not draw.
+    #[error("flooding {flood_bits} bits: the width must lie in 1..={max}")]
+    FloodPolicy {
+        /// The width asked for.
+        flood_bits: u32,
+        /// The widest allowed ([`BgvMaskPolicy::MAX_FLOOD_BITS`]).
+        max: u32,
+    },
 }
 
 impl PackedError {
