@@ -164,10 +164,19 @@ pub fn keygen(
     sum_slots: Option<usize>,
     bits_in_slots: bool,
     rotations: &[i64],
+    refresh: &keys::RefreshOptions,
 ) -> anyhow::Result<()> {
     anyhow::ensure!(
         !bits_in_slots || preset.starts_with("bgv-"),
         "--bits-in-slots is for BGV presets (bgv-n13 … bgv-n16)"
+    );
+    anyhow::ensure!(
+        preset != keys::TFHE_PRESET || *refresh == keys::RefreshOptions::default(),
+        "TFHE keys have no refresh: --lambda-s and --circuit-private are for CKKS and BGV"
+    );
+    anyhow::ensure!(
+        refresh.lambda_s.is_none() || !preset.starts_with("bgv-"),
+        "--lambda-s is for CKKS: the BGV mask hides perfectly"
     );
     if preset == keys::TFHE_PRESET {
         let r = keys::tfhe_keygen(dir)?;
@@ -191,7 +200,7 @@ pub fn keygen(
             }
         ));
         spinner.enable_steady_tick(Duration::from_millis(100));
-        let r = keys::bgv_keygen(dir, preset, slot_sums, bits_in_slots)?;
+        let r = keys::bgv_keygen_with(dir, preset, slot_sums, bits_in_slots, refresh)?;
         spinner.finish_and_clear();
         return report_keygen(dir, &r);
     }
@@ -213,7 +222,7 @@ pub fn keygen(
         rots.len()
     ));
     spinner.enable_steady_tick(Duration::from_millis(100));
-    let r = keys::keygen(dir, preset, &rots)?;
+    let r = keys::keygen_with(dir, preset, &rots, refresh)?;
     spinner.finish_and_clear();
     report_keygen(dir, &r)
 }

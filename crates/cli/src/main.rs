@@ -54,6 +54,15 @@ enum Command {
         /// Extra rotations (comma separated).
         #[arg(long, value_delimiter = ',', allow_hyphen_values = true)]
         rotations: Vec<i64>,
+        /// Refresh: statistical hiding of the CKKS mask in bits (at least
+        /// 40; 64 by default).
+        #[arg(long)]
+        lambda_s: Option<u32>,
+        /// Refresh: the server floods its noise before masking, so the key
+        /// holder learns nothing of the computation from it (costs CKKS
+        /// precision and a BGV level per refresh; docs/refresh.md).
+        #[arg(long)]
+        circuit_private: bool,
     },
     /// Encrypts real numbers (a text file, comma or whitespace separated),
     /// with a BGV key folder unsigned integers below t (one per slot) or,
@@ -184,7 +193,19 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             sum_slots,
             bits_in_slots,
             rotations,
-        } => cmd::keygen(&dir, &preset, sum_slots, bits_in_slots, &rotations),
+            lambda_s,
+            circuit_private,
+        } => cmd::keygen(
+            &dir,
+            &preset,
+            sum_slots,
+            bits_in_slots,
+            &rotations,
+            &hecloud_client::keys::RefreshOptions {
+                lambda_s,
+                circuit_private,
+            },
+        ),
         Command::Encrypt {
             keys,
             input,

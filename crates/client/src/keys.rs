@@ -25,6 +25,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use hecloud_circuits::{BitEngine, EncryptedUint, TFHE_PARAMS, TfheEngine};
+use hecloud_ckks::refresh::MaskPolicy;
 use hecloud_ckks::{CkksParameters, Encoder, KeySet, Preset};
 use hecloud_protocol::fs::write_private;
 use hecloud_protocol::object::{tfhe_kind, unversion, versioned_bytes};
@@ -63,12 +64,57 @@ pub struct KeygenReport {
     pub session: ObjectId,
 }
 
+/// How the server is to mask this folder's ciphertexts when it asks the
+/// key holder for a refresh (`docs/refresh.md`); written into the session
+/// spec, so the server applies it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RefreshOptions {
+    /// Statistical hiding of the CKKS mask in bits (at least
+    /// [`MaskPolicy::MIN_LAMBDA_S`]); `None` for the default, 64.
+    pub lambda_s: Option<u32>,
+    /// Circuit privacy: the server floods the noise before masking
+    /// ([`MaskPolicy::circuit_private`], for BGV
+    /// [`BgvMaskPolicy::circuit_private`](hecloud_circuits::packed::BgvMaskPolicy::circuit_private)).
+    /// It costs CKKS precision and a BGV level per refresh.
+    pub circuit_private: bool,
+}
+
+impl RefreshOptions {
+    /// The session's refresh part with these options; `flood_bits` is the
+    /// width flooding would use.
+    fn spec(&self, flood_bits: Option<u32>) -> Result<RefreshSpec> {
+        let lambda_s = self.lambda_s.unwrap_or(MaskPolicy::DEFAULT_LAMBDA_S);
+        MaskPolicy {
+            lambda_s,
+            ..MaskPolicy::default()
+        }
+        .validate()
+        .map_err(crypto)?;
+        Ok(RefreshSpec {
+            lambda_s,
+            flood_bits: flood_bits.filter(|_| self.circuit_private).unwrap_or(0),
+            ..RefreshSpec::default()
+        })
+    }
+}
+
 /// Generates keys for `preset` with Galois keys for `rotations` and writes
 /// them to `dir` (created; existing key files are not overwritten).
 pub fn keygen(dir: &Path, preset: Preset, rotations: &[i64]) -> Result<KeygenReport> {
+    keygen_with(dir, preset, rotations, &RefreshOptions::default())
+}
+
+/// [`keygen`] with the refresh masking of `refresh`.
+pub fn keygen_with(
+    dir: &Path,
+    preset: Preset,
+    rotations: &[i64],
+    refresh: &RefreshOptions,
+) -> Result<KeygenReport> {
     refuse_overwrite(dir)?;
     std::fs::create_dir_all(dir)?;
     let params = preset.build().map_err(crypto)?;
+    let refresh = refresh.spec(MaskPolicy::circuit_private(&params).flood_bits)?;
     let keys = KeySet::generate(&params, rotations, false).map_err(crypto)?;
     let mut folder = KeyFolder { dir, files: vec![] };
     folder.put("secret.key", &keys.secret_key().export_bytes(), true)?;
@@ -84,7 +130,7 @@ pub fn keygen(dir: &Path, preset: Preset, rotations: &[i64]) -> Result<KeygenRep
         galois_keys,
         refresh: Some(RefreshSpec {
             ckks_public_key: Some(pk),
-            ..RefreshSpec::default()
+            ..refresh
         }),
         ..SessionSpec::default()
     };
@@ -487,9 +533,30 @@ pub fn bgv_keygen(
     slot_sums: bool,
     bits_in_slots: bool,
 ) -> Result<KeygenReport> {
+    bgv_keygen_with(
+        dir,
+        preset,
+        slot_sums,
+        bits_in_slots,
+        &RefreshOptions::default(),
+    )
+}
+
+/// [`bgv_keygen`] with the refresh masking of `refresh` (only
+/// [`RefreshOptions::circuit_private`] applies to BGV: its mask hides
+/// perfectly).
+pub fn bgv_keygen_with(
+    dir: &Path,
+    preset: hecloud_bgv::Preset,
+    slot_sums: bool,
+    bits_in_slots: bool,
+    refresh: &RefreshOptions,
+) -> Result<KeygenReport> {
     refuse_overwrite(dir)?;
     std::fs::create_dir_all(dir)?;
     let params = preset.build().map_err(crypto)?;
+    let flood = hecloud_circuits::packed::BgvMaskPolicy::circuit_private(&params).flood_bits;
+    let refresh = refresh.spec(flood)?;
     let mut rotations = if slot_sums {
         hecloud_bgv::keys::power_of_two_rotations(params.n())
     } else {
@@ -515,7 +582,7 @@ pub fn bgv_keygen(
         bgv_galois_keys,
         refresh: Some(RefreshSpec {
             bgv_public_key: Some(pk),
-            ..RefreshSpec::default()
+            ..refresh
         }),
         ..SessionSpec::default()
     };
@@ -710,6 +777,45 @@ mod tests {
         );
         // Refuses to overwrite.
         assert!(keygen(&kd, Preset::N13, &[]).is_err());
+    }
+
+    #[test]
+    fn refresh_options_reach_the_session_spec() {
+        let dir = tempfile::tempdir().unwrap();
+        let spec_of = |d: &Path| {
+            SessionSpec::decode(&std::fs::read(d.join("session.spec")).unwrap())
+                .unwrap()
+                .refresh
+                .unwrap()
+        };
+        let plain = dir.path().join("plain");
+        keygen(&plain, Preset::N13, &[]).unwrap();
+        let r = spec_of(&plain);
+        assert_eq!((r.lambda_s, r.flood_bits), (64, 0));
+        let private = dir.path().join("private");
+        let opts = RefreshOptions {
+            lambda_s: Some(80),
+            circuit_private: true,
+        };
+        keygen_with(&private, Preset::N13, &[], &opts).unwrap();
+        let r = spec_of(&private);
+        let params = Preset::N13.build().unwrap();
+        assert_eq!(r.lambda_s, 80);
+        assert_eq!(
+            Some(r.flood_bits),
+            MaskPolicy::circuit_private(&params).flood_bits
+        );
+        let bgv = dir.path().join("bgv");
+        bgv_keygen_with(&bgv, hecloud_bgv::Preset::N13, false, false, &opts).unwrap();
+        assert_ne!(spec_of(&bgv).flood_bits, 0);
+        // Too little hiding is refused before any key is made.
+        let weak = RefreshOptions {
+            lambda_s: Some(39),
+            ..opts
+        };
+        let none = dir.path().join("weak");
+        assert!(keygen_with(&none, Preset::N13, &[], &weak).is_err());
+        assert!(!none.join("secret.key").exists());
     }
 
     #[test]

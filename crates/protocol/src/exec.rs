@@ -335,7 +335,8 @@ impl<'a> Run<'a> {
                 .as_ref()
                 .ok_or_else(|| failed("no BGV public key".into()))?;
             let enc = hecloud_bgv::Encoder::new(rt.evaluator.params());
-            crate::refresh::refresh_bgv(link, &rt.evaluator, &enc, pk, &cts, level)
+            let policy = &rk.bgv_policy;
+            crate::refresh::refresh_bgv(link, &rt.evaluator, &enc, pk, &cts, policy, level)
         } else {
             let params = self
                 .keys

@@ -25,6 +25,7 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use hecloud_bgv::BgvParameters;
+use hecloud_circuits::packed::BgvMaskPolicy;
 use hecloud_circuits::{EncryptedUint, MAX_WIDTH, MIN_WIDTH, TFHE_PARAMS, TfheEngine, Wire};
 use hecloud_ckks::{CkksParameters, Encoder, EvaluationKeys, Evaluator};
 use hecloud_rlwe::serial::HEADER_LEN;
@@ -629,6 +630,7 @@ pub(crate) struct RefreshKeys {
     pub ckks_pk: Option<PublicKey>,
     pub bgv_pk: Option<PublicKey>,
     pub policy: hecloud_ckks::refresh::MaskPolicy,
+    pub bgv_policy: BgvMaskPolicy,
 }
 
 #[derive(Debug)]
@@ -727,7 +729,9 @@ impl SessionKeys {
 
     /// Enables refresh nodes: the public keys that re-randomize before
     /// masking (each needs its scheme's parameters) and the CKKS mask
-    /// policy (refused below the minimum hiding).
+    /// policy (refused below the minimum hiding). A policy with flooding
+    /// floods BGV refreshes too, at BGV's own width
+    /// ([`BgvMaskPolicy::circuit_private`]).
     pub fn with_refresh(
         mut self,
         ckks_pk: Option<PublicKey>,
@@ -741,10 +745,17 @@ impl SessionKeys {
         if bgv_pk.is_some() && self.params.bgv.is_none() {
             return Err(SessionError::NoParameters("BGV"));
         }
+        // Flooding asked for is circuit privacy in both schemes; BGV's
+        // width follows from its parameters, not from the CKKS width.
+        let bgv_policy = match (&self.params.bgv, policy.flood_bits) {
+            (Some(p), Some(_)) => BgvMaskPolicy::circuit_private(p),
+            _ => BgvMaskPolicy::none(),
+        };
         self.refresh = Some(RefreshKeys {
             ckks_pk,
             bgv_pk,
             policy,
+            bgv_policy,
         });
         Ok(self)
     }
@@ -838,6 +849,7 @@ impl SessionKeys {
             c.refresh_ckks = r.ckks_pk.is_some();
             c.refresh_bgv = r.bgv_pk.is_some();
             c.mask_policy = r.policy;
+            c.bgv_mask_policy = r.bgv_policy;
         }
         c
     }

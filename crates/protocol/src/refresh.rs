@@ -43,7 +43,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use hecloud_bgv::{BgvParameters, Encoder as BgvEncoder, Evaluator as BgvEvaluator};
-use hecloud_circuits::packed::{PackedError, RefreshMask, Refresher, reencrypt_to};
+use hecloud_circuits::packed::{BgvMaskPolicy, PackedError, RefreshMask, Refresher, reencrypt_to};
 use hecloud_ckks::CkksParameters;
 use hecloud_ckks::refresh::{CkksMask, MaskPolicy, reencrypt};
 use hecloud_math::Sampler;
@@ -310,14 +310,16 @@ impl RefreshRound {
         )
     }
 
-    /// Masks BGV ciphertexts (switched to level 0 first: the fewest bytes)
-    /// for fresh encryptions at `target_level`.
+    /// Masks BGV ciphertexts (switched to level 0 first, the fewest bytes,
+    /// or with flooding to the lowest level that holds it) for fresh
+    /// encryptions at `target_level`.
     pub fn bgv(
         job_id: &str,
         eval: &BgvEvaluator,
         encoder: &BgvEncoder,
         pk: &PublicKey,
         cts: &[&Ciphertext],
+        policy: &BgvMaskPolicy,
         target_level: usize,
     ) -> Result<(Self, Vec<u8>)> {
         check_batch(cts.len())?;
@@ -325,7 +327,7 @@ impl RefreshRound {
         check_target(params.rlwe(), target_level)?;
         let (masked, masks): (Vec<_>, Vec<_>) = cts
             .iter()
-            .map(|ct| RefreshMask::apply(eval, encoder, pk, ct))
+            .map(|ct| RefreshMask::apply_with(eval, encoder, pk, ct, policy))
             .collect::<std::result::Result<Vec<_>, _>>()?
             .into_iter()
             .unzip();
@@ -701,19 +703,28 @@ pub fn refresh_ckks(
     Ok(out)
 }
 
-/// Refreshes BGV ciphertexts over `link` to `target_level`.
+/// Refreshes BGV ciphertexts over `link` to `target_level`, flooded per
+/// `policy`.
 pub fn refresh_bgv(
     link: &dyn RefreshLink,
     eval: &BgvEvaluator,
     encoder: &BgvEncoder,
     pk: &PublicKey,
     cts: &[&Ciphertext],
+    policy: &BgvMaskPolicy,
     target_level: usize,
 ) -> Result<Vec<Ciphertext>> {
     let mut out = Vec::with_capacity(cts.len());
     for batch in batches(eval.params().rlwe(), cts, target_level) {
-        let (round, req) =
-            RefreshRound::bgv(link.job_id(), eval, encoder, pk, &batch, target_level)?;
+        let (round, req) = RefreshRound::bgv(
+            link.job_id(),
+            eval,
+            encoder,
+            pk,
+            &batch,
+            policy,
+            target_level,
+        )?;
         let reply = link.round_trip(req).map_err(RefreshError::Link)?;
         out.extend(round.finish(&reply)?);
     }
@@ -728,6 +739,7 @@ pub struct RemoteRefresher<'a> {
     pk: &'a PublicKey,
     eval: BgvEvaluator,
     encoder: BgvEncoder,
+    policy: BgvMaskPolicy,
 }
 
 impl std::fmt::Debug for RemoteRefresher<'_> {
@@ -747,7 +759,14 @@ impl<'a> RemoteRefresher<'a> {
             pk,
             encoder: BgvEncoder::new(eval.params()),
             eval: eval.clone(),
+            policy: BgvMaskPolicy::none(),
         }
+    }
+
+    /// Floods each refresh per `policy` (circuit privacy).
+    pub fn with_policy(mut self, policy: BgvMaskPolicy) -> Self {
+        self.policy = policy;
+        self
     }
 }
 
@@ -762,7 +781,15 @@ impl Refresher for RemoteRefresher<'_> {
     ) -> hecloud_circuits::packed::Result<Vec<Ciphertext>> {
         let refs: Vec<&Ciphertext> = cts.iter().collect();
         let top = self.eval.params().max_level();
-        refresh_bgv(self.link, &self.eval, &self.encoder, self.pk, &refs, top)
-            .map_err(|e| PackedError::Refresh(e.to_string()))
+        refresh_bgv(
+            self.link,
+            &self.eval,
+            &self.encoder,
+            self.pk,
+            &refs,
+            &self.policy,
+            top,
+        )
+        .map_err(|e| PackedError::Refresh(e.to_string()))
     }
 }

@@ -528,7 +528,10 @@ pub struct RefreshSpec {
     /// Statistical hiding of the CKKS mask in bits; 0 for the default
     /// ([`hecloud_ckks::refresh::MaskPolicy::DEFAULT_LAMBDA_S`]).
     pub lambda_s: u32,
-    /// Width of the circuit-privacy flooding noise in bits; 0 for none.
+    /// Width of the CKKS circuit-privacy flooding noise in bits; 0 for
+    /// none. Any other value floods BGV refreshes too, at the width BGV's
+    /// parameters call for
+    /// ([`BgvMaskPolicy::circuit_private`](hecloud_circuits::packed::BgvMaskPolicy::circuit_private)).
     pub flood_bits: u32,
 }
 

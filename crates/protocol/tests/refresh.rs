@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use hecloud_bgv::{BgvParameters, Encoder as BgvEncoder, Evaluator as BgvEvaluator};
-use hecloud_circuits::packed::Refresher;
+use hecloud_circuits::packed::{BgvMaskPolicy, Refresher};
 use hecloud_ckks::refresh::MaskPolicy;
 use hecloud_ckks::{CkksParameters, Encoder, KeySet};
 use hecloud_math::Sampler;
@@ -128,12 +128,21 @@ fn a_bgv_batch_comes_back_fresh_and_the_remote_refresher_works_in_circuits() {
         assert_eq!(got[i], v * v % t, "slot {i}");
     }
     // A lower target level, too.
-    let low = refresh_bgv(&link, &eval, &enc, keys.public_key(), &[&sq], 1).unwrap();
+    let none = BgvMaskPolicy::none();
+    let low = refresh_bgv(&link, &eval, &enc, keys.public_key(), &[&sq], &none, 1).unwrap();
     assert_eq!(low[0].level(), 1);
     assert_eq!(
         enc.decode(&keys.decrypt(&low[0]).unwrap()).unwrap()[3],
         x[3] * x[3] % t
     );
+    // With flooding, through the remote refresher: the same slots.
+    let flood = BgvMaskPolicy::circuit_private(&params);
+    let r = RemoteRefresher::new(&link, &eval, keys.public_key()).with_policy(flood);
+    let fresh = r.refresh_many(&[sq]).unwrap();
+    let got = enc.decode(&keys.decrypt(&fresh[0]).unwrap()).unwrap();
+    for (i, v) in x.iter().enumerate() {
+        assert_eq!(got[i], v * v % t, "flooded, slot {i}");
+    }
 }
 
 #[test]

@@ -249,6 +249,9 @@ fn a_missing_silent_or_lying_key_holder_fails_the_job_with_a_reason() {
     assert!(matches!(e, ExecError::KeysMismatch(_)), "{e:?}");
 }
 
+/// Without and with circuit privacy: a policy with flooding floods BGV
+/// refreshes too, which are then sent at level 1 (the flood does not fit
+/// q_0): more bytes up, the same slots, and a level-0 operand refused.
 #[test]
 fn a_bgv_product_chain_deeper_than_the_parameters_runs_with_refreshes_as_predicted() {
     let params = hecloud_bgv::BgvParameters::new_insecure_for_tests(
@@ -256,11 +259,6 @@ fn a_bgv_product_chain_deeper_than_the_parameters_runs_with_refreshes_as_predict
     )
     .unwrap();
     let ks = Arc::new(hecloud_bgv::KeySet::generate(&params, &[], false).unwrap());
-    let keys = common::bgv_session(&params, &ks)
-        .with_refresh(None, Some(ks.public_key().clone()), MaskPolicy::default())
-        .unwrap();
-    let holder = RefreshResponder::new().with_bgv(ks.clone());
-    let link = direct(&holder);
     let enc = hecloud_bgv::Encoder::new(&params);
     let x: Vec<u64> = (0..64).map(|i| i * 37 + 3).collect();
     let inputs = [Object::BgvCiphertext(
@@ -275,22 +273,46 @@ fn a_bgv_product_chain_deeper_than_the_parameters_runs_with_refreshes_as_predict
         y = g.bgv_mul(y, y);
     }
     g.output("y", y);
-    let v = validate(&g, &keys.capabilities(), &types).unwrap();
-    assert_eq!(v.cost().refreshes, 6);
-    let out = common::execute_as_predicted_with(&v, &keys, &inputs, Some(&link));
-    let Object::BgvCiphertext(c) = &out[0].1 else {
-        panic!()
+    let mut bytes_up = vec![];
+    let flooded = MaskPolicy {
+        flood_bits: Some(40),
+        ..MaskPolicy::default()
     };
-    let got = enc.decode(&ks.decrypt(c).unwrap()).unwrap();
-    let t = 65537u128;
-    for (i, &v) in x.iter().enumerate() {
-        let mut w = v as u128 % t;
-        for _ in 0..6 {
-            w = w * w % t;
+    for policy in [MaskPolicy::default(), flooded] {
+        let keys = common::bgv_session(&params, &ks)
+            .with_refresh(None, Some(ks.public_key().clone()), policy)
+            .unwrap();
+        let holder = RefreshResponder::new().with_bgv(ks.clone());
+        let link = direct(&holder);
+        let v = validate(&g, &keys.capabilities(), &types).unwrap();
+        assert_eq!(v.cost().refreshes, 6);
+        bytes_up.push(v.cost().refresh_bytes_up);
+        let out = common::execute_as_predicted_with(&v, &keys, &inputs, Some(&link));
+        let Object::BgvCiphertext(c) = &out[0].1 else {
+            panic!()
+        };
+        let got = enc.decode(&ks.decrypt(c).unwrap()).unwrap();
+        let t = 65537u128;
+        for (i, &v) in x.iter().enumerate() {
+            let mut w = v as u128 % t;
+            for _ in 0..6 {
+                w = w * w % t;
+            }
+            assert_eq!(got[i] as u128, w, "slot {i}");
         }
-        assert_eq!(got[i] as u128, w, "slot {i}");
+        assert_eq!(holder.stats().ciphertexts, 6);
+        if policy.flood_bits.is_some() {
+            // A level-0 operand cannot hold the flood: refused up front.
+            let mut low = Graph::new();
+            let a = low.input(0);
+            let a = low.bgv_mod_switch(a, 0);
+            let r = low.bgv_refresh(a, 2);
+            low.output("r", r);
+            let e = validate(&low, &keys.capabilities(), &types).unwrap_err();
+            assert!(matches!(e, ValidationError::RefreshRefused { .. }), "{e}");
+        }
     }
-    assert_eq!(holder.stats().ciphertexts, 6);
+    assert!(bytes_up[1] > bytes_up[0], "{bytes_up:?}");
 }
 
 fn squares_without_refresh(rounds: usize) -> Graph {

@@ -441,7 +441,20 @@ impl Sim<'_, '_> {
                 ),
             ));
         }
-        let low = self.mod_switch_to(s, 0)?;
+        // Sent at level 0, or with flooding at the lowest level whose
+        // modulus holds the flood.
+        let policy = self.cx.caps.bgv_mask_policy;
+        let send = match policy.lowest_level(&self.p) {
+            Some(l) if s.level >= l => l,
+            _ => {
+                let why = policy
+                    .check_level(&self.p, s.level)
+                    .err()
+                    .map_or_else(|| "no level holds the flood".into(), |e| e.to_string());
+                return Err(refused(self.cx, why));
+            }
+        };
+        let low = self.mod_switch_to(s, send)?;
         let zero = Shape {
             noise: self.p.noise().fresh_pk(),
             ..low
@@ -449,7 +462,7 @@ impl Sim<'_, '_> {
         let masked = self.combine(low, zero)?;
         self.add_scalar(masked)?;
         self.cx.needs.refresh_bgv = true;
-        self.cx.meter.refresh(self.p.rlwe(), 0, target);
+        self.cx.meter.refresh(self.p.rlwe(), send, target);
         let fresh = Shape {
             level: target,
             noise: self.p.noise().fresh_sk(),

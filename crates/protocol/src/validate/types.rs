@@ -128,6 +128,9 @@ pub struct Capabilities {
     /// The CKKS mask policy refreshes use (its headroom decides the lowest
     /// level a refresh accepts).
     pub mask_policy: hecloud_ckks::refresh::MaskPolicy,
+    /// The BGV refreshes' flooding (it decides the level a masked
+    /// ciphertext is sent at, and the lowest a refresh accepts).
+    pub bgv_mask_policy: hecloud_circuits::packed::BgvMaskPolicy,
 }
 
 impl Capabilities {
