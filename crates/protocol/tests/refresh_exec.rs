@@ -396,3 +396,69 @@ fn the_planner_refreshes_before_polynomials_that_lack_the_depth() {
         assert!((want - y).abs() < 1e-4, "{want} vs {y}");
     }
 }
+
+/// The planner for BGV: a chain of squarings deeper than the parameters,
+/// with no refresh node, is refused for want of budget; with refreshes
+/// inserted where the budget runs out it runs, as predicted, to x^(2^8).
+#[test]
+fn the_planner_refreshes_a_bgv_chain_where_its_budget_runs_out() {
+    let params = hecloud_bgv::BgvParameters::new_insecure_for_tests(
+        hecloud_bgv::params::test_literal(10, 2, 65537),
+    )
+    .unwrap();
+    let ks = Arc::new(hecloud_bgv::KeySet::generate(&params, &[], false).unwrap());
+    let keys = common::bgv_session(&params, &ks)
+        .with_refresh(None, Some(ks.public_key().clone()), MaskPolicy::default())
+        .unwrap();
+    let holder = RefreshResponder::new().with_bgv(ks.clone());
+    let link = direct(&holder);
+    let enc = hecloud_bgv::Encoder::new(&params);
+    let x: Vec<u64> = (0..64).map(|i| i * 91 + 5).collect();
+    let inputs = [Object::BgvCiphertext(
+        ks.encrypt(&enc.encode(&x).unwrap()).unwrap(),
+    )];
+    let types = vec![inputs[0].value_type().unwrap()];
+    let mut g = Graph::new();
+    let mut y = g.input(0);
+    for _ in 0..8 {
+        y = g.bgv_mul(y, y);
+    }
+    g.output("y", y);
+    let caps = keys.capabilities();
+    let e = validate(&g, &caps, &types).unwrap_err();
+    assert!(
+        matches!(
+            e,
+            ValidationError::BudgetExhausted { .. } | ValidationError::LevelsExhausted { .. }
+        ),
+        "{e}"
+    );
+    let planned = insert_refreshes(&g, &caps, &types, &ValidationLimits::UNLIMITED).unwrap();
+    let v = validate(&planned, &caps, &types).unwrap();
+    let n = v.cost().refreshes;
+    assert!((1..8).contains(&n), "{n} refreshes: {planned:?}");
+    let out = common::execute_as_predicted_with(&v, &keys, &inputs, Some(&link));
+    let Object::BgvCiphertext(c) = &out[0].1 else {
+        panic!()
+    };
+    let got = enc.decode(&ks.decrypt(c).unwrap()).unwrap();
+    let t = 65537u128;
+    for (i, &v) in x.iter().enumerate() {
+        let mut w = v as u128 % t;
+        for _ in 0..8 {
+            w = w * w % t;
+        }
+        assert_eq!(got[i] as u128, w, "slot {i}");
+    }
+    assert_eq!(holder.stats().ciphertexts, n as u64);
+    // Without a BGV public key in the session the graph is left as it is.
+    let bare = common::bgv_session(&params, &ks);
+    let same = insert_refreshes(
+        &g,
+        &bare.capabilities(),
+        &types,
+        &ValidationLimits::UNLIMITED,
+    )
+    .unwrap();
+    assert_eq!(same, g);
+}

@@ -594,9 +594,14 @@ impl GraphExecutor {
             // A session with a refresh part runs a graph deeper than its
             // parameters, with refreshes where the levels run out.
             Err(
-                ValidationError::LevelsExhausted { .. } | ValidationError::ScaleOverflow { .. },
-            ) if caps.refresh_ckks => insert_refreshes(&job.graph, &caps, &types, &limits)
-                .and_then(|g| validate_with_limits(&g, &caps, &types, &limits)),
+                ValidationError::LevelsExhausted { .. }
+                | ValidationError::ScaleOverflow { .. }
+                | ValidationError::BudgetExhausted { .. }
+                | ValidationError::DepthExhausted { .. },
+            ) if caps.refresh_ckks || caps.refresh_bgv => {
+                insert_refreshes(&job.graph, &caps, &types, &limits)
+                    .and_then(|g| validate_with_limits(&g, &caps, &types, &limits))
+            }
             r => r,
         }
         .map_err(|e| match e {

@@ -13,6 +13,12 @@
 //! then taken back one by one, each only if the graph still validates.
 //! The schedule is visible in the cost estimate
 //! ([`super::CostEstimate::refreshes`]).
+//!
+//! BGV has no levels a refresh must stay above (a masked BGV ciphertext
+//! goes at level 0, or with flooding at the lowest level that holds the
+//! flood), so its rule is simpler: a BGV node refused for want of noise
+//! budget, levels or depth gets its BGV operands refreshed to the top
+//! level, if they can be, and is checked again.
 
 use std::collections::{BTreeSet, HashMap};
 
@@ -27,20 +33,23 @@ fn spends_levels(op: &Op) -> bool {
     matches!(op, Op::Rescale(_) | Op::Mul(..) | Op::Chebyshev { .. })
 }
 
-/// `graph` with refreshes where its CKKS values would run out of levels,
-/// as few as validation (under `limits`) allows; `graph` itself when the
-/// session cannot refresh CKKS ciphertexts (no CKKS parameters or no
-/// refresh part) or the graph needs no refresh. Call it when validation
-/// refused a graph for want of levels (each refresh it considers taking
-/// back costs a validation). Errors other than a shortage of levels are
-/// returned as [`super::validate`] returns them.
+/// `graph` with refreshes where its CKKS values would run out of levels or
+/// its BGV values out of noise budget, as few as validation (under
+/// `limits`) allows; `graph` itself when the session can refresh neither
+/// scheme (no parameters or no refresh part naming its public key) or the
+/// graph needs no refresh. Call it when validation refused a graph for want
+/// of levels, budget or depth (each refresh it considers taking back costs
+/// a validation). Other errors are returned as [`super::validate`] returns
+/// them.
 pub fn insert_refreshes(
     graph: &Graph,
     caps: &Capabilities,
     inputs: &[ValueType],
     limits: &ValidationLimits,
 ) -> VResult<Graph> {
-    if caps.ckks.is_none() || !caps.refresh_ckks {
+    let ckks = caps.ckks.is_some() && caps.refresh_ckks;
+    let bgv = caps.bgv.is_some() && caps.refresh_bgv;
+    if !ckks && !bgv {
         return Ok(graph.clone());
     }
     let mut skip = BTreeSet::new();
@@ -59,18 +68,29 @@ pub fn insert_refreshes(
     Ok(best)
 }
 
+/// Whether a BGV node's refusal is one a refresh of its operands can lift.
+fn bgv_out_of_depth(e: &ValidationError) -> bool {
+    matches!(
+        e,
+        ValidationError::BudgetExhausted { .. }
+            | ValidationError::LevelsExhausted { .. }
+            | ValidationError::DepthExhausted { .. }
+    )
+}
+
 /// One planning pass: the graph with refreshes before every level-spending
-/// node not in `skip` that would leave its value below the lowest refresh
-/// level, and those nodes in the order they were met.
+/// CKKS node not in `skip` that would leave its value below the lowest
+/// refresh level, and before every BGV node not in `skip` refused for want
+/// of depth, and those nodes in the order they were met.
 fn plan(
     graph: &Graph,
     caps: &Capabilities,
     inputs: &[ValueType],
     skip: &BTreeSet<NodeId>,
 ) -> VResult<(Graph, Vec<NodeId>)> {
-    let params = caps.ckks.as_ref().expect("checked by the caller");
+    let ckks = caps.ckks.as_ref().filter(|_| caps.refresh_ckks);
+    let bgv = caps.bgv.as_ref().filter(|_| caps.refresh_bgv);
     let policy = caps.mask_policy;
-    let top = params.max_level();
     let structure = structure::check(graph, inputs.len())?;
     let mut g = graph.clone();
     let mut cx = Checker::new(caps);
@@ -87,14 +107,22 @@ fn plan(
     };
     for &id in &structure.topo {
         let first = check(&mut cx, &g, &types, id);
-        let low = match &first {
+        let is_bgv = super::bgv::is_bgv_op(&g.nodes[id as usize]);
+        let low = match (&first, ckks) {
+            // A BGV node refused for want of budget, levels or depth: its
+            // operands are the ones to refresh.
+            (Err(e), _) if is_bgv => bgv.is_some() && bgv_out_of_depth(e),
+            (_, None) => false,
             // Refused for want of levels (a polynomial deeper than what is
             // left): its operands are the ones to refresh.
-            Err(
-                ValidationError::LevelsExhausted { .. } | ValidationError::ScaleOverflow { .. },
+            (
+                Err(
+                    ValidationError::LevelsExhausted { .. } | ValidationError::ScaleOverflow { .. },
+                ),
+                Some(_),
             ) => true,
-            Err(_) => false,
-            Ok(t) => match *t {
+            (Err(_), Some(_)) => false,
+            (Ok(t), Some(params)) => match *t {
                 ValueType::CkksCiphertext { level, scale, .. } => {
                     // A product that multiplied the scale is rescaled next: it
                     // has one level fewer than it shows, and its own scale
@@ -117,26 +145,49 @@ fn plan(
             },
         };
         let mut t = first;
-        if low && spends_levels(&g.nodes[id as usize]) && !skip.contains(&id) {
+        let spends = is_bgv || spends_levels(&g.nodes[id as usize]);
+        if low && spends && !skip.contains(&id) {
             let mut operands = g.nodes[id as usize].operands();
+            operands.sort_unstable();
             operands.dedup();
             let mut any = false;
             for m in operands {
-                let Some(ValueType::CkksCiphertext {
-                    level,
-                    scale,
-                    degree: 1,
-                }) = types[m as usize]
-                else {
-                    continue;
+                // The top level to refresh to, where the operand can be.
+                let top = match (types[m as usize].as_ref(), ckks, bgv) {
+                    (
+                        Some(&ValueType::CkksCiphertext {
+                            level,
+                            scale,
+                            degree: 1,
+                        }),
+                        Some(params),
+                        _,
+                    ) if !is_bgv => {
+                        let top = params.max_level();
+                        if level >= top || policy.check_level(params, level, scale).is_err() {
+                            continue;
+                        }
+                        top
+                    }
+                    (Some(&ValueType::BgvCiphertext { level, .. }), _, Some(params)) if is_bgv => {
+                        // A refresh's own result is as fresh as it gets.
+                        if matches!(g.nodes[m as usize], Op::BgvRefresh(..))
+                            || caps.bgv_mask_policy.check_level(params, level).is_err()
+                        {
+                            continue;
+                        }
+                        params.max_level()
+                    }
+                    _ => continue,
                 };
-                if level >= top || policy.check_level(params, level, scale).is_err() {
-                    continue;
-                }
                 let r = match refreshed.get(&m) {
                     Some(&r) => r,
                     None => {
-                        let r = g.refresh(m, top as u32);
+                        let r = if is_bgv {
+                            g.bgv_refresh(m, top as u32)
+                        } else {
+                            g.refresh(m, top as u32)
+                        };
                         types.push(None);
                         types[r as usize] = Some(check(&mut cx, &g, &types, r)?);
                         refreshed.insert(m, r);
