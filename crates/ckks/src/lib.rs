@@ -31,6 +31,7 @@ pub mod encoder;
 pub mod error;
 pub mod evaluator;
 pub mod keys;
+pub mod linear;
 pub mod params;
 pub mod plan;
 pub mod polynomial;

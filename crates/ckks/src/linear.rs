@@ -1,0 +1,197 @@
+//! Plaintext matrix × encrypted vector, by diagonals with baby-step
+//! giant-step rotations (Halevi–Shoup; the building block of
+//! bootstrapping's CoeffsToSlots and SlotsToCoeffs, whose DFT matrices
+//! factor into a few sparse diagonal matrices).
+//!
+//! A slots × slots matrix M is given by its nonzero diagonals:
+//! diag_d[i] = M[i][(i + d) mod n], so that M·x = Σ_d diag_d ⊙ rot(x, d)
+//! (rot: rotation left). Writing d = g·n₁ + j,
+//!
+//! M·x = Σ_g rot( Σ_j rot(diag_{g·n₁+j}, −g·n₁) ⊙ rot(x, j), g·n₁ ),
+//!
+//! so the baby steps rot(x, j) are computed once, from one decomposition
+//! of x (hoisted), and each giant step costs one rotation of a sum. With
+//! D diagonals that is about n₁ + D/n₁ rotations instead of D; n₁ near
+//! √D. The diagonals are encoded pre-rotated, at scale q_l, so the result
+//! keeps the input's scale one level down, like a product by a constant.
+//!
+//! ```
+//! use std::collections::BTreeMap;
+//! use hecloud_ckks::{*, params::test_literal, linear::LinearTransform};
+//! use num_complex::Complex64;
+//! let params = CkksParameters::new_insecure_for_tests(test_literal(10, 3), 40)?;
+//! let n = params.slots();
+//! // (M·x)[i] = 2·x[i] + x[i + 1]: diagonals 0 and 1.
+//! let lt = LinearTransform::new(
+//!     n,
+//!     BTreeMap::from([(0, vec![Complex64::new(2.0, 0.0); n]), (1, vec![Complex64::new(1.0, 0.0); n])]),
+//! )?;
+//! let keys = KeySet::generate(&params, &lt.rotations(), false)?;
+//! let (enc, eval) = (Encoder::new(&params), Evaluator::new(&params, keys.evaluation_keys()));
+//! let x: Vec<f64> = (0..n).map(|i| i as f64 / n as f64).collect();
+//! let ct = keys.encrypt(&enc.encode_real(&x, 3, params.default_scale())?)?;
+//! let y = enc.decode_real(&keys.decrypt(&lt.apply(&eval, &enc, &ct)?)?)?;
+//! assert!((y[5] - (2.0 * x[5] + x[6])).abs() < 1e-6);
+//! # Ok::<(), CkksError>(())
+//! ```
+
+use std::collections::BTreeMap;
+
+use hecloud_rlwe::Ciphertext;
+use num_complex::Complex64;
+
+use crate::encoder::Encoder;
+use crate::error::{CkksError, Result};
+use crate::evaluator::Evaluator;
+
+/// A slots × slots complex matrix by its nonzero diagonals, and the
+/// baby-step count its evaluation uses.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LinearTransform {
+    slots: usize,
+    /// diag_d for each nonzero d in [0, slots).
+    diagonals: BTreeMap<usize, Vec<Complex64>>,
+    baby: usize,
+}
+
+impl LinearTransform {
+    /// The matrix with these diagonals (indices taken mod `slots`, each
+    /// `slots` long; `slots` a power of two). Refused: an empty map, a
+    /// diagonal of another length, non-finite entries, two indices equal
+    /// mod `slots`.
+    pub fn new(slots: usize, diagonals: BTreeMap<i64, Vec<Complex64>>) -> Result<Self> {
+        let bad = |why: String| {
+            Err(CkksError::ValueOutOfRange(format!(
+                "linear transform: {why}"
+            )))
+        };
+        if !slots.is_power_of_two() {
+            return bad(format!("{slots} slots, not a power of two"));
+        }
+        if diagonals.is_empty() {
+            return bad("no diagonal".into());
+        }
+        let mut by_index = BTreeMap::new();
+        for (d, v) in diagonals {
+            if v.len() != slots {
+                return bad(format!("diagonal {d} has {} entries, not {slots}", v.len()));
+            }
+            if v.iter().any(|c| !c.re.is_finite() || !c.im.is_finite()) {
+                return bad(format!("diagonal {d} is not finite"));
+            }
+            let i = d.rem_euclid(slots as i64) as usize;
+            if by_index.insert(i, v).is_some() {
+                return bad(format!("two diagonals at {i} mod {slots}"));
+            }
+        }
+        // n₁ a power of two near √(span of the indices): fewest rotations.
+        let span = by_index.keys().last().map_or(1, |&l| l + 1);
+        let baby = (span as f64).sqrt().ceil().max(1.0) as usize;
+        Ok(Self {
+            slots,
+            diagonals: by_index,
+            baby: baby.next_power_of_two().min(slots),
+        })
+    }
+
+    /// The dense matrix `m` (rows of `slots` entries), by its nonzero
+    /// diagonals.
+    pub fn from_dense(m: &[Vec<Complex64>]) -> Result<Self> {
+        let n = m.len();
+        let mut diagonals = BTreeMap::new();
+        for d in 0..n {
+            let diag: Vec<Complex64> = (0..n)
+                .map(|i| m[i].get((i + d) % n).copied().unwrap_or_default())
+                .collect();
+            if diag.iter().any(|c| *c != Complex64::default()) {
+                diagonals.insert(d as i64, diag);
+            }
+        }
+        Self::new(n, diagonals)
+    }
+
+    /// The rotation (left) amounts the evaluation needs keys for.
+    pub fn rotations(&self) -> Vec<i64> {
+        let mut r: Vec<i64> = self
+            .diagonals
+            .keys()
+            .flat_map(|&d| [(d % self.baby) as i64, (d - d % self.baby) as i64])
+            .filter(|&k| k != 0)
+            .collect();
+        r.sort_unstable();
+        r.dedup();
+        r
+    }
+
+    /// M·x in the clear (the reference the tests hold the evaluation to).
+    pub fn apply_clear(&self, x: &[Complex64]) -> Vec<Complex64> {
+        let n = self.slots;
+        (0..n)
+            .map(|i| {
+                self.diagonals
+                    .iter()
+                    .map(|(&d, v)| v[i] * x[(i + d) % n])
+                    .sum()
+            })
+            .collect()
+    }
+
+    /// M·ct: one level spent, the scale kept. Refused: a ciphertext with
+    /// a number of slots other than the matrix's, at level 0, or a missing
+    /// rotation key ([`Self::rotations`]).
+    pub fn apply(&self, eval: &Evaluator, enc: &Encoder, ct: &Ciphertext) -> Result<Ciphertext> {
+        let params = eval.params();
+        if params.slots() != self.slots {
+            return Err(CkksError::ValueOutOfRange(format!(
+                "linear transform of {} slots on a ciphertext of {}",
+                self.slots,
+                params.slots()
+            )));
+        }
+        let level = ct.level();
+        if level == 0 {
+            return Err(hecloud_rlwe::RlweError::LevelsExhausted { level, need: 1 }.into());
+        }
+        let n1 = self.baby;
+        let babies: Vec<i64> = (0..n1 as i64).collect();
+        let used: Vec<i64> = babies
+            .iter()
+            .copied()
+            .filter(|&j| self.diagonals.keys().any(|&d| d % n1 == j as usize))
+            .collect();
+        let rotated: BTreeMap<usize, Ciphertext> = used
+            .iter()
+            .map(|&j| j as usize)
+            .zip(eval.rotate_hoisted(ct, &used)?)
+            .collect();
+        let scale = params.q_f64(level);
+        let mut giants: BTreeMap<usize, Vec<(usize, &Vec<Complex64>)>> = BTreeMap::new();
+        for (&d, v) in &self.diagonals {
+            giants.entry(d - d % n1).or_default().push((d % n1, v));
+        }
+        let mut total: Option<Ciphertext> = None;
+        for (g, terms) in giants {
+            let mut inner: Option<Ciphertext> = None;
+            for (j, v) in terms {
+                // rot(diag, −g): slot i holds diag[i − g].
+                let pre: Vec<Complex64> = (0..self.slots)
+                    .map(|i| v[(i + self.slots - g % self.slots) % self.slots])
+                    .collect();
+                let pt = enc.encode(&pre, level, scale)?;
+                let term = eval.mul_plain(&rotated[&j], &pt)?;
+                inner = Some(match inner {
+                    None => term,
+                    Some(a) => eval.add(&a, &term)?,
+                });
+            }
+            let inner = inner.expect("a giant step has a term");
+            let step = eval.rotate(&inner, g as i64)?;
+            total = Some(match total {
+                None => step,
+                Some(a) => eval.add(&a, &step)?,
+            });
+        }
+        let out = eval.rescale(&total.expect("a diagonal exists"))?;
+        Ok(out)
+    }
+}
