@@ -104,20 +104,26 @@ impl Encoder {
         }
     }
 
+    /// The twiddle factor j of the special FFT's butterfly stage of
+    /// length `len` (decoding direction; `inverse`: encoding): also what
+    /// the homomorphic DFT of bootstrapping is made of ([`crate::dft`]).
+    pub(crate) fn twiddle(&self, j: usize, len: usize, inverse: bool) -> Complex64 {
+        let (m, lenq) = (2 * self.params.n(), 4 * len);
+        let r = self.rot_group[j] % lenq;
+        self.ksi[if inverse { lenq - r } else { r } * (m / lenq)]
+    }
+
     /// Evaluation at the slot roots (decoding direction).
     fn fft_special(&self, v: &mut [Complex64]) {
         let size = v.len();
-        let m = 2 * self.params.n();
         Self::bit_reverse(v);
         let mut len = 2;
         while len <= size {
             let lenh = len / 2;
-            let lenq = len * 4;
             for i in (0..size).step_by(len) {
                 for j in 0..lenh {
-                    let idx = (self.rot_group[j] % lenq) * (m / lenq);
                     let u = v[i + j];
-                    let w = v[i + j + lenh] * self.ksi[idx];
+                    let w = v[i + j + lenh] * self.twiddle(j, len, false);
                     v[i + j] = u + w;
                     v[i + j + lenh] = u - w;
                 }
@@ -129,16 +135,13 @@ impl Encoder {
     /// Interpolation from the slot roots (encoding direction).
     fn fft_special_inv(&self, v: &mut [Complex64]) {
         let size = v.len();
-        let m = 2 * self.params.n();
         let mut len = size;
         while len >= 2 {
             let lenh = len / 2;
-            let lenq = len * 4;
             for i in (0..size).step_by(len) {
                 for j in 0..lenh {
-                    let idx = (lenq - (self.rot_group[j] % lenq)) * (m / lenq);
                     let u = v[i + j] + v[i + j + lenh];
-                    let w = (v[i + j] - v[i + j + lenh]) * self.ksi[idx];
+                    let w = (v[i + j] - v[i + j + lenh]) * self.twiddle(j, len, true);
                     v[i + j] = u;
                     v[i + j + lenh] = w;
                 }

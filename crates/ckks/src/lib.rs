@@ -27,6 +27,7 @@
 #![forbid(unsafe_code)]
 
 pub mod demo;
+pub mod dft;
 pub mod encoder;
 pub mod error;
 pub mod evaluator;
