@@ -26,6 +26,7 @@
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
 
+pub mod boot;
 pub mod demo;
 pub mod dft;
 pub mod encoder;

@@ -1,0 +1,100 @@
+//! Bootstrapping's pieces against the clear: ModRaise adds a small
+//! multiple of q₀ and nothing else; EvalMod takes slot values mod 1.
+
+use hecloud_ckks::boot::{EvalMod, mod_raise};
+use hecloud_ckks::params::test_literal;
+use hecloud_ckks::{CkksError, CkksParameters, Encoder, Evaluator, KeySet};
+use num_bigint::BigInt;
+
+fn uniform(rng: &mut hecloud_math::Sampler) -> f64 {
+    (rng.next_u64() >> 11) as f64 / (1u64 << 53) as f64 * 2.0 - 1.0
+}
+
+#[test]
+fn mod_raise_adds_a_small_multiple_of_q0() {
+    let params = CkksParameters::new_insecure_for_tests(test_literal(10, 4), 40).unwrap();
+    let keys = KeySet::generate(&params, &[], false).unwrap();
+    let (enc, eval) = (
+        Encoder::new(&params),
+        Evaluator::new(&params, keys.evaluation_keys()),
+    );
+    let mut rng = hecloud_math::testing::sampler();
+    let x: Vec<f64> = (0..params.slots()).map(|_| uniform(&mut rng)).collect();
+    let ct = keys
+        .encrypt(&enc.encode_real(&x, 4, params.default_scale()).unwrap())
+        .unwrap();
+    let low = eval.drop_level(&ct, 0).unwrap();
+    let raised = mod_raise(&params, &low).unwrap();
+    assert_eq!(
+        (raised.level(), raised.scale()),
+        (params.max_level(), low.scale())
+    );
+    let integers = |ct| {
+        let mut p = keys.decrypt(ct).unwrap().into_poly();
+        p.to_coefficient();
+        p.to_bigint_centered().unwrap()
+    };
+    let (t0, t) = (integers(&low), integers(&raised));
+    let q0 = BigInt::from(params.rlwe().q_basis().moduli()[0].value());
+    let mut largest = BigInt::from(0);
+    for (a, b) in t.iter().zip(&t0) {
+        let d = a - b;
+        assert_eq!(&d % &q0, BigInt::from(0), "not a multiple of q0");
+        let i = (&d / &q0).magnitude().clone();
+        largest = largest.max(BigInt::from(i));
+    }
+    // A dense ternary secret of weight h ≈ 2N/3: I is a sum of about h
+    // terms in [−1/2, 1/2], std √(h/12) ≈ 7.5 at N = 2^10.
+    let h = 2.0 * params.n() as f64 / 3.0;
+    assert!(
+        largest < BigInt::from((8.0 * (h / 12.0).sqrt()) as u64),
+        "|I| up to {largest}"
+    );
+    assert!(largest > BigInt::from(0), "q0 multiples expected");
+    // Refused above level 0.
+    assert!(matches!(
+        mod_raise(&params, &ct),
+        Err(CkksError::ValueOutOfRange(_))
+    ));
+}
+
+#[test]
+fn eval_mod_removes_the_integer_part() {
+    let params = CkksParameters::new_insecure_for_tests(test_literal(11, 14), 45).unwrap();
+    let keys = KeySet::generate(&params, &[], false).unwrap();
+    let (enc, eval) = (
+        Encoder::new(&params),
+        Evaluator::new(&params, keys.evaluation_keys()),
+    );
+    let bound = 12;
+    let em = EvalMod::new(bound, 31, 3).unwrap();
+    assert!(em.depth() <= 14, "{}", em.depth());
+    let mut rng = hecloud_math::testing::sampler();
+    // y = I + δ: I uniform in [−bound, bound] (the edges named), δ up to
+    // 2^-8 in magnitude.
+    let mut y: Vec<f64> = (0..params.slots())
+        .map(|_| {
+            let i = (rng.next_u64() % (2 * bound as u64 + 1)) as f64 - bound as f64;
+            i + uniform(&mut rng) / 256.0
+        })
+        .collect();
+    y[..3].copy_from_slice(&[-(bound as f64), bound as f64, 0.0]);
+    let ct = keys
+        .encrypt(&enc.encode_real(&y, 14, params.default_scale()).unwrap())
+        .unwrap();
+    let out = em.apply(&eval, &ct).unwrap();
+    let got = enc.decode_real(&keys.decrypt(&out).unwrap()).unwrap();
+    let mut worst = 0.0f64;
+    for (v, g) in y.iter().zip(&got) {
+        let err = (g - EvalMod::reference(*v)).abs();
+        worst = worst.max(err);
+        // And the reference is y mod 1 up to the cubic term.
+        let delta = v - v.round();
+        assert!((EvalMod::reference(*v) - delta).abs() < 7.0 * delta.abs().powi(3) + 1e-12);
+    }
+    assert!(worst < 2f64.powi(-18), "worst error 2^{:.1}", worst.log2());
+    // Too few levels: refused before any work.
+    let low = eval.drop_level(&ct, 5).unwrap();
+    assert!(em.apply(&eval, &low).is_err());
+    assert!(EvalMod::new(0, 31, 3).is_err());
+}
