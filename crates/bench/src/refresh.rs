@@ -280,7 +280,8 @@ struct JobRun {
 type CallbackClock = Arc<std::sync::Mutex<Option<(Instant, Instant)>>>;
 
 /// Opens `client`'s key-holder session as [`Client::serve_refreshes`] does,
-/// stamping each callback in `clock`.
+/// stamping each callback in `clock`: the stamps bound the two transfers on
+/// the key holder's side, and `serve_refreshes` offers no hook for them.
 async fn serve_timed(
     client: &Client,
     responder: Arc<RefreshResponder>,
