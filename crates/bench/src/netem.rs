@@ -7,11 +7,20 @@
 //! classes for the bit rates and, where the kernel has `sch_netem`, netem
 //! for the delay), or the relay itself (a paced delay line per direction).
 //! The relay forwards raw bytes either way, so TLS passes through untouched.
+//! [`Method::None`] makes it a pass-through, for a loopback figure taken the
+//! same way as a shaped one.
+//!
+//! On request ([`Relay::record`]) the relay logs its traffic at the target's
+//! side ([`Traffic`]): when each chunk from the target left it and when each
+//! chunk to the target reached it, so that a bench can time a message in
+//! each direction ([`first_of_last`], [`last_of_first`]) without deriving it
+//! from the link's rates.
 
 use std::fmt;
 use std::io;
 use std::net::SocketAddr;
 use std::process::Command;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -98,6 +107,8 @@ pub enum Method {
     /// the bit rate and each released half a round trip after it arrived.
     /// Works anywhere, unprivileged.
     Transport,
+    /// No shaping at all: the relay only forwards (and, when asked, records).
+    None,
 }
 
 impl fmt::Display for Method {
@@ -106,6 +117,7 @@ impl fmt::Display for Method {
             Method::Auto => "auto",
             Method::Kernel => "kernel",
             Method::Transport => "transport",
+            Method::None => "no",
         })
     }
 }
@@ -118,6 +130,7 @@ pub struct Relay {
     addr: SocketAddr,
     method: Method,
     delay_in_kernel: bool,
+    log: Log,
     task: JoinHandle<()>,
     /// Held only so that dropping the relay removes its kernel rules.
     _rules: Option<KernelRules>,
@@ -141,6 +154,122 @@ impl Relay {
     pub fn delay_in_kernel(&self) -> bool {
         self.delay_in_kernel
     }
+
+    /// Starts recording the traffic afresh, dropping what was recorded.
+    pub fn record(&self) {
+        let mut r = self.log.lock().unwrap();
+        r.on = true;
+        r.traffic = Traffic::default();
+    }
+
+    /// What was recorded since [`Relay::record`]; stops recording.
+    pub fn take_traffic(&self) -> Traffic {
+        let mut r = self.log.lock().unwrap();
+        r.on = false;
+        std::mem::take(&mut r.traffic)
+    }
+}
+
+/// A chunk the relay moved, seen from the target's side.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Chunk {
+    /// From the target: when the relay read it. To the target: when the
+    /// relay's write of it returned.
+    pub at: std::time::Instant,
+    /// Its size.
+    pub bytes: u64,
+}
+
+/// A relay's traffic, in time order per direction, all connections together.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Traffic {
+    /// Client → target.
+    pub to_target: Vec<Chunk>,
+    /// Target → client.
+    pub from_target: Vec<Chunk>,
+}
+
+/// Recording off by default: a long run would otherwise keep an entry per
+/// chunk forever.
+#[derive(Debug, Default)]
+struct Recorder {
+    on: bool,
+    traffic: Traffic,
+}
+
+type Log = Arc<Mutex<Recorder>>;
+
+/// Where one direction of a connection notes its chunks.
+#[derive(Debug, Clone)]
+struct Tap {
+    log: Log,
+    /// Target → client: noted on reading (the target sent it); client →
+    /// target: noted on writing (it reached the target).
+    from_target: bool,
+}
+
+impl Tap {
+    fn note(&self, bytes: usize) {
+        let mut r = self.log.lock().unwrap();
+        if r.on {
+            // Stamped under the lock so that each list stays in time order
+            // even with several connections.
+            let c = Chunk {
+                at: std::time::Instant::now(),
+                bytes: bytes as u64,
+            };
+            if self.from_target {
+                r.traffic.from_target.push(c);
+            } else {
+                r.traffic.to_target.push(c);
+            }
+        }
+    }
+}
+
+/// When a message of `bytes` bytes that was over by `end` began: counting
+/// back from the last chunk at or before `end`, the time of the chunk that
+/// brings the count to `bytes`. `None` if the chunks hold fewer bytes.
+///
+/// Meant for payload bytes, which leave the framing around them out (TLS
+/// records, HTTP/2 frames: about 0.2 %), and whatever small traffic went the
+/// same way between the message and `end` counts as the message's: both
+/// shorten the span, by at most about a chunk, i.e. the time the relay took
+/// to move one (on a shaped link up to 16 KiB at its rate: 0.66 ms at
+/// 200 Mbit/s). Undercounting is the safe side: overcounting could reach
+/// into an unrelated message seconds away.
+pub fn first_of_last(
+    chunks: &[Chunk],
+    end: std::time::Instant,
+    bytes: u64,
+) -> Option<std::time::Instant> {
+    let mut seen = 0;
+    for c in chunks.iter().rev().filter(|c| c.at <= end) {
+        seen += c.bytes;
+        if seen >= bytes {
+            return Some(c.at);
+        }
+    }
+    None
+}
+
+/// When a message of `bytes` bytes that began at or after `start` was over:
+/// counting forward from the first chunk at or after `start`, the time of
+/// the chunk that brings the count to `bytes`. `None` if the chunks hold
+/// fewer bytes. The same caveats as [`first_of_last`].
+pub fn last_of_first(
+    chunks: &[Chunk],
+    start: std::time::Instant,
+    bytes: u64,
+) -> Option<std::time::Instant> {
+    let mut seen = 0;
+    for c in chunks.iter().filter(|c| c.at >= start) {
+        seen += c.bytes;
+        if seen >= bytes {
+            return Some(c.at);
+        }
+    }
+    None
 }
 
 impl Drop for Relay {
@@ -181,7 +310,8 @@ impl Shape {
 /// Starts a relay on 127.0.0.1 (ephemeral port) that forwards every
 /// connection to `target` through `link`: client → target at
 /// `link.up_bits_per_s`, target → client at `link.down_bits_per_s`, each
-/// direction delayed by `link.rtt / 2`. Needs a running tokio runtime.
+/// direction delayed by `link.rtt / 2` ([`Method::None`]: no shaping, `link`
+/// is only checked). Needs a running tokio runtime.
 pub async fn shaped_relay(target: SocketAddr, link: Link, method: Method) -> anyhow::Result<Relay> {
     anyhow::ensure!(
         link.up_bits_per_s > 0 && link.down_bits_per_s > 0,
@@ -190,7 +320,7 @@ pub async fn shaped_relay(target: SocketAddr, link: Link, method: Method) -> any
     let listener = TcpListener::bind("127.0.0.1:0").await?;
     let addr = listener.local_addr()?;
     let rules = match method {
-        Method::Transport => None,
+        Method::Transport | Method::None => None,
         Method::Kernel => Some(KernelRules::install(addr.port(), &link)?),
         // Someone else's qdisc on lo, or a kernel without HTB: shape in
         // the relay rather than fail.
@@ -201,9 +331,10 @@ pub async fn shaped_relay(target: SocketAddr, link: Link, method: Method) -> any
     };
     let (method, delay_in_kernel) = match &rules {
         Some(r) => (Method::Kernel, r.netem),
+        None if method == Method::None => (Method::None, false),
         None => (Method::Transport, false),
     };
-    let relay_delay = if delay_in_kernel {
+    let relay_delay = if delay_in_kernel || method == Method::None {
         Duration::ZERO
     } else {
         link.one_way()
@@ -217,23 +348,25 @@ pub async fn shaped_relay(target: SocketAddr, link: Link, method: Method) -> any
         bits_per_s: pace(link.down_bits_per_s),
         delay: relay_delay,
     };
-    let task = tokio::spawn(accept_loop(listener, target, up, down));
+    let log = Log::default();
+    let task = tokio::spawn(accept_loop(listener, target, up, down, log.clone()));
     Ok(Relay {
         addr,
         method,
         delay_in_kernel,
+        log,
         task,
         _rules: rules,
     })
 }
 
-async fn accept_loop(listener: TcpListener, target: SocketAddr, up: Shape, down: Shape) {
+async fn accept_loop(listener: TcpListener, target: SocketAddr, up: Shape, down: Shape, log: Log) {
     let mut conns = JoinSet::new();
     loop {
         tokio::select! {
             accepted = listener.accept() => match accepted {
                 Ok((client, _)) => {
-                    conns.spawn(relay_connection(client, target, up, down));
+                    conns.spawn(relay_connection(client, target, up, down, log.clone()));
                 }
                 // Out of descriptors or the like: back off rather than spin.
                 Err(_) => tokio::time::sleep(Duration::from_millis(10)).await,
@@ -249,6 +382,7 @@ async fn relay_connection(
     target: SocketAddr,
     up: Shape,
     down: Shape,
+    log: Log,
 ) -> io::Result<()> {
     let server = TcpStream::connect(target).await?;
     // The relay already chunks and delays; Nagle would only add to it.
@@ -257,17 +391,47 @@ async fn relay_connection(
     let (client_r, client_w) = client.into_split();
     let (server_r, server_w) = server.into_split();
     // An error on either side ends both: the sockets close when the futures drop.
-    tokio::try_join!(pipe(client_r, server_w, up), pipe(server_r, client_w, down))?;
+    let up_tap = Tap {
+        log: log.clone(),
+        from_target: false,
+    };
+    let down_tap = Tap {
+        log,
+        from_target: true,
+    };
+    tokio::try_join!(
+        pipe(client_r, server_w, up, up_tap),
+        pipe(server_r, client_w, down, down_tap)
+    )?;
     Ok(())
 }
 
 /// Moves one direction through `shape`, then half-closes the destination,
 /// so protocols that rely on a half-close keep working.
-async fn pipe(mut from: OwnedReadHalf, mut to: OwnedWriteHalf, shape: Shape) -> io::Result<()> {
+async fn pipe(
+    mut from: OwnedReadHalf,
+    mut to: OwnedWriteHalf,
+    shape: Shape,
+    tap: Tap,
+) -> io::Result<()> {
     if shape.bits_per_s.is_none() && shape.delay.is_zero() {
-        tokio::io::copy(&mut from, &mut to).await?;
-        return to.shutdown().await;
+        // Not `tokio::io::copy`: the tap needs each chunk's time.
+        let mut buf = vec![0; CHUNK];
+        loop {
+            let n = from.read(&mut buf).await?;
+            if n == 0 {
+                return to.shutdown().await;
+            }
+            if tap.from_target {
+                tap.note(n);
+            }
+            to.write_all(&buf[..n]).await?;
+            if !tap.from_target {
+                tap.note(n);
+            }
+        }
     }
+    let writer_tap = tap.clone();
     // A delay line: chunks are stamped on arrival and queued, so a whole
     // window is in flight at once and a stream's throughput is the bit rate,
     // not a chunk per delay.
@@ -280,6 +444,9 @@ async fn pipe(mut from: OwnedReadHalf, mut to: OwnedWriteHalf, shape: Shape) -> 
                 return Ok::<_, io::Error>(());
             }
             buf.truncate(n);
+            if tap.from_target {
+                tap.note(n);
+            }
             if tx.send((Instant::now(), buf)).await.is_err() {
                 return Ok(());
             }
@@ -303,6 +470,9 @@ async fn pipe(mut from: OwnedReadHalf, mut to: OwnedWriteHalf, shape: Shape) -> 
                 sleep_until(release).await;
             }
             to.write_all(&buf).await?;
+            if !writer_tap.from_target {
+                writer_tap.note(buf.len());
+            }
         }
         to.shutdown().await
     };
@@ -701,6 +871,71 @@ mod tests {
         println!(
             "transport: echo {echo:.4} s, 8 MB up {up:.3} s (expected {want_up:.3}), down {down:.3} s"
         );
+    }
+
+    fn chunks(t0: std::time::Instant, list: &[(u64, u64)]) -> Vec<Chunk> {
+        list.iter()
+            .map(|&(ms, bytes)| Chunk {
+                at: t0 + Duration::from_millis(ms),
+                bytes,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn message_start_counts_back_from_its_end() {
+        let t0 = std::time::Instant::now();
+        let at = |ms| t0 + Duration::from_millis(ms);
+        // A 10-byte poll at 0 ms, a 300-byte message at 5..7 ms, a later
+        // 50-byte one at 20 ms.
+        let c = chunks(t0, &[(0, 10), (5, 100), (6, 100), (7, 100), (20, 50)]);
+        assert_eq!(first_of_last(&c, at(10), 300), Some(at(5)));
+        // The chunk that completes the count is the answer, even if it
+        // holds more than what is left to count.
+        assert_eq!(first_of_last(&c, at(10), 250), Some(at(5)));
+        assert_eq!(first_of_last(&c, at(7), 100), Some(at(7)));
+        // Chunks after `end` do not count.
+        assert_eq!(first_of_last(&c, at(6), 150), Some(at(5)));
+        assert_eq!(first_of_last(&c, at(10), 311), None);
+        assert_eq!(first_of_last(&[], at(10), 1), None);
+    }
+
+    #[test]
+    fn message_end_counts_forward_from_its_start() {
+        let t0 = std::time::Instant::now();
+        let at = |ms| t0 + Duration::from_millis(ms);
+        let c = chunks(t0, &[(0, 10), (5, 100), (6, 100), (7, 100), (20, 50)]);
+        assert_eq!(last_of_first(&c, at(1), 300), Some(at(7)));
+        assert_eq!(last_of_first(&c, at(5), 101), Some(at(6)));
+        // Chunks before `start` do not count.
+        assert_eq!(last_of_first(&c, at(6), 250), Some(at(20)));
+        assert_eq!(last_of_first(&c, at(6), 251), None);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn pass_through_records_both_directions() {
+        let target = server().await;
+        let relay = shaped_relay(target, Link::DEFAULT, Method::None)
+            .await
+            .unwrap();
+        assert_eq!(relay.method(), Method::None);
+        // Not recording yet: nothing is kept.
+        echo_secs(relay.addr()).await;
+        assert_eq!(relay.take_traffic(), Traffic::default());
+        relay.record();
+        let t = std::time::Instant::now();
+        echo_secs(relay.addr()).await;
+        let traffic = relay.take_traffic();
+        let sum = |c: &[Chunk]| c.iter().map(|c| c.bytes).sum::<u64>();
+        assert_eq!(sum(&traffic.to_target), 109);
+        assert_eq!(sum(&traffic.from_target), 100);
+        let request_in = last_of_first(&traffic.to_target, t, 109).unwrap();
+        let reply_out =
+            first_of_last(&traffic.from_target, std::time::Instant::now(), 100).unwrap();
+        assert!(request_in <= reply_out);
+        // Stopped by the take.
+        echo_secs(relay.addr()).await;
+        assert_eq!(relay.take_traffic(), Traffic::default());
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -13,9 +13,22 @@
 //!    ([`netem::Link::DEFAULT`]). The end-to-end refresh is the job's server
 //!    compute time (it includes the wait for the key holder); mask, unmask
 //!    and the key holder's decrypt and encrypt are timed in-process on a
-//!    ciphertext of the same level, and the rest is the transfer (both
-//!    directions together: the server's compute time cannot be split between
-//!    them).
+//!    ciphertext of the same level. The transfer is measured per direction
+//!    (named from the key holder's side, as the bytes: up = the masked
+//!    request to the key holder, down = the reply back to the server): the
+//!    key holder's connection always goes through a [`netem`] relay (on
+//!    loopback an unshaped pass-through, which adds one user-space copy each
+//!    way), which stamps the chunks at the server's side, and the key
+//!    holder's callback stamps when it got the request and when it handed
+//!    back the reply. Up runs from the first request byte leaving the server
+//!    to the callback's start, down from the callback's end to the last reply
+//!    byte reaching the server, both found by counting the payload's bytes
+//!    ([`netem::first_of_last`], [`netem::last_of_first`]). So the gRPC
+//!    framing at both ends and the TLS records are transfer, and what is
+//!    left of the end-to-end time (the server's scheduling, its gRPC encoding
+//!    of the request and decoding of the reply) is `other_ms`. Where a
+//!    direction cannot be found the reason is printed and the transfer is
+//!    the combined figure, end to end minus the measured work.
 //! 2. Lattigo's bootstrapping (`lattigo_boot::boot`, one goroutine), skipped
 //!    with the reason printed when memory is short; ratios refresh / boot.
 //! 3. The deep computation: a degree-63 Chebyshev approximation of
@@ -40,7 +53,7 @@ use hecloud_ckks::precision::{PrecisionReport, report_real};
 use hecloud_ckks::refresh::{CkksMask, reencrypt};
 use hecloud_ckks::{CtShape, Encoder, Planner, Preset};
 use hecloud_client::Client;
-use hecloud_protocol::refresh::{RefreshResponder, RefreshRound};
+use hecloud_protocol::refresh::{CALLBACK_REFRESH, RefreshResponder, RefreshRound};
 use hecloud_protocol::{Graph, JobSubmission, ObjectKind};
 use hecloud_rlwe::{Ciphertext, Decryptor, SecretKey};
 
@@ -79,6 +92,16 @@ fn median(v: &mut [f64]) -> f64 {
     v[v.len() / 2]
 }
 
+/// The transfer of one refresh per direction, in milliseconds, named from
+/// the key holder's side.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Transfer {
+    /// The masked request, server → key holder.
+    pub up_ms: f64,
+    /// The reply, key holder → server.
+    pub down_ms: f64,
+}
+
 /// Where the time of one refresh went, in milliseconds.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct TimeSplit {
@@ -94,24 +117,45 @@ pub struct TimeSplit {
     pub codec_ms: f64,
     /// Server: decoding the reply and unmasking.
     pub unmask_ms: f64,
+    /// The transfer measured per direction, if it could be.
+    pub transfer: Option<Transfer>,
 }
 
 impl TimeSplit {
-    /// What is left for the transfer, both directions: end to end minus the
-    /// work measured in-process. Not clamped: a negative value says the
-    /// in-process figures do not fit the server's (noise, or a slower run),
-    /// and hiding that would hide a wrong split.
-    ///
-    /// ```
-    /// let s = hecloud_bench::refresh::TimeSplit {
-    ///     end_to_end_ms: 100.0, mask_ms: 10.0, decrypt_ms: 5.0,
-    ///     encrypt_ms: 20.0, codec_ms: 1.0, unmask_ms: 4.0,
-    /// };
-    /// assert_eq!(s.transfer_ms(), 60.0);
-    /// ```
-    pub fn transfer_ms(&self) -> f64 {
+    /// End to end minus the work measured in-process.
+    fn unworked_ms(&self) -> f64 {
         self.end_to_end_ms
             - (self.mask_ms + self.decrypt_ms + self.encrypt_ms + self.codec_ms + self.unmask_ms)
+    }
+
+    /// The transfer, both directions: their sum where measured, else what
+    /// the measured work leaves of the end-to-end time. Not clamped: a
+    /// negative value says the in-process figures do not fit the server's
+    /// (noise, or a slower run), and hiding that would hide a wrong split.
+    ///
+    /// ```
+    /// use hecloud_bench::refresh::{TimeSplit, Transfer};
+    /// let mut s = TimeSplit {
+    ///     end_to_end_ms: 100.0, mask_ms: 10.0, decrypt_ms: 5.0,
+    ///     encrypt_ms: 20.0, codec_ms: 1.0, unmask_ms: 4.0, transfer: None,
+    /// };
+    /// assert_eq!(s.transfer_ms(), 60.0);
+    /// assert_eq!(s.other_ms(), 0.0);
+    /// s.transfer = Some(Transfer { up_ms: 30.0, down_ms: 25.0 });
+    /// assert_eq!(s.transfer_ms(), 55.0);
+    /// assert_eq!(s.other_ms(), 5.0);
+    /// ```
+    pub fn transfer_ms(&self) -> f64 {
+        match self.transfer {
+            Some(t) => t.up_ms + t.down_ms,
+            None => self.unworked_ms(),
+        }
+    }
+
+    /// End to end minus every part: zero when the transfer is not measured
+    /// per direction (it is then this remainder).
+    pub fn other_ms(&self) -> f64 {
+        self.unworked_ms() - self.transfer_ms()
     }
 }
 
@@ -229,14 +273,69 @@ struct JobRun {
     after: PrecisionReport,
     up: u64,
     down: u64,
+    transfer: Result<Transfer, String>,
+}
+
+/// When the key holder's callback last started and ended.
+type CallbackClock = Arc<std::sync::Mutex<Option<(Instant, Instant)>>>;
+
+/// Opens `client`'s key-holder session as [`Client::serve_refreshes`] does,
+/// stamping each callback in `clock`: the stamps bound the two transfers on
+/// the key holder's side, and `serve_refreshes` offers no hook for them.
+async fn serve_timed(
+    client: &Client,
+    responder: Arc<RefreshResponder>,
+    clock: CallbackClock,
+) -> anyhow::Result<hecloud_client::SessionHandle> {
+    Ok(client
+        .open_session(
+            &[CALLBACK_REFRESH],
+            Arc::new(move |kind: &str, payload: &[u8]| {
+                let start = Instant::now();
+                if kind != CALLBACK_REFRESH {
+                    return Err(format!(
+                        "this key holder answers refresh requests, not `{kind}`"
+                    ));
+                }
+                let reply = responder.answer(payload).map_err(|e| e.to_string());
+                *clock.lock().unwrap() = Some((start, Instant::now()));
+                reply
+            }),
+        )
+        .await?)
+}
+
+/// The transfer per direction of the one refresh in `traffic` (recorded by
+/// the relay at the server's side) and `clock` (the key holder's callback),
+/// `up` request and `down` reply payload bytes.
+fn transfer_of(
+    traffic: &netem::Traffic,
+    clock: Option<(Instant, Instant)>,
+    up: u64,
+    down: u64,
+) -> Result<Transfer, String> {
+    let (got, answered) = clock.ok_or("the key holder's callback did not run")?;
+    let sent = netem::first_of_last(&traffic.from_target, got, up).ok_or_else(|| {
+        format!("the relay saw fewer than the request's {up} bytes leave the server")
+    })?;
+    let back = netem::last_of_first(&traffic.to_target, answered, down).ok_or_else(|| {
+        format!("the relay saw fewer than the reply's {down} bytes reach the server")
+    })?;
+    Ok(Transfer {
+        up_ms: ms(got - sent),
+        down_ms: ms(back - answered),
+    })
 }
 
 /// `input → refresh(top) → drop_level(0) → output`, the input encrypted at
-/// `level`; the client's key-holder session must be open.
+/// `level`; the client's key-holder session must be open (through `relay`,
+/// stamping `clock`).
 async fn refresh_job(
     client: &Client,
     s: &CkksSession,
     responder: &RefreshResponder,
+    relay: &netem::Relay,
+    clock: &CallbackClock,
     level: usize,
 ) -> anyhow::Result<JobRun> {
     let values = random_unit(s.params.slots());
@@ -248,6 +347,8 @@ async fn refresh_job(
     let out = g.drop_level(r, 0);
     g.output("y", out);
     let before = responder.stats();
+    *clock.lock().unwrap() = None;
+    relay.record();
     let job = workload::run_job(
         client,
         &JobSubmission {
@@ -257,6 +358,7 @@ async fn refresh_job(
         },
     )
     .await?;
+    let traffic = relay.take_traffic();
     let after_stats = responder.stats();
     anyhow::ensure!(
         after_stats.ciphertexts == before.ciphertexts + 1,
@@ -266,11 +368,16 @@ async fn refresh_job(
     let bytes = workload::output(client, &job, "y").await?;
     let out = Ciphertext::from_bytes(s.params.rlwe(), &bytes)?;
     let _ = client.delete(&input.to_hex()).await;
+    let (up, down) = (
+        after_stats.bytes_in - before.bytes_in,
+        after_stats.bytes_out - before.bytes_out,
+    );
     Ok(JobRun {
         compute_ms: job.compute_micros as f64 / 1e3,
         after: precision(s, &out, &values)?,
-        up: after_stats.bytes_in - before.bytes_in,
-        down: after_stats.bytes_out - before.bytes_out,
+        up,
+        down,
+        transfer: transfer_of(&traffic, *clock.lock().unwrap(), up, down),
     })
 }
 
@@ -281,25 +388,39 @@ struct LinkFigures {
     after_bits: f64,
     up: u64,
     down: u64,
+    /// Medians per direction, or why a repetition could not be split.
+    transfer: Result<Transfer, String>,
 }
 
+/// `client` must be connected through `relay`.
 async fn refresh_jobs(
     client: &Client,
+    relay: &netem::Relay,
     s: &CkksSession,
     level: usize,
     reps: usize,
 ) -> anyhow::Result<LinkFigures> {
     let responder = Arc::new(RefreshResponder::new().with_ckks(s.params.clone(), secret_copy(s)?));
-    let holder = client.serve_refreshes(responder.clone()).await?;
-    refresh_job(client, s, &responder, level).await?;
+    let clock = CallbackClock::default();
+    let holder = serve_timed(client, responder.clone(), clock.clone()).await?;
+    refresh_job(client, s, &responder, relay, &clock, level).await?;
     let mut times = vec![];
     let mut bits = vec![];
     let (mut up, mut down) = (0, 0);
+    let (mut ups, mut downs) = (vec![], vec![]);
+    let mut unsplit = None;
     for _ in 0..reps {
-        let r = refresh_job(client, s, &responder, level).await?;
+        let r = refresh_job(client, s, &responder, relay, &clock, level).await?;
         times.push(r.compute_ms);
         bits.push(r.after.bits());
         (up, down) = (r.up, r.down);
+        match r.transfer {
+            Ok(t) => {
+                ups.push(t.up_ms);
+                downs.push(t.down_ms);
+            }
+            Err(why) => unsplit = Some(why),
+        }
     }
     // Closed before another client serves: the server asks any one of the
     // tenant's key holders.
@@ -309,6 +430,15 @@ async fn refresh_jobs(
         after_bits: median(&mut bits),
         up,
         down,
+        // One repetition that cannot be split makes the medians those of
+        // other runs than the end-to-end one: fall back for all.
+        transfer: match unsplit {
+            Some(why) => Err(why),
+            None => Ok(Transfer {
+                up_ms: median(&mut ups),
+                down_ms: median(&mut downs),
+            }),
+        },
     })
 }
 
@@ -354,6 +484,7 @@ fn split_in_process(s: &CkksSession, level: usize, reps: usize) -> anyhow::Resul
         // dip below zero, which means "too small to measure".
         codec_ms: (holder - reenc).max(0.0),
         unmask_ms: median(&mut unmask),
+        transfer: None,
     })
 }
 
@@ -365,6 +496,8 @@ struct RefreshRow {
     loopback: TimeSplit,
     wan: TimeSplit,
     wan_method: String,
+    /// Why a link's transfer could not be split, per link.
+    unsplit: Vec<(&'static str, String)>,
     up: u64,
     down: u64,
     before_bits: f64,
@@ -392,8 +525,19 @@ async fn refresh_preset(emb: &Embedded, preset: Preset, reps: usize) -> anyhow::
     let fresh_pk_bits = precision(&s, &s.keys.encrypt(&pt)?, &values)?.bits();
     let split = tokio::task::block_in_place(|| split_in_process(&s, from, reps))?;
 
-    println!("  key holder on loopback");
-    let lo = refresh_jobs(&client, &s, from, reps).await?;
+    // The pass-through relay is there to stamp the bytes as the shaping
+    // relay does on the wide-area link, so that both figures are taken alike.
+    let plain = netem::shaped_relay(emb.server.addr, Link::DEFAULT, Method::None).await?;
+    let lo_client = Client::connect(
+        &format!("https://localhost:{}", plain.addr().port()),
+        &emb.token,
+        emb.server.ca_pem.as_deref(),
+    )
+    .await?;
+    println!("  key holder on loopback (through a pass-through relay)");
+    let lo = refresh_jobs(&lo_client, &plain, &s, from, reps).await?;
+    drop(lo_client);
+    drop(plain);
     let relay = netem::shaped_relay(emb.server.addr, Link::DEFAULT, Method::Auto).await?;
     let wan_method = format!(
         "{} shaping, delay in the {}",
@@ -411,22 +555,29 @@ async fn refresh_preset(emb: &Embedded, preset: Preset, reps: usize) -> anyhow::
     )
     .await?;
     println!("  key holder on the wide-area link ({wan_method})");
-    let wan = refresh_jobs(&wan_client, &s, from, reps).await?;
+    let wan = refresh_jobs(&wan_client, &relay, &s, from, reps).await?;
     drop(wan_client);
     drop(relay);
+    let unsplit = [("loopback", &lo.transfer), ("wan", &wan.transfer)]
+        .into_iter()
+        .filter_map(|(link, t)| t.as_ref().err().map(|why| (link, why.clone())))
+        .collect();
     Ok(RefreshRow {
         preset,
         from,
         to: top,
         loopback: TimeSplit {
             end_to_end_ms: lo.end_to_end_ms,
+            transfer: lo.transfer.ok(),
             ..split
         },
         wan: TimeSplit {
             end_to_end_ms: wan.end_to_end_ms,
+            transfer: wan.transfer.ok(),
             ..split
         },
         wan_method,
+        unsplit,
         up: lo.up,
         down: lo.down,
         before_bits,
@@ -643,6 +794,9 @@ async fn bench(opts: &BenchOptions) -> anyhow::Result<()> {
             "codec_ms",
             "unmask_ms",
             "transfer_ms",
+            "transfer_up_ms",
+            "transfer_down_ms",
+            "other_ms",
             "bytes_up",
             "bytes_down",
             "prec_before_bits",
@@ -669,6 +823,9 @@ async fn bench(opts: &BenchOptions) -> anyhow::Result<()> {
                 fmt(s.codec_ms, 1),
                 fmt(s.unmask_ms, 1),
                 fmt(s.transfer_ms(), 1),
+                fmt(s.transfer.map_or(f64::NAN, |t| t.up_ms), 1),
+                fmt(s.transfer.map_or(f64::NAN, |t| t.down_ms), 1),
+                fmt(s.other_ms(), 1),
                 r.up.to_string(),
                 r.down.to_string(),
                 fmt(r.before_bits, 1),
@@ -695,6 +852,9 @@ async fn bench(opts: &BenchOptions) -> anyhow::Result<()> {
             String::new(),
             String::new(),
             String::new(),
+            String::new(),
+            String::new(),
+            String::new(),
             fmt(b.precision_min_bits, 1),
             String::new(),
             String::new(),
@@ -703,7 +863,7 @@ async fn bench(opts: &BenchOptions) -> anyhow::Result<()> {
     }
     print!("\n{}", table.render());
     println!(
-        "bytes_up: to the key holder (masked request); bytes_down: back (seeded fresh encryption); transfer = end to end − (mask + decrypt + encrypt + codec + unmask), both directions; precision: −log2 of the largest slot error (fresh: secret-key encryption at the top level, as the client and the key holder encrypt; fresh_pk: public-key encryption, whose noise the server's re-randomization adds); output dropped to level 0 after the refresh only for the download"
+        "up/down from the key holder's side: bytes_up and transfer_up: to the key holder (masked request); bytes_down and transfer_down: back to the server (seeded fresh encryption); transfer_up/down measured, not derived from the link's rates: the relay stamps the bytes at the server's side and the key holder's callback stamps its start and end (up: first request byte leaving the server → callback start; down: callback end → last reply byte reaching the server), on loopback through an unshaped pass-through relay (one user-space copy each way, in end_to_end too), on the wide-area link through the shaping relay; transfer = up + down; other = end to end − (mask + decrypt + encrypt + codec + unmask + transfer): the server's gRPC encoding and decoding and its scheduling, negative where the in-process figures overshoot; precision: −log2 of the largest slot error (fresh: secret-key encryption at the top level, as the client and the key holder encrypt; fresh_pk: public-key encryption, whose noise the server's re-randomization adds); output dropped to level 0 after the refresh only for the download"
     );
     for r in &rows {
         println!(
@@ -712,6 +872,12 @@ async fn bench(opts: &BenchOptions) -> anyhow::Result<()> {
             Link::DEFAULT,
             r.wan_method
         );
+        for (link, why) in &r.unsplit {
+            println!(
+                "{} {link}: transfer not split by direction ({why}): transfer_ms is end to end − the measured work, both directions together",
+                r.preset.name()
+            );
+        }
     }
     if let Ok(b) = &boot {
         println!(
@@ -849,8 +1015,55 @@ mod tests {
             encrypt_ms: 20.0,
             codec_ms: 5.0,
             unmask_ms: 10.0,
+            transfer: None,
         };
         assert_eq!(s.transfer_ms(), -5.0);
+        assert_eq!(s.other_ms(), 0.0);
+    }
+
+    #[test]
+    fn measured_transfer_is_the_sum_of_its_directions() {
+        let s = TimeSplit {
+            end_to_end_ms: 100.0,
+            mask_ms: 10.0,
+            decrypt_ms: 10.0,
+            encrypt_ms: 20.0,
+            codec_ms: 5.0,
+            unmask_ms: 10.0,
+            transfer: Some(Transfer {
+                up_ms: 30.0,
+                down_ms: 20.0,
+            }),
+        };
+        assert_eq!(s.transfer_ms(), 50.0);
+        assert_eq!(s.other_ms(), -5.0);
+    }
+
+    #[test]
+    fn transfer_directions_from_the_relay_and_the_callback() {
+        let t0 = Instant::now();
+        let at = |ms: u64| t0 + Duration::from_millis(ms);
+        let chunk = |ms, bytes| netem::Chunk { at: at(ms), bytes };
+        // The request leaves the server at 1..3 ms, the callback runs from
+        // 13 to 20 ms, the reply reaches the server at 30..35 ms; a small
+        // message each way around them.
+        let traffic = netem::Traffic {
+            from_target: vec![chunk(0, 40), chunk(1, 500), chunk(3, 500), chunk(40, 90)],
+            to_target: vec![chunk(2, 30), chunk(30, 300), chunk(35, 100), chunk(50, 60)],
+        };
+        let t = transfer_of(&traffic, Some((at(13), at(20))), 1000, 400).unwrap();
+        assert_eq!(
+            t,
+            Transfer {
+                up_ms: 12.0,
+                down_ms: 15.0
+            }
+        );
+        assert!(transfer_of(&traffic, None, 1000, 400).is_err());
+        // More bytes than the relay saw: no split.
+        let e = transfer_of(&traffic, Some((at(13), at(20))), 1041, 400).unwrap_err();
+        assert!(e.contains("1041"), "{e}");
+        assert!(transfer_of(&traffic, Some((at(13), at(20))), 1000, 461).is_err());
     }
 
     #[test]
