@@ -1,7 +1,8 @@
-//! Pieces of CKKS bootstrapping (issue 25), each tested on its own:
-//! [`mod_raise`] and [`EvalMod`]; the homomorphic DFTs are in
-//! [`crate::dft`]. Bootstrapping itself (their composition, with its
-//! parameters and keys) is not built yet.
+//! CKKS bootstrapping (issue 25), a first test-sized form: [`mod_raise`],
+//! [`EvalMod`], the homomorphic DFTs of [`crate::dft`], and
+//! [`Bootstrapper`], which composes them. Not built yet: 128-bit presets
+//! for it, sparse-secret encapsulation, sparse slots, the arcsine
+//! correction, double hoisting, and its place in the service.
 //!
 //! After [`mod_raise`], a ciphertext that decrypted to t mod q₀ decrypts to
 //! t + q₀·I mod Q_L, with I a small integer polynomial (its coefficients
@@ -128,5 +129,142 @@ impl EvalMod {
             c = eval.add_const(&eval.mul_int(&sq, 2)?, Complex64::new(-1.0, 0.0))?;
         }
         eval.mul_const(&c, 1.0 / (2.0 * std::f64::consts::PI))
+    }
+}
+
+/// i·x in every slot: the product by the monomial X^(N/2), exact and free
+/// of levels (X^(N/2) evaluates to ±i at the slot roots, +i at the
+/// encoder's, 5^j ≡ 1 mod 4).
+pub fn times_i(ct: &Ciphertext) -> Result<Ciphertext> {
+    let mut out = ct.clone();
+    for p in out.polys_mut() {
+        p.to_coefficient();
+        let n = p.degree();
+        let moduli = p.basis().moduli().to_vec();
+        for (l, m) in moduli.iter().enumerate() {
+            let limb = p.limb_mut(l);
+            let (lo, hi) = limb.split_at_mut(n / 2);
+            // X^(N/2)·(a + b·X^(N/2)) = −b + a·X^(N/2).
+            for (a, b) in lo.iter_mut().zip(hi.iter_mut()) {
+                let (na, nb) = (m.neg(*b), *a);
+                *a = na;
+                *b = nb;
+            }
+        }
+        p.to_ntt();
+    }
+    Ok(out)
+}
+
+/// Bootstrapping at full slots, assembled from its pieces: ModRaise,
+/// CoeffsToSlots, a scale change, the real and imaginary parts apart
+/// (one conjugation), EvalMod on each, the two together again,
+/// SlotsToCoeffs. A first, test-sized form: no sparse-secret
+/// encapsulation, no arcsine correction, dense-secret bounds, and its
+/// output scale is Δ·Δ_in/q₀ ([`Self::bootstrap`]).
+#[derive(Debug, Clone)]
+pub struct Bootstrapper {
+    params: Arc<CkksParameters>,
+    encoder: crate::Encoder,
+    cts: crate::dft::HomomorphicDft,
+    stc: crate::dft::HomomorphicDft,
+    eval_mod: EvalMod,
+}
+
+impl Bootstrapper {
+    /// CoeffsToSlots in `cts_levels`, SlotsToCoeffs in `stc_levels`,
+    /// `eval_mod` between them.
+    pub fn new(
+        params: &Arc<CkksParameters>,
+        cts_levels: usize,
+        stc_levels: usize,
+        eval_mod: EvalMod,
+    ) -> Result<Self> {
+        let encoder = crate::Encoder::new(params);
+        Ok(Self {
+            cts: crate::dft::HomomorphicDft::coeffs_to_slots(&encoder, cts_levels)?,
+            stc: crate::dft::HomomorphicDft::slots_to_coeffs(&encoder, stc_levels)?,
+            params: params.clone(),
+            encoder,
+            eval_mod,
+        })
+    }
+
+    /// The rotations it needs keys for (and the conjugation key).
+    pub fn rotations(&self) -> Vec<i64> {
+        let mut r = self.cts.rotations();
+        r.extend(self.stc.rotations());
+        r.sort_unstable();
+        r.dedup();
+        r
+    }
+
+    /// Levels it spends from the top: CoeffsToSlots, the scale change,
+    /// EvalMod, SlotsToCoeffs. The result is at the top level minus this.
+    pub fn depth(&self) -> usize {
+        self.cts.levels() + 1 + self.eval_mod.depth() + self.stc.levels()
+    }
+
+    /// A fresh-level encryption of `ct`'s slots (`ct` at level 0, its scale
+    /// Δ_in well below q₀: the message is (Δ_in/q₀)·m inside EvalMod, so
+    /// its precision is about log2(q₀/Δ_in) bits short of EvalMod's). The
+    /// result is at the top level minus [`Self::depth`], its scale
+    /// Δ·Δ_in/q₀ with Δ the parameters' default scale.
+    pub fn bootstrap(&self, eval: &Evaluator, ct: &Ciphertext) -> Result<Ciphertext> {
+        let params = &self.params;
+        if params.max_level() < self.depth() {
+            return Err(hecloud_rlwe::RlweError::LevelsExhausted {
+                level: params.max_level(),
+                need: self.depth(),
+            }
+            .into());
+        }
+        let q0 = params.q_f64(0);
+        let input_scale = ct.scale();
+        let mut raised = mod_raise(params, ct)?;
+        // Its slots, read at scale q₀, are t/q₀: an integer plus the
+        // message's fraction, once in the coefficient domain.
+        raised.set_scale(q0);
+        let w = self.cts.apply(eval, &self.encoder, &raised)?;
+        // Half of w at the working scale Δ: re = w/2 + conj(w/2).
+        let ql = params.q_f64(w.level());
+        let half = eval.mul_const_raw(&w, 0.5, params.default_scale() * ql / w.scale())?;
+        let half = eval.rescale(&half)?;
+        let conj = eval.conjugate(&half)?;
+        let re = eval.add(&half, &conj)?;
+        let im = times_i(&eval.sub(&conj, &half)?)?;
+        let re = self.eval_mod.apply(eval, &re)?;
+        let im = self.eval_mod.apply(eval, &im)?;
+        let u = eval.add(&re, &times_i(&im)?)?;
+        let mut out = self.stc.apply(eval, &self.encoder, &u)?;
+        // The slots hold (Δ_in/q₀)·m: read at this scale, m.
+        out.set_scale(out.scale() * input_scale / q0);
+        Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::params::test_literal;
+    use crate::{Encoder, KeySet};
+
+    #[test]
+    fn times_i_multiplies_every_slot_by_i() {
+        let params = CkksParameters::new_insecure_for_tests(test_literal(10, 1), 40).unwrap();
+        let keys = KeySet::generate(&params, &[], false).unwrap();
+        let enc = Encoder::new(&params);
+        let z: Vec<Complex64> = (0..params.slots())
+            .map(|k| Complex64::new(k as f64 / 512.0, 0.5 - k as f64 / 1024.0))
+            .collect();
+        let ct = keys
+            .encrypt(&enc.encode(&z, 1, params.default_scale()).unwrap())
+            .unwrap();
+        let got = enc
+            .decode(&keys.decrypt(&times_i(&ct).unwrap()).unwrap())
+            .unwrap();
+        for (a, b) in z.iter().zip(&got) {
+            assert!((a * Complex64::i() - b).norm() < 1e-6);
+        }
     }
 }

@@ -4,7 +4,7 @@
 //! factor into a few sparse diagonal matrices).
 //!
 //! A slots × slots matrix M is given by its nonzero diagonals:
-//! diag_d[i] = M[i][(i + d) mod n], so that M·x = Σ_d diag_d ⊙ rot(x, d)
+//! diag_d(i) = M(i, (i + d) mod n), so that M·x = Σ_d diag_d ⊙ rot(x, d)
 //! (rot: rotation left). Writing d = g·n₁ + j,
 //!
 //! M·x = Σ_g rot( Σ_j rot(diag_{g·n₁+j}, −g·n₁) ⊙ rot(x, j), g·n₁ ),
