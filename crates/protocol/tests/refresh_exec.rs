@@ -249,6 +249,28 @@ fn a_missing_silent_or_lying_key_holder_fails_the_job_with_a_reason() {
     assert!(matches!(e, ExecError::KeysMismatch(_)), "{e:?}");
 }
 
+/// `out` decrypts to x^(2^squarings) mod 65537 in every slot.
+fn assert_squarings(
+    enc: &hecloud_bgv::Encoder,
+    ks: &hecloud_bgv::KeySet,
+    out: &Object,
+    x: &[u64],
+    squarings: usize,
+) {
+    let Object::BgvCiphertext(c) = out else {
+        panic!("not a BGV ciphertext")
+    };
+    let got = enc.decode(&ks.decrypt(c).unwrap()).unwrap();
+    let t = 65537u128;
+    for (i, &v) in x.iter().enumerate() {
+        let mut w = v as u128 % t;
+        for _ in 0..squarings {
+            w = w * w % t;
+        }
+        assert_eq!(got[i] as u128, w, "slot {i}");
+    }
+}
+
 /// Without and with circuit privacy: a policy with flooding floods BGV
 /// refreshes too, which are then sent at level 1 (the flood does not fit
 /// q_0): more bytes up, the same slots, and a level-0 operand refused.
@@ -288,18 +310,7 @@ fn a_bgv_product_chain_deeper_than_the_parameters_runs_with_refreshes_as_predict
         assert_eq!(v.cost().refreshes, 6);
         bytes_up.push(v.cost().refresh_bytes_up);
         let out = common::execute_as_predicted_with(&v, &keys, &inputs, Some(&link));
-        let Object::BgvCiphertext(c) = &out[0].1 else {
-            panic!()
-        };
-        let got = enc.decode(&ks.decrypt(c).unwrap()).unwrap();
-        let t = 65537u128;
-        for (i, &v) in x.iter().enumerate() {
-            let mut w = v as u128 % t;
-            for _ in 0..6 {
-                w = w * w % t;
-            }
-            assert_eq!(got[i] as u128, w, "slot {i}");
-        }
+        assert_squarings(&enc, &ks, &out[0].1, &x, 6);
         assert_eq!(holder.stats().ciphertexts, 6);
         if policy.flood_bits.is_some() {
             // A level-0 operand cannot hold the flood: refused up front.
@@ -438,18 +449,7 @@ fn the_planner_refreshes_a_bgv_chain_where_its_budget_runs_out() {
     let n = v.cost().refreshes;
     assert!((1..8).contains(&n), "{n} refreshes: {planned:?}");
     let out = common::execute_as_predicted_with(&v, &keys, &inputs, Some(&link));
-    let Object::BgvCiphertext(c) = &out[0].1 else {
-        panic!()
-    };
-    let got = enc.decode(&ks.decrypt(c).unwrap()).unwrap();
-    let t = 65537u128;
-    for (i, &v) in x.iter().enumerate() {
-        let mut w = v as u128 % t;
-        for _ in 0..8 {
-            w = w * w % t;
-        }
-        assert_eq!(got[i] as u128, w, "slot {i}");
-    }
+    assert_squarings(&enc, &ks, &out[0].1, &x, 8);
     assert_eq!(holder.stats().ciphertexts, n as u64);
     // Without a BGV public key in the session the graph is left as it is.
     let bare = common::bgv_session(&params, &ks);
