@@ -507,6 +507,38 @@ struct RefreshRow {
     fresh_pk_bits: f64,
 }
 
+/// [`refresh_jobs`] with the key holder connected through a relay shaped by
+/// `method` (announced for the wide-area link), and how it shaped.
+async fn jobs_through(
+    emb: &Embedded,
+    method: Method,
+    s: &CkksSession,
+    level: usize,
+    reps: usize,
+) -> anyhow::Result<(LinkFigures, String)> {
+    let relay = netem::shaped_relay(emb.server.addr, Link::DEFAULT, method).await?;
+    let how = format!(
+        "{} shaping, delay in the {}",
+        relay.method(),
+        if relay.delay_in_kernel() {
+            "kernel"
+        } else {
+            "relay"
+        }
+    );
+    if method != Method::None {
+        println!("  key holder on the wide-area link ({how})");
+    }
+    let client = Client::connect(
+        &format!("https://localhost:{}", relay.addr().port()),
+        &emb.token,
+        emb.server.ca_pem.as_deref(),
+    )
+    .await?;
+    let figures = refresh_jobs(&client, &relay, s, level, reps).await?;
+    Ok((figures, how))
+}
+
 async fn refresh_preset(emb: &Embedded, preset: Preset, reps: usize) -> anyhow::Result<RefreshRow> {
     let client = emb.client().await?;
     let s = workload::ckks_setup_with(&client, preset, &[], true).await?;
@@ -527,37 +559,9 @@ async fn refresh_preset(emb: &Embedded, preset: Preset, reps: usize) -> anyhow::
 
     // The pass-through relay is there to stamp the bytes as the shaping
     // relay does on the wide-area link, so that both figures are taken alike.
-    let plain = netem::shaped_relay(emb.server.addr, Link::DEFAULT, Method::None).await?;
-    let lo_client = Client::connect(
-        &format!("https://localhost:{}", plain.addr().port()),
-        &emb.token,
-        emb.server.ca_pem.as_deref(),
-    )
-    .await?;
     println!("  key holder on loopback (through a pass-through relay)");
-    let lo = refresh_jobs(&lo_client, &plain, &s, from, reps).await?;
-    drop(lo_client);
-    drop(plain);
-    let relay = netem::shaped_relay(emb.server.addr, Link::DEFAULT, Method::Auto).await?;
-    let wan_method = format!(
-        "{} shaping, delay in the {}",
-        relay.method(),
-        if relay.delay_in_kernel() {
-            "kernel"
-        } else {
-            "relay"
-        }
-    );
-    let wan_client = Client::connect(
-        &format!("https://localhost:{}", relay.addr().port()),
-        &emb.token,
-        emb.server.ca_pem.as_deref(),
-    )
-    .await?;
-    println!("  key holder on the wide-area link ({wan_method})");
-    let wan = refresh_jobs(&wan_client, &relay, &s, from, reps).await?;
-    drop(wan_client);
-    drop(relay);
+    let (lo, _) = jobs_through(emb, Method::None, &s, from, reps).await?;
+    let (wan, wan_method) = jobs_through(emb, Method::Auto, &s, from, reps).await?;
     let unsplit = [("loopback", &lo.transfer), ("wan", &wan.transfer)]
         .into_iter()
         .filter_map(|(link, t)| t.as_ref().err().map(|why| (link, why.clone())))

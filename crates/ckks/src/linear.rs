@@ -153,10 +153,7 @@ impl LinearTransform {
             return Err(hecloud_rlwe::RlweError::LevelsExhausted { level, need: 1 }.into());
         }
         let n1 = self.baby;
-        let babies: Vec<i64> = (0..n1 as i64).collect();
-        let used: Vec<i64> = babies
-            .iter()
-            .copied()
+        let used: Vec<i64> = (0..n1 as i64)
             .filter(|&j| self.diagonals.keys().any(|&d| d % n1 == j as usize))
             .collect();
         let rotated: BTreeMap<usize, Ciphertext> = used
@@ -191,7 +188,6 @@ impl LinearTransform {
                 Some(a) => eval.add(&a, &step)?,
             });
         }
-        let out = eval.rescale(&total.expect("a diagonal exists"))?;
-        Ok(out)
+        eval.rescale(&total.expect("a diagonal exists"))
     }
 }
