@@ -75,8 +75,8 @@ pub fn mod_raise(params: &Arc<CkksParameters>, ct: &Ciphertext) -> Result<Cipher
 /// integer, |I| ≤ `bound`, and δ small: sin(2πy)/2π = δ − (2π)²δ³/6 + …
 /// (the cubic term is what an arcsine correction would remove), computed as
 /// cos(2π(y − 1/4)/2^r) by a Chebyshev interpolant on [−bound − 1,
-/// bound + 1], then r double-angle steps cos 2θ = 2cos²θ − 1, then a
-/// product by 1/2π.
+/// bound + 1], then r double-angle steps cos 2θ = 2cos²θ − 1; the
+/// factor 1/2π is read into the scale (no level).
 #[derive(Debug, Clone)]
 pub struct EvalMod {
     cosine: ChebyshevPolynomial,
@@ -106,7 +106,7 @@ impl EvalMod {
 
     /// Levels [`Self::apply`] spends.
     pub fn depth(&self) -> usize {
-        self.cosine.depth() + self.double_angles as usize + 1
+        self.cosine.depth() + self.double_angles as usize
     }
 
     /// sin(2πy)/2π in the clear: what [`Self::apply`] approximates.
@@ -128,7 +128,8 @@ impl EvalMod {
             let sq = eval.mul_relin_rescale(&c, &c)?;
             c = eval.add_const(&eval.mul_int(&sq, 2)?, Complex64::new(-1.0, 0.0))?;
         }
-        eval.mul_const(&c, 1.0 / (2.0 * std::f64::consts::PI))
+        c.set_scale(c.scale() * 2.0 * std::f64::consts::PI);
+        Ok(c)
     }
 }
 
@@ -156,12 +157,33 @@ pub fn times_i(ct: &Ciphertext) -> Result<Ciphertext> {
     Ok(out)
 }
 
+/// What a bootstrapping circuit is made of (checked by
+/// [`Bootstrapper::new`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BootstrapLiteral {
+    /// Levels of CoeffsToSlots (1 to log2 of the slots).
+    pub cts_levels: usize,
+    /// Levels of SlotsToCoeffs.
+    pub stc_levels: usize,
+    /// [`EvalMod`]'s bound on the integer part ModRaise adds.
+    pub eval_mod_bound: u32,
+    /// Degree of [`EvalMod`]'s Chebyshev cosine.
+    pub eval_mod_degree: usize,
+    /// [`EvalMod`]'s double-angle steps.
+    pub double_angles: u32,
+    /// log2 of q₀/Δ_in: the message is that many bits below q₀ inside
+    /// EvalMod, where sin(2πy)/2π ≈ y holds to about 3·ratio bits; an input
+    /// at a lower scale is first multiplied up by an integer.
+    pub log_message_ratio: u32,
+}
+
 /// Bootstrapping at full slots, assembled from its pieces: ModRaise,
-/// CoeffsToSlots, a scale change, the real and imaginary parts apart
-/// (one conjugation), EvalMod on each, the two together again,
-/// SlotsToCoeffs. A first, test-sized form: no sparse-secret
-/// encapsulation, no arcsine correction, dense-secret bounds, and its
-/// output scale is Δ·Δ_in/q₀ ([`Self::bootstrap`]).
+/// CoeffsToSlots, the real and imaginary parts apart (one conjugation),
+/// EvalMod on each, the two together again, SlotsToCoeffs. Every constant
+/// factor (CoeffsToSlots' 1/n, the halving of the real/imaginary split,
+/// EvalMod's 1/2π, the message ratio) is read into a scale rather than
+/// multiplied in: no level and no precision is spent on them. Not there
+/// yet: sparse-secret encapsulation, the arcsine correction, sparse slots.
 #[derive(Debug, Clone)]
 pub struct Bootstrapper {
     params: Arc<CkksParameters>,
@@ -169,25 +191,46 @@ pub struct Bootstrapper {
     cts: crate::dft::HomomorphicDft,
     stc: crate::dft::HomomorphicDft,
     eval_mod: EvalMod,
+    literal: BootstrapLiteral,
 }
 
 impl Bootstrapper {
-    /// CoeffsToSlots in `cts_levels`, SlotsToCoeffs in `stc_levels`,
-    /// `eval_mod` between them.
-    pub fn new(
-        params: &Arc<CkksParameters>,
-        cts_levels: usize,
-        stc_levels: usize,
-        eval_mod: EvalMod,
-    ) -> Result<Self> {
+    /// The circuit of `literal` for `params`. Refused: DFT level counts out
+    /// of range, an [`EvalMod`] it cannot build, a message ratio outside
+    /// 1..=30, or a circuit deeper than the parameters' top level.
+    pub fn new(params: &Arc<CkksParameters>, literal: BootstrapLiteral) -> Result<Self> {
         let encoder = crate::Encoder::new(params);
-        Ok(Self {
-            cts: crate::dft::HomomorphicDft::coeffs_to_slots(&encoder, cts_levels)?,
-            stc: crate::dft::HomomorphicDft::slots_to_coeffs(&encoder, stc_levels)?,
+        if !(1..=30).contains(&literal.log_message_ratio) {
+            return Err(CkksError::ValueOutOfRange(format!(
+                "message ratio 2^{} (1 to 30 bits)",
+                literal.log_message_ratio
+            )));
+        }
+        let boot = Self {
+            cts: crate::dft::HomomorphicDft::coeffs_to_slots(&encoder, literal.cts_levels)?,
+            stc: crate::dft::HomomorphicDft::slots_to_coeffs(&encoder, literal.stc_levels)?,
+            eval_mod: EvalMod::new(
+                literal.eval_mod_bound,
+                literal.eval_mod_degree,
+                literal.double_angles,
+            )?,
             params: params.clone(),
             encoder,
-            eval_mod,
-        })
+            literal,
+        };
+        if params.max_level() < boot.depth() {
+            return Err(hecloud_rlwe::RlweError::LevelsExhausted {
+                level: params.max_level(),
+                need: boot.depth(),
+            }
+            .into());
+        }
+        Ok(boot)
+    }
+
+    /// The literal it was built from.
+    pub fn literal(&self) -> &BootstrapLiteral {
+        &self.literal
     }
 
     /// The rotations it needs keys for (and the conjugation key).
@@ -199,47 +242,80 @@ impl Bootstrapper {
         r
     }
 
-    /// Levels it spends from the top: CoeffsToSlots, the scale change,
-    /// EvalMod, SlotsToCoeffs. The result is at the top level minus this.
+    /// Levels it spends from the top: CoeffsToSlots, EvalMod,
+    /// SlotsToCoeffs. The result is at the top level minus this.
     pub fn depth(&self) -> usize {
-        self.cts.levels() + 1 + self.eval_mod.depth() + self.stc.levels()
+        self.cts.levels() + self.eval_mod.depth() + self.stc.levels()
     }
 
-    /// A fresh-level encryption of `ct`'s slots (`ct` at level 0, its scale
-    /// Δ_in well below q₀: the message is (Δ_in/q₀)·m inside EvalMod, so
-    /// its precision is about log2(q₀/Δ_in) bits short of EvalMod's). The
-    /// result is at the top level minus [`Self::depth`], its scale
-    /// Δ·Δ_in/q₀ with Δ the parameters' default scale.
+    /// The level of a bootstrapped ciphertext.
+    pub fn output_level(&self) -> usize {
+        self.params.max_level() - self.depth()
+    }
+
+    /// Refused unless `eval` holds the relinearization key, the
+    /// conjugation key and a key for each of [`Self::rotations`].
+    pub fn check_keys(&self, eval: &Evaluator) -> Result<()> {
+        let keys = eval.keys();
+        if keys.relin.is_none() {
+            return Err(hecloud_rlwe::RlweError::MissingRelinearizationKey.into());
+        }
+        let n = self.params.n();
+        let conj = hecloud_rlwe::keys::galois_element_conjugate(n);
+        let elements = self
+            .rotations()
+            .into_iter()
+            .map(|k| hecloud_rlwe::keys::galois_element_for_rotation(k, n))
+            .chain(std::iter::once(conj))
+            .filter(|&g| g != 1);
+        for g in elements {
+            keys.galois.get(g)?;
+        }
+        Ok(())
+    }
+
+    /// A top-level encryption of `ct`'s slots, at level
+    /// [`Self::output_level`] and the parameters' default scale. `ct` must
+    /// be at level 0 (drop it there first) with a scale at most
+    /// q₀/2^ratio; a lower scale is multiplied up to it by an integer
+    /// (exact, no level). Keys and inputs are checked before any work.
     pub fn bootstrap(&self, eval: &Evaluator, ct: &Ciphertext) -> Result<Ciphertext> {
         let params = &self.params;
-        if params.max_level() < self.depth() {
-            return Err(hecloud_rlwe::RlweError::LevelsExhausted {
-                level: params.max_level(),
-                need: self.depth(),
-            }
-            .into());
-        }
+        self.check_keys(eval)?;
         let q0 = params.q_f64(0);
+        let target = q0 / f64::from(self.literal.log_message_ratio).exp2();
+        let scale = ct.scale();
+        if !(scale.is_finite() && scale >= 1.0 && scale <= target * (1.0 + 1e-9)) {
+            return Err(CkksError::ValueOutOfRange(format!(
+                "bootstrapping takes a scale up to q0/2^{} = 2^{:.2}, not 2^{:.2}",
+                self.literal.log_message_ratio,
+                target.log2(),
+                scale.log2()
+            )));
+        }
+        let factor = (target / scale).floor() as i64;
+        let mut ct = eval.mul_int(ct, factor)?;
+        ct.set_scale(scale * factor as f64);
         let input_scale = ct.scale();
-        let mut raised = mod_raise(params, ct)?;
-        // Its slots, read at scale q₀, are t/q₀: an integer plus the
-        // message's fraction, once in the coefficient domain.
-        raised.set_scale(q0);
-        let w = self.cts.apply(eval, &self.encoder, &raised)?;
-        // Half of w at the working scale Δ: re = w/2 + conj(w/2).
-        let ql = params.q_f64(w.level());
-        let half = eval.mul_const_raw(&w, 0.5, params.default_scale() * ql / w.scale())?;
-        let half = eval.rescale(&half)?;
+        let mut raised = mod_raise(params, &ct)?;
+        // Read at scale 2·q₀ its slots are t/2q₀: half of an integer plus
+        // the message's fraction once in the coefficient domain (the half
+        // is what the real/imaginary split below wants).
+        raised.set_scale(2.0 * q0);
+        let eval_mod_scale = params.q_f64(params.max_level() - self.cts.levels());
+        let half = self
+            .cts
+            .apply_to_scale(eval, &self.encoder, &raised, eval_mod_scale)?;
         let conj = eval.conjugate(&half)?;
         let re = eval.add(&half, &conj)?;
         let im = times_i(&eval.sub(&conj, &half)?)?;
         let re = self.eval_mod.apply(eval, &re)?;
         let im = self.eval_mod.apply(eval, &im)?;
-        let u = eval.add(&re, &times_i(&im)?)?;
-        let mut out = self.stc.apply(eval, &self.encoder, &u)?;
+        let mut u = eval.add(&re, &times_i(&im)?)?;
         // The slots hold (Δ_in/q₀)·m: read at this scale, m.
-        out.set_scale(out.scale() * input_scale / q0);
-        Ok(out)
+        u.set_scale(u.scale() * input_scale / q0);
+        self.stc
+            .apply_to_scale(eval, &self.encoder, &u, params.default_scale())
     }
 }
 

@@ -79,11 +79,6 @@ impl Diagonals {
         Self { n, d }
     }
 
-    fn scale(mut self, c: f64) -> Self {
-        self.d.values_mut().flatten().for_each(|x| *x *= c);
-        self
-    }
-
     fn into_transform(self) -> Result<LinearTransform> {
         let diagonals = self
             .d
@@ -140,6 +135,8 @@ pub enum DftDirection {
 pub struct HomomorphicDft {
     direction: DftDirection,
     factors: Vec<LinearTransform>,
+    /// The constant the factors' product is multiplied by.
+    normalization: f64,
 }
 
 impl HomomorphicDft {
@@ -184,13 +181,18 @@ impl HomomorphicDft {
             for &len in &lens[next..next + size] {
                 m = stage(enc, len, inverse).compose(&m);
             }
-            if inverse && g == 0 {
-                m = m.scale(1.0 / n as f64);
-            }
             next += size;
             factors.push(m.into_transform()?);
         }
-        Ok(Self { direction, factors })
+        // CoeffsToSlots' 1/n stays out of the diagonals (entries of 2^-15
+        // would keep 15 bits fewer of the encoding's precision): `apply`
+        // folds it into the scale.
+        let normalization = if inverse { 1.0 / n as f64 } else { 1.0 };
+        Ok(Self {
+            direction,
+            factors,
+            normalization,
+        })
     }
 
     /// Which way it goes.
@@ -217,13 +219,30 @@ impl HomomorphicDft {
 
     /// The transform in the clear.
     pub fn apply_clear(&self, x: &[Complex64]) -> Vec<Complex64> {
-        self.factors
+        let y = self
+            .factors
             .iter()
-            .fold(x.to_vec(), |v, f| f.apply_clear(&v))
+            .fold(x.to_vec(), |v, f| f.apply_clear(&v));
+        y.into_iter().map(|v| v * self.normalization).collect()
     }
 
     /// The transform on `ct`, one level per factor, the scale kept.
     pub fn apply(&self, eval: &Evaluator, enc: &Encoder, ct: &Ciphertext) -> Result<Ciphertext> {
+        self.apply_to_scale(eval, enc, ct, ct.scale())
+    }
+
+    /// The transform on `ct` with the result at scale `out_scale`: each
+    /// factor moves the scale by the same ratio
+    /// ([`LinearTransform::apply_to_scale`]), and the normalization is
+    /// read into the scale instead of multiplied in (the ciphertext is
+    /// unchanged, its slots read at scale/c hold c times their values).
+    pub fn apply_to_scale(
+        &self,
+        eval: &Evaluator,
+        enc: &Encoder,
+        ct: &Ciphertext,
+        out_scale: f64,
+    ) -> Result<Ciphertext> {
         if ct.level() < self.levels() {
             return Err(hecloud_rlwe::RlweError::LevelsExhausted {
                 level: ct.level(),
@@ -231,8 +250,18 @@ impl HomomorphicDft {
             }
             .into());
         }
-        self.factors
-            .iter()
-            .try_fold(ct.clone(), |c, f| f.apply(eval, enc, &c))
+        let mut c = ct.clone();
+        c.set_scale(ct.scale() / self.normalization);
+        let step = (out_scale / c.scale()).powf(1.0 / self.levels() as f64);
+        let last = self.levels() - 1;
+        for (k, f) in self.factors.iter().enumerate() {
+            let target = if k == last {
+                out_scale
+            } else {
+                c.scale() * step
+            };
+            c = f.apply_to_scale(eval, enc, &c, target)?;
+        }
+        Ok(c)
     }
 }

@@ -5,7 +5,9 @@
 //!
 //! A slots × slots matrix M is given by its nonzero diagonals:
 //! diag_d(i) = M(i, (i + d) mod n), so that M·x = Σ_d diag_d ⊙ rot(x, d)
-//! (rot: rotation left). Writing d = g·n₁ + j,
+//! (rot: rotation left). Writing d = g·n₁ + j (d signed, in units of the
+//! stride every index shares: the DFT factors' diagonals are multiples of a
+//! power of two on both sides of 0),
 //!
 //! M·x = Σ_g rot( Σ_j rot(diag_{g·n₁+j}, −g·n₁) ⊙ rot(x, j), g·n₁ ),
 //!
@@ -13,7 +15,8 @@
 //! of x (hoisted), and each giant step costs one rotation of a sum. With
 //! D diagonals that is about n₁ + D/n₁ rotations instead of D; n₁ near
 //! √D. The diagonals are encoded pre-rotated, at scale q_l, so the result
-//! keeps the input's scale one level down, like a product by a constant.
+//! keeps the input's scale one level down, like a product by a constant
+//! (or at another scale, [`LinearTransform::apply_to_scale`]).
 //!
 //! ```
 //! use std::collections::BTreeMap;
@@ -51,6 +54,9 @@ pub struct LinearTransform {
     slots: usize,
     /// diag_d for each nonzero d in [0, slots).
     diagonals: BTreeMap<usize, Vec<Complex64>>,
+    /// Every diagonal index is a multiple of it (a power of two).
+    stride: usize,
+    /// n₁, the number of baby steps.
     baby: usize,
 }
 
@@ -84,14 +90,52 @@ impl LinearTransform {
                 return bad(format!("two diagonals at {i} mod {slots}"));
             }
         }
-        // n₁ a power of two near √(span of the indices): fewest rotations.
-        let span = by_index.keys().last().map_or(1, |&l| l + 1);
-        let baby = (span as f64).sqrt().ceil().max(1.0) as usize;
+        // The DFT factors' diagonals are multiples of a stride g (a power
+        // of two) on both sides of 0: baby steps g·j, j < n₁, with n₁ a
+        // power of two near √(span of the signed indices / g), the fewest
+        // rotations.
+        let stride = by_index
+            .keys()
+            .filter(|&&d| d != 0)
+            .map(|&d| 1usize << d.trailing_zeros())
+            .min()
+            .unwrap_or(slots)
+            .min(slots);
+        let signed = |d: usize| {
+            if d > slots / 2 {
+                d as i64 - slots as i64
+            } else {
+                d as i64
+            }
+        };
+        let (lo, hi) = by_index
+            .keys()
+            .map(|&d| signed(d))
+            .fold((0, 0), |(lo, hi), k| (lo.min(k), hi.max(k)));
+        let span = ((hi - lo) as usize / stride) + 1;
+        let baby = ((span as f64).sqrt().ceil().max(1.0) as usize)
+            .next_power_of_two()
+            .min(slots / stride);
         Ok(Self {
             slots,
             diagonals: by_index,
-            baby: baby.next_power_of_two().min(slots),
+            stride,
+            baby,
         })
+    }
+
+    /// Diagonal d as a giant step (mod slots) and a baby step:
+    /// d = giant + stride·j with j < n₁, over the signed d.
+    fn split(&self, d: usize) -> (usize, usize) {
+        let n = self.slots as i64;
+        let k = if d > self.slots / 2 {
+            d as i64 - n
+        } else {
+            d as i64
+        } / self.stride as i64;
+        let j = k.rem_euclid(self.baby as i64);
+        let giant = ((k - j) * self.stride as i64).rem_euclid(n) as usize;
+        (giant, j as usize * self.stride)
     }
 
     /// The dense matrix `m` (rows of `slots` entries), by its nonzero
@@ -115,7 +159,10 @@ impl LinearTransform {
         let mut r: Vec<i64> = self
             .diagonals
             .keys()
-            .flat_map(|&d| [(d % self.baby) as i64, (d - d % self.baby) as i64])
+            .flat_map(|&d| {
+                let (g, j) = self.split(d);
+                [g as i64, j as i64]
+            })
             .filter(|&k| k != 0)
             .collect();
         r.sort_unstable();
@@ -140,6 +187,22 @@ impl LinearTransform {
     /// a number of slots other than the matrix's, at level 0, or a missing
     /// rotation key ([`Self::rotations`]).
     pub fn apply(&self, eval: &Evaluator, enc: &Encoder, ct: &Ciphertext) -> Result<Ciphertext> {
+        self.apply_to_scale(eval, enc, ct, ct.scale())
+    }
+
+    /// M·ct with the result at scale `out_scale`: the diagonals are encoded
+    /// at out_scale·q_l/scale, so a change of scale costs nothing beyond
+    /// the product's level (bootstrapping folds its constant factors into
+    /// the scales this way). Refused as [`Self::apply`], and when that
+    /// encoding scale is below 2^20 (the diagonals would lose their
+    /// precision) or too large for the modulus.
+    pub fn apply_to_scale(
+        &self,
+        eval: &Evaluator,
+        enc: &Encoder,
+        ct: &Ciphertext,
+        out_scale: f64,
+    ) -> Result<Ciphertext> {
         let params = eval.params();
         if params.slots() != self.slots {
             return Err(CkksError::ValueOutOfRange(format!(
@@ -152,19 +215,27 @@ impl LinearTransform {
         if level == 0 {
             return Err(hecloud_rlwe::RlweError::LevelsExhausted { level, need: 1 }.into());
         }
-        let n1 = self.baby;
-        let used: Vec<i64> = (0..n1 as i64)
-            .filter(|&j| self.diagonals.keys().any(|&d| d % n1 == j as usize))
+        let mut used: Vec<i64> = self
+            .diagonals
+            .keys()
+            .map(|&d| self.split(d).1 as i64)
             .collect();
+        used.sort_unstable();
+        used.dedup();
         let rotated: BTreeMap<usize, Ciphertext> = used
             .iter()
             .map(|&j| j as usize)
             .zip(eval.rotate_hoisted(ct, &used)?)
             .collect();
-        let scale = params.q_f64(level);
+        let scale = out_scale * params.q_f64(level) / ct.scale();
+        if !(scale.is_finite() && (2f64.powi(20)..crate::evaluator::MAX_CONSTANT).contains(&scale))
+        {
+            return Err(CkksError::InvalidScale(scale.log2()));
+        }
         let mut giants: BTreeMap<usize, Vec<(usize, &Vec<Complex64>)>> = BTreeMap::new();
         for (&d, v) in &self.diagonals {
-            giants.entry(d - d % n1).or_default().push((d % n1, v));
+            let (g, j) = self.split(d);
+            giants.entry(g).or_default().push((j, v));
         }
         let mut total: Option<Ciphertext> = None;
         for (g, terms) in giants {
@@ -188,6 +259,8 @@ impl LinearTransform {
                 Some(a) => eval.add(&a, &step)?,
             });
         }
-        eval.rescale(&total.expect("a diagonal exists"))
+        let mut out = eval.rescale(&total.expect("a diagonal exists"))?;
+        out.set_scale(out_scale);
+        Ok(out)
     }
 }

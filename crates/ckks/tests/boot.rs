@@ -103,7 +103,7 @@ fn eval_mod_removes_the_integer_part() {
 /// complex slots comes back at a usable level with its slots.
 #[test]
 fn bootstrapping_brings_a_level_0_ciphertext_back_with_its_slots() {
-    use hecloud_ckks::boot::Bootstrapper;
+    use hecloud_ckks::boot::{BootstrapLiteral, Bootstrapper};
     use hecloud_ckks::precision::report;
     use num_complex::Complex64;
     let mut literal = test_literal(11, 0);
@@ -115,8 +115,15 @@ fn bootstrapping_brings_a_level_0_ciphertext_back_with_its_slots() {
     literal.log_p = vec![61, 61, 61];
     let params = CkksParameters::new_insecure_for_tests(literal, 60).unwrap();
     // A dense ternary secret at N = 2^11: |I| up to about 4·√(h/12) ≈ 43.
-    let boot = Bootstrapper::new(&params, 3, 3, EvalMod::new(48, 63, 4).unwrap()).unwrap();
-    assert!(boot.depth() <= params.max_level(), "depth {}", boot.depth());
+    let literal = BootstrapLiteral {
+        cts_levels: 3,
+        stc_levels: 3,
+        eval_mod_bound: 48,
+        eval_mod_degree: 63,
+        double_angles: 4,
+        log_message_ratio: 10,
+    };
+    let boot = Bootstrapper::new(&params, literal).unwrap();
     let keys = KeySet::generate(&params, &boot.rotations(), true).unwrap();
     let (enc, eval) = (
         Encoder::new(&params),
@@ -126,18 +133,47 @@ fn bootstrapping_brings_a_level_0_ciphertext_back_with_its_slots() {
     let z: Vec<Complex64> = (0..params.slots())
         .map(|_| Complex64::new(uniform(&mut rng), uniform(&mut rng)))
         .collect();
-    // At level 0 with scale q0/2^10: the message ratio EvalMod works with.
-    let scale = params.q_f64(0) / 1024.0;
+    // At level 0 with a scale 2^7.5 below q0/2^10, the message ratio
+    // EvalMod works with: multiplied up by 181 first.
+    let scale = params.q_f64(0) / 1024.0 / 181.5;
     let ct = keys.encrypt(&enc.encode(&z, 0, scale).unwrap()).unwrap();
     let out = boot.bootstrap(&eval, &ct).unwrap();
-    assert_eq!(out.level(), params.max_level() - boot.depth());
+    assert_eq!(out.level(), boot.output_level());
+    assert_eq!(out.scale(), params.default_scale());
     let got = enc.decode(&keys.decrypt(&out).unwrap()).unwrap();
     let r = report(&z, &got);
     eprintln!("bootstrapped: {r}");
     // Measured: 23.5 bits (EvalMod's error, about 2^-37.6, against a
     // message part 2^-10 of the values it sees, spread by SlotsToCoeffs).
     assert!(r.bits() > 20.0, "{r}");
-    // A ciphertext above level 0 is refused (ModRaise reads q0 only).
+    // Refused before any work: a ciphertext above level 0 (ModRaise reads
+    // q0 only), a scale above q0/2^10, missing keys, a circuit deeper than
+    // the parameters.
     let high = keys.encrypt(&enc.encode(&z, 1, scale).unwrap()).unwrap();
     assert!(boot.bootstrap(&eval, &high).is_err());
+    let loud = keys
+        .encrypt(&enc.encode(&z, 0, params.q_f64(0) / 512.0).unwrap())
+        .unwrap();
+    assert!(matches!(
+        boot.bootstrap(&eval, &loud),
+        Err(CkksError::ValueOutOfRange(_))
+    ));
+    let bare = Evaluator::new(
+        &params,
+        KeySet::generate(&params, &[1], true)
+            .unwrap()
+            .evaluation_keys(),
+    );
+    assert!(matches!(
+        boot.bootstrap(&bare, &ct),
+        Err(CkksError::Rlwe(hecloud_rlwe::RlweError::MissingGaloisKey(
+            _
+        )))
+    ));
+    let deep = BootstrapLiteral {
+        eval_mod_degree: 255,
+        double_angles: 12,
+        ..literal
+    };
+    assert!(Bootstrapper::new(&params, deep).is_err());
 }
