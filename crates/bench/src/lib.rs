@@ -7,6 +7,7 @@
 #![forbid(unsafe_code)]
 
 pub mod addcmp;
+pub mod boot;
 pub mod ckks;
 pub mod embedded;
 pub mod netem;
@@ -63,6 +64,11 @@ pub const EXPERIMENTS: &[Experiment] = &[
         name: "refresh",
         about: "client-aided CKKS refresh through the service (loopback and wide-area key holder): time split, bytes, precision vs Lattigo's bootstrapping; a deep polynomial job refreshed vs bootstrapped",
         run: refresh::run,
+    },
+    Experiment {
+        name: "boot",
+        about: "CKKS bootstrapping (128-bit N = 2^16 preset) vs Lattigo's default bootstrapping: time with 1 thread and all, precision, levels left, key bytes, peak memory",
+        run: boot::run,
     },
 ];
 

@@ -202,9 +202,13 @@ pub fn deep_plan(
 }
 
 /// Lattigo's figures, or why it did not run.
-type Peer<T> = std::result::Result<T, String>;
+pub(crate) type Peer<T> = std::result::Result<T, String>;
 
-fn lattigo<T>(what: &str, min_free: u64, f: impl FnOnce() -> anyhow::Result<T>) -> Peer<T> {
+pub(crate) fn lattigo<T>(
+    what: &str,
+    min_free: u64,
+    f: impl FnOnce() -> anyhow::Result<T>,
+) -> Peer<T> {
     if let Some(free) = lattigo_boot::free_memory_bytes()
         && free < min_free
     {

@@ -81,6 +81,8 @@ pub fn mod_raise(params: &Arc<CkksParameters>, ct: &Ciphertext) -> Result<Cipher
 pub struct EvalMod {
     cosine: ChebyshevPolynomial,
     double_angles: u32,
+    /// bound + 1: the interpolant's interval is [−half_width, half_width].
+    half_width: f64,
 }
 
 impl EvalMod {
@@ -96,17 +98,31 @@ impl EvalMod {
         let r = f64::from(double_angles).exp2();
         let b = f64::from(bound) + 1.0;
         let tau = 2.0 * std::f64::consts::PI;
-        let cosine =
-            ChebyshevPolynomial::interpolate(move |y| (tau * (y - 0.25) / r).cos(), degree, -b, b);
+        // On [−1, 1], for y/b: the division by b is read into the scale
+        // (an affine map to [−1, 1] would cost a level).
+        let cosine = ChebyshevPolynomial::interpolate(
+            move |x| (tau * (b * x - 0.25) / r).cos(),
+            degree,
+            -1.0,
+            1.0,
+        );
         Ok(Self {
             cosine,
             double_angles,
+            half_width: b,
         })
     }
 
     /// Levels [`Self::apply`] spends.
     pub fn depth(&self) -> usize {
         self.cosine.depth() + self.double_angles as usize
+    }
+
+    /// The scale [`Self::apply`] wants its input at for a polynomial
+    /// evaluated at `working_scale` (near the primes EvalMod divides by):
+    /// the interval's half width is read into the scale.
+    pub fn input_scale(&self, working_scale: f64) -> f64 {
+        working_scale / self.half_width
     }
 
     /// sin(2πy)/2π in the clear: what [`Self::apply`] approximates.
@@ -123,7 +139,9 @@ impl EvalMod {
             }
             .into());
         }
-        let mut c = eval.evaluate_chebyshev(ct, &self.cosine)?;
+        let mut x = ct.clone();
+        x.set_scale(ct.scale() * self.half_width);
+        let mut c = eval.evaluate_chebyshev(&x, &self.cosine)?;
         for _ in 0..self.double_angles {
             let sq = eval.mul_relin_rescale(&c, &c)?;
             c = eval.add_const(&eval.mul_int(&sq, 2)?, Complex64::new(-1.0, 0.0))?;
@@ -157,6 +175,85 @@ pub fn times_i(ct: &Ciphertext) -> Result<Ciphertext> {
     Ok(out)
 }
 
+/// Sparse-secret encapsulation (as Lattigo's ephemeral secret): a key
+/// switching a level-0 ciphertext from the secret s to a sparse secret s′,
+/// over q₀·P only (a sparse secret is safe with that small a modulus, not
+/// with Q·P), and one switching back from s′ to s at the top level. ModRaise
+/// runs in between, under s′.
+#[derive(Debug, Clone)]
+pub struct EncapsulationKeys {
+    bottom: Arc<hecloud_rlwe::Parameters>,
+    to_sparse: hecloud_rlwe::SwitchingKey,
+    from_sparse: hecloud_rlwe::SwitchingKey,
+    hamming: usize,
+}
+
+impl EncapsulationKeys {
+    /// Keys for a fresh ephemeral secret of Hamming weight `hamming`
+    /// (drawn from the OS CSPRNG, used here and dropped: no one keeps it).
+    pub fn generate(
+        params: &Arc<CkksParameters>,
+        sk: &hecloud_rlwe::SecretKey,
+        hamming: usize,
+    ) -> Result<Self> {
+        use hecloud_rlwe::{KeyGenerator, SecretKey};
+        let rlwe = params.rlwe();
+        let bottom = rlwe.bottom()?;
+        let mut full = KeyGenerator::new(rlwe);
+        let sparse = full.gen_sparse_secret_key(hamming)?;
+        let from_sparse = full.gen_switching_key_between(&sparse, sk)?;
+        let sparse_bottom = SecretKey::from_coefficients(&bottom, &sparse.export_coefficients())?;
+        let dense_bottom = SecretKey::from_coefficients(&bottom, &sk.export_coefficients())?;
+        let to_sparse =
+            KeyGenerator::new(&bottom).gen_switching_key_between(&dense_bottom, &sparse_bottom)?;
+        Ok(Self {
+            bottom,
+            to_sparse,
+            from_sparse,
+            hamming,
+        })
+    }
+
+    /// The ephemeral secret's Hamming weight.
+    pub fn hamming(&self) -> usize {
+        self.hamming
+    }
+
+    /// Their serialized size in bytes (`seeded`: half-size keys).
+    pub fn serialized_len(&self, seeded: bool) -> usize {
+        self.to_sparse.serialized_len(seeded) + self.from_sparse.serialized_len(seeded)
+    }
+
+    /// `ct` (level 0, under s) under the sparse secret.
+    fn switch_to_sparse(&self, params: &CkksParameters, ct: &Ciphertext) -> Result<Ciphertext> {
+        let full = params.rlwe().q_at(0)?;
+        let low = self.bottom.q_at(0)?;
+        let rebase = |p: &RnsPoly, b: &Arc<hecloud_math::RnsBasis>| {
+            let mut p = p.clone();
+            p.to_ntt();
+            RnsPoly::from_limbs(b, Domain::Ntt, p.data().to_vec())
+        };
+        let c1 = rebase(&ct.polys()[1], low)?;
+        let (k0, k1) = hecloud_rlwe::keyswitch::key_switch(&self.bottom, &c1, &self.to_sparse)?;
+        let mut c0 = rebase(&ct.polys()[0], full)?;
+        c0.add_assign(&rebase(&k0, full)?)?;
+        let c1 = rebase(&k1, full)?;
+        Ok(Ciphertext::new(params.rlwe(), vec![c0, c1], 0, ct.scale())?)
+    }
+
+    /// `ct` (top level, under the sparse secret) back under s.
+    fn switch_back(&self, params: &CkksParameters, ct: &Ciphertext) -> Result<Ciphertext> {
+        let rlwe = params.rlwe();
+        let mut c1 = ct.polys()[1].clone();
+        c1.to_ntt();
+        let (k0, k1) = hecloud_rlwe::keyswitch::key_switch(rlwe, &c1, &self.from_sparse)?;
+        let mut c0 = ct.polys()[0].clone();
+        c0.to_ntt();
+        c0.add_assign(&k0)?;
+        Ok(Ciphertext::new(rlwe, vec![c0, k1], ct.level(), ct.scale())?)
+    }
+}
+
 /// What a bootstrapping circuit is made of (checked by
 /// [`Bootstrapper::new`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -171,6 +268,12 @@ pub struct BootstrapLiteral {
     pub eval_mod_degree: usize,
     /// [`EvalMod`]'s double-angle steps.
     pub double_angles: u32,
+    /// Hamming weight of the ephemeral sparse secret a level-0 ciphertext
+    /// is switched to before ModRaise ([`EncapsulationKeys`]), or `None`
+    /// to raise under the secret itself. A sparse secret keeps ModRaise's
+    /// integer part small (its coefficients are sums of h + 1 uniform
+    /// terms), so EvalMod needs a smaller bound: fewer levels, less noise.
+    pub ephemeral_hamming: Option<usize>,
     /// log2 of q₀/Δ_in: the message is that many bits below q₀ inside
     /// EvalMod, where sin(2πy)/2π ≈ y holds to about 3·ratio bits; an input
     /// at a lower scale is first multiplied up by an integer.
@@ -278,10 +381,36 @@ impl Bootstrapper {
     /// [`Self::output_level`] and the parameters' default scale. `ct` must
     /// be at level 0 (drop it there first) with a scale at most
     /// q₀/2^ratio; a lower scale is multiplied up to it by an integer
-    /// (exact, no level). Keys and inputs are checked before any work.
-    pub fn bootstrap(&self, eval: &Evaluator, ct: &Ciphertext) -> Result<Ciphertext> {
+    /// (exact, no level). `encapsulation`: the keys of the literal's
+    /// ephemeral secret (`None` when it has none). Keys and inputs are
+    /// checked before any work.
+    pub fn bootstrap(
+        &self,
+        eval: &Evaluator,
+        encapsulation: Option<&EncapsulationKeys>,
+        ct: &Ciphertext,
+    ) -> Result<Ciphertext> {
         let params = &self.params;
         self.check_keys(eval)?;
+        let encapsulation = match (self.literal.ephemeral_hamming, encapsulation) {
+            (None, _) => None,
+            (Some(h), Some(k))
+                if k.hamming == h && k.from_sparse.params().hash() == params.rlwe().hash() =>
+            {
+                Some(k)
+            }
+            (Some(h), _) => {
+                return Err(CkksError::MissingKey(format!(
+                    "bootstrapping needs the encapsulation keys of an ephemeral secret of Hamming weight {h} for these parameters"
+                )));
+            }
+        };
+        if ct.level() != 0 {
+            return Err(CkksError::ValueOutOfRange(format!(
+                "bootstrapping takes a ciphertext at level 0, not {}",
+                ct.level()
+            )));
+        }
         let q0 = params.q_f64(0);
         let target = q0 / f64::from(self.literal.log_message_ratio).exp2();
         let scale = ct.scale();
@@ -297,12 +426,20 @@ impl Bootstrapper {
         let mut ct = eval.mul_int(ct, factor)?;
         ct.set_scale(scale * factor as f64);
         let input_scale = ct.scale();
-        let mut raised = mod_raise(params, &ct)?;
+        let mut raised = match encapsulation {
+            Some(k) => k.switch_back(
+                params,
+                &mod_raise(params, &k.switch_to_sparse(params, &ct)?)?,
+            )?,
+            None => mod_raise(params, &ct)?,
+        };
         // Read at scale 2·q₀ its slots are t/2q₀: half of an integer plus
         // the message's fraction once in the coefficient domain (the half
         // is what the real/imaginary split below wants).
         raised.set_scale(2.0 * q0);
-        let eval_mod_scale = params.q_f64(params.max_level() - self.cts.levels());
+        let eval_mod_scale = self
+            .eval_mod
+            .input_scale(params.q_f64(params.max_level() - self.cts.levels()));
         let half = self
             .cts
             .apply_to_scale(eval, &self.encoder, &raised, eval_mod_scale)?;
@@ -319,10 +456,107 @@ impl Bootstrapper {
     }
 }
 
+/// A named bootstrappable set: CKKS parameters laid out for the circuit
+/// (from q₀ up: the residual levels at the default scale, SlotsToCoeffs,
+/// EvalMod, CoeffsToSlots) and the circuit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BootPreset {
+    /// 128-bit, N = 2^16, ternary secret of Hamming weight 192, log QP ≈
+    /// 1498, under the bound of Lattigo's `N16QP1546H192H32` for H = 192
+    /// (the HE Standard's table, for uniform ternary secrets, allows 1772).
+    /// The Q primes, from q₀ up: 60 bits; 9 × 40 (the residual levels,
+    /// scale 2^40); 3 × 42 (SlotsToCoeffs); 9 × 60 (EvalMod: a degree-63
+    /// cosine on the interval from −17 to 17 and 2 double angles); 3 × 56
+    /// (CoeffsToSlots). P: 4 × 61. Bootstrapping leaves 9 levels. ModRaise
+    /// runs under an ephemeral secret of Hamming weight 32
+    /// ([`EncapsulationKeys`], over q₀·P: 304 bits). Failure (a coefficient
+    /// of ModRaise's integer part beyond EvalMod's bound 16): each is a sum
+    /// of 33 uniform terms in ±1/2, σ ≈ 1.66, so beyond 9.6σ: about 2^-68
+    /// per bootstrapping over its 2^16 coefficients.
+    N16,
+    /// The same layout at N = 2^12 (insecure, for tests): 2 residual
+    /// levels.
+    TestN12,
+}
+
+impl BootPreset {
+    /// Levels of the presets' EvalMod (degree 63: 7, and 2 double angles).
+    const EVAL_MOD_LEVELS: usize = 9;
+
+    /// The parameters' literal, log2 of the default scale and the circuit.
+    pub fn literal(self) -> (hecloud_rlwe::ParametersLiteral, u32, BootstrapLiteral) {
+        let (log_n, residual) = match self {
+            Self::N16 => (16, 9),
+            Self::TestN12 => (12, 2),
+        };
+        let circuit = BootstrapLiteral {
+            cts_levels: 3,
+            stc_levels: 3,
+            eval_mod_bound: 16,
+            eval_mod_degree: 63,
+            double_angles: 2,
+            ephemeral_hamming: Some(32),
+            log_message_ratio: 8,
+        };
+        let mut log_q = vec![60];
+        log_q.extend(std::iter::repeat_n(40, residual));
+        log_q.extend(std::iter::repeat_n(42, circuit.stc_levels));
+        log_q.extend(std::iter::repeat_n(60, Self::EVAL_MOD_LEVELS));
+        log_q.extend(std::iter::repeat_n(56, circuit.cts_levels));
+        let literal = hecloud_rlwe::ParametersLiteral {
+            log_n,
+            log_q,
+            log_p: vec![61; 4],
+            secret: hecloud_rlwe::SecretDistribution::TernaryHamming(192),
+            sigma: hecloud_rlwe::params::SIGMA,
+            dnum: None,
+            plaintext_modulus: None,
+        };
+        (literal, 40, circuit)
+    }
+
+    /// The parameters (checked for 128-bit security, except the test set)
+    /// and the bootstrapper.
+    pub fn build(self) -> Result<(Arc<CkksParameters>, Bootstrapper)> {
+        let (literal, log_scale, circuit) = self.literal();
+        let params = match self {
+            Self::N16 => CkksParameters::new(literal, log_scale)?,
+            Self::TestN12 => CkksParameters::new_insecure_for_tests(literal, log_scale)?,
+        };
+        let boot = Bootstrapper::new(&params, circuit)?;
+        Ok((params, boot))
+    }
+
+    /// Short name (`boot-n16`, `boot-test-n12`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::N16 => "boot-n16",
+            Self::TestN12 => "boot-test-n12",
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::params::test_literal;
+
+    #[test]
+    fn the_n16_preset_is_within_lattigos_bound_for_its_secret() {
+        let (literal, _, circuit) = BootPreset::N16.literal();
+        let bits: u32 = literal.log_q.iter().chain(&literal.log_p).sum();
+        assert!(bits <= 1546, "{bits}");
+        assert_eq!(circuit.ephemeral_hamming, Some(32));
+        let eval_mod = EvalMod::new(
+            circuit.eval_mod_bound,
+            circuit.eval_mod_degree,
+            circuit.double_angles,
+        )
+        .unwrap();
+        assert_eq!(eval_mod.depth(), BootPreset::EVAL_MOD_LEVELS);
+        let depth = circuit.cts_levels + circuit.stc_levels + eval_mod.depth();
+        assert_eq!(literal.log_q.len() - 1 - depth, 9, "levels left");
+    }
     use crate::{Encoder, KeySet};
 
     #[test]

@@ -36,6 +36,10 @@ pub enum CkksError {
     /// A polynomial-evaluation request that cannot be satisfied.
     #[error("polynomial evaluation: {0}")]
     Polynomial(String),
+    /// A key an operation needs and was not given (e.g. bootstrapping's
+    /// sparse-secret encapsulation keys).
+    #[error("missing key: {0}")]
+    MissingKey(String),
     /// The caller's cancellation flag was raised during an evaluation.
     #[error("cancelled")]
     Cancelled,

@@ -62,6 +62,12 @@ impl KeySet {
         self.eval.clone()
     }
 
+    /// Moves the evaluation keys out (leaving none behind): bootstrapping's
+    /// keys are gigabytes, a copy would double the memory.
+    pub fn take_evaluation_keys(&mut self) -> EvaluationKeys {
+        std::mem::take(&mut self.eval)
+    }
+
     /// Public-key encryption.
     pub fn encrypt(&self, pt: &Plaintext) -> Result<Ciphertext> {
         Ok(Encryptor::new(self.params.rlwe()).encrypt_pk(&self.pk, pt)?)

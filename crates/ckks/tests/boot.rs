@@ -80,7 +80,10 @@ fn eval_mod_removes_the_integer_part() {
         .collect();
     y[..3].copy_from_slice(&[-(bound as f64), bound as f64, 0.0]);
     let ct = keys
-        .encrypt(&enc.encode_real(&y, 14, params.default_scale()).unwrap())
+        .encrypt(
+            &enc.encode_real(&y, 14, em.input_scale(params.default_scale()))
+                .unwrap(),
+        )
         .unwrap();
     let out = em.apply(&eval, &ct).unwrap();
     let got = enc.decode_real(&keys.decrypt(&out).unwrap()).unwrap();
@@ -121,6 +124,7 @@ fn bootstrapping_brings_a_level_0_ciphertext_back_with_its_slots() {
         eval_mod_bound: 48,
         eval_mod_degree: 63,
         double_angles: 4,
+        ephemeral_hamming: None,
         log_message_ratio: 10,
     };
     let boot = Bootstrapper::new(&params, literal).unwrap();
@@ -137,7 +141,7 @@ fn bootstrapping_brings_a_level_0_ciphertext_back_with_its_slots() {
     // EvalMod works with: multiplied up by 181 first.
     let scale = params.q_f64(0) / 1024.0 / 181.5;
     let ct = keys.encrypt(&enc.encode(&z, 0, scale).unwrap()).unwrap();
-    let out = boot.bootstrap(&eval, &ct).unwrap();
+    let out = boot.bootstrap(&eval, None, &ct).unwrap();
     assert_eq!(out.level(), boot.output_level());
     assert_eq!(out.scale(), params.default_scale());
     let got = enc.decode(&keys.decrypt(&out).unwrap()).unwrap();
@@ -150,12 +154,12 @@ fn bootstrapping_brings_a_level_0_ciphertext_back_with_its_slots() {
     // q0 only), a scale above q0/2^10, missing keys, a circuit deeper than
     // the parameters.
     let high = keys.encrypt(&enc.encode(&z, 1, scale).unwrap()).unwrap();
-    assert!(boot.bootstrap(&eval, &high).is_err());
+    assert!(boot.bootstrap(&eval, None, &high).is_err());
     let loud = keys
         .encrypt(&enc.encode(&z, 0, params.q_f64(0) / 512.0).unwrap())
         .unwrap();
     assert!(matches!(
-        boot.bootstrap(&eval, &loud),
+        boot.bootstrap(&eval, None, &loud),
         Err(CkksError::ValueOutOfRange(_))
     ));
     let bare = Evaluator::new(
@@ -165,7 +169,7 @@ fn bootstrapping_brings_a_level_0_ciphertext_back_with_its_slots() {
             .evaluation_keys(),
     );
     assert!(matches!(
-        boot.bootstrap(&bare, &ct),
+        boot.bootstrap(&bare, None, &ct),
         Err(CkksError::Rlwe(hecloud_rlwe::RlweError::MissingGaloisKey(
             _
         )))
@@ -176,4 +180,98 @@ fn bootstrapping_brings_a_level_0_ciphertext_back_with_its_slots() {
         ..literal
     };
     assert!(Bootstrapper::new(&params, deep).is_err());
+}
+
+/// The bootstrappable layout at a test size: the input at the default
+/// scale 2^40 is multiplied up to q0/2^8, and a real and a complex vector
+/// come back at the default scale with the levels the preset promises.
+#[test]
+fn the_test_preset_bootstraps_real_and_complex_slots() {
+    use hecloud_ckks::boot::{BootPreset, EncapsulationKeys};
+    use hecloud_ckks::precision::report;
+    use num_complex::Complex64;
+    let (params, boot) = BootPreset::TestN12.build().unwrap();
+    assert_eq!(boot.output_level(), 2);
+    let keys = KeySet::generate(&params, &boot.rotations(), true).unwrap();
+    let h = boot.literal().ephemeral_hamming.unwrap();
+    let encapsulation = EncapsulationKeys::generate(&params, keys.secret_key(), h).unwrap();
+    let (enc, eval) = (
+        Encoder::new(&params),
+        Evaluator::new(&params, keys.evaluation_keys()),
+    );
+    let mut rng = hecloud_math::testing::sampler();
+    let complex: Vec<Complex64> = (0..params.slots())
+        .map(|_| Complex64::new(uniform(&mut rng), uniform(&mut rng)))
+        .collect();
+    let mut real: Vec<Complex64> = (0..params.slots())
+        .map(|_| Complex64::new(uniform(&mut rng), 0.0))
+        .collect();
+    real[..3].copy_from_slice(&[1.0, -1.0, 0.0].map(|x| Complex64::new(x, 0.0)));
+    for (what, z) in [("complex", complex), ("real", real)] {
+        let ct = keys
+            .encrypt(&enc.encode(&z, 0, params.default_scale()).unwrap())
+            .unwrap();
+        let out = boot.bootstrap(&eval, Some(&encapsulation), &ct).unwrap();
+        assert_eq!((out.level(), out.scale()), (2, params.default_scale()));
+        let got = enc.decode(&keys.decrypt(&out).unwrap()).unwrap();
+        let r = report(&z, &got);
+        eprintln!("{what}: {r}");
+        assert!(r.bits() > 18.0, "{what}: {r}");
+    }
+    // Without the encapsulation keys, or with another secret's: refused.
+    let ct = keys
+        .encrypt(
+            &enc.encode(&[Complex64::new(0.5, 0.0)], 0, params.default_scale())
+                .unwrap(),
+        )
+        .unwrap();
+    assert!(matches!(
+        boot.bootstrap(&eval, None, &ct),
+        Err(CkksError::MissingKey(_))
+    ));
+    let other = EncapsulationKeys::generate(&params, keys.secret_key(), h + 1).unwrap();
+    assert!(matches!(
+        boot.bootstrap(&eval, Some(&other), &ct),
+        Err(CkksError::MissingKey(_))
+    ));
+}
+
+/// The 128-bit preset at full size (N = 2^16, about 8.5 GB of keys):
+/// `cargo test --release -p hecloud-ckks --test boot -- --ignored`.
+/// `hecloud bench boot` measures it against Lattigo.
+#[test]
+#[ignore = "full size: minutes and about 10 GB of memory"]
+fn the_n16_preset_bootstraps_full_slots() {
+    use hecloud_ckks::boot::{BootPreset, EncapsulationKeys};
+    use hecloud_ckks::precision::report;
+    use num_complex::Complex64;
+    let (params, boot) = BootPreset::N16.build().unwrap();
+    assert!(params.rlwe().is_secure());
+    let t = std::time::Instant::now();
+    let mut keys = KeySet::generate(&params, &boot.rotations(), true).unwrap();
+    let h = boot.literal().ephemeral_hamming.unwrap();
+    let encapsulation = EncapsulationKeys::generate(&params, keys.secret_key(), h).unwrap();
+    eprintln!(
+        "keygen: {} rotations in {:.1} s",
+        boot.rotations().len(),
+        t.elapsed().as_secs_f64()
+    );
+    let (enc, eval) = (
+        Encoder::new(&params),
+        Evaluator::new(&params, keys.take_evaluation_keys()),
+    );
+    let mut rng = hecloud_math::testing::sampler();
+    let z: Vec<Complex64> = (0..params.slots())
+        .map(|_| Complex64::new(uniform(&mut rng), uniform(&mut rng)))
+        .collect();
+    let ct = keys
+        .encrypt(&enc.encode(&z, 0, params.default_scale()).unwrap())
+        .unwrap();
+    let t = std::time::Instant::now();
+    let out = boot.bootstrap(&eval, Some(&encapsulation), &ct).unwrap();
+    eprintln!("bootstrap: {:.2} s", t.elapsed().as_secs_f64());
+    assert_eq!(out.level(), 9);
+    let r = report(&z, &enc.decode(&keys.decrypt(&out).unwrap()).unwrap());
+    eprintln!("n16: {r}");
+    assert!(r.bits() > 18.0, "{r}");
 }

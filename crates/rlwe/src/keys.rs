@@ -128,6 +128,18 @@ impl SwitchingKey {
     pub fn digits(&self) -> usize {
         self.b.len()
     }
+
+    /// Its serialized size in bytes (as relinearization and Galois keys
+    /// write it; `seeded`: each a_j as its 32-byte seed).
+    pub fn serialized_len(&self, seeded: bool) -> usize {
+        let poly = crate::serial::packed_poly_bytes(self.params.qp_basis());
+        let a = if seeded && self.seeds.is_some() {
+            32
+        } else {
+            poly
+        };
+        crate::serial::HEADER_LEN + self.b.len() * (poly + a)
+    }
 }
 
 /// Relinearization key: switches s² to s.
@@ -299,6 +311,29 @@ impl KeyGenerator {
         let mut small = small;
         small.zeroize();
         sk
+    }
+
+    /// A secret key with exactly `h` nonzero ternary coefficients,
+    /// whatever the parameters' distribution (bootstrapping's ephemeral
+    /// sparse secret).
+    pub fn gen_sparse_secret_key(&mut self, h: usize) -> Result<SecretKey> {
+        let mut c = self.sampler.ternary_hamming(self.params.n(), h)?;
+        let mut small: Vec<i8> = c.iter().map(|&x| x as i8).collect();
+        c.zeroize();
+        let sk = SecretKey::from_coefficients(&self.params, &small);
+        small.zeroize();
+        sk
+    }
+
+    /// A switching key from `from` to `to` (both of these parameters): a
+    /// ciphertext under `from` key-switched with it decrypts under `to`.
+    pub fn gen_switching_key_between(
+        &mut self,
+        from: &SecretKey,
+        to: &SecretKey,
+    ) -> Result<SwitchingKey> {
+        self.check(from)?;
+        self.gen_switching_key(&from.s, to)
     }
 
     /// The public key of `sk`, over Q·P so that encryption can divide its

@@ -296,6 +296,36 @@ impl Parameters {
         }))
     }
 
+    /// The parameters of level 0 alone: q₀ and the same P, N, σ and
+    /// secret distribution, one digit. Keys over q₀·P only are what a
+    /// sparse secret can safely be used with (bootstrapping's sparse-secret
+    /// encapsulation switches a level-0 ciphertext to one, as Lattigo
+    /// does); a ciphertext at level 0 is the same polynomials under both.
+    /// Built unchecked: their security is that of the much smaller modulus
+    /// q₀·P. Refused for a BGV set.
+    pub fn bottom(&self) -> Result<Arc<Self>> {
+        if self.plaintext_modulus().is_some() {
+            return Err(invalid("level-0 parameters of a BGV set"));
+        }
+        let mut lit = self.literal.clone();
+        lit.log_q.truncate(1);
+        lit.dnum = Some(1);
+        let bottom = Self::build(lit, false)?;
+        let same = bottom.q.moduli()[0].value() == self.q.moduli()[0].value()
+            && bottom
+                .p
+                .moduli()
+                .iter()
+                .zip(self.p.moduli())
+                .all(|(a, b)| a.value() == b.value());
+        if !same {
+            return Err(invalid(
+                "the level-0 parameters picked other primes (a P prime's size equals a Q prime's)",
+            ));
+        }
+        Ok(bottom)
+    }
+
     /// The literal these parameters were built from.
     pub fn literal(&self) -> &ParametersLiteral {
         &self.literal

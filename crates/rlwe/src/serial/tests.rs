@@ -182,6 +182,8 @@ fn keys_roundtrip_seeded_and_not() {
     assert_eq!(PublicKey::from_bytes(&params, &pb).unwrap(), pk);
     fuzz(&pb, |b| PublicKey::from_bytes(&params, b));
     let (rs, rf) = (rlk.to_bytes(true), rlk.to_bytes(false));
+    assert_eq!(rlk.0.serialized_len(true), rs.len());
+    assert_eq!(rlk.0.serialized_len(false), rf.len());
     assert!((rs.len() as f64) < 0.55 * rf.len() as f64);
     assert_eq!(RelinearizationKey::from_bytes(&params, &rs).unwrap(), rlk);
     let unseeded = RelinearizationKey::from_bytes(&params, &rf).unwrap();
