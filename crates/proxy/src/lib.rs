@@ -11,6 +11,8 @@
 //! * [`enclave`]: the TEE boundary, the [`Enclave`] trait holding every
 //!   secret operation, one batch of operations per crossing, and
 //!   [`PlainEnclave`] for machines without a TEE;
+//! * [`attest`]: attestation reports through Linux configfs-tsm and the
+//!   client's check that a report binds the proxy's TLS key and its nonce.
 //!
 //! ## Trust model of this increment
 //!
@@ -22,16 +24,19 @@
 //!   the process's memory see the secret keys, the plaintexts and the
 //!   sealing key (a file on the same host). It reports
 //!   [`Attestation::Unattested`], and clients must refuse it unless told to
-//!   allow an unattested proxy.
+//!   allow an unattested proxy ([`attest::verify`]).
 //! * In memory, secrets are zeroized on drop (sealing key, unsealed files,
 //!   the tenants' secret keys) and never shown by `Debug` or in errors;
 //!   plaintext values are not shown either.
-//! * A confidential-VM enclave (SEV-SNP, TDX) is not here yet.
+//! * A confidential-VM enclave (SEV-SNP, TDX) is not here yet: [`attest`]
+//!   can fetch a report and check its binding, but does not verify its
+//!   signature chain, measurement or policy.
 //! * The network service (TLS, client tokens, talking to the server) comes
 //!   later; nothing here opens a socket.
 
 #![deny(missing_docs)]
 
+pub mod attest;
 pub mod enclave;
 pub mod error;
 pub mod seal;
