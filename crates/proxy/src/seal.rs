@@ -195,6 +195,24 @@ fn aad(header: &[u8], tenant: &str, name: &str) -> Vec<u8> {
 pub fn seal(key: &SealingKey, tenant: &str, name: &str, plaintext: &[u8]) -> Result<Vec<u8>> {
     check_name("tenant", tenant)?;
     check_name("file", name)?;
+    seal_tagged(
+        key,
+        tenant,
+        name,
+        plaintext,
+        [tenant_tag(tenant), file_tag(name)],
+    )
+}
+
+/// [`seal`] with the header's tenant and file tags given (a test makes
+/// them collide with another tenant's).
+fn seal_tagged(
+    key: &SealingKey,
+    tenant: &str,
+    name: &str,
+    plaintext: &[u8],
+    [tenant_tag, file_tag]: [[u8; 8]; 2],
+) -> Result<Vec<u8>> {
     let mut nonce = [0u8; NONCE_LEN];
     SystemRandom::new()
         .fill(&mut nonce)
@@ -203,8 +221,8 @@ pub fn seal(key: &SealingKey, tenant: &str, name: &str, plaintext: &[u8]) -> Res
     header.extend_from_slice(MAGIC);
     header.push(VERSION);
     header.extend_from_slice(&key.id());
-    header.extend_from_slice(&tenant_tag(tenant));
-    header.extend_from_slice(&file_tag(name));
+    header.extend_from_slice(&tenant_tag);
+    header.extend_from_slice(&file_tag);
     header.extend_from_slice(&(plaintext.len() as u64).to_le_bytes());
     header.extend_from_slice(&nonce);
     debug_assert_eq!(header.len(), HEADER_LEN);
@@ -528,5 +546,35 @@ impl SealedKeyStore {
     /// back to disk).
     pub fn unseal(&self, key: &SealingKey, tenant: &str) -> Result<UnsealedFolder> {
         self.read(tenant)?.unseal(key)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The 64-bit tags in the header only name the failed check; the full
+    /// names are bound in the associated data, so even a file whose tags
+    /// collide with another tenant's (or file's) does not open there.
+    #[test]
+    fn names_are_bound_beyond_their_header_tags() {
+        let key = SealingKey::generate().unwrap();
+        let data = b"alice's secret key bytes";
+        let alice = [tenant_tag("alice"), file_tag("secret.key")];
+        let forged = seal_tagged(&key, "bob", "secret.key", data, alice).unwrap();
+        assert!(matches!(
+            unseal(&key, "alice", "secret.key", &forged),
+            Err(ProxyError::Tampered)
+        ));
+        let pk_as_sk = seal_tagged(&key, "alice", "public.key", data, alice).unwrap();
+        assert!(matches!(
+            unseal(&key, "alice", "secret.key", &pk_as_sk),
+            Err(ProxyError::Tampered)
+        ));
+        let honest = seal_tagged(&key, "alice", "secret.key", data, alice).unwrap();
+        assert_eq!(
+            &*unseal(&key, "alice", "secret.key", &honest).unwrap(),
+            data
+        );
     }
 }
