@@ -1,0 +1,412 @@
+//! The enclave boundary: every secret operation of the proxy sits behind
+//! [`Enclave`], and one crossing of the boundary carries a whole batch of
+//! operations ([`Enclave::call`]). Bringing a ciphertext in and decrypting
+//! it, or loading a tenant and answering its refresh, is then one crossing
+//! instead of one per function (call fusion); [`Enclave::crossings`]
+//! counts them, so that a benchmark can compare the two.
+//!
+//! Unsealed secret keys live only inside the enclave object (in the
+//! tenant's `SecretKey`s, zeroized on drop by `hecloud_rlwe`, and in the
+//! [`UnsealedFolder`] while loading, zeroized on drop); `Debug` of an
+//! enclave, an operation or a reply shows names and sizes, never a key or
+//! a value.
+//!
+//! [`PlainEnclave`] is the implementation for development and machines
+//! without a TEE: it works fully, with its sealing key from a key file, and
+//! reports [`Attestation::Unattested`]. It protects the keys at rest only
+//! (sealed files); the host, its administrator and anything that can read
+//! the process's memory see the keys and the data.
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, RwLock};
+
+use hecloud_ckks::{CkksParameters, Encoder, Preset};
+use hecloud_protocol::refresh::RefreshResponder;
+use hecloud_rlwe::{Ciphertext, Decryptor, Encryptor, PublicKey, SecretKey};
+
+use crate::error::{ProxyError, Result};
+use crate::seal::{SealedFolder, SealingKey, UnsealedFolder, check_name};
+
+/// Length of the report data bound into an attestation report.
+pub const REPORT_DATA_LEN: usize = 64;
+
+/// What an enclave can prove about itself.
+#[derive(Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Attestation {
+    /// Nothing: a plain process. Clients must refuse it unless told to
+    /// allow an unattested proxy.
+    Unattested,
+    /// A report from the Linux configfs-tsm interface of a confidential VM.
+    ConfigfsTsm {
+        /// Who made the report (`sev_guest`, `tdx_guest`, ...).
+        provider: String,
+        /// The raw report (`outblob`).
+        report: Vec<u8>,
+    },
+}
+
+impl Attestation {
+    /// Whether there is a report to verify.
+    pub fn is_attested(&self) -> bool {
+        !matches!(self, Self::Unattested)
+    }
+}
+
+impl std::fmt::Debug for Attestation {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Unattested => f.write_str("Unattested"),
+            Self::ConfigfsTsm { provider, report } => f
+                .debug_struct("ConfigfsTsm")
+                .field("provider", provider)
+                .field("report_bytes", &report.len())
+                .finish(),
+        }
+    }
+}
+
+/// One operation inside the enclave.
+#[derive(Clone)]
+#[non_exhaustive]
+pub enum EnclaveOp {
+    /// Unseals a tenant's key folder into the enclave (replacing keys the
+    /// tenant had loaded). The folder must hold a CKKS preset folder:
+    /// `preset`, `secret.key`, `public.key`.
+    LoadTenant {
+        /// The tenant.
+        tenant: String,
+        /// Its sealed folder.
+        folder: SealedFolder,
+    },
+    /// Forgets a tenant's keys (zeroized).
+    UnloadTenant {
+        /// The tenant.
+        tenant: String,
+    },
+    /// Encrypts reals (slots beyond them 0) with the tenant's public key at
+    /// the top level and the default scale: the ciphertext's bytes.
+    EncryptReal {
+        /// The tenant.
+        tenant: String,
+        /// At most N/2 finite values.
+        values: Vec<f64>,
+    },
+    /// Decrypts a ciphertext's bytes with the tenant's secret key: every
+    /// slot's real part.
+    Decrypt {
+        /// The tenant.
+        tenant: String,
+        /// A serialized ciphertext under the tenant's parameters.
+        ciphertext: Vec<u8>,
+    },
+    /// Answers a refresh request (`hecloud_protocol::refresh`) of one of the
+    /// tenant's jobs; each request id is answered once.
+    AnswerRefresh {
+        /// The tenant.
+        tenant: String,
+        /// The request's bytes.
+        request: Vec<u8>,
+    },
+}
+
+impl EnclaveOp {
+    /// The operation's name (for logs and errors).
+    pub fn name(&self) -> &'static str {
+        match self {
+            Self::LoadTenant { .. } => "load-tenant",
+            Self::UnloadTenant { .. } => "unload-tenant",
+            Self::EncryptReal { .. } => "encrypt-real",
+            Self::Decrypt { .. } => "decrypt",
+            Self::AnswerRefresh { .. } => "answer-refresh",
+        }
+    }
+
+    /// The tenant it acts for.
+    pub fn tenant(&self) -> &str {
+        match self {
+            Self::LoadTenant { tenant, .. }
+            | Self::UnloadTenant { tenant }
+            | Self::EncryptReal { tenant, .. }
+            | Self::Decrypt { tenant, .. }
+            | Self::AnswerRefresh { tenant, .. } => tenant,
+        }
+    }
+}
+
+impl std::fmt::Debug for EnclaveOp {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let mut d = f.debug_struct(self.name());
+        d.field("tenant", &self.tenant());
+        match self {
+            Self::LoadTenant { folder, .. } => d.field("files", &folder.files().len()),
+            Self::UnloadTenant { .. } => &mut d,
+            Self::EncryptReal { values, .. } => d.field("values", &values.len()),
+            Self::Decrypt { ciphertext, .. } => d.field("ciphertext_bytes", &ciphertext.len()),
+            Self::AnswerRefresh { request, .. } => d.field("request_bytes", &request.len()),
+        };
+        d.finish()
+    }
+}
+
+/// What an operation returned, in the order of the batch.
+#[derive(Clone, PartialEq)]
+#[non_exhaustive]
+pub enum EnclaveReply {
+    /// A tenant was loaded with keys of this preset.
+    Loaded {
+        /// The preset name (`n13` ... `n17`).
+        preset: String,
+    },
+    /// A tenant was unloaded (`false`: it was not loaded).
+    Unloaded(bool),
+    /// A ciphertext's bytes.
+    Ciphertext(Vec<u8>),
+    /// Decrypted reals, one per slot.
+    Reals(Vec<f64>),
+    /// A refresh reply's bytes.
+    RefreshReply(Vec<u8>),
+}
+
+impl std::fmt::Debug for EnclaveReply {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Loaded { preset } => f.debug_struct("Loaded").field("preset", preset).finish(),
+            Self::Unloaded(was) => f.debug_tuple("Unloaded").field(was).finish(),
+            Self::Ciphertext(b) => write!(f, "Ciphertext({} bytes)", b.len()),
+            Self::Reals(v) => write!(f, "Reals({} values, redacted)", v.len()),
+            Self::RefreshReply(b) => write!(f, "RefreshReply({} bytes)", b.len()),
+        }
+    }
+}
+
+/// The TEE boundary: every secret operation of the proxy.
+pub trait Enclave: Send + Sync + std::fmt::Debug {
+    /// Runs a batch of operations in one crossing of the boundary, in
+    /// order; one reply per operation. The first failing operation stops
+    /// the batch with [`ProxyError::InBatch`] (the operations before it
+    /// took effect). Every call counts one crossing, failed or empty.
+    fn call(&self, batch: Vec<EnclaveOp>) -> Result<Vec<EnclaveReply>>;
+
+    /// Crossings of the boundary so far.
+    fn crossings(&self) -> u64;
+
+    /// What the enclave can prove, with `report_data` (the hash binding
+    /// the proxy's TLS key and a client nonce, see `crate::attest`) in the
+    /// report where there is one.
+    fn attestation(&self, report_data: &[u8; REPORT_DATA_LEN]) -> Result<Attestation>;
+
+    /// One operation in its own crossing.
+    fn call_one(&self, op: EnclaveOp) -> Result<EnclaveReply> {
+        let mut r = self.call(vec![op])?;
+        r.pop()
+            .ok_or_else(|| ProxyError::Crypto("the enclave returned no reply".into()))
+    }
+}
+
+/// A tenant's keys inside the enclave.
+struct Tenant {
+    preset: Preset,
+    params: Arc<CkksParameters>,
+    public_key: PublicKey,
+    secret_key: SecretKey,
+    responder: RefreshResponder,
+}
+
+fn crypto<E: std::fmt::Display>(e: E) -> ProxyError {
+    ProxyError::Crypto(e.to_string())
+}
+
+/// Largest difference between a value encrypted at load and its decryption
+/// for the key pair to count as matching.
+const KEY_CHECK_TOLERANCE: f64 = 1e-3;
+
+impl Tenant {
+    /// The keys of an unsealed CKKS folder, checked to be a pair.
+    fn from_folder(folder: &UnsealedFolder) -> Result<Self> {
+        let name = std::str::from_utf8(folder.require("preset")?)
+            .map_err(|_| ProxyError::Unsupported("the preset file is not UTF-8".into()))?
+            .trim()
+            .to_string();
+        let preset = Preset::ALL
+            .into_iter()
+            .find(|p| p.name() == name)
+            .ok_or_else(|| {
+                ProxyError::Unsupported(format!(
+                    "preset {name:?} is not a CKKS preset ({}); BGV and TFHE folders are not held by the proxy yet",
+                    Preset::ALL.map(|p| p.name()).join(", ")
+                ))
+            })?;
+        let params = preset.build().map_err(crypto)?;
+        let secret = folder.require("secret.key")?;
+        let sk = || SecretKey::import_bytes(params.rlwe(), secret).map_err(crypto);
+        let public_key =
+            PublicKey::from_bytes(params.rlwe(), folder.require("public.key")?).map_err(crypto)?;
+        let t = Self {
+            preset,
+            responder: RefreshResponder::new().with_ckks(params.clone(), sk()?),
+            secret_key: sk()?,
+            public_key,
+            params,
+        };
+        let probe = t.decrypt(&t.encrypt(&[1.0])?)?;
+        if (probe[0] - 1.0).abs() > KEY_CHECK_TOLERANCE {
+            return Err(ProxyError::Unsupported(
+                "the folder's public key does not belong to its secret key".into(),
+            ));
+        }
+        Ok(t)
+    }
+
+    fn encrypt(&self, values: &[f64]) -> Result<Vec<u8>> {
+        let slots = self.params.slots();
+        if values.len() > slots {
+            return Err(ProxyError::Crypto(format!(
+                "{} values for {slots} slots",
+                values.len()
+            )));
+        }
+        if let Some(i) = values.iter().position(|v| !v.is_finite()) {
+            return Err(ProxyError::Crypto(format!("value {i} is not finite")));
+        }
+        let pt = Encoder::new(&self.params)
+            .encode_real(values, self.params.max_level(), self.params.default_scale())
+            .map_err(crypto)?;
+        Ok(Encryptor::new(self.params.rlwe())
+            .encrypt_pk(&self.public_key, &pt)
+            .map_err(crypto)?
+            .to_bytes())
+    }
+
+    fn decrypt(&self, bytes: &[u8]) -> Result<Vec<f64>> {
+        let ct = Ciphertext::from_bytes(self.params.rlwe(), bytes).map_err(crypto)?;
+        let pt = Decryptor::new(&self.secret_key)
+            .decrypt(&ct)
+            .map_err(crypto)?;
+        Encoder::new(&self.params).decode_real(&pt).map_err(crypto)
+    }
+}
+
+/// The plain-process enclave: no TEE, sealing key from a key file,
+/// [`Attestation::Unattested`]. See the module doc for what it protects.
+pub struct PlainEnclave {
+    key: SealingKey,
+    tenants: RwLock<HashMap<String, Tenant>>,
+    crossings: AtomicU64,
+}
+
+impl std::fmt::Debug for PlainEnclave {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let mut tenants: Vec<(String, &'static str)> = self
+            .tenants
+            .read()
+            .map(|t| {
+                t.iter()
+                    .map(|(n, t)| (n.clone(), t.preset.name()))
+                    .collect()
+            })
+            .unwrap_or_default();
+        tenants.sort();
+        f.debug_struct("PlainEnclave")
+            .field("tenants", &tenants)
+            .field("crossings", &self.crossings())
+            .finish_non_exhaustive()
+    }
+}
+
+impl PlainEnclave {
+    /// An enclave sealing under `key`.
+    pub fn new(key: SealingKey) -> Self {
+        Self {
+            key,
+            tenants: RwLock::new(HashMap::new()),
+            crossings: AtomicU64::new(0),
+        }
+    }
+
+    /// An enclave with its sealing key read from a key file
+    /// ([`SealingKey::from_file`]).
+    pub fn from_key_file(path: &Path) -> Result<Self> {
+        Ok(Self::new(SealingKey::from_file(path)?))
+    }
+
+    /// The names of the loaded tenants, sorted.
+    pub fn tenants(&self) -> Vec<String> {
+        let mut v: Vec<String> = self.read().keys().cloned().collect();
+        v.sort();
+        v
+    }
+
+    fn read(&self) -> std::sync::RwLockReadGuard<'_, HashMap<String, Tenant>> {
+        // A panic while holding the lock cannot leave a tenant half
+        // inserted: the map is only changed by single insert/remove calls.
+        self.tenants.read().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn write(&self) -> std::sync::RwLockWriteGuard<'_, HashMap<String, Tenant>> {
+        self.tenants.write().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn with_tenant<T>(&self, tenant: &str, f: impl FnOnce(&Tenant) -> Result<T>) -> Result<T> {
+        let map = self.read();
+        let t = map
+            .get(tenant)
+            .ok_or_else(|| ProxyError::UnknownTenant(tenant.into()))?;
+        f(t)
+    }
+
+    fn run(&self, op: EnclaveOp) -> Result<EnclaveReply> {
+        check_name("tenant", op.tenant())?;
+        match op {
+            EnclaveOp::LoadTenant { tenant, folder } => {
+                if folder.tenant() != tenant {
+                    return Err(ProxyError::WrongTenant(tenant));
+                }
+                let unsealed = folder.unseal(&self.key)?;
+                let t = Tenant::from_folder(&unsealed)?;
+                drop(unsealed);
+                let preset = t.preset.name().to_string();
+                self.write().insert(tenant, t);
+                Ok(EnclaveReply::Loaded { preset })
+            }
+            EnclaveOp::UnloadTenant { tenant } => Ok(EnclaveReply::Unloaded(
+                self.write().remove(&tenant).is_some(),
+            )),
+            EnclaveOp::EncryptReal { tenant, values } => self
+                .with_tenant(&tenant, |t| t.encrypt(&values))
+                .map(EnclaveReply::Ciphertext),
+            EnclaveOp::Decrypt { tenant, ciphertext } => self
+                .with_tenant(&tenant, |t| t.decrypt(&ciphertext))
+                .map(EnclaveReply::Reals),
+            EnclaveOp::AnswerRefresh { tenant, request } => self
+                .with_tenant(&tenant, |t| Ok(t.responder.answer(&request)?))
+                .map(EnclaveReply::RefreshReply),
+        }
+    }
+}
+
+impl Enclave for PlainEnclave {
+    fn call(&self, batch: Vec<EnclaveOp>) -> Result<Vec<EnclaveReply>> {
+        self.crossings.fetch_add(1, Ordering::Relaxed);
+        batch
+            .into_iter()
+            .enumerate()
+            .map(|(index, op)| {
+                self.run(op).map_err(|e| ProxyError::InBatch {
+                    index,
+                    source: Box::new(e),
+                })
+            })
+            .collect()
+    }
+
+    fn crossings(&self) -> u64 {
+        self.crossings.load(Ordering::Relaxed)
+    }
+
+    fn attestation(&self, _report_data: &[u8; REPORT_DATA_LEN]) -> Result<Attestation> {
+        Ok(Attestation::Unattested)
+    }
+}

@@ -1,0 +1,46 @@
+//! # hecloud-proxy
+//!
+//! The secret-keeping core of the encryption proxy (issue 27): a trusted
+//! proxy next to the server holds each client's HE keys, encrypts the
+//! plaintext its clients send and decrypts their results, and answers
+//! refresh requests for their jobs. This crate holds its secrets:
+//!
+//! * [`mod@seal`]: AES-256-GCM sealing at rest ([`SealingKey`], [`seal()`],
+//!   [`unseal()`]) and [`SealedKeyStore`], one sealed key folder per
+//!   tenant, unsealed into memory only;
+//! * [`enclave`]: the TEE boundary, the [`Enclave`] trait holding every
+//!   secret operation, one batch of operations per crossing, and
+//!   [`PlainEnclave`] for machines without a TEE;
+//! * [`attest`]: attestation reports through Linux configfs-tsm and the
+//!   client's check that a report binds the proxy's TLS key and its nonce.
+//!
+//! ## Trust model of this increment
+//!
+//! * [`PlainEnclave`] protects the keys **at rest only**: a stolen disk or
+//!   backup holds sealed files, useless without the sealing key file, and a
+//!   sealed file cannot be swapped between tenants or files or modified
+//!   unnoticed. It does **not** protect anything from the host: without a
+//!   TEE the operating system, its administrator and anything that reads
+//!   the process's memory see the secret keys, the plaintexts and the
+//!   sealing key (a file on the same host). It reports
+//!   [`Attestation::Unattested`], and clients must refuse it unless told to
+//!   allow an unattested proxy ([`attest::verify`]).
+//! * In memory, secrets are zeroized on drop (sealing key, unsealed files,
+//!   the tenants' secret keys) and never shown by `Debug` or in errors;
+//!   plaintext values are not shown either.
+//! * A confidential-VM enclave (SEV-SNP, TDX) is not here yet: [`attest`]
+//!   can fetch a report and check its binding, but does not verify its
+//!   signature chain, measurement or policy.
+//! * The network service (TLS, client tokens, talking to the server) comes
+//!   later; nothing here opens a socket.
+
+#![deny(missing_docs)]
+
+pub mod attest;
+pub mod enclave;
+pub mod error;
+pub mod seal;
+
+pub use enclave::{Attestation, Enclave, EnclaveOp, EnclaveReply, PlainEnclave};
+pub use error::{ProxyError, Result};
+pub use seal::{SealedFolder, SealedKeyStore, SealingKey, UnsealedFolder, seal, unseal};

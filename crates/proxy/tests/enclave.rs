@@ -1,0 +1,344 @@
+//! The plain enclave against the client's own key folder: what it encrypts
+//! the clear folder decrypts, what the clear folder encrypts it decrypts,
+//! it answers refresh requests the server's round accepts, and a batch is
+//! one crossing.
+
+use hecloud_ckks::Preset;
+use hecloud_ckks::refresh::MaskPolicy;
+use hecloud_client::keys::{KeyDir, keygen};
+use hecloud_protocol::refresh::RefreshRound;
+use hecloud_proxy::enclave::REPORT_DATA_LEN;
+use hecloud_proxy::{
+    Attestation, Enclave, EnclaveOp, EnclaveReply, PlainEnclave, ProxyError, SealedKeyStore,
+    SealingKey,
+};
+use hecloud_rlwe::{Ciphertext, PublicKey};
+use ring::rand::{SecureRandom, SystemRandom};
+
+/// Fresh random reals in [-10, 10).
+fn random_reals(n: usize) -> Vec<f64> {
+    let mut b = vec![0u8; 8 * n];
+    SystemRandom::new().fill(&mut b).unwrap();
+    b.chunks(8)
+        .map(|c| u64::from_le_bytes(c.try_into().unwrap()) as f64 / u64::MAX as f64 * 20.0 - 10.0)
+        .collect()
+}
+
+fn close(want: &[f64], got: &[f64], tol: f64, what: &str) {
+    assert!(got.len() >= want.len(), "{what}: {} values", got.len());
+    for (i, (a, b)) in want.iter().zip(got).enumerate() {
+        assert!((a - b).abs() < tol, "{what}: slot {i}: {a} vs {b}");
+    }
+    // The slots beyond the values hold zero.
+    for (i, b) in got[want.len()..].iter().enumerate().take(8) {
+        assert!(b.abs() < tol, "{what}: padding slot {i}: {b}");
+    }
+}
+
+struct Fixture {
+    _dir: tempfile::TempDir,
+    clear: KeyDir,
+    clear_dir: std::path::PathBuf,
+    store: SealedKeyStore,
+    key_file: std::path::PathBuf,
+}
+
+/// A test-sized (n13, no rotations) client key folder sealed for `alice`.
+fn fixture() -> Fixture {
+    let dir = tempfile::tempdir().unwrap();
+    let clear_dir = dir.path().join("clear");
+    keygen(&clear_dir, Preset::N13, &[]).unwrap();
+    let key_file = dir.path().join("sealing.key");
+    let key = SealingKey::generate().unwrap();
+    key.write_file(&key_file).unwrap();
+    let store = SealedKeyStore::new(dir.path().join("store"));
+    store.seal_folder(&key, "alice", &clear_dir).unwrap();
+    Fixture {
+        clear: KeyDir::open(&clear_dir).unwrap(),
+        clear_dir,
+        store,
+        key_file,
+        _dir: dir,
+    }
+}
+
+fn load(tenant: &str, store: &SealedKeyStore) -> EnclaveOp {
+    EnclaveOp::LoadTenant {
+        tenant: tenant.into(),
+        folder: store.read(tenant).unwrap(),
+    }
+}
+
+fn in_batch(r: hecloud_proxy::Result<impl Sized>, index: usize) -> ProxyError {
+    match r {
+        Err(ProxyError::InBatch { index: i, source }) => {
+            assert_eq!(i, index);
+            *source
+        }
+        Err(e) => panic!("not an InBatch error: {e:?}"),
+        Ok(_) => panic!("accepted"),
+    }
+}
+
+#[test]
+fn plain_enclave_encrypts_decrypts_and_refreshes_like_the_clear_folder() {
+    let f = fixture();
+    let enclave = PlainEnclave::from_key_file(&f.key_file).unwrap();
+    assert_eq!(enclave.crossings(), 0);
+    assert_eq!(
+        enclave.attestation(&[0u8; REPORT_DATA_LEN]).unwrap(),
+        Attestation::Unattested
+    );
+    let loaded = enclave.call_one(load("alice", &f.store)).unwrap();
+    assert_eq!(
+        loaded,
+        EnclaveReply::Loaded {
+            preset: "n13".into()
+        }
+    );
+    assert_eq!(enclave.tenants(), vec!["alice".to_string()]);
+
+    // Enclave encrypts, the clear folder decrypts.
+    let x = random_reals(300);
+    let EnclaveReply::Ciphertext(ct) = enclave
+        .call_one(EnclaveOp::EncryptReal {
+            tenant: "alice".into(),
+            values: x.clone(),
+        })
+        .unwrap()
+    else {
+        panic!("not a ciphertext")
+    };
+    close(&x, &f.clear.decrypt(&ct).unwrap(), 1e-3, "enclave encrypt");
+
+    // The clear folder encrypts, the enclave decrypts.
+    let y = random_reals(1000);
+    let ct_y = f.clear.encrypt(&y).unwrap();
+    let EnclaveReply::Reals(got) = enclave
+        .call_one(EnclaveOp::Decrypt {
+            tenant: "alice".into(),
+            ciphertext: ct_y.clone(),
+        })
+        .unwrap()
+    else {
+        panic!("not reals")
+    };
+    close(&y, &got, 1e-3, "enclave decrypt");
+
+    // A refresh round built by the server side, answered by the enclave.
+    let params = f.clear.params.clone();
+    let pk = PublicKey::from_bytes(
+        params.rlwe(),
+        &std::fs::read(f.clear_dir.join("public.key")).unwrap(),
+    )
+    .unwrap();
+    let ct_obj = Ciphertext::from_bytes(params.rlwe(), &ct_y).unwrap();
+    let target = params.max_level();
+    let (round, request) = RefreshRound::ckks(
+        "job-1",
+        &params,
+        &pk,
+        &[&ct_obj],
+        &MaskPolicy::default(),
+        target,
+    )
+    .unwrap();
+    let EnclaveReply::RefreshReply(reply) = enclave
+        .call_one(EnclaveOp::AnswerRefresh {
+            tenant: "alice".into(),
+            request: request.clone(),
+        })
+        .unwrap()
+    else {
+        panic!("not a refresh reply")
+    };
+    let fresh = round.finish(&reply).unwrap();
+    assert_eq!(fresh.len(), 1);
+    assert_eq!(fresh[0].level(), target);
+    close(
+        &y,
+        &f.clear.decrypt(&fresh[0].to_bytes()).unwrap(),
+        1e-3,
+        "refreshed",
+    );
+    // Each request is answered once.
+    let replay = in_batch(
+        enclave.call_one(EnclaveOp::AnswerRefresh {
+            tenant: "alice".into(),
+            request,
+        }),
+        0,
+    );
+    assert!(matches!(replay, ProxyError::Refresh(_)), "{replay:?}");
+    // Nothing of the values in Debug output.
+    let op = EnclaveOp::EncryptReal {
+        tenant: "alice".into(),
+        values: vec![1234.5678],
+    };
+    let reply = EnclaveReply::Reals(vec![1234.5678]);
+    for s in [
+        format!("{op:?}"),
+        format!("{reply:?}"),
+        format!("{enclave:?}"),
+    ] {
+        assert!(!s.contains("1234"), "{s}");
+    }
+    // Unloaded: the tenant's operations are refused.
+    assert_eq!(
+        enclave
+            .call_one(EnclaveOp::UnloadTenant {
+                tenant: "alice".into()
+            })
+            .unwrap(),
+        EnclaveReply::Unloaded(true)
+    );
+    let gone = in_batch(
+        enclave.call_one(EnclaveOp::Decrypt {
+            tenant: "alice".into(),
+            ciphertext: ct_y,
+        }),
+        0,
+    );
+    assert!(matches!(gone, ProxyError::UnknownTenant(_)), "{gone:?}");
+}
+
+#[test]
+fn a_batch_is_one_crossing_and_separate_calls_are_one_each() {
+    let f = fixture();
+    let enclave = PlainEnclave::from_key_file(&f.key_file).unwrap();
+    let xs: Vec<Vec<f64>> = (0..3).map(|_| random_reals(64)).collect();
+    let cts: Vec<Vec<u8>> = xs.iter().map(|x| f.clear.encrypt(x).unwrap()).collect();
+    let decrypt = |ct: &Vec<u8>| EnclaveOp::Decrypt {
+        tenant: "alice".into(),
+        ciphertext: ct.clone(),
+    };
+
+    // Fused: bring the keys in and decrypt every ciphertext in one call.
+    let mut batch = vec![load("alice", &f.store)];
+    batch.extend(cts.iter().map(decrypt));
+    let replies = enclave.call(batch).unwrap();
+    assert_eq!(enclave.crossings(), 1);
+    assert_eq!(replies.len(), 4);
+    for (x, r) in xs.iter().zip(&replies[1..]) {
+        let EnclaveReply::Reals(got) = r else {
+            panic!("not reals")
+        };
+        close(x, got, 1e-3, "fused");
+    }
+
+    // One crossing per function: N calls, N crossings, the same values.
+    for (i, (x, ct)) in xs.iter().zip(&cts).enumerate() {
+        let EnclaveReply::Reals(got) = enclave.call_one(decrypt(ct)).unwrap() else {
+            panic!("not reals")
+        };
+        close(x, &got, 1e-3, "separate");
+        assert_eq!(enclave.crossings(), 2 + i as u64);
+    }
+
+    // A failing operation stops the batch at its index; an empty batch and
+    // a failed one still cross.
+    let before = enclave.crossings();
+    let err = in_batch(
+        enclave.call(vec![
+            decrypt(&cts[0]),
+            EnclaveOp::Decrypt {
+                tenant: "alice".into(),
+                ciphertext: b"not a ciphertext".to_vec(),
+            },
+            decrypt(&cts[1]),
+        ]),
+        1,
+    );
+    assert!(matches!(err, ProxyError::Crypto(_)), "{err:?}");
+    assert!(enclave.call(vec![]).unwrap().is_empty());
+    assert_eq!(enclave.crossings(), before + 2);
+}
+
+#[test]
+fn bad_loads_and_bad_input_are_typed_errors() {
+    let f = fixture();
+    let enclave = PlainEnclave::from_key_file(&f.key_file).unwrap();
+    // Under another sealing key.
+    let other = PlainEnclave::new(SealingKey::generate().unwrap());
+    let e = in_batch(other.call_one(load("alice", &f.store)), 0);
+    assert!(matches!(e, ProxyError::WrongKey), "{e:?}");
+    // Alice's sealed folder presented as Bob's.
+    let e = in_batch(
+        enclave.call_one(EnclaveOp::LoadTenant {
+            tenant: "bob".into(),
+            folder: f.store.read("alice").unwrap(),
+        }),
+        0,
+    );
+    assert!(matches!(e, ProxyError::WrongTenant(_)), "{e:?}");
+    // A tenant never loaded; a bad tenant name.
+    let e = in_batch(
+        enclave.call_one(EnclaveOp::EncryptReal {
+            tenant: "carol".into(),
+            values: vec![1.0],
+        }),
+        0,
+    );
+    assert!(matches!(e, ProxyError::UnknownTenant(_)), "{e:?}");
+    let e = in_batch(
+        enclave.call_one(EnclaveOp::EncryptReal {
+            tenant: "../carol".into(),
+            values: vec![1.0],
+        }),
+        0,
+    );
+    assert!(matches!(e, ProxyError::InvalidName { .. }), "{e:?}");
+    // A tampered sealed secret key on disk.
+    let tampered = f
+        .store
+        .tenant_dir("alice")
+        .unwrap()
+        .join("secret.key.sealed");
+    let mut b = std::fs::read(&tampered).unwrap();
+    let mid = b.len() / 2;
+    b[mid] ^= 0x40;
+    let good = std::fs::read(&tampered).unwrap();
+    std::fs::write(&tampered, &b).unwrap();
+    let e = in_batch(enclave.call_one(load("alice", &f.store)), 0);
+    assert!(matches!(e, ProxyError::Tampered), "{e:?}");
+    std::fs::write(&tampered, good).unwrap();
+    enclave.call_one(load("alice", &f.store)).unwrap();
+    // Too many values, a value that is not finite.
+    let slots = f.clear.params.slots();
+    for values in [vec![0.5; slots + 1], vec![1.0, f64::NAN]] {
+        let e = in_batch(
+            enclave.call_one(EnclaveOp::EncryptReal {
+                tenant: "alice".into(),
+                values,
+            }),
+            0,
+        );
+        assert!(matches!(e, ProxyError::Crypto(_)), "{e:?}");
+    }
+    // A folder whose public key belongs to another secret key.
+    let dir = tempfile::tempdir().unwrap();
+    let second = dir.path().join("second");
+    keygen(&second, Preset::N13, &[]).unwrap();
+    let mixed = dir.path().join("mixed");
+    std::fs::create_dir(&mixed).unwrap();
+    for n in ["preset", "secret.key"] {
+        std::fs::copy(f.clear_dir.join(n), mixed.join(n)).unwrap();
+    }
+    std::fs::copy(second.join("public.key"), mixed.join("public.key")).unwrap();
+    let key = SealingKey::from_file(&f.key_file).unwrap();
+    f.store.seal_folder(&key, "mixed", &mixed).unwrap();
+    let e = in_batch(enclave.call_one(load("mixed", &f.store)), 0);
+    assert!(matches!(e, ProxyError::Unsupported(_)), "{e:?}");
+    // A folder of a preset the proxy does not hold.
+    let bgv = dir.path().join("bgv");
+    std::fs::create_dir(&bgv).unwrap();
+    for n in ["secret.key", "public.key"] {
+        std::fs::copy(f.clear_dir.join(n), bgv.join(n)).unwrap();
+    }
+    std::fs::write(bgv.join("preset"), "bgv-n13").unwrap();
+    f.store.seal_folder(&key, "bgv", &bgv).unwrap();
+    let e = in_batch(enclave.call_one(load("bgv", &f.store)), 0);
+    assert!(matches!(e, ProxyError::Unsupported(_)), "{e:?}");
+    // The enclave is still up and serving Alice.
+    assert_eq!(enclave.tenants(), vec!["alice".to_string()]);
+}
