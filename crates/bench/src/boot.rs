@@ -14,6 +14,7 @@
 //! seeded: each key's uniform half as a 32-byte seed; the rotation,
 //! conjugation, relinearization and encapsulation keys) and the peak memory
 //! (each process's VmHWM; Lattigo runs first, alone, as a child process).
+//! Our process keeps freed memory for reuse, as the server does by default.
 //!
 //! `--quick`: the same layout at N = 2^12 ([`BootPreset::TestN12`]) and
 //! Lattigo's own shrunk N = 2^12 set, both insecure.
@@ -129,9 +130,13 @@ pub fn run(opts: &BenchOptions) -> anyhow::Result<()> {
         (BootPreset::N16, 16, lattigo_boot::MIN_FREE_BYTES)
     };
     let cores = rayon::current_num_threads();
+    // As the server does by default (`retain_freed_memory` in its config),
+    // and as Go's runtime does for Lattigo.
+    let retained = hecloud_server::alloc::retain_freed_memory();
     println!(
-        "CKKS bootstrapping at N = 2^{logn}, ours ({}) vs Lattigo v6.2.0 on {}; one thread each, then {cores}",
+        "CKKS bootstrapping at N = 2^{logn}, ours ({}, backend {}, freed memory retained: {retained}) vs Lattigo v6.2.0 on {}; one thread each, then {cores}",
         preset.name(),
+        hecloud_math::backend::default_backend().name(),
         cpu_name()
     );
     // Lattigo first, alone: its N = 2^16 keys need most of the memory.

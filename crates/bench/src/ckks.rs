@@ -10,6 +10,12 @@
 //! run. Lattigo is `bench/peers/lattigo-ckks` (Go); SEAL 4.x is driven
 //! through TenSEAL's low-level binding (`bench/peers/seal`, installed into a
 //! venv by the bench) at N ≤ 2^15, with SEAL's single special prime.
+//!
+//! Then, at N = 2^16, multiply+relinearize+rescale and rotate for every
+//! SIMD backend the CPU has and for one thread and all of them: each
+//! (backend, threads) runs in a child process of this same binary with
+//! `HECLOUD_BACKEND` set (the backend is chosen once per process), beside
+//! Lattigo with `GOMAXPROCS` 1 and all.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -20,7 +26,7 @@ use hecloud_rlwe::ParametersLiteral;
 use num_complex::Complex64;
 
 use crate::BenchOptions;
-use crate::peers::{build_go, parse_json, run_go, run_tenseal};
+use crate::peers::{build_go, parse_json, run_go_threads, run_tenseal};
 use crate::report::{ResultLine, Table};
 use crate::timing::median_time;
 
@@ -158,8 +164,13 @@ fn parse(line: &str) -> anyhow::Result<Figures> {
         .collect())
 }
 
-/// Builds and runs the Lattigo peer at `lit`.
-fn lattigo(lit: &ParametersLiteral, log_scale: u32, samples: usize) -> anyhow::Result<Figures> {
+/// Builds and runs the Lattigo peer at `lit` with `threads` goroutines.
+fn lattigo(
+    lit: &ParametersLiteral,
+    log_scale: u32,
+    samples: usize,
+    threads: usize,
+) -> anyhow::Result<Figures> {
     let bin = build_go("lattigo-ckks", "lattigo-ckks-peer")?;
     let args: Vec<String> = [
         ("-logn", lit.log_n.to_string()),
@@ -171,7 +182,72 @@ fn lattigo(lit: &ParametersLiteral, log_scale: u32, samples: usize) -> anyhow::R
     .into_iter()
     .flat_map(|(k, v)| [k.to_string(), v])
     .collect();
-    parse(&run_go(&bin, &args)?)
+    parse(&run_go_threads(&bin, &args, threads)?)
+}
+
+/// Set in a child process: measure [`hot`] on a pool of this many threads
+/// and print it as one JSON line.
+const WORKER_ENV: &str = "HECLOUD_BENCH_CKKS_THREADS";
+
+/// Multiply+relinearize+rescale and rotate at N = 2^16 for one backend and
+/// thread count.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+struct Hot {
+    backend: String,
+    threads: usize,
+    mul_relin_rescale_ms: f64,
+    rotate_ms: f64,
+}
+
+/// [`Hot`] on the current pool with this process's backend.
+fn hot(samples: usize) -> anyhow::Result<Hot> {
+    let params = Preset::N16.build()?;
+    let keys = KeySet::generate(&params, &[1], false)?;
+    let (enc, eval) = (
+        Encoder::new(&params),
+        Evaluator::new(&params, keys.evaluation_keys()),
+    );
+    let x = vec![Complex64::new(0.5, -0.25); params.slots()];
+    let pt = enc.encode(&x, params.max_level(), params.default_scale())?;
+    let (a, b) = (keys.encrypt(&pt)?, keys.encrypt_sk(&pt)?);
+    let t = |op: &mut dyn FnMut()| ms(median_time(samples, Duration::ZERO, op));
+    Ok(Hot {
+        backend: hecloud_math::backend::default_backend().name().into(),
+        threads: rayon::current_num_threads(),
+        mul_relin_rescale_ms: t(&mut || {
+            std::hint::black_box(eval.mul_relin_rescale(&a, &b).expect("mul"));
+        }),
+        rotate_ms: t(&mut || {
+            std::hint::black_box(eval.rotate(&a, 1).expect("rotate"));
+        }),
+    })
+}
+
+/// [`Hot`] in a child process with `HECLOUD_BACKEND=backend`.
+fn hot_in_child(backend: &str, threads: usize, quick: bool) -> anyhow::Result<Hot> {
+    let mut cmd = std::process::Command::new(std::env::current_exe()?);
+    cmd.args(["bench", "ckks"])
+        .env("HECLOUD_BACKEND", backend)
+        .env(WORKER_ENV, threads.to_string());
+    if quick {
+        cmd.arg("--quick");
+    }
+    let out = cmd.output()?;
+    anyhow::ensure!(
+        out.status.success(),
+        "the {backend} worker failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8(out.stdout)?;
+    let line = text.lines().rfind(|l| !l.trim().is_empty()).unwrap_or("");
+    let h: Hot = parse_json(line)?;
+    anyhow::ensure!(
+        h.backend == backend && h.threads == threads,
+        "asked for {backend} on {threads} threads, the worker ran {} on {}",
+        h.backend,
+        h.threads
+    );
+    Ok(h)
 }
 
 fn seal(lit: &ParametersLiteral, log_scale: u32, samples: usize) -> anyhow::Result<Figures> {
@@ -205,6 +281,16 @@ pub fn run(opts: &BenchOptions) -> anyhow::Result<()> {
     // Results are fresh multi-MB polynomials: keep freed memory for reuse as
     // Go's runtime does for Lattigo (see `retain_freed_memory`).
     let retained = hecloud_server::alloc::retain_freed_memory();
+    if let Ok(threads) = std::env::var(WORKER_ENV) {
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(threads.parse()?)
+            .build()?;
+        println!(
+            "{}",
+            serde_json::to_string(&pool.install(|| hot(samples))?)?
+        );
+        return Ok(());
+    }
     let pool = rayon::ThreadPoolBuilder::new().num_threads(1).build()?;
     println!(
         "backend: {}, 1 thread each, freed memory retained: {retained}; Lattigo v6.2.0 (GOMAXPROCS=1); SEAL 4.x via TenSEAL (N ≤ 2^15)",
@@ -230,7 +316,7 @@ pub fn run(opts: &BenchOptions) -> anyhow::Result<()> {
         let n = params.n();
         println!("N = 2^{} ({}) …", lit.log_n, preset.name());
         let ours = pool.install(|| ours(&params, samples))?;
-        let lat = lattigo(&lit, log_scale, samples).unwrap_or_else(|e| {
+        let lat = lattigo(&lit, log_scale, samples, 1).unwrap_or_else(|e| {
             eprintln!("Lattigo unavailable: {e}");
             Figures::new()
         });
@@ -271,6 +357,75 @@ pub fn run(opts: &BenchOptions) -> anyhow::Result<()> {
     println!("wrote {}", path.display());
     let (ours, lat) = headline.unwrap_or_default();
     let get = |f: &Figures, k: &str| f.get(k).copied().unwrap_or(f64::NAN);
+
+    // Every SIMD backend, one thread and all, at N = 2^16.
+    let cores = std::thread::available_parallelism().map_or(1, usize::from);
+    let mut thread_counts = vec![1, cores];
+    thread_counts.dedup();
+    let (lit16, scale16) = Preset::N16.literal();
+    let lattigo_hot: BTreeMap<usize, Figures> = thread_counts
+        .iter()
+        .map(|&t| {
+            let f = if t == 1 {
+                Ok(lat.clone())
+            } else {
+                lattigo(&lit16, scale16, samples, t)
+            };
+            (t, f.unwrap_or_default())
+        })
+        .collect();
+    let mut sweep = Table::new(
+        "ckks_backends",
+        &[
+            "backend",
+            "threads",
+            "mul_relin_rescale_ms",
+            "lattigo_mul_ms",
+            "ratio_mul",
+            "rotate_ms",
+            "lattigo_rotate_ms",
+            "ratio_rotate",
+        ],
+    );
+    let mut hots = vec![];
+    for backend in hecloud_math::backend::available() {
+        if backend.name() == "scalar" {
+            continue;
+        }
+        for &t in &thread_counts {
+            match hot_in_child(backend.name(), t, opts.quick) {
+                Ok(h) => hots.push(h),
+                Err(e) => eprintln!("{} on {t} threads: {e}", backend.name()),
+            }
+        }
+    }
+    for h in &hots {
+        let l = &lattigo_hot[&h.threads];
+        let (lm, lr) = (get(l, "mul_relin_rescale_ms"), get(l, "rotate_ms"));
+        sweep.push(vec![
+            h.backend.clone(),
+            h.threads.to_string(),
+            format!("{:.1}", h.mul_relin_rescale_ms),
+            format!("{lm:.1}"),
+            format!("{:.3}", h.mul_relin_rescale_ms / lm),
+            format!("{:.1}", h.rotate_ms),
+            format!("{lr:.1}"),
+            format!("{:.3}", h.rotate_ms / lr),
+        ]);
+    }
+    print!("{}", sweep.render());
+    println!("wrote {}", sweep.write_csv(&opts.out_dir)?.display());
+    let find = |backend: &str, threads: usize| {
+        hots.iter()
+            .find(|h| h.backend == backend && h.threads == threads)
+    };
+    let lat1 = &lattigo_hot[&1];
+    let avx2 = find("avx2", 1);
+    let default = hecloud_math::backend::default_backend().name();
+    let speedup = match (find(default, 1), find(default, cores)) {
+        (Some(a), Some(b)) if cores > 1 => a.mul_relin_rescale_ms / b.mul_relin_rescale_ms,
+        _ => f64::NAN,
+    };
     let mut r = ResultLine::new("ckks");
     r.push("n", 65536);
     r.push_f64(
@@ -303,6 +458,18 @@ pub fn run(opts: &BenchOptions) -> anyhow::Result<()> {
         get(&ours, "rlk_seeded_bytes") / get(&ours, "rlk_bytes"),
         3,
     );
+    r.push_f64(
+        "ratio_lattigo_avx2",
+        avx2.map_or(f64::NAN, |h| h.mul_relin_rescale_ms) / get(lat1, "mul_relin_rescale_ms"),
+        3,
+    );
+    r.push_f64(
+        "ratio_rotate_lattigo_avx2",
+        avx2.map_or(f64::NAN, |h| h.rotate_ms) / get(lat1, "rotate_ms"),
+        3,
+    );
+    r.push_f64("speedup_threads", speedup, 2);
+    r.push("threads", cores);
     println!("{r}");
     Ok(())
 }

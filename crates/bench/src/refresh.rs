@@ -742,7 +742,9 @@ async fn bench(opts: &BenchOptions) -> anyhow::Result<()> {
         cpu_name(),
         rayon::current_num_threads()
     );
-    println!("our own bootstrapping does not exist yet: only the refresh is compared");
+    println!(
+        "refresh against Lattigo's bootstrapping here; our own bootstrapping is `hecloud bench boot`"
+    );
 
     // Lattigo first, alone: its N = 2^16 keys need most of the memory.
     let boot: Peer<BootFigures> = lattigo(
