@@ -224,6 +224,48 @@ impl EncapsulationKeys {
         self.to_sparse.serialized_len(seeded) + self.from_sparse.serialized_len(seeded)
     }
 
+    /// Serialized form (`seeded`: each key's uniform half as its 32-byte
+    /// seed, as for the other evaluation keys): the key over q₀·P, length
+    /// prefixed, then the top-level one; each header holds the Hamming
+    /// weight.
+    pub fn to_bytes(&self, seeded: bool) -> Vec<u8> {
+        let h = self.hamming as u64;
+        let first = self.to_sparse.to_bytes(seeded, h);
+        let mut out = (first.len() as u64).to_le_bytes().to_vec();
+        out.extend_from_slice(&first);
+        out.extend_from_slice(&self.from_sparse.to_bytes(seeded, h));
+        out
+    }
+
+    /// Parses keys written by [`Self::to_bytes`] for `params`. Refused: keys
+    /// of other parameters, two halves that disagree on the Hamming weight,
+    /// truncated or malformed bytes.
+    pub fn from_bytes(params: &Arc<CkksParameters>, bytes: &[u8]) -> Result<Self> {
+        let malformed =
+            |why: &str| CkksError::ValueOutOfRange(format!("encapsulation keys: {why}"));
+        let (len, rest) = bytes
+            .split_first_chunk::<8>()
+            .ok_or_else(|| malformed("truncated"))?;
+        let len = usize::try_from(u64::from_le_bytes(*len)).map_err(|_| malformed("length"))?;
+        if len > rest.len() {
+            return Err(malformed("truncated"));
+        }
+        let (first, second) = rest.split_at(len);
+        let bottom = params.rlwe().bottom()?;
+        let (to_sparse, h1) = hecloud_rlwe::SwitchingKey::from_bytes(&bottom, first)?;
+        let (from_sparse, h2) = hecloud_rlwe::SwitchingKey::from_bytes(params.rlwe(), second)?;
+        let hamming = usize::try_from(h1).map_err(|_| malformed("Hamming weight"))?;
+        if h1 != h2 || hamming == 0 || hamming > params.n() {
+            return Err(malformed("the two keys disagree on the Hamming weight"));
+        }
+        Ok(Self {
+            bottom,
+            to_sparse,
+            from_sparse,
+            hamming,
+        })
+    }
+
     /// `ct` (level 0, under s) under the sparse secret.
     fn switch_to_sparse(&self, params: &CkksParameters, ct: &Ciphertext) -> Result<Ciphertext> {
         let full = params.rlwe().q_at(0)?;

@@ -218,6 +218,34 @@ fn the_test_preset_bootstraps_real_and_complex_slots() {
         eprintln!("{what}: {r}");
         assert!(r.bits() > 18.0, "{what}: {r}");
     }
+    // Serialized seeded (half size) and read back, they still work.
+    let bytes = encapsulation.to_bytes(true);
+    assert!(bytes.len() < encapsulation.to_bytes(false).len() * 6 / 10);
+    assert_eq!(bytes.len(), 8 + encapsulation.serialized_len(true));
+    let back = EncapsulationKeys::from_bytes(&params, &bytes).unwrap();
+    let z: Vec<Complex64> = (0..params.slots())
+        .map(|_| Complex64::new(uniform(&mut rng), uniform(&mut rng)))
+        .collect();
+    let ct = keys
+        .encrypt(&enc.encode(&z, 0, params.default_scale()).unwrap())
+        .unwrap();
+    let got = enc
+        .decode(
+            &keys
+                .decrypt(&boot.bootstrap(&eval, Some(&back), &ct).unwrap())
+                .unwrap(),
+        )
+        .unwrap();
+    assert!(report(&z, &got).bits() > 18.0, "{}", report(&z, &got));
+    for cut in [0, 7, 8, 100, bytes.len() / 2, bytes.len() - 1] {
+        assert!(
+            EncapsulationKeys::from_bytes(&params, &bytes[..cut]).is_err(),
+            "cut at {cut}"
+        );
+    }
+    let mut swapped = bytes.clone();
+    swapped[..8].copy_from_slice(&0u64.to_le_bytes());
+    assert!(EncapsulationKeys::from_bytes(&params, &swapped).is_err());
     // Without the encapsulation keys, or with another secret's: refused.
     let ct = keys
         .encrypt(

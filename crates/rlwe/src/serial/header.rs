@@ -30,6 +30,9 @@ pub enum Kind {
     GaloisKey = 5,
     /// An exported secret key.
     SecretKey = 6,
+    /// A switching key between two secrets (e.g. bootstrapping's
+    /// sparse-secret encapsulation keys).
+    SwitchingKey = 7,
 }
 
 /// A parsed header.

@@ -140,6 +140,23 @@ impl RelinearizationKey {
     }
 }
 
+impl SwitchingKey {
+    /// Serialized form; `seeded` writes each `a_j` as its 32-byte seed.
+    /// `tag` is stored in the header for the caller (bootstrapping keeps
+    /// the ephemeral secret's Hamming weight there).
+    pub fn to_bytes(&self, seeded: bool, tag: u64) -> Vec<u8> {
+        let mut out = Vec::new();
+        write_switching_key(&mut out, self, Kind::SwitchingKey, tag, seeded);
+        out
+    }
+
+    /// Parses a switching key of `params`, with the tag it was written with.
+    pub fn from_bytes(params: &Arc<Parameters>, bytes: &[u8]) -> Result<(Self, u64)> {
+        let h = read_header(params, bytes, Kind::SwitchingKey)?;
+        Ok((read_switching_key(params, bytes, &h)?, h.extra))
+    }
+}
+
 impl GaloisKey {
     /// Serialized form; `seeded` writes each `a_j` as its 32-byte seed.
     pub fn to_bytes(&self, seeded: bool) -> Vec<u8> {

@@ -192,6 +192,16 @@ fn keys_roundtrip_seeded_and_not() {
     // A key loaded without seeds re-serializes in full.
     assert_eq!(unseeded.to_bytes(true).len(), rf.len());
     fuzz(&rs, |b| RelinearizationKey::from_bytes(&params, b));
+    // A bare switching key keeps its tag; a relinearization key's bytes
+    // are not one.
+    let sw = rlk.0.to_bytes(true, 32);
+    assert_eq!(sw.len(), rlk.0.serialized_len(true));
+    assert_eq!(
+        SwitchingKey::from_bytes(&params, &sw).unwrap(),
+        (rlk.0.clone(), 32)
+    );
+    assert!(SwitchingKey::from_bytes(&params, &rs).is_err());
+    fuzz(&sw, |b| SwitchingKey::from_bytes(&params, b));
     fuzz(&rf, |b| RelinearizationKey::from_bytes(&params, b));
     let gb = gk.to_bytes(true);
     let back = GaloisKey::from_bytes(&params, &gb).unwrap();
