@@ -10,6 +10,23 @@ fn uniform(rng: &mut hecloud_math::Sampler) -> f64 {
     (rng.next_u64() >> 11) as f64 / (1u64 << 53) as f64 * 2.0 - 1.0
 }
 
+/// Complex slots with real and imaginary parts uniform in [−1, 1].
+fn random_slots(rng: &mut hecloud_math::Sampler, n: usize) -> Vec<num_complex::Complex64> {
+    (0..n)
+        .map(|_| num_complex::Complex64::new(uniform(rng), uniform(rng)))
+        .collect()
+}
+
+/// Keys for `boot` (its rotations, conjugation), an encoder and an evaluator.
+fn boot_keys(
+    params: &std::sync::Arc<CkksParameters>,
+    boot: &hecloud_ckks::boot::Bootstrapper,
+) -> (KeySet, Encoder, Evaluator) {
+    let keys = KeySet::generate(params, &boot.rotations(), true).unwrap();
+    let eval = Evaluator::new(params, keys.evaluation_keys());
+    (keys, Encoder::new(params), eval)
+}
+
 #[test]
 fn mod_raise_adds_a_small_multiple_of_q0() {
     let params = CkksParameters::new_insecure_for_tests(test_literal(10, 4), 40).unwrap();
@@ -108,7 +125,6 @@ fn eval_mod_removes_the_integer_part() {
 fn bootstrapping_brings_a_level_0_ciphertext_back_with_its_slots() {
     use hecloud_ckks::boot::{BootstrapLiteral, Bootstrapper};
     use hecloud_ckks::precision::report;
-    use num_complex::Complex64;
     let mut literal = test_literal(11, 0);
     // 60-bit primes: with 50-bit ones CoeffsToSlots' rounding (2^-31 on
     // values up to 40, against 2^-41 here) limits the result to 14 bits.
@@ -128,15 +144,9 @@ fn bootstrapping_brings_a_level_0_ciphertext_back_with_its_slots() {
         log_message_ratio: 10,
     };
     let boot = Bootstrapper::new(&params, literal).unwrap();
-    let keys = KeySet::generate(&params, &boot.rotations(), true).unwrap();
-    let (enc, eval) = (
-        Encoder::new(&params),
-        Evaluator::new(&params, keys.evaluation_keys()),
-    );
+    let (keys, enc, eval) = boot_keys(&params, &boot);
     let mut rng = hecloud_math::testing::sampler();
-    let z: Vec<Complex64> = (0..params.slots())
-        .map(|_| Complex64::new(uniform(&mut rng), uniform(&mut rng)))
-        .collect();
+    let z = random_slots(&mut rng, params.slots());
     // At level 0 with a scale 2^7.5 below q0/2^10, the message ratio
     // EvalMod works with: multiplied up by 181 first.
     let scale = params.q_f64(0) / 1024.0 / 181.5;
@@ -192,17 +202,11 @@ fn the_test_preset_bootstraps_real_and_complex_slots() {
     use num_complex::Complex64;
     let (params, boot) = BootPreset::TestN12.build().unwrap();
     assert_eq!(boot.output_level(), 2);
-    let keys = KeySet::generate(&params, &boot.rotations(), true).unwrap();
+    let (keys, enc, eval) = boot_keys(&params, &boot);
     let h = boot.literal().ephemeral_hamming.unwrap();
     let encapsulation = EncapsulationKeys::generate(&params, keys.secret_key(), h).unwrap();
-    let (enc, eval) = (
-        Encoder::new(&params),
-        Evaluator::new(&params, keys.evaluation_keys()),
-    );
     let mut rng = hecloud_math::testing::sampler();
-    let complex: Vec<Complex64> = (0..params.slots())
-        .map(|_| Complex64::new(uniform(&mut rng), uniform(&mut rng)))
-        .collect();
+    let complex = random_slots(&mut rng, params.slots());
     let mut real: Vec<Complex64> = (0..params.slots())
         .map(|_| Complex64::new(uniform(&mut rng), 0.0))
         .collect();
@@ -223,9 +227,7 @@ fn the_test_preset_bootstraps_real_and_complex_slots() {
     assert!(bytes.len() < encapsulation.to_bytes(false).len() * 6 / 10);
     assert_eq!(bytes.len(), 8 + encapsulation.serialized_len(true));
     let back = EncapsulationKeys::from_bytes(&params, &bytes).unwrap();
-    let z: Vec<Complex64> = (0..params.slots())
-        .map(|_| Complex64::new(uniform(&mut rng), uniform(&mut rng)))
-        .collect();
+    let z = random_slots(&mut rng, params.slots());
     let ct = keys
         .encrypt(&enc.encode(&z, 0, params.default_scale()).unwrap())
         .unwrap();
@@ -272,7 +274,6 @@ fn the_test_preset_bootstraps_real_and_complex_slots() {
 fn the_n16_preset_bootstraps_full_slots() {
     use hecloud_ckks::boot::{BootPreset, EncapsulationKeys};
     use hecloud_ckks::precision::report;
-    use num_complex::Complex64;
     let (params, boot) = BootPreset::N16.build().unwrap();
     assert!(params.rlwe().is_secure());
     let t = std::time::Instant::now();
@@ -289,9 +290,7 @@ fn the_n16_preset_bootstraps_full_slots() {
         Evaluator::new(&params, keys.take_evaluation_keys()),
     );
     let mut rng = hecloud_math::testing::sampler();
-    let z: Vec<Complex64> = (0..params.slots())
-        .map(|_| Complex64::new(uniform(&mut rng), uniform(&mut rng)))
-        .collect();
+    let z = random_slots(&mut rng, params.slots());
     let ct = keys
         .encrypt(&enc.encode(&z, 0, params.default_scale()).unwrap())
         .unwrap();
