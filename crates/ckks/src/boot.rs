@@ -1,8 +1,9 @@
-//! CKKS bootstrapping (issue 25), a first test-sized form: [`mod_raise`],
-//! [`EvalMod`], the homomorphic DFTs of [`crate::dft`], and
-//! [`Bootstrapper`], which composes them. Not built yet: 128-bit presets
-//! for it, sparse-secret encapsulation, sparse slots, the arcsine
-//! correction, double hoisting, and its place in the service.
+//! CKKS bootstrapping: [`mod_raise`], [`EvalMod`], the homomorphic DFTs of
+//! [`crate::dft`], sparse-secret encapsulation ([`EncapsulationKeys`]) and
+//! [`Bootstrapper`], which composes them; [`BootPreset`] names
+//! bootstrappable parameter sets (a 128-bit one at N = 2^16). Not built
+//! yet: sparse slots, the arcsine correction, double hoisting, and its
+//! place in the service (docs/bootstrapping.md).
 //!
 //! After [`mod_raise`], a ciphertext that decrypted to t mod q₀ decrypts to
 //! t + q₀·I mod Q_L, with I a small integer polynomial (its coefficients
@@ -11,6 +12,28 @@
 //! into slots; there, divided by q₀, each is an integer plus the message's
 //! small fraction, and [`EvalMod`] removes the integer:
 //! y mod 1 ≈ sin(2πy)/2π for y near an integer.
+//!
+//! ```
+//! use hecloud_ckks::{Encoder, Evaluator, KeySet, boot::{BootPreset, EncapsulationKeys}};
+//! use num_complex::Complex64;
+//! // The test-sized layout (insecure); BootPreset::N16 is the 128-bit one.
+//! let (params, boot) = BootPreset::TestN12.build()?;
+//! let keys = KeySet::generate(&params, &boot.rotations(), true)?;
+//! let hamming = boot.literal().ephemeral_hamming.unwrap_or(32);
+//! let encapsulation = EncapsulationKeys::generate(&params, keys.secret_key(), hamming)?;
+//! let (enc, eval) = (Encoder::new(&params), Evaluator::new(&params, keys.evaluation_keys()));
+//! let z: Vec<Complex64> = (0..params.slots())
+//!     .map(|k| Complex64::new((k as f64).sin(), (k as f64).cos() / 2.0))
+//!     .collect();
+//! // A ciphertext that has run out of levels…
+//! let spent = keys.encrypt(&enc.encode(&z, 0, params.default_scale())?)?;
+//! // …comes back with levels to spend, at the default scale.
+//! let fresh = boot.bootstrap(&eval, Some(&encapsulation), &spent)?;
+//! assert_eq!(fresh.level(), boot.output_level());
+//! let got = enc.decode(&keys.decrypt(&fresh)?)?;
+//! assert!(z.iter().zip(&got).all(|(a, b)| (a - b).norm() < 1e-4));
+//! # Ok::<(), hecloud_ckks::CkksError>(())
+//! ```
 
 use std::sync::Arc;
 
