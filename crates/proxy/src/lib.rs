@@ -12,7 +12,9 @@
 //!   secret operation, one batch of operations per crossing, and
 //!   [`PlainEnclave`] for machines without a TEE;
 //! * [`attest`]: attestation reports through Linux configfs-tsm and the
-//!   client's check that a report binds the proxy's TLS key and its nonce.
+//!   client's check that a report binds the proxy's TLS key and its nonce;
+//! * [`fusion`]: the same operations run as one batched crossing and as
+//!   one crossing each, counted and timed ([`measure_fusion`]).
 //!
 //! ## Trust model of this increment
 //!
@@ -42,10 +44,12 @@
 pub mod attest;
 pub mod enclave;
 pub mod error;
+pub mod fusion;
 pub mod seal;
 
 pub use enclave::{Attestation, Enclave, EnclaveOp, EnclaveReply, PlainEnclave};
 pub use error::{ProxyError, Result};
+pub use fusion::{FusionReport, measure_fusion};
 pub use seal::{SealedFolder, SealedKeyStore, SealingKey, UnsealedFolder, seal, unseal};
 /// The wrapper zeroizing plaintext values on drop in
 /// [`EnclaveOp::EncryptReal`] and [`EnclaveReply::Reals`] (re-exported so

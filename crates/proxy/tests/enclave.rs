@@ -10,7 +10,7 @@ use hecloud_protocol::refresh::RefreshRound;
 use hecloud_proxy::enclave::REPORT_DATA_LEN;
 use hecloud_proxy::{
     Attestation, Enclave, EnclaveOp, EnclaveReply, PlainEnclave, ProxyError, SealedKeyStore,
-    SealingKey, Zeroizing, unseal,
+    SealingKey, Zeroizing, measure_fusion, unseal,
 };
 use hecloud_rlwe::{Ciphertext, PublicKey};
 use ring::rand::{SecureRandom, SystemRandom};
@@ -582,4 +582,36 @@ fn public_files_are_the_clear_uploads_and_never_the_secret_key() {
         0,
     );
     assert!(matches!(e, ProxyError::WrongKey), "{e:?}");
+}
+
+#[test]
+fn measured_fusion_counts_one_crossing_against_one_per_operation() {
+    let f = fixture();
+    let enclave = PlainEnclave::from_key_file(&f.key_file).unwrap();
+    let mut batch = vec![load("alice", &f.store)];
+    for _ in 0..3 {
+        batch.push(EnclaveOp::Decrypt {
+            tenant: "alice".into(),
+            ciphertext: f.clear.encrypt(&random_reals(32)).unwrap(),
+        });
+    }
+    batch.push(EnclaveOp::PublicFiles {
+        tenant: "alice".into(),
+        folder: f.store.read("alice").unwrap(),
+    });
+    let r = measure_fusion(&enclave, &batch).unwrap();
+    assert_eq!(r.operations, 5);
+    assert_eq!(r.fused_crossings, 1);
+    assert_eq!(r.separate_crossings, 5);
+    assert_eq!(enclave.crossings(), 6);
+    // A failure names its index in the batch.
+    batch.insert(
+        2,
+        EnclaveOp::Decrypt {
+            tenant: "alice".into(),
+            ciphertext: b"not a ciphertext".to_vec(),
+        },
+    );
+    let e = in_batch(measure_fusion(&enclave, &batch), 2);
+    assert!(matches!(e, ProxyError::Crypto(_)), "{e:?}");
 }
