@@ -17,7 +17,7 @@
 //! (sealed files); the host, its administrator and anything that can read
 //! the process's memory see the keys and the data.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
@@ -25,9 +25,12 @@ use std::sync::{Arc, RwLock};
 use hecloud_ckks::{CkksParameters, Encoder, Preset};
 use hecloud_protocol::refresh::RefreshResponder;
 use hecloud_rlwe::{Ciphertext, Decryptor, Encryptor, PublicKey, SecretKey};
+use zeroize::Zeroizing;
 
 use crate::error::{ProxyError, Result};
-use crate::seal::{SealedFolder, SealingKey, UnsealedFolder, check_name};
+use crate::seal::{
+    REQUIRED_FILES, SealedFolder, SealingKey, UnsealedFolder, check_name, is_public_file,
+};
 
 /// Length of the report data bound into an attestation report.
 pub const REPORT_DATA_LEN: usize = 64;
@@ -86,13 +89,36 @@ pub enum EnclaveOp {
         /// The tenant.
         tenant: String,
     },
+    /// Seals a new client key folder for the tenant under the enclave's
+    /// sealing key, which never leaves the enclave: the sealed folder
+    /// ([`EnclaveReply::Sealed`]), for the host to store. The files must
+    /// include [`REQUIRED_FILES`] and have valid names; nothing is loaded.
+    SealFolder {
+        /// The tenant.
+        tenant: String,
+        /// The clear files by name (zeroized on drop).
+        files: BTreeMap<String, Zeroizing<Vec<u8>>>,
+    },
+    /// Unseals a tenant's folder and returns its public files, the ones
+    /// the host uploads to the server ([`EnclaveReply::PublicFiles`]): only
+    /// the names that [`is_public_file`] accepts (`preset`, `public.key`,
+    /// `relin.key`, `galois-<g>.key`, `session.spec`, `server.key`), never
+    /// `secret.key` (not even unsealed for this) or a file of another name.
+    /// The tenant need not be loaded: the enclave keeps no copy of these
+    /// files, so the host passes the sealed folder it stores.
+    PublicFiles {
+        /// The tenant.
+        tenant: String,
+        /// Its sealed folder.
+        folder: SealedFolder,
+    },
     /// Encrypts reals (slots beyond them 0) with the tenant's public key at
     /// the top level and the default scale: the ciphertext's bytes.
     EncryptReal {
         /// The tenant.
         tenant: String,
-        /// At most N/2 finite values.
-        values: Vec<f64>,
+        /// At most N/2 finite values (zeroized on drop).
+        values: Zeroizing<Vec<f64>>,
     },
     /// Decrypts a ciphertext's bytes with the tenant's secret key: every
     /// slot's real part.
@@ -118,6 +144,8 @@ impl EnclaveOp {
         match self {
             Self::LoadTenant { .. } => "load-tenant",
             Self::UnloadTenant { .. } => "unload-tenant",
+            Self::SealFolder { .. } => "seal-folder",
+            Self::PublicFiles { .. } => "public-files",
             Self::EncryptReal { .. } => "encrypt-real",
             Self::Decrypt { .. } => "decrypt",
             Self::AnswerRefresh { .. } => "answer-refresh",
@@ -129,6 +157,8 @@ impl EnclaveOp {
         match self {
             Self::LoadTenant { tenant, .. }
             | Self::UnloadTenant { tenant }
+            | Self::SealFolder { tenant, .. }
+            | Self::PublicFiles { tenant, .. }
             | Self::EncryptReal { tenant, .. }
             | Self::Decrypt { tenant, .. }
             | Self::AnswerRefresh { tenant, .. } => tenant,
@@ -143,6 +173,8 @@ impl std::fmt::Debug for EnclaveOp {
         match self {
             Self::LoadTenant { folder, .. } => d.field("files", &folder.files().len()),
             Self::UnloadTenant { .. } => &mut d,
+            Self::SealFolder { files, .. } => d.field("files", &files.keys().collect::<Vec<_>>()),
+            Self::PublicFiles { folder, .. } => d.field("files", &folder.files().len()),
             Self::EncryptReal { values, .. } => d.field("values", &values.len()),
             Self::Decrypt { ciphertext, .. } => d.field("ciphertext_bytes", &ciphertext.len()),
             Self::AnswerRefresh { request, .. } => d.field("request_bytes", &request.len()),
@@ -162,10 +194,15 @@ pub enum EnclaveReply {
     },
     /// A tenant was unloaded (`false`: it was not loaded).
     Unloaded(bool),
+    /// A key folder sealed inside the enclave.
+    Sealed(SealedFolder),
+    /// A tenant's public files by name (no secret among them).
+    PublicFiles(BTreeMap<String, Vec<u8>>),
     /// A ciphertext's bytes.
     Ciphertext(Vec<u8>),
-    /// Decrypted reals, one per slot.
-    Reals(Vec<f64>),
+    /// Decrypted reals, one per slot (zeroized on drop, redacted in
+    /// `Debug`).
+    Reals(Zeroizing<Vec<f64>>),
     /// A refresh reply's bytes.
     RefreshReply(Vec<u8>),
 }
@@ -175,6 +212,11 @@ impl std::fmt::Debug for EnclaveReply {
         match self {
             Self::Loaded { preset } => f.debug_struct("Loaded").field("preset", preset).finish(),
             Self::Unloaded(was) => f.debug_tuple("Unloaded").field(was).finish(),
+            Self::Sealed(folder) => f.debug_tuple("Sealed").field(folder).finish(),
+            Self::PublicFiles(files) => f
+                .debug_tuple("PublicFiles")
+                .field(&files.iter().map(|(n, b)| (n, b.len())).collect::<Vec<_>>())
+                .finish(),
             Self::Ciphertext(b) => write!(f, "Ciphertext({} bytes)", b.len()),
             Self::Reals(v) => write!(f, "Reals({} values, redacted)", v.len()),
             Self::RefreshReply(b) => write!(f, "RefreshReply({} bytes)", b.len()),
@@ -280,12 +322,15 @@ impl Tenant {
             .to_bytes())
     }
 
-    fn decrypt(&self, bytes: &[u8]) -> Result<Vec<f64>> {
+    fn decrypt(&self, bytes: &[u8]) -> Result<Zeroizing<Vec<f64>>> {
         let ct = Ciphertext::from_bytes(self.params.rlwe(), bytes).map_err(crypto)?;
         let pt = Decryptor::new(&self.secret_key)
             .decrypt(&ct)
             .map_err(crypto)?;
-        Encoder::new(&self.params).decode_real(&pt).map_err(crypto)
+        Encoder::new(&self.params)
+            .decode_real(&pt)
+            .map(Zeroizing::new)
+            .map_err(crypto)
     }
 }
 
@@ -374,6 +419,37 @@ impl PlainEnclave {
             EnclaveOp::UnloadTenant { tenant } => Ok(EnclaveReply::Unloaded(
                 self.write().remove(&tenant).is_some(),
             )),
+            EnclaveOp::SealFolder { tenant, files } => {
+                for required in REQUIRED_FILES {
+                    if !files.contains_key(required) {
+                        return Err(ProxyError::MissingFile {
+                            tenant,
+                            file: required.into(),
+                        });
+                    }
+                }
+                SealedFolder::seal(
+                    &self.key,
+                    &tenant,
+                    files.iter().map(|(n, b)| (n.as_str(), b.as_slice())),
+                )
+                .map(EnclaveReply::Sealed)
+            }
+            EnclaveOp::PublicFiles { tenant, folder } => {
+                if folder.tenant() != tenant {
+                    return Err(ProxyError::WrongTenant(tenant));
+                }
+                // Only the public files are unsealed: the secret key is not
+                // even decrypted for this operation.
+                let public = folder.only(is_public_file);
+                let unsealed = public.unseal(&self.key)?;
+                Ok(EnclaveReply::PublicFiles(
+                    unsealed
+                        .names()
+                        .map(|n| (n.to_string(), unsealed.get(n).unwrap_or_default().to_vec()))
+                        .collect(),
+                ))
+            }
             EnclaveOp::EncryptReal { tenant, values } => self
                 .with_tenant(&tenant, |t| t.encrypt(&values))
                 .map(EnclaveReply::Ciphertext),

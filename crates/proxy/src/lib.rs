@@ -12,7 +12,9 @@
 //!   secret operation, one batch of operations per crossing, and
 //!   [`PlainEnclave`] for machines without a TEE;
 //! * [`attest`]: attestation reports through Linux configfs-tsm and the
-//!   client's check that a report binds the proxy's TLS key and its nonce.
+//!   client's check that a report binds the proxy's TLS key and its nonce;
+//! * [`fusion`]: the same operations run as one batched crossing and as
+//!   one crossing each, counted and timed ([`measure_fusion`]).
 //!
 //! ## Trust model of this increment
 //!
@@ -26,8 +28,11 @@
 //!   [`Attestation::Unattested`], and clients must refuse it unless told to
 //!   allow an unattested proxy ([`attest::verify`]).
 //! * In memory, secrets are zeroized on drop (sealing key, unsealed files,
-//!   the tenants' secret keys) and never shown by `Debug` or in errors;
-//!   plaintext values are not shown either.
+//!   the tenants' secret keys, the plaintext values going into and coming
+//!   out of the enclave) and never shown by `Debug` or in errors. The
+//!   sealing key never leaves the enclave: new key folders are sealed
+//!   inside it ([`EnclaveOp::SealFolder`]), and the host gets a tenant's
+//!   public files for upload from it ([`EnclaveOp::PublicFiles`]).
 //! * A confidential-VM enclave (SEV-SNP, TDX) is not here yet: [`attest`]
 //!   can fetch a report and check its binding, but does not verify its
 //!   signature chain, measurement or policy.
@@ -39,8 +44,14 @@
 pub mod attest;
 pub mod enclave;
 pub mod error;
+pub mod fusion;
 pub mod seal;
 
 pub use enclave::{Attestation, Enclave, EnclaveOp, EnclaveReply, PlainEnclave};
 pub use error::{ProxyError, Result};
+pub use fusion::{FusionReport, measure_fusion};
 pub use seal::{SealedFolder, SealedKeyStore, SealingKey, UnsealedFolder, seal, unseal};
+/// The wrapper zeroizing plaintext values on drop in
+/// [`EnclaveOp::EncryptReal`] and [`EnclaveReply::Reals`] (re-exported so
+/// that callers need not depend on `zeroize`).
+pub use zeroize::Zeroizing;

@@ -33,6 +33,7 @@ use ring::digest::{SHA256, digest};
 use ring::rand::{SecureRandom, SystemRandom};
 use zeroize::{Zeroize, ZeroizeOnDrop, Zeroizing};
 
+use crate::enclave::{Enclave, EnclaveOp, EnclaveReply};
 use crate::error::{ProxyError, Result};
 
 /// The magic that starts every sealed file.
@@ -373,6 +374,19 @@ impl SealedFolder {
         &self.files
     }
 
+    /// The same folder with only the files whose names `keep` accepts.
+    pub fn only(&self, keep: impl Fn(&str) -> bool) -> Self {
+        Self {
+            tenant: self.tenant.clone(),
+            files: self
+                .files
+                .iter()
+                .filter(|(n, _)| keep(n))
+                .map(|(n, b)| (n.clone(), b.clone()))
+                .collect(),
+        }
+    }
+
     /// Unseals every file into memory.
     pub fn unseal(&self, key: &SealingKey) -> Result<UnsealedFolder> {
         let files = self
@@ -431,6 +445,52 @@ impl UnsealedFolder {
 /// The files a key folder must have to be sealed.
 pub const REQUIRED_FILES: [&str; 3] = ["preset", "secret.key", "public.key"];
 
+/// Whether a key folder's file is public: one the host may hold in the
+/// clear and upload to the server. An allow list of the names
+/// `hecloud_client::keys` writes: `preset`, `public.key`, `relin.key`,
+/// `galois-<g>.key` (`g` decimal digits), `session.spec` and the TFHE
+/// `server.key`. Everything else, `secret.key` first, is secret.
+pub fn is_public_file(name: &str) -> bool {
+    matches!(
+        name,
+        "preset" | "public.key" | "relin.key" | "session.spec" | "server.key"
+    ) || name
+        .strip_prefix("galois-")
+        .and_then(|g| g.strip_suffix(".key"))
+        .is_some_and(|g| !g.is_empty() && g.bytes().all(|b| b.is_ascii_digit()))
+}
+
+/// Reads a clear client key folder (as written by
+/// `hecloud_client::keys::keygen`) into memory, zeroized on drop: every
+/// regular file with a valid name (hidden files are skipped);
+/// [`REQUIRED_FILES`] must be there.
+pub fn read_clear_folder(
+    tenant: &str,
+    clear_dir: &Path,
+) -> Result<BTreeMap<String, Zeroizing<Vec<u8>>>> {
+    check_name("tenant", tenant)?;
+    let mut clear: BTreeMap<String, Zeroizing<Vec<u8>>> = BTreeMap::new();
+    for entry in std::fs::read_dir(clear_dir)? {
+        let entry = entry?;
+        let Some(name) = entry.file_name().to_str().map(str::to_string) else {
+            continue;
+        };
+        if !entry.file_type()?.is_file() || check_name("file", &name).is_err() {
+            continue;
+        }
+        clear.insert(name, Zeroizing::new(std::fs::read(entry.path())?));
+    }
+    for required in REQUIRED_FILES {
+        if !clear.contains_key(required) {
+            return Err(ProxyError::MissingFile {
+                tenant: tenant.into(),
+                file: required.into(),
+            });
+        }
+    }
+    Ok(clear)
+}
+
 /// Sealed key folders on disk: `<root>/<tenant>/<file>.sealed`.
 #[derive(Debug, Clone)]
 pub struct SealedKeyStore {
@@ -455,37 +515,57 @@ impl SealedKeyStore {
     }
 
     /// Seals the client key folder `clear_dir` (as written by
-    /// `hecloud_client::keys::keygen`) for `tenant`, file by file, and
-    /// writes it (see [`SealedKeyStore::write`]). Every regular file with a
-    /// valid name is sealed (hidden files are skipped); [`REQUIRED_FILES`]
-    /// must be there. The clear folder is left as it is: deleting it is
-    /// the caller's decision.
+    /// `hecloud_client::keys::keygen`) for `tenant` inside `enclave`
+    /// ([`EnclaveOp::SealFolder`], one crossing), so the caller never holds
+    /// the sealing key, and writes it (see [`SealedKeyStore::write`]).
+    /// The folder is read by [`read_clear_folder`]; a tenant that already
+    /// has a folder here is refused before anything is read. The clear
+    /// folder is left as it is: deleting it is the caller's decision.
+    pub fn seal_folder_in<E: Enclave + ?Sized>(
+        &self,
+        enclave: &E,
+        tenant: &str,
+        clear_dir: &Path,
+    ) -> Result<SealedFolder> {
+        if self.contains(tenant)? {
+            return Err(ProxyError::Exists(
+                self.tenant_dir(tenant)?.display().to_string(),
+            ));
+        }
+        let files = read_clear_folder(tenant, clear_dir)?;
+        let reply = enclave
+            .call_one(EnclaveOp::SealFolder {
+                tenant: tenant.into(),
+                files,
+            })
+            .map_err(|e| match e {
+                ProxyError::InBatch { source, .. } => *source,
+                e => e,
+            })?;
+        let EnclaveReply::Sealed(folder) = reply else {
+            return Err(ProxyError::Crypto(format!(
+                "the enclave answered {reply:?} to seal-folder"
+            )));
+        };
+        if folder.tenant() != tenant {
+            return Err(ProxyError::WrongTenant(tenant.into()));
+        }
+        self.write(&folder)?;
+        Ok(folder)
+    }
+
+    /// Seals the client key folder `clear_dir` for `tenant` with `key`
+    /// held by the caller, and writes it. Prefer
+    /// [`SealedKeyStore::seal_folder_in`], which keeps the key inside the
+    /// enclave; this one is for tools that hold the key file anyway
+    /// (tests, migrations). The folder is read by [`read_clear_folder`].
     pub fn seal_folder(
         &self,
         key: &SealingKey,
         tenant: &str,
         clear_dir: &Path,
     ) -> Result<SealedFolder> {
-        check_name("tenant", tenant)?;
-        let mut clear: BTreeMap<String, Zeroizing<Vec<u8>>> = BTreeMap::new();
-        for entry in std::fs::read_dir(clear_dir)? {
-            let entry = entry?;
-            let Some(name) = entry.file_name().to_str().map(str::to_string) else {
-                continue;
-            };
-            if !entry.file_type()?.is_file() || check_name("file", &name).is_err() {
-                continue;
-            }
-            clear.insert(name, Zeroizing::new(std::fs::read(entry.path())?));
-        }
-        for required in REQUIRED_FILES {
-            if !clear.contains_key(required) {
-                return Err(ProxyError::MissingFile {
-                    tenant: tenant.into(),
-                    file: required.into(),
-                });
-            }
-        }
+        let clear = read_clear_folder(tenant, clear_dir)?;
         let folder = SealedFolder::seal(
             key,
             tenant,
@@ -552,6 +632,35 @@ impl SealedKeyStore {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_the_uploaded_files_are_public() {
+        for name in [
+            "preset",
+            "public.key",
+            "relin.key",
+            "session.spec",
+            "server.key",
+            "galois-5.key",
+            "galois-65535.key",
+        ] {
+            assert!(is_public_file(name), "{name}");
+        }
+        for name in [
+            "secret.key",
+            "Secret.key",
+            "secret.key.bak",
+            "public.key2",
+            "galois-.key",
+            "galois-1x.key",
+            "galois-5.key.bak",
+            "galois--5.key",
+            "notes.txt",
+            "",
+        ] {
+            assert!(!is_public_file(name), "{name}");
+        }
+    }
 
     /// The 64-bit tags in the header only name the failed check; the full
     /// names are bound in the associated data, so even a file whose tags

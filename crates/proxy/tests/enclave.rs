@@ -10,7 +10,7 @@ use hecloud_protocol::refresh::RefreshRound;
 use hecloud_proxy::enclave::REPORT_DATA_LEN;
 use hecloud_proxy::{
     Attestation, Enclave, EnclaveOp, EnclaveReply, PlainEnclave, ProxyError, SealedKeyStore,
-    SealingKey,
+    SealingKey, Zeroizing, measure_fusion, unseal,
 };
 use hecloud_rlwe::{Ciphertext, PublicKey};
 use ring::rand::{SecureRandom, SystemRandom};
@@ -52,7 +52,10 @@ fn fixture() -> Fixture {
     let key = SealingKey::generate().unwrap();
     key.write_file(&key_file).unwrap();
     let store = SealedKeyStore::new(dir.path().join("store"));
-    store.seal_folder(&key, "alice", &clear_dir).unwrap();
+    // Sealed inside an enclave: the caller never holds the key.
+    drop(key);
+    let sealer = PlainEnclave::from_key_file(&key_file).unwrap();
+    store.seal_folder_in(&sealer, "alice", &clear_dir).unwrap();
     Fixture {
         clear: KeyDir::open(&clear_dir).unwrap(),
         clear_dir,
@@ -103,7 +106,7 @@ fn plain_enclave_encrypts_decrypts_and_refreshes_like_the_clear_folder() {
     let EnclaveReply::Ciphertext(ct) = enclave
         .call_one(EnclaveOp::EncryptReal {
             tenant: "alice".into(),
-            values: x.clone(),
+            values: Zeroizing::new(x.clone()),
         })
         .unwrap()
     else {
@@ -173,9 +176,9 @@ fn plain_enclave_encrypts_decrypts_and_refreshes_like_the_clear_folder() {
     // Nothing of the values in Debug output.
     let op = EnclaveOp::EncryptReal {
         tenant: "alice".into(),
-        values: vec![1234.5678],
+        values: Zeroizing::new(vec![1234.5678]),
     };
-    let reply = EnclaveReply::Reals(vec![1234.5678]);
+    let reply = EnclaveReply::Reals(Zeroizing::new(vec![1234.5678]));
     for s in [
         format!("{op:?}"),
         format!("{reply:?}"),
@@ -275,7 +278,7 @@ fn bad_loads_and_bad_input_are_typed_errors() {
     let e = in_batch(
         enclave.call_one(EnclaveOp::EncryptReal {
             tenant: "carol".into(),
-            values: vec![1.0],
+            values: Zeroizing::new(vec![1.0]),
         }),
         0,
     );
@@ -283,7 +286,7 @@ fn bad_loads_and_bad_input_are_typed_errors() {
     let e = in_batch(
         enclave.call_one(EnclaveOp::EncryptReal {
             tenant: "../carol".into(),
-            values: vec![1.0],
+            values: Zeroizing::new(vec![1.0]),
         }),
         0,
     );
@@ -309,7 +312,7 @@ fn bad_loads_and_bad_input_are_typed_errors() {
         let e = in_batch(
             enclave.call_one(EnclaveOp::EncryptReal {
                 tenant: "alice".into(),
-                values,
+                values: Zeroizing::new(values),
             }),
             0,
         );
@@ -325,8 +328,7 @@ fn bad_loads_and_bad_input_are_typed_errors() {
         std::fs::copy(f.clear_dir.join(n), mixed.join(n)).unwrap();
     }
     std::fs::copy(second.join("public.key"), mixed.join("public.key")).unwrap();
-    let key = SealingKey::from_file(&f.key_file).unwrap();
-    f.store.seal_folder(&key, "mixed", &mixed).unwrap();
+    f.store.seal_folder_in(&enclave, "mixed", &mixed).unwrap();
     let e = in_batch(enclave.call_one(load("mixed", &f.store)), 0);
     assert!(matches!(e, ProxyError::Unsupported(_)), "{e:?}");
     // A folder of a preset the proxy does not hold.
@@ -336,9 +338,280 @@ fn bad_loads_and_bad_input_are_typed_errors() {
         std::fs::copy(f.clear_dir.join(n), bgv.join(n)).unwrap();
     }
     std::fs::write(bgv.join("preset"), "bgv-n13").unwrap();
-    f.store.seal_folder(&key, "bgv", &bgv).unwrap();
+    f.store.seal_folder_in(&enclave, "bgv", &bgv).unwrap();
     let e = in_batch(enclave.call_one(load("bgv", &f.store)), 0);
     assert!(matches!(e, ProxyError::Unsupported(_)), "{e:?}");
     // The enclave is still up and serving Alice.
     assert_eq!(enclave.tenants(), vec!["alice".to_string()]);
+}
+
+/// Every file of a clear folder, read from disk.
+fn clear_files(dir: &std::path::Path) -> std::collections::BTreeMap<String, Vec<u8>> {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| {
+            let e = e.unwrap();
+            (
+                e.file_name().into_string().unwrap(),
+                std::fs::read(e.path()).unwrap(),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn folders_sealed_inside_the_enclave_unseal_to_the_clear_files() {
+    let f = fixture();
+    // The reference: the clear folder on disk, unsealed file by file with
+    // the key file through the free `unseal` function.
+    let key = SealingKey::from_file(&f.key_file).unwrap();
+    let clear = clear_files(&f.clear_dir);
+    let sealed = f.store.read("alice").unwrap();
+    assert_eq!(
+        sealed.files().keys().collect::<Vec<_>>(),
+        clear.keys().collect::<Vec<_>>()
+    );
+    for (name, bytes) in &clear {
+        let got = unseal(&key, "alice", name, &sealed.files()[name]).unwrap();
+        assert_eq!(&*got, bytes, "{name}");
+    }
+
+    // Through the enclave operation itself, and the store refusing a
+    // tenant it already has before anything is sealed.
+    let enclave = PlainEnclave::from_key_file(&f.key_file).unwrap();
+    let e = f
+        .store
+        .seal_folder_in(&enclave, "alice", &f.clear_dir)
+        .unwrap_err();
+    assert!(matches!(e, ProxyError::Exists(_)), "{e:?}");
+    assert_eq!(enclave.crossings(), 0);
+    let files: std::collections::BTreeMap<String, Zeroizing<Vec<u8>>> = clear
+        .iter()
+        .map(|(n, b)| (n.clone(), Zeroizing::new(b.clone())))
+        .collect();
+    let EnclaveReply::Sealed(bob) = enclave
+        .call_one(EnclaveOp::SealFolder {
+            tenant: "bob".into(),
+            files: files.clone(),
+        })
+        .unwrap()
+    else {
+        panic!("not a sealed folder")
+    };
+    assert_eq!(bob.tenant(), "bob");
+    assert_eq!(
+        &*unseal(&key, "bob", "secret.key", &bob.files()["secret.key"]).unwrap(),
+        &clear["secret.key"]
+    );
+    // Nothing loaded by sealing; the folder loads and works.
+    assert!(enclave.tenants().is_empty());
+    let x = random_reals(50);
+    let replies = enclave
+        .call(vec![
+            EnclaveOp::LoadTenant {
+                tenant: "bob".into(),
+                folder: bob,
+            },
+            EnclaveOp::EncryptReal {
+                tenant: "bob".into(),
+                values: Zeroizing::new(x.clone()),
+            },
+        ])
+        .unwrap();
+    let EnclaveReply::Ciphertext(ct) = &replies[1] else {
+        panic!("not a ciphertext")
+    };
+    close(
+        &x,
+        &f.clear.decrypt(ct).unwrap(),
+        1e-3,
+        "sealed in the enclave",
+    );
+
+    // A folder without its secret key, a bad file name, a bad tenant.
+    let mut missing = files.clone();
+    missing.remove("secret.key");
+    let e = in_batch(
+        enclave.call_one(EnclaveOp::SealFolder {
+            tenant: "carol".into(),
+            files: missing,
+        }),
+        0,
+    );
+    assert!(
+        matches!(&e, ProxyError::MissingFile { file, .. } if file == "secret.key"),
+        "{e:?}"
+    );
+    let mut bad = files.clone();
+    bad.insert("../escape".into(), Zeroizing::new(b"x".to_vec()));
+    let e = in_batch(
+        enclave.call_one(EnclaveOp::SealFolder {
+            tenant: "carol".into(),
+            files: bad,
+        }),
+        0,
+    );
+    assert!(
+        matches!(e, ProxyError::InvalidName { what: "file", .. }),
+        "{e:?}"
+    );
+    let e = in_batch(
+        enclave.call_one(EnclaveOp::SealFolder {
+            tenant: "../carol".into(),
+            files: files.clone(),
+        }),
+        0,
+    );
+    assert!(
+        matches!(e, ProxyError::InvalidName { what: "tenant", .. }),
+        "{e:?}"
+    );
+    // Another enclave's sealing key: its folders do not load here.
+    let other = PlainEnclave::new(SealingKey::generate().unwrap());
+    let EnclaveReply::Sealed(foreign) = other
+        .call_one(EnclaveOp::SealFolder {
+            tenant: "dave".into(),
+            files,
+        })
+        .unwrap()
+    else {
+        panic!("not a sealed folder")
+    };
+    let e = in_batch(
+        enclave.call_one(EnclaveOp::LoadTenant {
+            tenant: "dave".into(),
+            folder: foreign,
+        }),
+        0,
+    );
+    assert!(matches!(e, ProxyError::WrongKey), "{e:?}");
+    // Debug of the operation shows names, not contents.
+    let op = EnclaveOp::SealFolder {
+        tenant: "erin".into(),
+        files: [(
+            "secret.key".to_string(),
+            Zeroizing::new(b"SECRETMARKER".to_vec()),
+        )]
+        .into_iter()
+        .collect(),
+    };
+    let s = format!("{op:?}");
+    assert!(
+        s.contains("secret.key") && !s.contains("SECRETMARKER"),
+        "{s}"
+    );
+}
+
+#[test]
+fn public_files_are_the_clear_uploads_and_never_the_secret_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let clear_dir = dir.path().join("clear");
+    keygen(&clear_dir, Preset::N13, &[1, 5]).unwrap();
+    // A stray file is sealed with the folder but is not public.
+    std::fs::write(clear_dir.join("notes.txt"), b"not for the server").unwrap();
+    let key_file = dir.path().join("sealing.key");
+    SealingKey::generate()
+        .unwrap()
+        .write_file(&key_file)
+        .unwrap();
+    let enclave = PlainEnclave::from_key_file(&key_file).unwrap();
+    let store = SealedKeyStore::new(dir.path().join("store"));
+    store.seal_folder_in(&enclave, "alice", &clear_dir).unwrap();
+    assert!(
+        store
+            .read("alice")
+            .unwrap()
+            .files()
+            .contains_key("notes.txt")
+    );
+
+    // The tenant need not be loaded.
+    let public = |folder| {
+        enclave.call_one(EnclaveOp::PublicFiles {
+            tenant: "alice".into(),
+            folder,
+        })
+    };
+    let EnclaveReply::PublicFiles(files) = public(store.read("alice").unwrap()).unwrap() else {
+        panic!("not public files")
+    };
+    // The reference: the clear folder minus its secret key and the stray
+    // file, byte for byte.
+    let mut want = clear_files(&clear_dir);
+    assert!(want.remove("secret.key").is_some());
+    assert!(want.remove("notes.txt").is_some());
+    assert!(!files.contains_key("secret.key"));
+    assert_eq!(files, want);
+    assert!(files.keys().any(|n| n.starts_with("galois-")), "{files:?}");
+    // Everything the client uploads is there.
+    for (path, _) in KeyDir::open(&clear_dir).unwrap().uploads().unwrap() {
+        let name = path.file_name().unwrap().to_str().unwrap();
+        assert_eq!(files[name], std::fs::read(&path).unwrap(), "{name}");
+    }
+    // Debug shows names and sizes only.
+    let s = format!("{:?}", EnclaveReply::PublicFiles(files));
+    assert!(s.contains("public.key") && !s.contains("secret"), "{s}");
+
+    // The secret key is not even unsealed: a tampered one does not stop
+    // the public files, a tampered public file does.
+    let mut parts = store.read("alice").unwrap().files().clone();
+    let mid = parts["secret.key"].len() / 2;
+    parts.get_mut("secret.key").unwrap()[mid] ^= 1;
+    let tampered_sk = hecloud_proxy::SealedFolder::from_parts("alice", parts.clone()).unwrap();
+    assert!(public(tampered_sk).is_ok());
+    let mid = parts["public.key"].len() / 2;
+    parts.get_mut("public.key").unwrap()[mid] ^= 1;
+    let tampered_pk = hecloud_proxy::SealedFolder::from_parts("alice", parts).unwrap();
+    let e = in_batch(public(tampered_pk), 0);
+    assert!(matches!(e, ProxyError::Tampered), "{e:?}");
+    // Alice's folder presented as Bob's; another enclave's key.
+    let e = in_batch(
+        enclave.call_one(EnclaveOp::PublicFiles {
+            tenant: "bob".into(),
+            folder: store.read("alice").unwrap(),
+        }),
+        0,
+    );
+    assert!(matches!(e, ProxyError::WrongTenant(_)), "{e:?}");
+    let other = PlainEnclave::new(SealingKey::generate().unwrap());
+    let e = in_batch(
+        other.call_one(EnclaveOp::PublicFiles {
+            tenant: "alice".into(),
+            folder: store.read("alice").unwrap(),
+        }),
+        0,
+    );
+    assert!(matches!(e, ProxyError::WrongKey), "{e:?}");
+}
+
+#[test]
+fn measured_fusion_counts_one_crossing_against_one_per_operation() {
+    let f = fixture();
+    let enclave = PlainEnclave::from_key_file(&f.key_file).unwrap();
+    let mut batch = vec![load("alice", &f.store)];
+    for _ in 0..3 {
+        batch.push(EnclaveOp::Decrypt {
+            tenant: "alice".into(),
+            ciphertext: f.clear.encrypt(&random_reals(32)).unwrap(),
+        });
+    }
+    batch.push(EnclaveOp::PublicFiles {
+        tenant: "alice".into(),
+        folder: f.store.read("alice").unwrap(),
+    });
+    let r = measure_fusion(&enclave, &batch).unwrap();
+    assert_eq!(r.operations, 5);
+    assert_eq!(r.fused_crossings, 1);
+    assert_eq!(r.separate_crossings, 5);
+    assert_eq!(enclave.crossings(), 6);
+    // A failure names its index in the batch.
+    batch.insert(
+        2,
+        EnclaveOp::Decrypt {
+            tenant: "alice".into(),
+            ciphertext: b"not a ciphertext".to_vec(),
+        },
+    );
+    let e = in_batch(measure_fusion(&enclave, &batch), 2);
+    assert!(matches!(e, ProxyError::Crypto(_)), "{e:?}");
 }
