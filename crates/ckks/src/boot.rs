@@ -155,13 +155,7 @@ impl EvalMod {
 
     /// The slots' values mod 1 (real slots; [`Self::depth`] levels).
     pub fn apply(&self, eval: &Evaluator, ct: &Ciphertext) -> Result<Ciphertext> {
-        if ct.level() < self.depth() {
-            return Err(hecloud_rlwe::RlweError::LevelsExhausted {
-                level: ct.level(),
-                need: self.depth(),
-            }
-            .into());
-        }
+        crate::error::require_levels(ct.level(), self.depth())?;
         let mut x = ct.clone();
         x.set_scale(ct.scale() * self.half_width);
         let mut c = eval.evaluate_chebyshev(&x, &self.cosine)?;
@@ -386,13 +380,7 @@ impl Bootstrapper {
             encoder,
             literal,
         };
-        if params.max_level() < boot.depth() {
-            return Err(hecloud_rlwe::RlweError::LevelsExhausted {
-                level: params.max_level(),
-                need: boot.depth(),
-            }
-            .into());
-        }
+        crate::error::require_levels(params.max_level(), boot.depth())?;
         Ok(boot)
     }
 

@@ -243,13 +243,7 @@ impl HomomorphicDft {
         ct: &Ciphertext,
         out_scale: f64,
     ) -> Result<Ciphertext> {
-        if ct.level() < self.levels() {
-            return Err(hecloud_rlwe::RlweError::LevelsExhausted {
-                level: ct.level(),
-                need: self.levels(),
-            }
-            .into());
-        }
+        crate::error::require_levels(ct.level(), self.levels())?;
         let mut c = ct.clone();
         c.set_scale(ct.scale() / self.normalization);
         let step = (out_scale / c.scale()).powf(1.0 / self.levels() as f64);

@@ -72,3 +72,11 @@ impl From<hecloud_math::MathError> for CkksError {
 
 /// Result alias of the CKKS layer.
 pub type Result<T> = std::result::Result<T, CkksError>;
+
+/// Refused (levels exhausted) unless `level` holds `need` levels.
+pub(crate) fn require_levels(level: usize, need: usize) -> Result<()> {
+    if level < need {
+        return Err(RlweError::LevelsExhausted { level, need }.into());
+    }
+    Ok(())
+}
