@@ -109,11 +109,19 @@ pub struct EvalMod {
 }
 
 impl EvalMod {
+    /// The highest interpolant degree accepted (a literal from outside,
+    /// e.g. a session spec, must not ask for unbounded work).
+    pub const MAX_DEGREE: usize = 1023;
+
     /// For integers up to `bound` in magnitude, with a Chebyshev
     /// interpolant of `degree` and `double_angles` double-angle steps (the
     /// interpolant covers (2·bound + 2)·2π/2^r radians of cosine).
     pub fn new(bound: u32, degree: usize, double_angles: u32) -> Result<Self> {
-        if bound == 0 || degree == 0 || double_angles > 16 {
+        if bound == 0
+            || bound > 1 << 16
+            || !(1..=Self::MAX_DEGREE).contains(&degree)
+            || double_angles > 16
+        {
             return Err(CkksError::ValueOutOfRange(format!(
                 "EvalMod with bound {bound}, degree {degree}, {double_angles} double angles"
             )));
@@ -246,11 +254,10 @@ impl EncapsulationKeys {
     /// prefixed, then the top-level one; each header holds the Hamming
     /// weight.
     pub fn to_bytes(&self, seeded: bool) -> Vec<u8> {
-        let h = self.hamming as u64;
-        let first = self.to_sparse.to_bytes(seeded, h);
+        let [first, second] = self.key_bytes(seeded);
         let mut out = (first.len() as u64).to_le_bytes().to_vec();
         out.extend_from_slice(&first);
-        out.extend_from_slice(&self.from_sparse.to_bytes(seeded, h));
+        out.extend_from_slice(&second);
         out
     }
 
@@ -269,11 +276,51 @@ impl EncapsulationKeys {
         }
         let (first, second) = rest.split_at(len);
         let bottom = params.rlwe().bottom()?;
-        let (to_sparse, h1) = hecloud_rlwe::SwitchingKey::from_bytes(&bottom, first)?;
-        let (from_sparse, h2) = hecloud_rlwe::SwitchingKey::from_bytes(params.rlwe(), second)?;
+        let to_sparse = hecloud_rlwe::SwitchingKey::from_bytes(&bottom, first)?;
+        let from_sparse = hecloud_rlwe::SwitchingKey::from_bytes(params.rlwe(), second)?;
+        Self::from_keys(params, to_sparse, from_sparse)
+    }
+
+    /// The two keys as [`Self::to_bytes`] writes them, apart (each with its
+    /// own header: the first over q₀·P, the second over the parameters'
+    /// Q·P), e.g. to store them as two objects.
+    pub fn key_bytes(&self, seeded: bool) -> [Vec<u8>; 2] {
+        let h = self.hamming as u64;
+        [
+            self.to_sparse.to_bytes(seeded, h),
+            self.from_sparse.to_bytes(seeded, h),
+        ]
+    }
+
+    /// Keys from their two halves, each with the Hamming weight its header
+    /// carried: the dense-to-sparse key over [`hecloud_rlwe::Parameters::bottom`]
+    /// of `params`, the sparse-to-dense one over `params`. Refused: keys of
+    /// other parameters (or swapped), halves that disagree on the Hamming
+    /// weight, a weight of 0 or above N.
+    pub fn from_keys(
+        params: &Arc<CkksParameters>,
+        (to_sparse, h1): (hecloud_rlwe::SwitchingKey, u64),
+        (from_sparse, h2): (hecloud_rlwe::SwitchingKey, u64),
+    ) -> Result<Self> {
+        let malformed =
+            |why: &str| CkksError::ValueOutOfRange(format!("encapsulation keys: {why}"));
+        let bottom = params.rlwe().bottom()?;
+        if to_sparse.params().hash() != bottom.hash() {
+            return Err(malformed(
+                "the dense-to-sparse key is not over q0·P of these parameters",
+            ));
+        }
+        if from_sparse.params().hash() != params.rlwe().hash() {
+            return Err(malformed(
+                "the sparse-to-dense key is not over these parameters",
+            ));
+        }
         let hamming = usize::try_from(h1).map_err(|_| malformed("Hamming weight"))?;
-        if h1 != h2 || hamming == 0 || hamming > params.n() {
+        if h1 != h2 {
             return Err(malformed("the two keys disagree on the Hamming weight"));
+        }
+        if hamming == 0 || hamming > params.n() {
+            return Err(malformed("Hamming weight out of range"));
         }
         Ok(Self {
             bottom,
@@ -409,6 +456,21 @@ impl Bootstrapper {
         self.params.max_level() - self.depth()
     }
 
+    /// The largest input scale [`Self::bootstrap`] takes: q₀/2^ratio.
+    pub fn max_input_scale(&self) -> f64 {
+        self.params.q_f64(0) / f64::from(self.literal.log_message_ratio).exp2()
+    }
+
+    /// About how many key switches one bootstrapping runs (for cost
+    /// estimates): a rotation per key the DFTs use, the conjugation, two
+    /// EvalMods of about 2√d + log2 d products and a square per double
+    /// angle, the two encapsulation switches.
+    pub fn key_switches(&self) -> usize {
+        let d = self.literal.eval_mod_degree;
+        let products = 2 * d.isqrt() + d.ilog2() as usize + self.literal.double_angles as usize;
+        self.rotations().len() + 1 + 2 * products + 2
+    }
+
     /// Refused unless `eval` holds the relinearization key, the
     /// conjugation key and a key for each of [`Self::rotations`].
     pub fn check_keys(&self, eval: &Evaluator) -> Result<()> {
@@ -465,7 +527,7 @@ impl Bootstrapper {
             )));
         }
         let q0 = params.q_f64(0);
-        let target = q0 / f64::from(self.literal.log_message_ratio).exp2();
+        let target = self.max_input_scale();
         let scale = ct.scale();
         if !(scale.is_finite() && scale >= 1.0 && scale <= target * (1.0 + 1e-9)) {
             return Err(CkksError::ValueOutOfRange(format!(
@@ -536,12 +598,23 @@ impl BootPreset {
     /// Levels of the presets' EvalMod (degree 63: 7, and 2 double angles).
     const EVAL_MOD_LEVELS: usize = 9;
 
+    /// The level bootstrapping leaves a ciphertext at: the top of the
+    /// residual levels, where fresh encryptions belong (the levels above
+    /// are the circuit's, their primes sized for it).
+    pub fn output_level(self) -> usize {
+        match self {
+            Self::N16 => 9,
+            Self::TestN12 => 2,
+        }
+    }
+
     /// The parameters' literal, log2 of the default scale and the circuit.
     pub fn literal(self) -> (hecloud_rlwe::ParametersLiteral, u32, BootstrapLiteral) {
-        let (log_n, residual) = match self {
-            Self::N16 => (16, 9),
-            Self::TestN12 => (12, 2),
+        let log_n = match self {
+            Self::N16 => 16,
+            Self::TestN12 => 12,
         };
+        let residual = self.output_level();
         let circuit = BootstrapLiteral {
             cts_levels: 3,
             stc_levels: 3,
@@ -568,15 +641,22 @@ impl BootPreset {
         (literal, 40, circuit)
     }
 
-    /// The parameters (checked for 128-bit security, except the test set)
-    /// and the bootstrapper.
+    /// Every preset.
+    pub const ALL: [Self; 2] = [Self::N16, Self::TestN12];
+
+    /// The parameters (checked for 128-bit security, except the test set).
+    pub fn params(self) -> Result<Arc<CkksParameters>> {
+        let (literal, log_scale, _) = self.literal();
+        match self {
+            Self::N16 => CkksParameters::new(literal, log_scale),
+            Self::TestN12 => CkksParameters::new_insecure_for_tests(literal, log_scale),
+        }
+    }
+
+    /// The parameters and the bootstrapper.
     pub fn build(self) -> Result<(Arc<CkksParameters>, Bootstrapper)> {
-        let (literal, log_scale, circuit) = self.literal();
-        let params = match self {
-            Self::N16 => CkksParameters::new(literal, log_scale)?,
-            Self::TestN12 => CkksParameters::new_insecure_for_tests(literal, log_scale)?,
-        };
-        let boot = Bootstrapper::new(&params, circuit)?;
+        let params = self.params()?;
+        let boot = Bootstrapper::new(&params, self.literal().2)?;
         Ok((params, boot))
     }
 

@@ -202,6 +202,7 @@ fn the_test_preset_bootstraps_real_and_complex_slots() {
     use num_complex::Complex64;
     let (params, boot) = BootPreset::TestN12.build().unwrap();
     assert_eq!(boot.output_level(), 2);
+    assert_eq!(BootPreset::TestN12.output_level(), 2);
     let (keys, enc, eval) = boot_keys(&params, &boot);
     let h = boot.literal().ephemeral_hamming.unwrap();
     let encapsulation = EncapsulationKeys::generate(&params, keys.secret_key(), h).unwrap();

@@ -165,6 +165,7 @@ pub fn keygen(
     bits_in_slots: bool,
     rotations: &[i64],
     refresh: &keys::RefreshOptions,
+    prefer_bootstrap: bool,
 ) -> anyhow::Result<()> {
     anyhow::ensure!(
         !bits_in_slots || preset.starts_with("bgv-"),
@@ -178,8 +179,27 @@ pub fn keygen(
         refresh.lambda_s.is_none() || !preset.starts_with("bgv-"),
         "--lambda-s is for CKKS: the BGV mask hides perfectly"
     );
+    anyhow::ensure!(
+        !prefer_bootstrap || preset.starts_with("boot-"),
+        "--prefer-bootstrap is for bootstrappable presets (boot-n16, boot-test-n12)"
+    );
     if preset == keys::TFHE_PRESET {
         let r = keys::tfhe_keygen(dir)?;
+        return report_keygen(dir, &r);
+    }
+    if preset.starts_with("boot-") {
+        let preset = keys::parse_boot_preset(preset)?;
+        anyhow::ensure!(
+            sum_slots.is_none(),
+            "a bootstrappable folder takes --rotations, not --sum-slots"
+        );
+        let spinner = ProgressBar::new_spinner().with_message(format!(
+            "generating {} keys with the bootstrapping circuit's rotations (gigabytes at N = 2^16)",
+            preset.name()
+        ));
+        spinner.enable_steady_tick(Duration::from_millis(100));
+        let r = keys::boot_keygen(dir, preset, rotations, refresh, prefer_bootstrap)?;
+        spinner.finish_and_clear();
         return report_keygen(dir, &r);
     }
     if preset.starts_with("bgv-") {
@@ -231,6 +251,13 @@ fn report_keygen(dir: &Path, r: &keys::KeygenReport) -> anyhow::Result<()> {
     for (p, n) in &r.files {
         println!("{:>10}  {}", bytes(*n), p.display());
     }
+    let uploaded: u64 = r
+        .files
+        .iter()
+        .filter(|(p, _)| !p.ends_with("secret.key") && !p.ends_with("preset"))
+        .map(|(_, n)| n)
+        .sum();
+    println!("{:>10}  to upload in all", bytes(uploaded));
     println!("session {}", r.session);
     println!(
         "secret.key stays here (mode 0600); upload the rest with `hecloud upload --keys {}`",

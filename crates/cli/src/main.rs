@@ -37,8 +37,9 @@ enum Command {
         /// Key folder.
         #[arg(long, default_value = "hecloud-keys")]
         dir: PathBuf,
-        /// Parameter preset: CKKS `n13` … `n17`, BGV `bgv-n13` … `bgv-n16`
-        /// (integer vectors mod t), or `tfhe`.
+        /// Parameter preset: CKKS `n13` … `n17`, bootstrappable CKKS
+        /// `boot-n16` (or `boot-test-n12`, insecure, for tests), BGV
+        /// `bgv-n13` … `bgv-n16` (integer vectors mod t), or `tfhe`.
         #[arg(long, default_value = "n14")]
         preset: String,
         /// Adds the Galois keys to sum this many slots (a power of two;
@@ -63,6 +64,11 @@ enum Command {
         /// precision and a BGV level per refresh; docs/refresh.md).
         #[arg(long)]
         circuit_private: bool,
+        /// With a `boot-` preset: where a job runs out of levels, the
+        /// server bootstraps even though this folder's key holder could
+        /// refresh (jobs that must not wait for a key holder).
+        #[arg(long)]
+        prefer_bootstrap: bool,
     },
     /// Encrypts real numbers (a text file, comma or whitespace separated),
     /// with a BGV key folder unsigned integers below t (one per slot) or,
@@ -195,6 +201,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             rotations,
             lambda_s,
             circuit_private,
+            prefer_bootstrap,
         } => cmd::keygen(
             &dir,
             &preset,
@@ -205,6 +212,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 lambda_s,
                 circuit_private,
             },
+            prefer_bootstrap,
         ),
         Command::Encrypt {
             keys,

@@ -10,6 +10,11 @@
 //! | `session.spec` | the session spec naming them (and the public key in its refresh part) | uploaded |
 //! | `preset` | the parameter preset name | — |
 //!
+//! [`boot_keygen`] writes a bootstrappable CKKS folder: the same files, the
+//! Galois keys of the bootstrapping circuit, and `encaps-down.key`,
+//! `encaps-up.key` (the encapsulation keys, uploaded), its `preset`
+//! holding a bootstrappable preset name (`boot-n16`, `boot-test-n12`).
+//!
 //! [`bgv_keygen`] writes a BGV folder of the same files (the kinds
 //! `bgv.relin_key`, `bgv.galois_key`), its `preset` holding a BGV preset
 //! name (`bgv-n13` … `bgv-n16`).
@@ -25,13 +30,14 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use hecloud_circuits::{BitEngine, EncryptedUint, TFHE_PARAMS, TfheEngine};
+use hecloud_ckks::boot::{BootPreset, EncapsulationKeys};
 use hecloud_ckks::refresh::MaskPolicy;
 use hecloud_ckks::{CkksParameters, Encoder, KeySet, Preset};
 use hecloud_protocol::fs::write_private;
 use hecloud_protocol::object::{tfhe_kind, unversion, versioned_bytes};
 use hecloud_protocol::{
-    CkksParamSpec, Message, Object, ObjectId, ObjectKind, ParamSpec, RefreshSpec, SessionParams,
-    SessionSpec, TfheParamSpec, rpc,
+    BootstrapSpec, CkksParamSpec, Message, Object, ObjectId, ObjectKind, ParamSpec, RefreshSpec,
+    SessionParams, SessionSpec, TfheParamSpec, rpc,
 };
 use hecloud_rlwe::{Ciphertext, Decryptor, Encryptor, PublicKey, SecretKey};
 use num_bigint::BigUint;
@@ -53,6 +59,33 @@ pub fn parse_preset(name: &str) -> Result<Preset> {
                 Preset::ALL.map(|p| p.name()).join(", ")
             ))
         })
+}
+
+/// Parses a bootstrappable preset name (`boot-n16`, `boot-test-n12`).
+pub fn parse_boot_preset(name: &str) -> Result<BootPreset> {
+    BootPreset::ALL
+        .into_iter()
+        .find(|p| p.name() == name)
+        .ok_or_else(|| {
+            ClientError::Invalid(format!(
+                "unknown bootstrappable preset {name:?} (known: {})",
+                BootPreset::ALL.map(|p| p.name()).join(", ")
+            ))
+        })
+}
+
+/// The CKKS parameters a folder's preset name stands for, a CKKS preset
+/// (`n13` … `n17`) or a bootstrappable one (`boot-…`), and the level
+/// fresh encryptions go at (the top, or the bootstrapping's output level).
+fn ckks_params_named(name: &str) -> Result<(Arc<CkksParameters>, usize)> {
+    if name.starts_with("boot-") {
+        let preset = parse_boot_preset(name)?;
+        Ok((preset.params().map_err(crypto)?, preset.output_level()))
+    } else {
+        let params = parse_preset(name)?.build().map_err(crypto)?;
+        let top = params.max_level();
+        Ok((params, top))
+    }
 }
 
 /// What `keygen` wrote.
@@ -137,6 +170,75 @@ pub fn keygen_with(
     folder.finish(&spec, preset.name())
 }
 
+/// Generates a bootstrappable folder for `preset` ([`BootPreset`]): the
+/// files [`keygen`] writes, with Galois keys for the bootstrapping
+/// circuit's rotations and the conjugation besides `rotations`, and the
+/// encapsulation keys of a fresh ephemeral sparse secret
+/// (`encaps-down.key` over q₀·P, `encaps-up.key`; kind
+/// `ckks.switching_key`). The session spec's bootstrapping part names the
+/// circuit and those keys; its refresh part stays, so a key holder can
+/// still refresh unless `prefer_bootstrap` says the planner bootstraps
+/// anyway. At N = 2^16 this is about 3.3 GiB of keys to upload.
+pub fn boot_keygen(
+    dir: &Path,
+    preset: BootPreset,
+    rotations: &[i64],
+    refresh: &RefreshOptions,
+    prefer_bootstrap: bool,
+) -> Result<KeygenReport> {
+    refuse_overwrite(dir)?;
+    let (params, boot) = preset.build().map_err(crypto)?;
+    let refresh = refresh.spec(MaskPolicy::circuit_private(&params).flood_bits)?;
+    let mut rots = boot.rotations();
+    rots.extend_from_slice(rotations);
+    rots.sort_unstable();
+    rots.dedup();
+    std::fs::create_dir_all(dir)?;
+    let keys = KeySet::generate(&params, &rots, true).map_err(crypto)?;
+    let circuit = *boot.literal();
+    let encapsulation = match circuit.ephemeral_hamming {
+        Some(h) => {
+            Some(EncapsulationKeys::generate(&params, keys.secret_key(), h).map_err(crypto)?)
+        }
+        None => None,
+    };
+    let mut folder = KeyFolder { dir, files: vec![] };
+    folder.put("secret.key", &keys.secret_key().export_bytes(), true)?;
+    let pk = folder.put_public_key(keys.public_key())?;
+    let ev = keys.evaluation_keys();
+    let (relin_key, galois_keys) = folder.put_evaluation_keys(ev.relin.as_ref(), &ev.galois)?;
+    let (to_sparse_key, from_sparse_key) = match &encapsulation {
+        Some(e) => {
+            let [down, up] = e.key_bytes(true);
+            folder.put("encaps-down.key", &down, false)?;
+            folder.put("encaps-up.key", &up, false)?;
+            (Some(ObjectId::of(&down)), Some(ObjectId::of(&up)))
+        }
+        None => (None, None),
+    };
+    let (literal, log_scale, _) = preset.literal();
+    let spec = SessionSpec {
+        params: ParamSpec {
+            ckks: Some(CkksParamSpec::from_literal(&literal, log_scale)),
+            tfhe: None,
+        },
+        relin_key,
+        galois_keys,
+        refresh: Some(RefreshSpec {
+            ckks_public_key: Some(pk),
+            ..refresh
+        }),
+        bootstrap: Some(BootstrapSpec {
+            circuit,
+            to_sparse_key,
+            from_sparse_key,
+            prefer_over_refresh: prefer_bootstrap,
+        }),
+        ..SessionSpec::default()
+    };
+    folder.finish(&spec, preset.name())
+}
+
 /// A key folder being written: every file and its size, for the report.
 struct KeyFolder<'a> {
     dir: &'a Path,
@@ -203,6 +305,9 @@ impl KeyFolder<'_> {
 pub struct KeyDir {
     /// The parameters.
     pub params: Arc<CkksParameters>,
+    /// The level [`Self::encrypt`] encrypts at: the top, or in a
+    /// bootstrappable folder the level bootstrapping leaves.
+    pub encrypt_level: usize,
     dir: PathBuf,
 }
 
@@ -218,9 +323,10 @@ impl KeyDir {
     /// Opens a folder written by [`keygen`].
     pub fn open(dir: &Path) -> Result<Self> {
         let name = std::fs::read_to_string(dir.join("preset"))?;
-        let params = parse_preset(name.trim())?.build().map_err(crypto)?;
+        let (params, encrypt_level) = ckks_params_named(name.trim())?;
         Ok(Self {
             params,
+            encrypt_level,
             dir: dir.to_path_buf(),
         })
     }
@@ -251,7 +357,8 @@ impl KeyDir {
         session_of(&self.dir)
     }
 
-    /// Encrypts reals (full slots, zero padded) with the public key.
+    /// Encrypts reals (full slots, zero padded) with the public key, at
+    /// [`Self::encrypt_level`].
     pub fn encrypt(&self, values: &[f64]) -> Result<Vec<u8>> {
         let pk = PublicKey::from_bytes(
             self.params.rlwe(),
@@ -259,7 +366,7 @@ impl KeyDir {
         )
         .map_err(crypto)?;
         let pt = Encoder::new(&self.params)
-            .encode_real(values, self.params.max_level(), self.params.default_scale())
+            .encode_real(values, self.encrypt_level, self.params.default_scale())
             .map_err(crypto)?;
         Ok(Encryptor::new(self.params.rlwe())
             .encrypt_pk(&pk, &pt)
@@ -299,6 +406,14 @@ fn folder_uploads(dir: &Path, kinds: [ObjectKind; 3]) -> Result<Vec<(PathBuf, &'
         v.push((dir.join("relin.key"), relin));
     }
     v.extend(gal.into_iter().map(|p| (p, galois)));
+    for name in ["encaps-down.key", "encaps-up.key"] {
+        if dir.join(name).exists() {
+            v.push((
+                dir.join(name),
+                rpc::object_kind_name(ObjectKind::CkksSwitchingKey),
+            ));
+        }
+    }
     let spec = SessionSpec::decode(&std::fs::read(dir.join("session.spec"))?).map_err(crypto)?;
     if spec
         .refresh

@@ -40,6 +40,11 @@ pub enum SessionError {
     /// Two Galois keys for one Galois element.
     #[error("two Galois keys for Galois element {0}")]
     DuplicateGaloisKey(u64),
+    /// The bootstrapping part is refused: a circuit the parameters cannot
+    /// hold, a key it needs missing (rotation, conjugation, relinearization,
+    /// encapsulation), encapsulation keys of other parameters.
+    #[error("bootstrapping: {0}")]
+    Bootstrap(hecloud_ckks::CkksError),
 }
 
 /// An object payload refused (malformed, foreign, of the wrong kind).
@@ -209,6 +214,18 @@ pub enum ValidationError {
         /// Why.
         reason: String,
     },
+    /// A bootstrap node the session or the ciphertext cannot serve: no
+    /// bootstrapping part in the session, an operand whose scale is above
+    /// what the circuit takes.
+    #[error("node {node} ({op}) cannot bootstrap: {reason}")]
+    BootstrapRefused {
+        /// The node.
+        node: NodeId,
+        /// Its operation.
+        op: &'static str,
+        /// Why.
+        reason: String,
+    },
     /// The relinearization key is needed but the session has none.
     #[error("node {node} ({op}) needs the relinearization key, which the session does not have")]
     MissingRelinKey {
@@ -350,6 +367,7 @@ impl ValidationError {
             | Self::ScaleUnderflow { node, .. }
             | Self::MissingRelinKey { node, .. }
             | Self::RefreshRefused { node, .. }
+            | Self::BootstrapRefused { node, .. }
             | Self::MissingGaloisKey { node, .. }
             | Self::MissingServerKey { node, .. }
             | Self::SchemeUnavailable { node, .. }

@@ -242,6 +242,9 @@ fn check_keys(g: &ValidatedGraph, keys: &SessionKeys) -> Result<(), ExecError> {
     if n.refresh_bgv && refresh.is_none_or(|r| r.bgv_pk.is_none()) {
         return mismatch("no BGV public key to refresh with");
     }
+    if n.bootstrap && keys.boot_runtime().is_none() {
+        return mismatch("no bootstrapping part");
+    }
     if n.bgv_relin_key && bgv.is_none_or(|r| r.keys.relin.is_none()) {
         return mismatch("no BGV relinearization key");
     }
@@ -449,6 +452,20 @@ impl<'a> Run<'a> {
             },
             Op::Conjugate(a) => match self.view(*a) {
                 V::Ct(c) => ck(rt()?.evaluator.conjugate(c)),
+                _ => Err(internal("operand types")),
+            },
+            Op::Bootstrap(a) => match self.view(*a) {
+                V::Ct(c) => {
+                    let ev = &rt()?.evaluator;
+                    let boot = self
+                        .keys
+                        .boot_runtime()
+                        .ok_or_else(|| internal("no bootstrapping part"))?;
+                    ck(ev.drop_level(c, 0).and_then(|low| {
+                        boot.bootstrapper
+                            .bootstrap(ev, boot.encapsulation.as_ref(), &low)
+                    }))
+                }
                 _ => Err(internal("operand types")),
             },
             Op::Chebyshev {

@@ -266,6 +266,14 @@ pub enum Op {
     /// switched to level 0 and masked uniformly mod t. Needs a session with
     /// a BGV public key and a key holder online.
     BgvRefresh(NodeId, u32),
+    /// A fresh encryption of the CKKS ciphertext's values by bootstrapping
+    /// ([`hecloud_ckks::boot`]), on the server alone: the operand is
+    /// dropped to level 0 and comes out at the circuit's output level and
+    /// the default scale. Needs a session with a bootstrapping part (the
+    /// circuit, its encapsulation keys, the rotation, conjugation and
+    /// relinearization keys it uses) and a relinearized operand whose
+    /// scale is at most q₀/2^ratio. Seconds of work at N = 2^16.
+    Bootstrap(NodeId),
 }
 
 /// The places of an operation's operands, in operand order: one match for
@@ -290,7 +298,8 @@ macro_rules! operand_places {
             | Op::BgvMulScalar(a, _)
             | Op::BgvModSwitch(a, _)
             | Op::Refresh(a, _)
-            | Op::BgvRefresh(a, _) => vec![a],
+            | Op::BgvRefresh(a, _)
+            | Op::Bootstrap(a) => vec![a],
             Op::Add(a, b)
             | Op::Sub(a, b)
             | Op::Mul(a, b)
@@ -350,6 +359,7 @@ impl Op {
             Op::BgvBitsGreaterThan { .. } => "bgv_bits_gt",
             Op::Refresh(..) => "refresh",
             Op::BgvRefresh(..) => "bgv_refresh",
+            Op::Bootstrap(_) => "bootstrap",
         }
     }
 
@@ -531,6 +541,11 @@ impl Graph {
         self.push(Op::BgvRefresh(a, level))
     }
 
+    /// [`Op::Bootstrap`].
+    pub fn bootstrap(&mut self, a: NodeId) -> NodeId {
+        self.push(Op::Bootstrap(a))
+    }
+
     /// [`Op::BgvModSwitch`].
     pub fn bgv_mod_switch(&mut self, a: NodeId, level: u32) -> NodeId {
         self.push(Op::BgvModSwitch(a, level))
@@ -610,6 +625,7 @@ mod tag {
     pub const CHEBYSHEV: u8 = 12;
     pub const DROP_LEVEL: u8 = 13;
     pub const REFRESH: u8 = 14;
+    pub const BOOTSTRAP: u8 = 15;
     pub const INT_SUM: u8 = 32;
     pub const INT_COMPARE: u8 = 33;
     pub const INT_MIN: u8 = 34;
@@ -748,6 +764,7 @@ fn write_op(w: &mut Writer, op: &Op) {
             one(w, tag::BGV_REFRESH, *a);
             w.u32(*l);
         }
+        Op::Bootstrap(a) => one(w, tag::BOOTSTRAP, *a),
     }
 }
 
@@ -841,6 +858,7 @@ fn read_op(r: &mut Reader<'_>) -> DecodeResult<Op> {
         tag::BGV_MOD_SWITCH => Op::BgvModSwitch(r.u32()?, r.u32()?),
         tag::REFRESH => Op::Refresh(r.u32()?, r.u32()?),
         tag::BGV_REFRESH => Op::BgvRefresh(r.u32()?, r.u32()?),
+        tag::BOOTSTRAP => Op::Bootstrap(r.u32()?),
         tag::BGV_BITS_ADD => {
             let (a, b) = (r.u32()?, r.u32()?);
             Op::BgvBitsAdd {

@@ -81,10 +81,10 @@ pub use graph::{Graph, NodeId, Op, Output, Relation};
 pub use job::{JobId, JobResult, JobState, JobStatus, JobSubmission, NamedObject};
 pub use object::{Object, SessionKeys, SessionParams, TfheCiphertext, value_type_of};
 pub use session::{
-    BgvParamSpec, CkksParamSpec, ObjectDescriptor, ObjectId, ObjectKind, ParamSpec, RefreshSpec,
-    SessionSpec, TfheParamSpec,
+    BgvParamSpec, BootstrapSpec, CkksParamSpec, ObjectDescriptor, ObjectId, ObjectKind, ParamSpec,
+    RefreshSpec, SessionSpec, TfheParamSpec,
 };
 pub use validate::{
-    Capabilities, CostEstimate, ValidatedGraph, ValidationLimits, ValueType, insert_refreshes,
-    validate, validate_with_limits,
+    BootstrapCaps, Capabilities, CostEstimate, ValidatedGraph, ValidationLimits, ValueType,
+    insert_refreshes, validate, validate_with_limits,
 };

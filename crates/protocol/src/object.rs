@@ -27,9 +27,12 @@ use std::sync::Arc;
 use hecloud_bgv::BgvParameters;
 use hecloud_circuits::packed::BgvMaskPolicy;
 use hecloud_circuits::{EncryptedUint, MAX_WIDTH, MIN_WIDTH, TFHE_PARAMS, TfheEngine, Wire};
+use hecloud_ckks::boot::{BootstrapLiteral, Bootstrapper, EncapsulationKeys};
 use hecloud_ckks::{CkksParameters, Encoder, EvaluationKeys, Evaluator};
 use hecloud_rlwe::serial::HEADER_LEN;
-use hecloud_rlwe::{Ciphertext, GaloisKey, GaloisKeys, Plaintext, PublicKey, RelinearizationKey};
+use hecloud_rlwe::{
+    Ciphertext, GaloisKey, GaloisKeys, Plaintext, PublicKey, RelinearizationKey, SwitchingKey,
+};
 use tfhe::Unversionize;
 use tfhe::shortint::ciphertext::{MaxDegree, NoiseLevel};
 use tfhe::shortint::{AtomicPatternParameters, ServerKey};
@@ -70,6 +73,8 @@ pub enum Object {
     CkksRelinKey(Box<RelinearizationKey>),
     /// A CKKS Galois key.
     CkksGaloisKey(Box<GaloisKey>),
+    /// A CKKS key switching between two secrets, with its header's tag.
+    CkksSwitchingKey(Box<SwitchingKey>, u64),
     /// A TFHE server key.
     TfheServerKey(Box<ServerKey>),
     /// An encrypted unsigned integer (TFHE, bit i in ciphertext i).
@@ -95,6 +100,7 @@ impl Object {
             Object::CkksPublicKey(_) => ObjectKind::CkksPublicKey,
             Object::CkksRelinKey(_) => ObjectKind::CkksRelinKey,
             Object::CkksGaloisKey(_) => ObjectKind::CkksGaloisKey,
+            Object::CkksSwitchingKey(..) => ObjectKind::CkksSwitchingKey,
             Object::TfheServerKey(_) => ObjectKind::TfheServerKey,
             Object::TfheUint(_) => ObjectKind::TfheUint,
             Object::TfheBit(_) => ObjectKind::TfheBit,
@@ -160,6 +166,7 @@ impl Object {
             Object::CkksPublicKey(k) | Object::BgvPublicKey(k) => k.to_bytes(),
             Object::CkksRelinKey(k) | Object::BgvRelinKey(k) => k.to_bytes(true),
             Object::CkksGaloisKey(k) | Object::BgvGaloisKey(k) => k.to_bytes(true),
+            Object::CkksSwitchingKey(k, tag) => k.to_bytes(true, *tag),
             Object::TfheServerKey(k) => tfhe_container(ObjectKind::TfheServerKey, &[ser_sk(k)]),
             Object::TfheUint(u) => {
                 let items: Vec<Vec<u8>> = u.bits().iter().map(|b| ser_ct(b.ciphertext())).collect();
@@ -351,6 +358,18 @@ impl SessionParams {
             ObjectKind::CkksGaloisKey => Ok(Object::CkksGaloisKey(Box::new(
                 GaloisKey::from_bytes(self.ckks(kind)?.rlwe(), bytes)?,
             ))),
+            ObjectKind::CkksSwitchingKey => {
+                let p = self.ckks(kind)?.rlwe();
+                // Over the whole chain, or over q₀·P (bootstrapping's key
+                // to its sparse secret): the header's parameter hash says which.
+                let over_chain = bytes.get(8..40).is_some_and(|h| h == &p.hash()[..]);
+                let (key, tag) = if over_chain {
+                    SwitchingKey::from_bytes(p, bytes)?
+                } else {
+                    SwitchingKey::from_bytes(&p.bottom()?, bytes)?
+                };
+                Ok(Object::CkksSwitchingKey(Box::new(key), tag))
+            }
             ObjectKind::TfheServerKey | ObjectKind::TfheUint | ObjectKind::TfheBit => {
                 let spec = self.tfhe.ok_or(ObjectError::NoParameters {
                     scheme: "TFHE",
@@ -449,6 +468,10 @@ impl SessionParams {
                 d.level = k.switching_key().params().max_level() as u32;
                 d.count = k.switching_key().digits() as u32;
                 d.galois_element = k.galois_element() as u64;
+            }
+            Object::CkksSwitchingKey(k, _) => {
+                d.level = k.params().max_level() as u32;
+                d.count = k.digits() as u32;
             }
             Object::TfheServerKey(_) | Object::TfheBit(_) => {
                 d.param_hash = TfheParamSpec::Message2Carry2.hash();
@@ -621,6 +644,15 @@ pub struct SessionKeys {
     tfhe: Option<TfheEngine>,
     bgv: Option<BgvRuntime>,
     refresh: Option<RefreshKeys>,
+    boot: Option<BootRuntime>,
+}
+
+/// A session's bootstrapping: the circuit and its encapsulation keys.
+#[derive(Debug)]
+pub(crate) struct BootRuntime {
+    pub bootstrapper: Bootstrapper,
+    pub encapsulation: Option<EncapsulationKeys>,
+    prefer_over_refresh: bool,
 }
 
 /// The public keys a session's refreshes re-randomize with, and its mask
@@ -720,11 +752,83 @@ impl SessionKeys {
             }
             None => None,
         };
-        let keys = Self::from_parts(params, eval, tfhe)?.with_bgv_keys(Arc::new(bgv))?;
-        match refresh {
-            Some((c, b, policy)) => keys.with_refresh(c, b, policy),
-            None => Ok(keys),
+        let boot = match &spec.bootstrap {
+            Some(b) => {
+                let mut key = |id: &Option<ObjectId>| match id {
+                    Some(id) => match get(id, ObjectKind::CkksSwitchingKey)? {
+                        Object::CkksSwitchingKey(k, tag) => Ok(Some((*k, tag))),
+                        _ => Ok(None),
+                    },
+                    None => Ok::<_, SessionError>(None),
+                };
+                Some((key(&b.to_sparse_key)?, key(&b.from_sparse_key)?, b))
+            }
+            None => None,
+        };
+        let mut keys = Self::from_parts(params, eval, tfhe)?.with_bgv_keys(Arc::new(bgv))?;
+        if let Some((c, b, policy)) = refresh {
+            keys = keys.with_refresh(c, b, policy)?;
         }
+        if let Some((to_sparse, from_sparse, b)) = boot {
+            let p = keys
+                .params
+                .ckks
+                .clone()
+                .ok_or(SessionError::NoParameters("CKKS"))?;
+            let encapsulation = match (to_sparse, from_sparse) {
+                (Some(down), Some(up)) => Some(
+                    EncapsulationKeys::from_keys(&p, down, up).map_err(SessionError::Bootstrap)?,
+                ),
+                (None, None) => None,
+                _ => {
+                    return Err(SessionError::Bootstrap(
+                        hecloud_ckks::CkksError::MissingKey(
+                            "one of the two encapsulation keys is named without the other".into(),
+                        ),
+                    ));
+                }
+            };
+            keys = keys.with_bootstrap(b.circuit, encapsulation, b.prefer_over_refresh)?;
+        }
+        Ok(keys)
+    }
+
+    /// Enables bootstrap nodes: the circuit of `circuit` for the session's
+    /// CKKS parameters and the encapsulation keys of its ephemeral secret
+    /// (`None` when it has none). Refused: no CKKS parameters, a circuit
+    /// the parameters cannot hold, a rotation, conjugation or
+    /// relinearization key it needs missing from the evaluation keys,
+    /// encapsulation keys missing or of another secret weight.
+    pub fn with_bootstrap(
+        mut self,
+        circuit: BootstrapLiteral,
+        encapsulation: Option<EncapsulationKeys>,
+        prefer_over_refresh: bool,
+    ) -> Result<Self, SessionError> {
+        let rt = self
+            .ckks
+            .as_ref()
+            .ok_or(SessionError::NoParameters("CKKS"))?;
+        let p = rt.evaluator.params().clone();
+        let bootstrapper = Bootstrapper::new(&p, circuit).map_err(SessionError::Bootstrap)?;
+        bootstrapper
+            .check_keys(&rt.evaluator)
+            .map_err(SessionError::Bootstrap)?;
+        let h = encapsulation.as_ref().map(EncapsulationKeys::hamming);
+        if h != circuit.ephemeral_hamming {
+            return Err(SessionError::Bootstrap(
+                hecloud_ckks::CkksError::MissingKey(format!(
+                    "the circuit's ephemeral secret has Hamming weight {:?}, the encapsulation keys {h:?}",
+                    circuit.ephemeral_hamming
+                )),
+            ));
+        }
+        self.boot = Some(BootRuntime {
+            bootstrapper,
+            encapsulation,
+            prefer_over_refresh,
+        });
+        Ok(self)
     }
 
     /// Enables refresh nodes: the public keys that re-randomize before
@@ -821,6 +925,7 @@ impl SessionKeys {
             tfhe,
             bgv,
             refresh: None,
+            boot: None,
         })
     }
 
@@ -845,6 +950,12 @@ impl SessionKeys {
             c.bgv_relin_key = rt.keys.relin.is_some();
             c.bgv_galois_elements = rt.keys.galois.elements().collect();
         }
+        c.bootstrap = self.boot.as_ref().map(|b| crate::validate::BootstrapCaps {
+            output_level: b.bootstrapper.output_level(),
+            max_input_scale: b.bootstrapper.max_input_scale(),
+            prefer_over_refresh: b.prefer_over_refresh,
+            key_switches: b.bootstrapper.key_switches(),
+        });
         if let Some(r) = &self.refresh {
             c.refresh_ckks = r.ckks_pk.is_some();
             c.refresh_bgv = r.bgv_pk.is_some();
@@ -856,6 +967,10 @@ impl SessionKeys {
 
     pub(crate) fn refresh_keys(&self) -> Option<&RefreshKeys> {
         self.refresh.as_ref()
+    }
+
+    pub(crate) fn boot_runtime(&self) -> Option<&BootRuntime> {
+        self.boot.as_ref()
     }
 
     pub(crate) fn bgv_runtime(&self) -> Option<&BgvRuntime> {
@@ -1200,7 +1315,20 @@ impl PayloadCheck {
                 have: self.total as usize,
             });
         }
-        let Some(p) = self.known.iter().find(|p| p.hash()[..] == h[8..40]) else {
+        let mut p = self
+            .known
+            .iter()
+            .find(|p| p.hash()[..] == h[8..40])
+            .cloned();
+        if p.is_none() && self.kind == ObjectKind::CkksSwitchingKey {
+            // Bootstrapping's key to its sparse secret lives over q₀·P.
+            p = self
+                .known
+                .iter()
+                .filter_map(|k| k.bottom().ok())
+                .find(|b| b.hash()[..] == h[8..40]);
+        }
+        let Some(p) = p else {
             return Ok(());
         };
         let is_key = self.kind.is_key();

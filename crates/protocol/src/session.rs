@@ -22,6 +22,7 @@ use std::fmt;
 use std::sync::Arc;
 
 use hecloud_bgv::BgvParameters;
+use hecloud_ckks::boot::BootstrapLiteral;
 use hecloud_ckks::{CkksParameters, Preset};
 use hecloud_rlwe::{ParametersLiteral, SecretDistribution, params::SIGMA};
 
@@ -516,6 +517,72 @@ pub struct SessionSpec {
     /// Client-aided refresh: the public keys the server re-randomizes with
     /// and the mask policy. `None`: refresh nodes are refused.
     pub refresh: Option<RefreshSpec>,
+    /// Bootstrapping: the circuit and its encapsulation keys (its rotation
+    /// keys, the conjugation key and the relinearization key are among the
+    /// keys above). `None`: bootstrap nodes are refused.
+    pub bootstrap: Option<BootstrapSpec>,
+}
+
+/// What a session needs for bootstrapping ([`hecloud_ckks::boot`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BootstrapSpec {
+    /// The circuit (checked against the CKKS parameters when the session's
+    /// keys load).
+    pub circuit: BootstrapLiteral,
+    /// The key from the secret to the circuit's ephemeral sparse secret,
+    /// over q₀·P (a [`ObjectKind::CkksSwitchingKey`]); needed when the
+    /// circuit has an ephemeral secret.
+    pub to_sparse_key: Option<ObjectId>,
+    /// The key back from the ephemeral secret, over the whole chain.
+    pub from_sparse_key: Option<ObjectId>,
+    /// Whether the planner inserts bootstrapping rather than refresh where
+    /// a graph runs out of levels, even though a key holder could refresh
+    /// (a job that must not depend on one being online). Without a refresh
+    /// part, bootstrapping is the planner's only choice anyway.
+    pub prefer_over_refresh: bool,
+}
+
+impl BootstrapSpec {
+    fn write(&self, w: &mut Writer) {
+        let c = &self.circuit;
+        for x in [
+            c.cts_levels,
+            c.stc_levels,
+            c.eval_mod_degree,
+            c.ephemeral_hamming.unwrap_or(0),
+        ] {
+            w.u32(u32::try_from(x).unwrap_or(u32::MAX));
+        }
+        w.u32(c.eval_mod_bound);
+        w.u32(c.double_angles);
+        w.u32(c.log_message_ratio);
+        write_opt_id(w, &self.to_sparse_key);
+        write_opt_id(w, &self.from_sparse_key);
+        w.bool(self.prefer_over_refresh);
+    }
+
+    fn read(r: &mut Reader<'_>) -> DecodeResult<Self> {
+        let mut usize_field = || r.u32().map(|x| x as usize);
+        let cts_levels = usize_field()?;
+        let stc_levels = usize_field()?;
+        let eval_mod_degree = usize_field()?;
+        let hamming = usize_field()?;
+        let circuit = BootstrapLiteral {
+            cts_levels,
+            stc_levels,
+            eval_mod_degree,
+            ephemeral_hamming: (hamming != 0).then_some(hamming),
+            eval_mod_bound: r.u32()?,
+            double_angles: r.u32()?,
+            log_message_ratio: r.u32()?,
+        };
+        Ok(Self {
+            circuit,
+            to_sparse_key: read_opt_id(r, "to-sparse key presence")?,
+            from_sparse_key: read_opt_id(r, "from-sparse key presence")?,
+            prefer_over_refresh: r.bool("bootstrapping preference")?,
+        })
+    }
 }
 
 /// What a session needs for client-aided refresh ([`crate::refresh`]).
@@ -594,6 +661,9 @@ impl Message for SessionSpec {
             w.u32(rs.lambda_s);
             w.u32(rs.flood_bits);
         }
+        if let Some(b) = &self.bootstrap {
+            b.write(w);
+        }
     }
 
     fn envelope_flags(&self) -> u8 {
@@ -603,15 +673,20 @@ impl Message for SessionSpec {
         } else {
             0
         };
-        bgv | refresh
+        let bootstrap = if self.bootstrap.is_some() {
+            FLAG_BOOTSTRAP
+        } else {
+            0
+        };
+        bgv | refresh | bootstrap
     }
 
     fn read_flagged(r: &mut Reader<'_>, flags: u8) -> DecodeResult<Self> {
-        if flags & !(FLAG_BGV | FLAG_REFRESH) != 0 {
+        if flags & !(FLAG_BGV | FLAG_REFRESH | FLAG_BOOTSTRAP) != 0 {
             return Err(DecodeError::InvalidField {
                 field: "flags",
                 reason: format!(
-                    "{flags:#x} (only bit 0, a BGV part, and bit 1, a refresh part, are defined)"
+                    "{flags:#x} (only bit 0, a BGV part, bit 1, a refresh part, and bit 2, a bootstrapping part, are defined)"
                 ),
             });
         }
@@ -626,6 +701,9 @@ impl Message for SessionSpec {
                 lambda_s: r.u32()?,
                 flood_bits: r.u32()?,
             });
+        }
+        if flags & FLAG_BOOTSTRAP != 0 {
+            spec.bootstrap = Some(BootstrapSpec::read(r)?);
         }
         Ok(spec)
     }
@@ -681,6 +759,8 @@ impl SessionSpec {
 const FLAG_BGV: u8 = 1;
 /// Envelope flag of a session spec followed by a refresh part.
 const FLAG_REFRESH: u8 = 2;
+/// Envelope flag of a session spec followed by a bootstrapping part.
+const FLAG_BOOTSTRAP: u8 = 4;
 
 /// Kinds of stored objects. The numbering is part of the wire format.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -697,6 +777,11 @@ pub enum ObjectKind {
     CkksRelinKey = 4,
     /// A CKKS Galois key (one Galois element).
     CkksGaloisKey = 5,
+    /// A CKKS key switching between two secrets (bootstrapping's
+    /// encapsulation keys, [`BootstrapSpec`]): over the session's chain or
+    /// over its q₀·P; the header's extra field holds a tag (the ephemeral
+    /// secret's Hamming weight).
+    CkksSwitchingKey = 6,
     /// A TFHE server key (bootstrapping and key-switching keys).
     TfheServerKey = 16,
     /// An encrypted unsigned integer, one TFHE ciphertext per bit.
@@ -724,6 +809,7 @@ impl ObjectKind {
             3 => Self::CkksPublicKey,
             4 => Self::CkksRelinKey,
             5 => Self::CkksGaloisKey,
+            6 => Self::CkksSwitchingKey,
             16 => Self::TfheServerKey,
             17 => Self::TfheUint,
             18 => Self::TfheBit,
@@ -755,6 +841,7 @@ impl ObjectKind {
             Self::CkksPublicKey
                 | Self::CkksRelinKey
                 | Self::CkksGaloisKey
+                | Self::CkksSwitchingKey
                 | Self::TfheServerKey
                 | Self::BgvPublicKey
                 | Self::BgvRelinKey
@@ -777,6 +864,7 @@ impl ObjectKind {
             Self::CkksPublicKey | Self::BgvPublicKey => Kind::PublicKey as u8,
             Self::CkksRelinKey | Self::BgvRelinKey => Kind::RelinearizationKey as u8,
             Self::CkksGaloisKey | Self::BgvGaloisKey => Kind::GaloisKey as u8,
+            Self::CkksSwitchingKey => Kind::SwitchingKey as u8,
             Self::TfheServerKey | Self::TfheUint | Self::TfheBit => return None,
         })
     }

@@ -213,6 +213,13 @@ fn ckks_payloads_refuse_mutations_with_typed_errors() {
                 .unwrap()
                 .to_bytes(false),
         ),
+        (ObjectKind::CkksSwitchingKey, {
+            let mut kg = hecloud_rlwe::KeyGenerator::new(params.rlwe());
+            let sparse = kg.gen_sparse_secret_key(16).unwrap();
+            kg.gen_switching_key_between(ks.secret_key(), &sparse)
+                .unwrap()
+                .to_bytes(true, 16)
+        }),
     ];
     let sp = SessionParams {
         ckks: Some(params.clone()),

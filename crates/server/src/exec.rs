@@ -54,6 +54,9 @@ pub struct TenantObjects {
     await_until: Option<Instant>,
     /// Objects served before they were stored.
     arriving: Arc<Mutex<Vec<ArrivingObject>>>,
+    /// Whether a key holder of the tenant answers refreshes now: where the
+    /// session can bootstrap too, the planner bootstraps without one.
+    key_holder_online: bool,
 }
 
 /// An object served before it was stored: its id, and how storing it ends.
@@ -67,7 +70,15 @@ impl TenantObjects {
             tenant: tenant.into(),
             await_until: None,
             arriving: Arc::default(),
+            key_holder_online: true,
         }
+    }
+
+    /// The same view, saying whether a key holder of the tenant is
+    /// connected to answer refreshes (assumed so unless said otherwise).
+    pub fn with_key_holder(mut self, online: bool) -> Self {
+        self.key_holder_online = online;
+        self
     }
 
     /// The same view, in which an object not found is waited for until it
@@ -590,16 +601,25 @@ impl GraphExecutor {
             max_est_seconds: max_seconds,
         };
         let caps = keys.capabilities();
+        // Without a key holder online, a session that can bootstrap plans
+        // bootstraps rather than refreshes that would wait for nobody.
+        let mut plan_caps = caps.clone();
+        if !objects.key_holder_online
+            && let Some(b) = plan_caps.bootstrap.as_mut()
+        {
+            b.prefer_over_refresh = true;
+        }
         let graph = match validate_with_limits(&job.graph, &caps, &types, &limits) {
-            // A session with a refresh part runs a graph deeper than its
-            // parameters, with refreshes where the levels run out.
+            // A session with a refresh or bootstrapping part runs a graph
+            // deeper than its parameters, with refreshes or bootstraps
+            // where the levels run out.
             Err(
                 ValidationError::LevelsExhausted { .. }
                 | ValidationError::ScaleOverflow { .. }
                 | ValidationError::BudgetExhausted { .. }
                 | ValidationError::DepthExhausted { .. },
-            ) if caps.refresh_ckks || caps.refresh_bgv => {
-                insert_refreshes(&job.graph, &caps, &types, &limits)
+            ) if caps.refresh_ckks || caps.refresh_bgv || caps.bootstrap.is_some() => {
+                insert_refreshes(&job.graph, &plan_caps, &types, &limits)
                     .and_then(|g| validate_with_limits(&g, &caps, &types, &limits))
             }
             r => r,

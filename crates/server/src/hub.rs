@@ -84,6 +84,15 @@ impl SessionHub {
             .count()
     }
 
+    /// Whether a session of `tenant` answers callbacks of `kind` now.
+    pub fn serves(&self, tenant: &str, kind: &str) -> bool {
+        self.sessions
+            .lock()
+            .unwrap()
+            .iter()
+            .any(|s| s.tenant == tenant && s.capabilities.iter().any(|c| c == kind))
+    }
+
     /// Routes a key holder's reply to the waiting call. Replies to unknown
     /// request ids (late, or for another tenant) are dropped.
     pub fn deliver(

@@ -16,6 +16,7 @@ use crate::error::{Result, ServerError};
 use crate::exec::{Executors, JobContext, JobError, TenantObjects, UploadWatcher};
 use crate::hub::SessionHub;
 use crate::store::{Completion, JobRecord, ReadyOutput, Store};
+use hecloud_protocol::refresh::CALLBACK_REFRESH;
 
 /// A change to a job (tenant, job id): watchers re-read the job.
 pub type JobEvent = (String, JobId);
@@ -357,7 +358,9 @@ impl Jobs {
                 &self.quota,
                 max_concurrent.saturating_sub(active as u32),
             )?;
-            let objects = TenantObjects::new(self.store.clone(), tenant).awaiting(await_inputs);
+            let objects = TenantObjects::new(self.store.clone(), tenant)
+                .awaiting(await_inputs)
+                .with_key_holder(self.hub.serves(tenant, CALLBACK_REFRESH));
             exec.check(spec, &objects, self.quota.max_job_seconds)
                 .map_err(|e| match e {
                     JobError::Invalid(m) => ServerError::InvalidArgument(m),
@@ -440,7 +443,8 @@ impl Jobs {
         self.notify(tenant, id);
         tracing::info!(%tenant, job = %id, kind = %rec.kind, "job started");
         let t0 = Instant::now();
-        let objects = TenantObjects::new(self.store.clone(), tenant);
+        let objects = TenantObjects::new(self.store.clone(), tenant)
+            .with_key_holder(self.hub.serves(tenant, CALLBACK_REFRESH));
         let mut last = Instant::now() - Duration::from_secs(1);
         let mut progress = |f: f32, msg: &str| {
             // Node reports are throttled; the start of a phase (loading,

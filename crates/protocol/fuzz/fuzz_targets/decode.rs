@@ -80,12 +80,13 @@ fn ctx() -> &'static Ctx {
     })
 }
 
-const KINDS: [ObjectKind; 12] = [
+const KINDS: [ObjectKind; 13] = [
     ObjectKind::CkksCiphertext,
     ObjectKind::CkksPlaintext,
     ObjectKind::CkksPublicKey,
     ObjectKind::CkksRelinKey,
     ObjectKind::CkksGaloisKey,
+    ObjectKind::CkksSwitchingKey,
     ObjectKind::TfheBit,
     ObjectKind::TfheUint,
     ObjectKind::TfheServerKey,

@@ -14,6 +14,15 @@
 //! The schedule is visible in the cost estimate
 //! ([`super::CostEstimate::refreshes`]).
 //!
+//! A session with a bootstrapping part and no CKKS refresh part (no key
+//! holder), or one that prefers bootstrapping, gets bootstrap nodes
+//! instead ([`crate::Op::Bootstrap`]): the server alone makes the fresh
+//! ciphertext, in seconds rather than a round trip. A bootstrap takes a
+//! ciphertext at any level, so the rule there is the refusal: a node
+//! refused for want of levels (or a product left at level 0 with its
+//! rescale still to come) gets its CKKS operands bootstrapped, and is
+//! checked again.
+//!
 //! BGV has no levels a refresh must stay above (a masked BGV ciphertext
 //! goes at level 0, or with flooding at the lowest level that holds the
 //! flood), so its rule is simpler: a BGV node refused for want of noise
@@ -24,7 +33,7 @@ use std::collections::{BTreeSet, HashMap};
 
 use super::structure;
 use super::types::Checker;
-use super::{Capabilities, VResult, ValidationLimits, ValueType};
+use super::{BootstrapCaps, Capabilities, VResult, ValidationLimits, ValueType};
 use crate::error::ValidationError;
 use crate::graph::{Graph, NodeId, Op};
 
@@ -47,18 +56,50 @@ pub fn insert_refreshes(
     inputs: &[ValueType],
     limits: &ValidationLimits,
 ) -> VResult<Graph> {
-    let ckks = caps.ckks.is_some() && caps.refresh_ckks;
+    let ckks = caps.ckks.is_some() && (caps.refresh_ckks || caps.bootstrap.is_some());
     let bgv = caps.bgv.is_some() && caps.refresh_bgv;
     if !ckks && !bgv {
         return Ok(graph.clone());
     }
+    // Bootstrapping where there is no key holder to refresh, or where the
+    // session asks for it; refresh first otherwise, and bootstrapping where
+    // refreshes cannot carry the graph (a chain too short for the mask's
+    // headroom).
+    let modes: &[Option<BootstrapCaps>] = match caps.bootstrap {
+        Some(b) if !caps.refresh_ckks || b.prefer_over_refresh => &[Some(b)],
+        Some(b) => &[None, Some(b)],
+        None => &[None],
+    };
+    let mut first = None;
+    for &boot in modes {
+        let planned = plan_with_take_backs(graph, caps, inputs, limits, boot);
+        if let Ok(g) = &planned
+            && super::validate_with_limits(g, caps, inputs, limits).is_ok()
+        {
+            return planned;
+        }
+        first.get_or_insert(planned);
+    }
+    // No mode carries the graph: the first one's plan, or its refusal.
+    first.unwrap_or_else(|| Ok(graph.clone()))
+}
+
+/// The planned graph in one mode (`boot`: bootstraps for CKKS, else
+/// refreshes), with the refreshes it turns out not to need taken back.
+fn plan_with_take_backs(
+    graph: &Graph,
+    caps: &Capabilities,
+    inputs: &[ValueType],
+    limits: &ValidationLimits,
+    boot: Option<BootstrapCaps>,
+) -> VResult<Graph> {
     let mut skip = BTreeSet::new();
-    let (mut best, consumers) = plan(graph, caps, inputs, &skip)?;
+    let (mut best, consumers) = plan(graph, caps, inputs, &skip, boot)?;
     // Take back the last refreshes first: those are the likeliest to be
     // unneeded (a graph may end below the lowest refresh level).
     for c in consumers.into_iter().rev() {
         skip.insert(c);
-        match plan(graph, caps, inputs, &skip) {
+        match plan(graph, caps, inputs, &skip, boot) {
             Ok((g, _)) if super::validate_with_limits(&g, caps, inputs, limits).is_ok() => best = g,
             _ => {
                 skip.remove(&c);
@@ -78,17 +119,22 @@ fn bgv_out_of_depth(e: &ValidationError) -> bool {
     )
 }
 
-/// One planning pass: the graph with refreshes before every level-spending
-/// CKKS node not in `skip` that would leave its value below the lowest
-/// refresh level, and before every BGV node not in `skip` refused for want
-/// of depth, and those nodes in the order they were met.
+/// One planning pass: the graph with refreshes (bootstraps with `boot`)
+/// before every level-spending CKKS node not in `skip` that would leave
+/// its value below the lowest refresh level, and before every BGV node not
+/// in `skip` refused for want of depth, and those nodes in the order they
+/// were met.
 fn plan(
     graph: &Graph,
     caps: &Capabilities,
     inputs: &[ValueType],
     skip: &BTreeSet<NodeId>,
+    boot: Option<BootstrapCaps>,
 ) -> VResult<(Graph, Vec<NodeId>)> {
-    let ckks = caps.ckks.as_ref().filter(|_| caps.refresh_ckks);
+    let ckks = caps
+        .ckks
+        .as_ref()
+        .filter(|_| caps.refresh_ckks || boot.is_some());
     let bgv = caps.bgv.as_ref().filter(|_| caps.refresh_bgv);
     let policy = caps.mask_policy;
     let structure = structure::check(graph, inputs.len())?;
@@ -137,9 +183,14 @@ fn plan(
                         })
                         .fold(0.0, f64::max);
                     let pending = usize::from(scale > 1.5 * operand_scale);
-                    policy
-                        .lowest_level(params, operand_scale.max(1.0))
-                        .is_some_and(|l| level < l + pending)
+                    match boot {
+                        // Any level is bootstrapped; only a rescale that
+                        // would find no level below is too late.
+                        Some(_) => level < pending,
+                        None => policy
+                            .lowest_level(params, operand_scale.max(1.0))
+                            .is_some_and(|l| level < l + pending),
+                    }
                 }
                 _ => false,
             },
@@ -162,13 +213,25 @@ fn plan(
                         }),
                         Some(params),
                         _,
-                    ) if !is_bgv => {
-                        let top = params.max_level();
-                        if level >= top || policy.check_level(params, level, scale).is_err() {
-                            continue;
+                    ) if !is_bgv => match boot {
+                        Some(b) => {
+                            if level >= b.output_level || scale > b.max_input_scale {
+                                continue;
+                            }
+                            b.output_level
                         }
-                        top
-                    }
+                        None => {
+                            // In a bootstrappable chain the levels above the
+                            // circuit's output are its own.
+                            let top = caps
+                                .bootstrap
+                                .map_or(params.max_level(), |b| b.output_level);
+                            if level >= top || policy.check_level(params, level, scale).is_err() {
+                                continue;
+                            }
+                            top
+                        }
+                    },
                     (Some(&ValueType::BgvCiphertext { level, .. }), _, Some(params)) if is_bgv => {
                         // A refresh's own result is as fresh as it gets.
                         if matches!(g.nodes[m as usize], Op::BgvRefresh(..))
@@ -185,6 +248,8 @@ fn plan(
                     None => {
                         let r = if is_bgv {
                             g.bgv_refresh(m, top as u32)
+                        } else if boot.is_some() {
+                            g.bootstrap(m)
                         } else {
                             g.refresh(m, top as u32)
                         };

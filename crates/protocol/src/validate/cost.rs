@@ -291,6 +291,15 @@ impl Meter {
         self.cur.seconds += polys as f64 * (level as f64 + 1.0) * n * n.log2() * 1e-9;
     }
 
+    /// A bootstrapping of `key_switches` key switches, timed as if all
+    /// ran at the top level `top` (most of its rotations run near it).
+    pub(super) fn bootstrap(&mut self, top: usize, key_switches: usize) {
+        for _ in 0..key_switches {
+            self.cur.key_switches += 1;
+            self.cur.seconds += self.key_switch_seconds(top);
+        }
+    }
+
     /// A refresh of a ciphertext at `level` to `target` (either scheme):
     /// the server's mask (a public-key encryption of zero, about three
     /// NTTs per limb) and unmask, and the bytes each way (the masked

@@ -52,7 +52,7 @@ pub use cost::{
     BOOTSTRAP_SECONDS, CostEstimate, MAX_CIRCUIT_BITS, MAX_GRAPH_CIRCUIT_BITS, TFHE_BIT_BYTES,
     TFHE_CONTAINER_HEADER, ValidationLimits,
 };
-pub use types::{Capabilities, MIN_LOG_SCALE, ValueType};
+pub use types::{BootstrapCaps, Capabilities, MIN_LOG_SCALE, ValueType};
 
 use structure::Schedule;
 use types::Checker;
@@ -85,6 +85,7 @@ pub(crate) struct Needs {
     pub bgv_galois: BTreeSet<usize>,
     pub refresh_ckks: bool,
     pub refresh_bgv: bool,
+    pub bootstrap: bool,
 }
 
 impl ValidatedGraph {

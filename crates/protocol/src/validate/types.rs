@@ -131,6 +131,23 @@ pub struct Capabilities {
     /// The BGV refreshes' flooding (it decides the level a masked
     /// ciphertext is sent at, and the lowest a refresh accepts).
     pub bgv_mask_policy: hecloud_circuits::packed::BgvMaskPolicy,
+    /// Whether bootstrap nodes can run, and what they do.
+    pub bootstrap: Option<BootstrapCaps>,
+}
+
+/// What a session's bootstrapping offers a graph
+/// ([`crate::Op::Bootstrap`]).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct BootstrapCaps {
+    /// The level of a bootstrapped ciphertext (at the default scale).
+    pub output_level: usize,
+    /// The largest operand scale accepted: q₀/2^ratio.
+    pub max_input_scale: f64,
+    /// Whether the planner bootstraps rather than refreshes even where a
+    /// refresh part exists.
+    pub prefer_over_refresh: bool,
+    /// Key switches one bootstrapping runs (the cost estimate's unit).
+    pub key_switches: usize,
 }
 
 impl Capabilities {
@@ -651,6 +668,34 @@ impl<'a> Checker<'a> {
                 let s = plan.rotate_and_sum(&x, m).map_err(|e| self.refused(e))?;
                 self.meter.charge(&s);
                 Ok(ct(s.out))
+            }
+            Op::Bootstrap(_) => {
+                let x = self.degree_one(args)?;
+                let params = self.params()?;
+                let refused = |reason: String| ValidationError::BootstrapRefused {
+                    node: self.at.node,
+                    op: self.at.op,
+                    reason,
+                };
+                let Some(b) = self.caps.bootstrap else {
+                    return Err(refused(
+                        "the session has no bootstrapping part (circuit and keys)".into(),
+                    ));
+                };
+                if x.scale > b.max_input_scale * (1.0 + 1e-9) {
+                    return Err(refused(format!(
+                        "the operand's scale 2^{:.2} is above the 2^{:.2} the circuit takes (rescale first)",
+                        x.scale.log2(),
+                        b.max_input_scale.log2()
+                    )));
+                }
+                self.needs.bootstrap = true;
+                self.meter.bootstrap(params.max_level(), b.key_switches);
+                Ok(ct(CtShape {
+                    level: b.output_level,
+                    scale: params.default_scale(),
+                    degree: 1,
+                }))
             }
             Op::Refresh(_, target) => {
                 let x = self.degree_one(args)?;
