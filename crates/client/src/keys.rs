@@ -148,11 +148,12 @@ pub fn keygen_with(
     let params = preset.build().map_err(crypto)?;
     let refresh = refresh.spec(MaskPolicy::circuit_private(&params).flood_bits)?;
     std::fs::create_dir_all(dir)?;
-    let keys = KeySet::generate(&params, rotations, false).map_err(crypto)?;
+    let mut keys = KeySet::generate(&params, rotations, false).map_err(crypto)?;
     let mut folder = KeyFolder { dir, files: vec![] };
     folder.put("secret.key", &keys.secret_key().export_bytes(), true)?;
     let pk = folder.put_public_key(keys.public_key())?;
-    let ev = keys.evaluation_keys();
+    // Moved out, not copied: gigabytes at N = 2^16.
+    let ev = keys.take_evaluation_keys();
     let (relin_key, galois_keys) = folder.put_evaluation_keys(ev.relin.as_ref(), &ev.galois)?;
     let spec = SessionSpec {
         params: ParamSpec {
@@ -194,7 +195,7 @@ pub fn boot_keygen(
     rots.sort_unstable();
     rots.dedup();
     std::fs::create_dir_all(dir)?;
-    let keys = KeySet::generate(&params, &rots, true).map_err(crypto)?;
+    let mut keys = KeySet::generate(&params, &rots, true).map_err(crypto)?;
     let circuit = *boot.literal();
     let encapsulation = match circuit.ephemeral_hamming {
         Some(h) => {
@@ -205,7 +206,8 @@ pub fn boot_keygen(
     let mut folder = KeyFolder { dir, files: vec![] };
     folder.put("secret.key", &keys.secret_key().export_bytes(), true)?;
     let pk = folder.put_public_key(keys.public_key())?;
-    let ev = keys.evaluation_keys();
+    // Moved out, not copied: gigabytes at N = 2^16.
+    let ev = keys.take_evaluation_keys();
     let (relin_key, galois_keys) = folder.put_evaluation_keys(ev.relin.as_ref(), &ev.galois)?;
     let (to_sparse_key, from_sparse_key) = match &encapsulation {
         Some(e) => {
