@@ -1,9 +1,10 @@
 //! CKKS bootstrapping: [`mod_raise`], [`EvalMod`], the homomorphic DFTs of
 //! [`crate::dft`], sparse-secret encapsulation ([`EncapsulationKeys`]) and
 //! [`Bootstrapper`], which composes them; [`BootPreset`] names
-//! bootstrappable parameter sets (a 128-bit one at N = 2^16). Not built
-//! yet: sparse slots, the arcsine correction, double hoisting, and its
-//! place in the service (docs/bootstrapping.md).
+//! bootstrappable parameter sets (a 128-bit one at N = 2^16). Full and
+//! sparse slots ([`BootstrapLiteral::slots`]: a trace after ModRaise keeps
+//! the sparse message's subring). Not built yet: the arcsine correction
+//! and double hoisting (docs/bootstrapping.md).
 //!
 //! After [`mod_raise`], a ciphertext that decrypted to t mod q₀ decrypts to
 //! t + q₀·I mod Q_L, with I a small integer polynomial (its coefficients
@@ -384,6 +385,11 @@ pub struct BootstrapLiteral {
     /// EvalMod, where sin(2πy)/2π ≈ y holds to about 3·ratio bits; an input
     /// at a lower scale is first multiplied up by an integer.
     pub log_message_ratio: u32,
+    /// The slots of the ciphertexts it bootstraps (a power of two from 2
+    /// to N/2), `None` for N/2. Sparse slots cost log2(N/2/slots) more
+    /// rotations (the trace that clears ModRaise's integer part outside
+    /// the subring the message lives in) and fewer in the DFTs.
+    pub slots: Option<usize>,
 }
 
 /// Bootstrapping at full slots, assembled from its pieces: ModRaise,
@@ -392,7 +398,8 @@ pub struct BootstrapLiteral {
 /// factor (CoeffsToSlots' 1/n, the halving of the real/imaginary split,
 /// EvalMod's 1/2π, the message ratio) is read into a scale rather than
 /// multiplied in: no level and no precision is spent on them. Not there
-/// yet: sparse-secret encapsulation, the arcsine correction, sparse slots.
+/// yet: the arcsine correction; sparse slots run two EvalMods as full
+/// slots do, where the real and imaginary parts would fit in one.
 #[derive(Debug, Clone)]
 pub struct Bootstrapper {
     params: Arc<CkksParameters>,
@@ -408,7 +415,10 @@ impl Bootstrapper {
     /// of range, an [`EvalMod`] it cannot build, a message ratio outside
     /// 1..=30, or a circuit deeper than the parameters' top level.
     pub fn new(params: &Arc<CkksParameters>, literal: BootstrapLiteral) -> Result<Self> {
-        let encoder = crate::Encoder::new(params);
+        let encoder = match literal.slots {
+            Some(slots) => crate::Encoder::with_slots(params, slots)?,
+            None => crate::Encoder::new(params),
+        };
         if !(1..=30).contains(&literal.log_message_ratio) {
             return Err(CkksError::ValueOutOfRange(format!(
                 "message ratio 2^{} (1 to 30 bits)",
@@ -436,10 +446,25 @@ impl Bootstrapper {
         &self.literal
     }
 
+    /// The slots it bootstraps.
+    pub fn slots(&self) -> usize {
+        self.encoder.slots()
+    }
+
+    /// The rotations of the trace that keeps only the sparse slots'
+    /// subring: by slots, 2·slots, …, N/4 (none at full slots).
+    fn trace_rotations(&self) -> impl Iterator<Item = i64> + use<> {
+        let (n, full) = (self.slots(), self.params.slots());
+        std::iter::successors(Some(n), |&k| Some(2 * k))
+            .take_while(move |&k| k < full)
+            .map(|k| k as i64)
+    }
+
     /// The rotations it needs keys for (and the conjugation key).
     pub fn rotations(&self) -> Vec<i64> {
         let mut r = self.cts.rotations();
         r.extend(self.stc.rotations());
+        r.extend(self.trace_rotations());
         r.sort_unstable();
         r.dedup();
         r
@@ -468,7 +493,7 @@ impl Bootstrapper {
     pub fn key_switches(&self) -> usize {
         let d = self.literal.eval_mod_degree;
         let products = 2 * d.isqrt() + d.ilog2() as usize + self.literal.double_angles as usize;
-        self.rotations().len() + 1 + 2 * products + 2
+        self.rotations().len() + self.trace_rotations().count() + 1 + 2 * products + 2
     }
 
     /// Refused unless `eval` holds the relinearization key, the
@@ -548,10 +573,18 @@ impl Bootstrapper {
             )?,
             None => mod_raise(params, &ct)?,
         };
+        // With sparse slots the message lives in the subring of X^(N/2n);
+        // the trace (a sum over rotations by multiples of n) keeps that
+        // part of ModRaise's result, times N/2n, and clears the rest.
+        let mut trace = 1.0;
+        for k in self.trace_rotations() {
+            raised = eval.add(&raised, &eval.rotate(&raised, k)?)?;
+            trace *= 2.0;
+        }
         // Read at scale 2·q₀ its slots are t/2q₀: half of an integer plus
         // the message's fraction once in the coefficient domain (the half
         // is what the real/imaginary split below wants).
-        raised.set_scale(2.0 * q0);
+        raised.set_scale(2.0 * q0 * trace);
         let eval_mod_scale = self
             .eval_mod
             .input_scale(params.q_f64(params.max_level() - self.cts.levels()));
@@ -623,6 +656,7 @@ impl BootPreset {
             double_angles: 2,
             ephemeral_hamming: Some(32),
             log_message_ratio: 8,
+            slots: None,
         };
         let mut log_q = vec![60];
         log_q.extend(std::iter::repeat_n(40, residual));

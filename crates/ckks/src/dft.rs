@@ -152,13 +152,10 @@ impl HomomorphicDft {
     }
 
     fn new(enc: &Encoder, levels: usize, direction: DftDirection) -> Result<Self> {
+        // Sparse slots: the same DFT at the encoder's size, on slot vectors
+        // that repeat every n slots (a rotation by k < n of such a vector is
+        // its rotation mod n).
         let n = enc.slots();
-        if n != enc.params().slots() {
-            return Err(CkksError::Slots(format!(
-                "a DFT of {n} slots: sparse slots (fewer than N/2 = {}) are not supported yet",
-                enc.params().slots()
-            )));
-        }
         let stages = n.trailing_zeros() as usize;
         if n < 2 || levels == 0 || levels > stages {
             return Err(CkksError::ValueOutOfRange(format!(

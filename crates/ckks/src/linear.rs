@@ -205,11 +205,13 @@ impl LinearTransform {
         out_scale: f64,
     ) -> Result<Ciphertext> {
         let params = eval.params();
-        if params.slots() != self.slots {
+        // Sparse slots: the ciphertext's N/2 slots repeat every `slots`,
+        // and the diagonals, encoded at that size, repeat as they do.
+        if enc.slots() != self.slots {
             return Err(CkksError::ValueOutOfRange(format!(
-                "linear transform of {} slots on a ciphertext of {}",
+                "linear transform of {} slots with an encoder of {}",
                 self.slots,
-                params.slots()
+                enc.slots()
             )));
         }
         let level = ct.level();

@@ -142,6 +142,7 @@ fn bootstrapping_brings_a_level_0_ciphertext_back_with_its_slots() {
         double_angles: 4,
         ephemeral_hamming: None,
         log_message_ratio: 10,
+        slots: None,
     };
     let boot = Bootstrapper::new(&params, literal).unwrap();
     let (keys, enc, eval) = boot_keys(&params, &boot);
@@ -302,4 +303,61 @@ fn the_n16_preset_bootstraps_full_slots() {
     let r = report(&z, &enc.decode(&keys.decrypt(&out).unwrap()).unwrap());
     eprintln!("n16: {r}");
     assert!(r.bits() > 18.0, "{r}");
+}
+
+/// Sparse slots at the test preset's layout: the trace clears ModRaise's
+/// integer part outside the message's subring, the DFTs run at the sparse
+/// size, and real and complex vectors of 8 to N/4 slots come back.
+#[test]
+fn the_test_preset_bootstraps_sparse_slots() {
+    use hecloud_ckks::boot::{BootPreset, Bootstrapper, EncapsulationKeys};
+    use hecloud_ckks::precision::report;
+    use num_complex::Complex64;
+    let params = BootPreset::TestN12.params().unwrap();
+    let (_, _, circuit) = BootPreset::TestN12.literal();
+    let mut rng = hecloud_math::testing::sampler();
+    for (slots, levels) in [(256, 3), (1024, 3), (8, 3)] {
+        let literal = hecloud_ckks::boot::BootstrapLiteral {
+            slots: Some(slots),
+            cts_levels: levels,
+            stc_levels: levels,
+            ..circuit
+        };
+        let boot = Bootstrapper::new(&params, literal).unwrap();
+        assert_eq!(boot.slots(), slots);
+        let (keys, _, eval) = boot_keys(&params, &boot);
+        let enc = Encoder::with_slots(&params, slots).unwrap();
+        let h = literal.ephemeral_hamming.unwrap();
+        let encapsulation = EncapsulationKeys::generate(&params, keys.secret_key(), h).unwrap();
+        let real: Vec<Complex64> = (0..slots)
+            .map(|_| Complex64::new(uniform(&mut rng), 0.0))
+            .collect();
+        for (what, z) in [("complex", random_slots(&mut rng, slots)), ("real", real)] {
+            let ct = keys
+                .encrypt(&enc.encode(&z, 0, params.default_scale()).unwrap())
+                .unwrap();
+            let out = boot.bootstrap(&eval, Some(&encapsulation), &ct).unwrap();
+            assert_eq!(out.level(), boot.output_level());
+            let got = enc.decode(&keys.decrypt(&out).unwrap()).unwrap();
+            let r = report(&z, &got);
+            eprintln!("{slots} slots, {what}: {r}");
+            // Fewer slots put more of the message into each coefficient,
+            // where EvalMod's sine departs from the identity: about 16.5
+            // bits at 8 slots, 20 to 23 at 256 and more.
+            let min = if slots < 64 { 14.0 } else { 18.0 };
+            assert!(r.bits() > min, "{slots} slots, {what}: {r}");
+        }
+    }
+    for slots in [0, 1, 3, 4096] {
+        let literal = hecloud_ckks::boot::BootstrapLiteral {
+            slots: Some(slots),
+            cts_levels: 1,
+            stc_levels: 1,
+            ..circuit
+        };
+        assert!(
+            Bootstrapper::new(&params, literal).is_err(),
+            "{slots} slots"
+        );
+    }
 }

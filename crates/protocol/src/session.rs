@@ -559,6 +559,7 @@ impl BootstrapSpec {
         write_opt_id(w, &self.to_sparse_key);
         write_opt_id(w, &self.from_sparse_key);
         w.bool(self.prefer_over_refresh);
+        w.u32(c.slots.map_or(0, |s| u32::try_from(s).unwrap_or(u32::MAX)));
     }
 
     fn read(r: &mut Reader<'_>) -> DecodeResult<Self> {
@@ -575,12 +576,20 @@ impl BootstrapSpec {
             eval_mod_bound: r.u32()?,
             double_angles: r.u32()?,
             log_message_ratio: r.u32()?,
+            slots: None,
         };
+        let to_sparse_key = read_opt_id(r, "to-sparse key presence")?;
+        let from_sparse_key = read_opt_id(r, "from-sparse key presence")?;
+        let prefer_over_refresh = r.bool("bootstrapping preference")?;
+        let slots = r.u32()? as usize;
         Ok(Self {
-            circuit,
-            to_sparse_key: read_opt_id(r, "to-sparse key presence")?,
-            from_sparse_key: read_opt_id(r, "from-sparse key presence")?,
-            prefer_over_refresh: r.bool("bootstrapping preference")?,
+            circuit: BootstrapLiteral {
+                slots: (slots != 0).then_some(slots),
+                ..circuit
+            },
+            to_sparse_key,
+            from_sparse_key,
+            prefer_over_refresh,
         })
     }
 }

@@ -293,4 +293,8 @@ fn a_bootstrapping_session_travels_as_objects_and_a_spec() {
     ));
     // A spec announcing a bootstrapping part that is cut short.
     assert!(SessionSpec::decode(&bytes[..bytes.len() - 1]).is_err());
+    // Sparse slots travel too.
+    let mut sparse = spec.clone();
+    sparse.bootstrap.as_mut().unwrap().circuit.slots = Some(512);
+    assert_eq!(SessionSpec::decode(&sparse.encode()).unwrap(), sparse);
 }
