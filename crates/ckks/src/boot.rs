@@ -37,6 +37,7 @@
 //! ```
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use hecloud_math::{Domain, RnsPoly};
 use hecloud_rlwe::Ciphertext;
@@ -164,10 +165,21 @@ impl EvalMod {
 
     /// The slots' values mod 1 (real slots; [`Self::depth`] levels).
     pub fn apply(&self, eval: &Evaluator, ct: &Ciphertext) -> Result<Ciphertext> {
+        self.apply_cancellable(eval, ct, &AtomicBool::new(false))
+    }
+
+    /// [`Self::apply`], giving up with [`CkksError::Cancelled`] before a
+    /// product once `cancel` is raised.
+    pub fn apply_cancellable(
+        &self,
+        eval: &Evaluator,
+        ct: &Ciphertext,
+        cancel: &AtomicBool,
+    ) -> Result<Ciphertext> {
         crate::error::require_levels(ct.level(), self.depth())?;
         let mut x = ct.clone();
         x.set_scale(ct.scale() * self.half_width);
-        let mut c = eval.evaluate_chebyshev(&x, &self.cosine)?;
+        let mut c = eval.evaluate_chebyshev_cancellable(&x, &self.cosine, cancel)?;
         for _ in 0..self.double_angles {
             let sq = eval.mul_relin_rescale(&c, &c)?;
             c = eval.add_const(&eval.mul_int(&sq, 2)?, Complex64::new(-1.0, 0.0))?;
@@ -530,7 +542,29 @@ impl Bootstrapper {
         encapsulation: Option<&EncapsulationKeys>,
         ct: &Ciphertext,
     ) -> Result<Ciphertext> {
+        self.bootstrap_cancellable(eval, encapsulation, ct, &AtomicBool::new(false))
+    }
+
+    /// [`Self::bootstrap`], giving up with [`CkksError::Cancelled`] once
+    /// `cancel` is raised: it is read between the steps, between the DFTs'
+    /// factors and before each product of EvalMod's polynomial (at
+    /// N = 2^16 every second or so).
+    pub fn bootstrap_cancellable(
+        &self,
+        eval: &Evaluator,
+        encapsulation: Option<&EncapsulationKeys>,
+        ct: &Ciphertext,
+        cancel: &AtomicBool,
+    ) -> Result<Ciphertext> {
         let params = &self.params;
+        let check = || {
+            if cancel.load(Ordering::Relaxed) {
+                Err(CkksError::Cancelled)
+            } else {
+                Ok(())
+            }
+        };
+        check()?;
         self.check_keys(eval)?;
         let encapsulation = match (self.literal.ephemeral_hamming, encapsulation) {
             (None, _) => None,
@@ -588,19 +622,25 @@ impl Bootstrapper {
         let eval_mod_scale = self
             .eval_mod
             .input_scale(params.q_f64(params.max_level() - self.cts.levels()));
-        let half = self
-            .cts
-            .apply_to_scale(eval, &self.encoder, &raised, eval_mod_scale)?;
+        check()?;
+        let half = self.cts.apply_to_scale_cancellable(
+            eval,
+            &self.encoder,
+            &raised,
+            eval_mod_scale,
+            cancel,
+        )?;
+        check()?;
         let conj = eval.conjugate(&half)?;
         let re = eval.add(&half, &conj)?;
         let im = times_i(&eval.sub(&conj, &half)?)?;
-        let re = self.eval_mod.apply(eval, &re)?;
-        let im = self.eval_mod.apply(eval, &im)?;
+        let re = self.eval_mod.apply_cancellable(eval, &re, cancel)?;
+        let im = self.eval_mod.apply_cancellable(eval, &im, cancel)?;
         let mut u = eval.add(&re, &times_i(&im)?)?;
         // The slots hold (Δ_in/q₀)·m: read at this scale, m.
         u.set_scale(u.scale() * input_scale / q0);
         self.stc
-            .apply_to_scale(eval, &self.encoder, &u, params.default_scale())
+            .apply_to_scale_cancellable(eval, &self.encoder, &u, params.default_scale(), cancel)
     }
 }
 

@@ -37,6 +37,7 @@
 //! ```
 
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use hecloud_rlwe::Ciphertext;
 use num_complex::Complex64;
@@ -240,12 +241,28 @@ impl HomomorphicDft {
         ct: &Ciphertext,
         out_scale: f64,
     ) -> Result<Ciphertext> {
+        self.apply_to_scale_cancellable(eval, enc, ct, out_scale, &AtomicBool::new(false))
+    }
+
+    /// [`Self::apply_to_scale`], giving up with [`CkksError::Cancelled`]
+    /// before a factor once `cancel` is raised.
+    pub fn apply_to_scale_cancellable(
+        &self,
+        eval: &Evaluator,
+        enc: &Encoder,
+        ct: &Ciphertext,
+        out_scale: f64,
+        cancel: &AtomicBool,
+    ) -> Result<Ciphertext> {
         crate::error::require_levels(ct.level(), self.levels())?;
         let mut c = ct.clone();
         c.set_scale(ct.scale() / self.normalization);
         let step = (out_scale / c.scale()).powf(1.0 / self.levels() as f64);
         let last = self.levels() - 1;
         for (k, f) in self.factors.iter().enumerate() {
+            if cancel.load(Ordering::Relaxed) {
+                return Err(CkksError::Cancelled);
+            }
             let target = if k == last {
                 out_scale
             } else {

@@ -261,6 +261,16 @@ fn the_test_preset_bootstraps_real_and_complex_slots() {
         boot.bootstrap(&eval, None, &ct),
         Err(CkksError::MissingKey(_))
     ));
+    // A raised cancellation flag stops it before any work.
+    assert!(matches!(
+        boot.bootstrap_cancellable(
+            &eval,
+            Some(&encapsulation),
+            &ct,
+            &std::sync::atomic::AtomicBool::new(true)
+        ),
+        Err(CkksError::Cancelled)
+    ));
     let other = EncapsulationKeys::generate(&params, keys.secret_key(), h + 1).unwrap();
     assert!(matches!(
         boot.bootstrap(&eval, Some(&other), &ct),

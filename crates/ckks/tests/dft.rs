@@ -74,7 +74,11 @@ fn every_level_count_computes_the_dft_in_the_clear() {
     let sparse = Encoder::with_slots(&params, n / 2).unwrap();
     let stc = HomomorphicDft::slots_to_coeffs(&sparse, 2).unwrap();
     assert_eq!(stc.levels(), 2);
-    assert!(stc.rotations().iter().all(|r| r.unsigned_abs() < n as u64 / 2));
+    assert!(
+        stc.rotations()
+            .iter()
+            .all(|r| r.unsigned_abs() < n as u64 / 2)
+    );
 }
 
 #[test]

@@ -462,8 +462,12 @@ impl<'a> Run<'a> {
                         .boot_runtime()
                         .ok_or_else(|| internal("no bootstrapping part"))?;
                     ck(ev.drop_level(c, 0).and_then(|low| {
-                        boot.bootstrapper
-                            .bootstrap(ev, boot.encapsulation.as_ref(), &low)
+                        boot.bootstrapper.bootstrap_cancellable(
+                            ev,
+                            boot.encapsulation.as_ref(),
+                            &low,
+                            self.cancel,
+                        )
                     }))
                 }
                 _ => Err(internal("operand types")),
