@@ -375,8 +375,13 @@ impl Evaluator {
         let mut ext = key_switch_ext(rl, &d2, &rlk.0)?;
         add_times_p_assign(rl, &mut ext.c0, &d0)?;
         add_times_p_assign(rl, &mut ext.c1, &d1)?;
-        let c0 = mod_down_rescale(rl, level, &ext.c0)?;
-        let c1 = mod_down_rescale(rl, level, &ext.c1)?;
+        // Side by side: each ModDown alone leaves threads idle (a handful
+        // of P limbs to bring back, limb groups that do not divide evenly).
+        let (c0, c1) = rayon::join(
+            || mod_down_rescale(rl, level, &ext.c0),
+            || mod_down_rescale(rl, level, &ext.c1),
+        );
+        let (c0, c1) = (c0?, c1?);
         for p in [d0, d1, d2, ext.c0, ext.c1] {
             recycle(p);
         }

@@ -129,17 +129,35 @@ fn modup_prepare(lt: &LevelTables, d: &RnsPoly) -> Vec<u64> {
 fn digit_centers(lt: &LevelTables, y: &[u64], n: usize) -> Vec<u64> {
     let mut v = take(lt.digits.len() * n);
     for (dg, vj) in lt.digits.iter().zip(v.chunks_exact_mut(n)) {
-        for (c, e) in vj.iter_mut().enumerate() {
-            let f: f64 = dg
-                .q_inv_f64
+        let limbs: Vec<&[u64]> = y[dg.start * n..dg.end * n].chunks_exact(n).collect();
+        round_sums(vj, &limbs, &dg.q_inv_f64, n);
+    }
+    v
+}
+
+/// Coefficients per task of [`round_sums`] on several threads.
+const ROUND_CHUNK: usize = 1 << 12;
+
+/// out_c = round(Σ_k limbs_k\[c\]·inv_k) per coefficient c: the centering
+/// of a base conversion, on several threads from degree PARALLEL_MIN_N up
+/// (it is a serial stretch of every key switch otherwise).
+fn round_sums(out: &mut [u64], limbs: &[&[u64]], inv: &[f64], n: usize) {
+    let work = |(chunk, o): (usize, &mut [u64])| {
+        let base = chunk * ROUND_CHUNK;
+        for (c, e) in o.iter_mut().enumerate() {
+            let f: f64 = limbs
                 .iter()
-                .enumerate()
-                .map(|(k, inv)| y[(dg.start + k) * n + c] as f64 * inv)
+                .zip(inv)
+                .map(|(l, inv)| l[base + c] as f64 * inv)
                 .sum();
             *e = f.round() as u64;
         }
+    };
+    if n >= PARALLEL_MIN_N {
+        out.par_chunks_mut(ROUND_CHUNK).enumerate().for_each(work);
+    } else {
+        out.chunks_mut(ROUND_CHUNK).enumerate().for_each(work);
     }
-    v
 }
 
 /// The sources of digit j's conversion: its y limbs and v_j (whose weight
@@ -439,15 +457,8 @@ fn divide_out(
     for_each_limb(&mut y, n, work);
     // v = round(Σ_m y_m / r_m): Σ y_m·(R/r_m) − v·R is x mod R, centered.
     let mut v = take(n);
-    for (c, e) in v.iter_mut().enumerate() {
-        let f: f64 = tables
-            .r_inv_f64
-            .iter()
-            .enumerate()
-            .map(|(k, inv)| y[k * n + c] as f64 * inv)
-            .sum();
-        *e = f.round() as u64;
-    }
+    let limbs: Vec<&[u64]> = y.chunks_exact(n).collect();
+    round_sums(&mut v, &limbs, &tables.r_inv_f64, n);
     let mut out = pooled_uninit(target, Domain::Ntt);
     let mut srcs: Vec<&[u64]> = y.chunks_exact(n).collect();
     srcs.push(&v);
@@ -590,10 +601,12 @@ pub fn key_switch_hoisted(
 }
 
 fn finish_pair(params: &Parameters, ext: ExtPair) -> Result<(RnsPoly, RnsPoly)> {
-    let out = (
-        mod_down(params, ext.level, &ext.c0)?,
-        mod_down(params, ext.level, &ext.c1)?,
+    // Side by side: one ModDown alone leaves threads idle.
+    let (c0, c1) = rayon::join(
+        || mod_down(params, ext.level, &ext.c0),
+        || mod_down(params, ext.level, &ext.c1),
     );
+    let out = (c0?, c1?);
     recycle(ext.c0);
     recycle(ext.c1);
     Ok(out)
