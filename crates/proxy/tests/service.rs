@@ -16,8 +16,8 @@ use hecloud_protocol::rpc::OPAQUE_KIND;
 use hecloud_proxy::attest::Verified;
 use hecloud_proxy::service::{DEFAULT_MAX_VECTORS, ErrorKind};
 use hecloud_proxy::{
-    Enclave, PlainEnclave, ProxyClient, ProxyClientError, ProxyConfig, ProxyTenant, RunInput,
-    RunningProxy, SealedKeyStore, TlsSource,
+    Attestation, Enclave, PlainEnclave, ProxyClient, ProxyClientError, ProxyConfig, ProxyTenant,
+    RunInput, RunningProxy, SealedKeyStore, TlsSource,
 };
 use hecloud_server::{RunningServer, ServerConfig, TenantConfig};
 use ring::rand::{SecureRandom, SystemRandom};
@@ -90,6 +90,11 @@ impl Fixture {
 /// A server with tenants alice and bob, their N = 2^13 key folders sealed
 /// in the proxy's store, and the proxy in front of the server.
 async fn fixture() -> Fixture {
+    fixture_with(|e| e).await
+}
+
+/// [`fixture`] with the proxy's enclave wrapped by `wrap`.
+async fn fixture_with(wrap: impl FnOnce(Arc<dyn Enclave>) -> Arc<dyn Enclave>) -> Fixture {
     let dir = tempfile::tempdir().unwrap();
     let server = hecloud_server::start(ServerConfig {
         listen: "127.0.0.1:0".parse().unwrap(),
@@ -140,7 +145,7 @@ async fn fixture() -> Fixture {
             ],
             max_vectors: DEFAULT_MAX_VECTORS,
         },
-        enclave.clone(),
+        wrap(enclave.clone() as Arc<dyn Enclave>),
     )
     .await
     .unwrap();
@@ -405,4 +410,83 @@ async fn a_job_with_a_refresh_is_answered_by_the_proxy() {
     // refresh answer.
     assert_eq!(r.crossings, 2);
     assert_eq!(f.enclave.crossings() - before, 2 + 1 + 1);
+}
+
+/// A plain enclave that presents an SEV-SNP-shaped report whose report
+/// data is what it was asked to bind (`stale: false`) or another value (a
+/// replayed report for another key or nonce). Its signature is not checked
+/// by the client (see `attest`): this tests the binding only.
+#[derive(Debug)]
+struct ReportingEnclave {
+    inner: Arc<dyn Enclave>,
+    stale: bool,
+}
+
+impl Enclave for ReportingEnclave {
+    fn call(
+        &self,
+        batch: Vec<hecloud_proxy::EnclaveOp>,
+    ) -> hecloud_proxy::Result<Vec<hecloud_proxy::EnclaveReply>> {
+        self.inner.call(batch)
+    }
+
+    fn crossings(&self) -> u64 {
+        self.inner.crossings()
+    }
+
+    fn attestation(
+        &self,
+        report_data: &[u8; hecloud_proxy::enclave::REPORT_DATA_LEN],
+    ) -> hecloud_proxy::Result<Attestation> {
+        use hecloud_proxy::attest::{PROVIDER_SEV_SNP, SNP_REPORT_DATA_AT, SNP_REPORT_LEN};
+        let mut report = vec![0u8; SNP_REPORT_LEN];
+        let data = if self.stale {
+            hecloud_proxy::attest::report_data(b"another TLS key", &[7; 32])
+        } else {
+            *report_data
+        };
+        report[SNP_REPORT_DATA_AT..SNP_REPORT_DATA_AT + data.len()].copy_from_slice(&data);
+        Ok(Attestation::ConfigfsTsm {
+            provider: PROVIDER_SEV_SNP.into(),
+            report,
+        })
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_report_binding_the_proxy_key_and_nonce_is_accepted_and_a_stale_one_refused() {
+    let f = fixture_with(|inner| {
+        Arc::new(ReportingEnclave {
+            inner,
+            stale: false,
+        })
+    })
+    .await;
+    // No allow flag needed: the report binds this proxy's TLS key and this
+    // client's fresh nonce.
+    let c = f.client(ALICE, false).await.unwrap();
+    assert!(
+        matches!(c.verified(), Verified::ReportDataBound { provider } if provider == "sev_guest"),
+        "{:?}",
+        c.verified()
+    );
+    let (x, y) = (random_reals(16, -1.0, 1.0), random_reals(16, -1.0, 1.0));
+    let r = c
+        .run(
+            vec![RunInput::Values(x.clone()), RunInput::Values(y.clone())],
+            &add_graph(),
+            16,
+        )
+        .await
+        .unwrap();
+    let want: Vec<f64> = x.iter().zip(&y).map(|(a, b)| a + b).collect();
+    close(&want, &r.outputs[0].2, 1e-3, "through an attested proxy");
+
+    let f = fixture_with(|inner| Arc::new(ReportingEnclave { inner, stale: true })).await;
+    for allow in [false, true] {
+        match f.client(ALICE, allow).await {
+            Err(ProxyClientError::Attestation(m)) => assert!(m.contains("does not bind"), "{m}"),
+            other => panic!("a stale report was accepted: {other:?}"),
+        }
+    }
 }
