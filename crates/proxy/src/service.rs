@@ -11,8 +11,9 @@
 //! * `Put`: plaintext vectors, encrypted in one enclave crossing, uploaded
 //!   to the server; their object ids.
 //! * `Run`: plaintext inputs and a graph in one request: one crossing to
-//!   encrypt, the uploads, the job, the downloads, one crossing to decrypt;
-//!   plaintext out.
+//!   encrypt, the uploads, the job (submitted once every input byte is
+//!   sent, so that the server starts it while it stores them), the
+//!   downloads, one crossing to decrypt; plaintext out.
 //! * `Get`: an object downloaded and decrypted in one crossing.
 //!
 //! On a tenant's first request the proxy unseals its key folder into the
@@ -60,6 +61,8 @@ pub const DEFAULT_MAX_VECTORS: usize = 64;
 pub const MAX_MESSAGE_BYTES: usize = 64 << 20;
 /// The metadata key of a failure's [`ErrorKind`].
 pub const ERROR_KIND_HEADER: &str = "hecloud-proxy-error";
+/// How long the server waits for a job's inputs still being stored.
+const AWAIT_INPUTS: Duration = Duration::from_secs(30);
 /// Upload kind of the ciphertexts the proxy makes.
 const CIPHERTEXT_KIND: &str = "ckks.ciphertext";
 
@@ -714,6 +717,41 @@ impl Inner {
         Ok(ids)
     }
 
+    /// Starts uploading ciphertexts side by side and returns their object
+    /// ids once every byte of each is sent (before the server has stored
+    /// them), with the uploads still running: a job submitted now with
+    /// [`Client::submit_awaiting_inputs`] starts while they are stored.
+    async fn upload_announced(
+        server: &Client,
+        cts: Vec<Vec<u8>>,
+    ) -> Result<(Vec<String>, Uploads), Status> {
+        let mut set = tokio::task::JoinSet::new();
+        let mut announced = Vec::with_capacity(cts.len());
+        for ct in cts {
+            let (tx, rx) = oneshot::channel();
+            announced.push(rx);
+            let c = server.clone();
+            set.spawn(async move {
+                c.upload(CIPHERTEXT_KIND, Arc::new(ct))
+                    .announce(tx)
+                    .await
+                    .map(|_| ())
+            });
+        }
+        let mut ids = Vec::with_capacity(announced.len());
+        for rx in announced {
+            match rx.await {
+                Ok(id) => ids.push(id),
+                // The upload ended before it sent every byte: its error.
+                Err(_) => {
+                    finish_uploads(set).await?;
+                    return Err(ErrorKind::Internal.status("an upload ended without its id"));
+                }
+            }
+        }
+        Ok((ids, set))
+    }
+
     fn check_vectors(&self, n: usize) -> Result<(), Status> {
         if n > self.max_vectors {
             return Err(ErrorKind::InvalidRequest.status(format!(
@@ -723,6 +761,18 @@ impl Inner {
         }
         Ok(())
     }
+}
+
+/// Uploads still running.
+type Uploads = tokio::task::JoinSet<Result<(), ClientError>>;
+
+/// Waits for uploads to be stored: the first failure.
+async fn finish_uploads(mut set: Uploads) -> Result<(), Status> {
+    while let Some(r) = set.join_next().await {
+        r.map_err(|e| ErrorKind::Internal.status(format!("upload task: {e}")))?
+            .map_err(|e| server_fail("uploading a ciphertext", e))?;
+    }
+    Ok(())
 }
 
 fn object_id(s: &str) -> Result<ObjectId, Status> {
@@ -821,7 +871,10 @@ impl proxy_server::Proxy for ProxyService {
         let ready = inner.ready(t).await?;
         let crossings = AtomicU32::new(0);
         let cts = inner.encrypt(name, plain, &crossings).await?;
-        let mut uploaded = Inner::upload_all(&ready.server, cts).await?.into_iter();
+        // The job goes in as soon as every input byte is sent; the server
+        // starts it once they have arrived, while it stores them.
+        let (uploaded, uploads) = Inner::upload_announced(&ready.server, cts).await?;
+        let mut uploaded = uploaded.into_iter();
         let mut inputs = Vec::with_capacity(known.len());
         for k in known {
             match k {
@@ -842,14 +895,18 @@ impl proxy_server::Proxy for ProxyService {
         let input_ids = job.inputs.iter().map(|i| i.to_hex()).collect();
         let submitted = ready
             .server
-            .submit(JOB_KIND_GRAPH, job.encode(), &req.client_ref)
+            .submit_awaiting_inputs(JOB_KIND_GRAPH, job.encode(), &req.client_ref, AWAIT_INPUTS)
             .await
             .map_err(|e| match e.code() {
                 Some(Code::InvalidArgument) => {
                     ErrorKind::InvalidRequest.status(format!("the server refused the job: {e}"))
                 }
                 _ => server_fail("submitting the job", e),
-            })?;
+            });
+        // An upload that failed fails the request (and the job, which
+        // waits for it in vain), whatever the submission said.
+        finish_uploads(uploads).await?;
+        let submitted = submitted?;
         let j = ready
             .server
             .wait(&submitted.job_id, &|_| {})
