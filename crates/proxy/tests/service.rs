@@ -249,6 +249,17 @@ async fn run_adds_fresh_random_inputs_and_the_server_holds_real_ciphertexts() {
     );
     let (kind, _, _) = refused(c.get("not-an-id", 0).await);
     assert_eq!(kind, Some(ErrorKind::InvalidRequest));
+    let (kind, _, message) = refused(c.put(&vec![vec![1.0]; DEFAULT_MAX_VECTORS + 1]).await);
+    assert_eq!(kind, Some(ErrorKind::InvalidRequest), "{message}");
+    let (kind, _, _) = refused(
+        c.run(vec![RunInput::Values(x.clone())], &add_graph(), 0)
+            .await,
+    );
+    assert_eq!(
+        kind,
+        Some(ErrorKind::InvalidRequest),
+        "a graph with an input it lacks"
+    );
     f.proxy.stop().await.unwrap();
 }
 
