@@ -110,6 +110,26 @@ fn hex_decode(s: &str) -> Option<Vec<u8>> {
         .collect()
 }
 
+/// Warns when the tenants file (it holds the server tokens) can be read
+/// by other users.
+fn warn_if_shared(path: &Path) {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        if let Ok(m) = std::fs::metadata(path)
+            && m.permissions().mode() & 0o077 != 0
+        {
+            eprintln!(
+                "warning: {} can be read by other users (mode {:o}); it holds the server tokens: chmod 600 it",
+                path.display(),
+                m.permissions().mode() & 0o777
+            );
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = path;
+}
+
 /// The sealing key file, made on first start.
 fn sealing_key(path: &Path) -> anyhow::Result<PlainEnclave> {
     if !path.exists() {
@@ -156,6 +176,7 @@ pub fn serve(a: ProxyArgs) -> anyhow::Result<()> {
         );
     }
     let tenants_file = a.tenants.clone().unwrap_or_else(|| a.dir.join("tenants"));
+    warn_if_shared(&tenants_file);
     let tenants = parse_tenants(
         &std::fs::read_to_string(&tenants_file)
             .with_context(|| format!("reading the tenants file {}", tenants_file.display()))?,

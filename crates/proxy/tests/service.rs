@@ -501,3 +501,67 @@ async fn a_report_binding_the_proxy_key_and_nonce_is_accepted_and_a_stale_one_re
         }
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn two_tenants_at_once_each_get_their_own_results() {
+    let f = fixture().await;
+    let (alice, bob) = (
+        f.client(ALICE, true).await.unwrap(),
+        f.client(BOB, true).await.unwrap(),
+    );
+    let inputs: Vec<(Vec<f64>, Vec<f64>)> = (0..4)
+        .map(|_| {
+            (
+                random_reals(100, -10.0, 10.0),
+                random_reals(100, -10.0, 10.0),
+            )
+        })
+        .collect();
+    let runs = inputs.iter().enumerate().map(|(i, (x, y))| {
+        let c = if i % 2 == 0 {
+            alice.clone()
+        } else {
+            bob.clone()
+        };
+        let (x, y) = (x.clone(), y.clone());
+        tokio::spawn(async move {
+            c.run(
+                vec![RunInput::Values(x), RunInput::Values(y)],
+                &add_graph(),
+                100,
+            )
+            .await
+        })
+    });
+    let mut outs = vec![];
+    for r in runs.collect::<Vec<_>>() {
+        outs.push(r.await.unwrap().unwrap());
+    }
+    for (i, ((x, y), r)) in inputs.iter().zip(&outs).enumerate() {
+        let want: Vec<f64> = x.iter().zip(y).map(|(a, b)| a + b).collect();
+        close(&want, &r.outputs[0].2, 1e-3, &format!("run {i}"));
+    }
+    // Bob's ciphertexts are under Bob's key: Alice's clear folder does not
+    // decrypt them to his values.
+    let keys = KeyDir::open(&f.alice_keys).unwrap();
+    let bobs = alice_or_bob_object(&f, &outs[1].input_ids[0]).await;
+    assert!(
+        bobs.is_none(),
+        "alice's tenant on the server holds bob's object"
+    );
+    let alices = alice_or_bob_object(&f, &outs[0].input_ids[0])
+        .await
+        .unwrap();
+    close(
+        &inputs[0].0,
+        &keys.decrypt(&alices).unwrap(),
+        1e-3,
+        "alice's x",
+    );
+}
+
+/// The object through alice's own server connection (`None`: her tenant
+/// does not hold it).
+async fn alice_or_bob_object(f: &Fixture, id: &str) -> Option<Vec<u8>> {
+    f.alice_on_server().await.download(id, None).await.ok()
+}
