@@ -4,6 +4,7 @@
 mod advise;
 mod cmd;
 mod demo;
+mod proxy;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -32,6 +33,14 @@ enum Command {
     Demo,
     /// Runs the hecloud server (untrusted compute node).
     Serve(cmd::ServeArgs),
+    /// Runs the encryption proxy next to the server: it holds its
+    /// tenants' keys sealed, takes plaintext from them over TLS, encrypts,
+    /// runs their jobs on the server and decrypts (unattested without a
+    /// TEE: clients refuse it unless `--allow-unattested`).
+    Proxy(proxy::ProxyArgs),
+    /// Runs an operation on plaintext inputs through a proxy
+    /// (`--via-proxy`): plaintext in, plaintext out, one request.
+    Run(proxy::RunArgs),
     /// Generates CKKS, BGV or TFHE keys into a folder (the secret key never leaves it).
     Keygen {
         /// Key folder.
@@ -193,6 +202,8 @@ fn run(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
         Command::Demo => demo::run(),
         Command::Serve(a) => cmd::serve(a),
+        Command::Proxy(a) => proxy::serve(a),
+        Command::Run(a) => proxy::run(a),
         Command::Keygen {
             dir,
             preset,

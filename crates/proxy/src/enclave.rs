@@ -24,7 +24,9 @@ use std::sync::{Arc, RwLock};
 
 use hecloud_ckks::{CkksParameters, Encoder, Preset};
 use hecloud_protocol::refresh::RefreshResponder;
-use hecloud_rlwe::{Ciphertext, Decryptor, Encryptor, PublicKey, SecretKey};
+use hecloud_rlwe::{
+    Ciphertext, DecodeError, Decryptor, Encryptor, PublicKey, RlweError, SecretKey,
+};
 use zeroize::Zeroizing;
 
 use crate::error::{ProxyError, Result};
@@ -121,7 +123,8 @@ pub enum EnclaveOp {
         values: Zeroizing<Vec<f64>>,
     },
     /// Decrypts a ciphertext's bytes with the tenant's secret key: every
-    /// slot's real part.
+    /// slot's real part. A ciphertext of another parameter set fails with
+    /// [`ProxyError::ForeignParameters`].
     Decrypt {
         /// The tenant.
         tenant: String,
@@ -323,7 +326,10 @@ impl Tenant {
     }
 
     fn decrypt(&self, bytes: &[u8]) -> Result<Zeroizing<Vec<f64>>> {
-        let ct = Ciphertext::from_bytes(self.params.rlwe(), bytes).map_err(crypto)?;
+        let ct = Ciphertext::from_bytes(self.params.rlwe(), bytes).map_err(|e| match e {
+            RlweError::Decode(DecodeError::ParameterHash) => ProxyError::ForeignParameters,
+            e => crypto(e),
+        })?;
         let pt = Decryptor::new(&self.secret_key)
             .decrypt(&ct)
             .map_err(crypto)?;

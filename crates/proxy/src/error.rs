@@ -79,6 +79,10 @@ pub enum ProxyError {
     /// decode under the tenant's parameters, too many values, ...).
     #[error("{0}")]
     Crypto(String),
+    /// A ciphertext made under another parameter set than the tenant's
+    /// (a server returning an object of another tenant or session).
+    #[error("the ciphertext belongs to another parameter set than the tenant's")]
+    ForeignParameters,
     /// A refresh request refused by the tenant's responder.
     #[error("refresh: {0}")]
     Refresh(#[from] hecloud_protocol::refresh::RefreshError),

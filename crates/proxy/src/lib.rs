@@ -14,7 +14,14 @@
 //! * [`attest`]: attestation reports through Linux configfs-tsm and the
 //!   client's check that a report binds the proxy's TLS key and its nonce;
 //! * [`fusion`]: the same operations run as one batched crossing and as
-//!   one crossing each, counted and timed ([`measure_fusion`]).
+//!   one crossing each, counted and timed ([`measure_fusion`]);
+//! * [`service`]: the proxy's gRPC service (`proto/proxy.proto`): TLS, its
+//!   own tenant tokens, plaintext in and out, the server reached as each
+//!   client's tenant, refresh requests answered inside the enclave
+//!   ([`service::start`]);
+//! * [`client`]: [`ProxyClient`], which checks a proxy's attestation before
+//!   it sends anything and refuses an unattested proxy unless allowed;
+//! * [`rpc`]: the generated wire types.
 //!
 //! ## Trust model of this increment
 //!
@@ -36,21 +43,27 @@
 //! * A confidential-VM enclave (SEV-SNP, TDX) is not here yet: [`attest`]
 //!   can fetch a report and check its binding, but does not verify its
 //!   signature chain, measurement or policy.
-//! * The network service (TLS, client tokens, talking to the server) comes
-//!   later; nothing here opens a socket.
+//! * The network service terminates the client's TLS and sees plaintext
+//!   (it stands for the TEE); the server sees ciphertexts and public keys
+//!   only. `docs/proxy.md` states the whole trust model.
 
 #![deny(missing_docs)]
 
 pub mod attest;
+pub mod client;
 pub mod enclave;
 pub mod error;
 pub mod fusion;
+pub mod rpc;
 pub mod seal;
+pub mod service;
 
+pub use client::{ProxyClient, ProxyClientError, RunInput, RunOutput};
 pub use enclave::{Attestation, Enclave, EnclaveOp, EnclaveReply, PlainEnclave};
 pub use error::{ProxyError, Result};
 pub use fusion::{FusionReport, measure_fusion};
 pub use seal::{SealedFolder, SealedKeyStore, SealingKey, UnsealedFolder, seal, unseal};
+pub use service::{ErrorKind, ProxyConfig, ProxyTenant, RunningProxy, ServiceError, TlsSource};
 /// The wrapper zeroizing plaintext values on drop in
 /// [`EnclaveOp::EncryptReal`] and [`EnclaveReply::Reals`] (re-exported so
 /// that callers need not depend on `zeroize`).

@@ -1,0 +1,377 @@
+//! `hecloud proxy` (the encryption proxy next to the server) and
+//! `hecloud run --via-proxy` (plaintext in, plaintext out, through it).
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use anyhow::Context;
+use clap::Args;
+use hecloud_protocol::Graph;
+use hecloud_proxy::attest::Verified;
+use hecloud_proxy::service::DEFAULT_MAX_VECTORS;
+use hecloud_proxy::{
+    PlainEnclave, ProxyClient, ProxyConfig, ProxyTenant, RunInput, SealedKeyStore, SealingKey,
+    TlsSource, Zeroizing,
+};
+
+/// `hecloud proxy` options.
+#[derive(Debug, Args)]
+pub struct ProxyArgs {
+    /// Address to listen on.
+    #[arg(long, default_value = "127.0.0.1:7444")]
+    listen: SocketAddr,
+    /// The hecloud server's URL.
+    #[arg(long, env = "HECLOUD_SERVER", default_value = "https://localhost:7443")]
+    server: String,
+    /// CA certificate of the server (PEM); `hecloud serve` writes
+    /// `<data-dir>/tls/ca.pem`.
+    #[arg(long, env = "HECLOUD_CA", default_value = "hecloud-data/tls/ca.pem")]
+    server_ca: PathBuf,
+    /// The proxy's folder: its sealed key store (`keys/`), sealing key
+    /// (`sealing.key`), tenants file (`tenants`) and generated TLS
+    /// material (`tls/`; clients trust `tls/ca.pem`), unless given below.
+    #[arg(long, default_value = "hecloud-proxy")]
+    dir: PathBuf,
+    /// Sealed key store (default `<dir>/keys`).
+    #[arg(long)]
+    store: Option<PathBuf>,
+    /// Sealing key file (default `<dir>/sealing.key`; made, mode 0600, on
+    /// first start).
+    #[arg(long)]
+    sealing_key: Option<PathBuf>,
+    /// Tenants file (default `<dir>/tenants`): one tenant a line,
+    /// `<name> <proxy token> <server token>`, the proxy token in clear (at
+    /// least 16 characters) or as `blake3:<64 hex>`; `#` starts a comment.
+    /// Keep it private (mode 0600): it holds the server tokens.
+    #[arg(long)]
+    tenants: Option<PathBuf>,
+    /// Seals a client's clear key folder (`hecloud keygen`, CKKS) into the
+    /// store for a tenant, inside the enclave, before serving:
+    /// `TENANT=DIR` (repeatable). A tenant already in the store is kept.
+    #[arg(long = "import-keys", value_name = "TENANT=DIR")]
+    import_keys: Vec<String>,
+    /// Most vectors (inputs) in one request.
+    #[arg(long, default_value_t = DEFAULT_MAX_VECTORS)]
+    max_vectors: usize,
+}
+
+fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+    Ok(tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?)
+}
+
+/// Parses a tenants file (see [`ProxyArgs::tenants`]).
+fn parse_tenants(text: &str) -> anyhow::Result<Vec<ProxyTenant>> {
+    let mut out = vec![];
+    for (i, line) in text.lines().enumerate() {
+        let line = line.split('#').next().unwrap_or("").trim();
+        if line.is_empty() {
+            continue;
+        }
+        let fields: Vec<&str> = line.split_whitespace().collect();
+        let [name, proxy_token, server_token] = fields[..] else {
+            // The line may hold tokens: it is not echoed.
+            anyhow::bail!(
+                "tenants file line {}: expected `<name> <proxy token> <server token>` ({} fields)",
+                i + 1,
+                fields.len()
+            );
+        };
+        let tenant = match proxy_token.strip_prefix("blake3:") {
+            Some(hex) => {
+                let hash: [u8; 32] = hex_decode(hex)
+                    .and_then(|b| b.try_into().ok())
+                    .with_context(|| {
+                        format!("tenants file line {}: blake3: needs 64 hex digits", i + 1)
+                    })?;
+                ProxyTenant {
+                    name: name.into(),
+                    token_hash: hash,
+                    server_token: Zeroizing::new(server_token.into()),
+                }
+            }
+            None => ProxyTenant::new(name, proxy_token, server_token)
+                .with_context(|| format!("tenants file line {}", i + 1))?,
+        };
+        out.push(tenant);
+    }
+    Ok(out)
+}
+
+fn hex_decode(s: &str) -> Option<Vec<u8>> {
+    if !s.len().is_multiple_of(2) {
+        return None;
+    }
+    (0..s.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(s.get(i..i + 2)?, 16).ok())
+        .collect()
+}
+
+/// Warns when the tenants file (it holds the server tokens) can be read
+/// by other users.
+fn warn_if_shared(path: &Path) {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        if let Ok(m) = std::fs::metadata(path)
+            && m.permissions().mode() & 0o077 != 0
+        {
+            eprintln!(
+                "warning: {} can be read by other users (mode {:o}); it holds the server tokens: chmod 600 it",
+                path.display(),
+                m.permissions().mode() & 0o777
+            );
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = path;
+}
+
+/// The sealing key file, made on first start.
+fn sealing_key(path: &Path) -> anyhow::Result<PlainEnclave> {
+    if !path.exists() {
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent)?;
+        }
+        SealingKey::generate()?.write_file(path)?;
+        eprintln!("made a new sealing key {}", path.display());
+    }
+    PlainEnclave::from_key_file(path)
+        .with_context(|| format!("reading the sealing key {}", path.display()))
+}
+
+/// `hecloud proxy`.
+pub fn serve(a: ProxyArgs) -> anyhow::Result<()> {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("HECLOUD_LOG")
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
+        .with_target(false)
+        .init();
+    let store_dir = a.store.clone().unwrap_or_else(|| a.dir.join("keys"));
+    let enclave = Arc::new(sealing_key(
+        &a.sealing_key
+            .clone()
+            .unwrap_or_else(|| a.dir.join("sealing.key")),
+    )?);
+    let store = SealedKeyStore::new(&store_dir);
+    for spec in &a.import_keys {
+        let (tenant, dir) = spec
+            .split_once('=')
+            .with_context(|| format!("--import-keys {spec:?}: expected TENANT=DIR"))?;
+        if store.contains(tenant)? {
+            eprintln!("tenant {tenant} is already in the store; kept");
+            continue;
+        }
+        store
+            .seal_folder_in(enclave.as_ref(), tenant, Path::new(dir))
+            .with_context(|| format!("sealing {dir} for tenant {tenant}"))?;
+        eprintln!(
+            "sealed {dir} for tenant {tenant} into {}",
+            store_dir.display()
+        );
+    }
+    let tenants_file = a.tenants.clone().unwrap_or_else(|| a.dir.join("tenants"));
+    warn_if_shared(&tenants_file);
+    let tenants = parse_tenants(
+        &std::fs::read_to_string(&tenants_file)
+            .with_context(|| format!("reading the tenants file {}", tenants_file.display()))?,
+    )?;
+    let https = a
+        .server
+        .get(..8)
+        .is_some_and(|s| s.eq_ignore_ascii_case("https://"));
+    let server_ca_pem = if https {
+        Some(
+            std::fs::read_to_string(&a.server_ca)
+                .with_context(|| format!("reading the server's CA {}", a.server_ca.display()))?,
+        )
+    } else {
+        None
+    };
+    let tls_dir = a.dir.join("tls");
+    let config = ProxyConfig {
+        listen: a.listen,
+        server_url: a.server.clone(),
+        server_ca_pem,
+        store_dir,
+        tls: TlsSource::Generated(tls_dir.clone()),
+        tenants,
+        max_vectors: a.max_vectors,
+    };
+    runtime()?.block_on(async move {
+        let p = hecloud_proxy::service::start(config, enclave).await?;
+        eprintln!(
+            "hecloud proxy on {} in front of {} (UNATTESTED: a plain process, no TEE; \
+             clients must pass --allow-unattested); clients trust {}",
+            p.addr,
+            a.server,
+            tls_dir.join("ca.pem").display()
+        );
+        p.wait().await?;
+        anyhow::Ok(())
+    })
+}
+
+/// `hecloud run` options.
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// The proxy's URL (`https://host:port`).
+    #[arg(long = "via-proxy", env = "HECLOUD_PROXY")]
+    via_proxy: String,
+    /// Your proxy token.
+    #[arg(long, env = "HECLOUD_PROXY_TOKEN", hide_env_values = true)]
+    token: String,
+    /// CA certificate of the proxy (PEM); `hecloud proxy` writes
+    /// `<dir>/tls/ca.pem`.
+    #[arg(
+        long,
+        env = "HECLOUD_PROXY_CA",
+        default_value = "hecloud-proxy/tls/ca.pem"
+    )]
+    proxy_ca: PathBuf,
+    /// Accepts a proxy that cannot prove it runs in a TEE (refused
+    /// otherwise): it sees your data in clear.
+    #[arg(long)]
+    allow_unattested: bool,
+    /// The operation: `add` (slot-wise sum of the inputs), `mul` (product
+    /// of two), `square` (of one).
+    #[arg(long, default_value = "add")]
+    op: String,
+    /// Values of the result to print.
+    #[arg(long, default_value_t = 8)]
+    count: usize,
+    /// Input text files (reals, comma or whitespace separated), by
+    /// position.
+    #[arg(required = true)]
+    inputs: Vec<PathBuf>,
+}
+
+fn parse_values(text: &str) -> anyhow::Result<Vec<f64>> {
+    text.split(|c: char| c == ',' || c.is_whitespace())
+        .filter(|s| !s.is_empty())
+        .map(|s| {
+            s.parse::<f64>()
+                .with_context(|| format!("not a number: {s:?}"))
+        })
+        .collect()
+}
+
+/// The graph of `op` over `n` inputs.
+fn op_graph(op: &str, n: usize) -> anyhow::Result<Graph> {
+    let mut g = Graph::new();
+    let inputs: Vec<_> = (0..n as u32).map(|i| g.input(i)).collect();
+    let out = match (op, inputs.as_slice()) {
+        ("add", [first, rest @ ..]) => rest.iter().fold(*first, |acc, x| g.add(acc, *x)),
+        ("mul", [a, b]) => {
+            let m = g.mul(*a, *b);
+            g.rescale(m)
+        }
+        ("square", [a]) => {
+            let m = g.mul(*a, *a);
+            g.rescale(m)
+        }
+        ("add" | "mul" | "square", _) => {
+            anyhow::bail!(
+                "--op {op} does not take {n} inputs (add: one or more, mul: two, square: one)"
+            )
+        }
+        _ => anyhow::bail!("unknown --op {op:?} (add, mul, square)"),
+    };
+    g.output(op, out);
+    Ok(g)
+}
+
+/// `hecloud run --via-proxy`.
+pub fn run(a: RunArgs) -> anyhow::Result<()> {
+    let graph = op_graph(&a.op, a.inputs.len())?;
+    let mut inputs = vec![];
+    for p in &a.inputs {
+        let text =
+            std::fs::read_to_string(p).with_context(|| format!("reading {}", p.display()))?;
+        inputs.push(RunInput::Values(
+            parse_values(&text).with_context(|| format!("reading {}", p.display()))?,
+        ));
+    }
+    let https = a
+        .via_proxy
+        .get(..8)
+        .is_some_and(|s| s.eq_ignore_ascii_case("https://"));
+    let ca = if https {
+        Some(
+            std::fs::read_to_string(&a.proxy_ca)
+                .with_context(|| format!("reading the proxy's CA {}", a.proxy_ca.display()))?,
+        )
+    } else {
+        None
+    };
+    runtime()?.block_on(async move {
+        let c = ProxyClient::connect(&a.via_proxy, &a.token, ca.as_deref(), a.allow_unattested)
+            .await
+            .map_err(|e| match e {
+                hecloud_proxy::ProxyClientError::Attestation(m) => anyhow::anyhow!(
+                    "{m}\n(pass --allow-unattested to accept a proxy without a TEE: it sees your data in clear)"
+                ),
+                e => e.into(),
+            })?;
+        if c.verified() == &Verified::Unattested {
+            eprintln!("warning: the proxy is unattested (allowed by --allow-unattested)");
+        }
+        let r = c.run(inputs, &graph, a.count).await?;
+        eprintln!("job {} (through the proxy)", r.job_id);
+        for (name, id, values) in &r.outputs {
+            let shown: Vec<String> = values.iter().map(|v| format!("{v:.6}")).collect();
+            println!("{name} ({id}): {}", shown.join(" "));
+        }
+        anyhow::Ok(())
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tenants_file() {
+        let t = parse_tenants(
+            "# name proxy-token server-token\n\
+             alice alice-proxy-token-0123 alice-server-token-0123\n\n\
+             bob blake3:0000000000000000000000000000000000000000000000000000000000000000 bob-server-token # comment\n",
+        )
+        .unwrap();
+        assert_eq!(t.len(), 2);
+        assert_eq!(t[0].name, "alice");
+        assert_eq!(
+            t[0].token_hash,
+            *blake3_of("alice-proxy-token-0123").as_bytes()
+        );
+        assert_eq!(t[1].token_hash, [0; 32]);
+        assert_eq!(t[1].server_token.as_str(), "bob-server-token");
+        for bad in [
+            "alice short server-token",
+            "alice only-two-fields-here",
+            "bob blake3:00 server",
+        ] {
+            let e = parse_tenants(bad).unwrap_err().to_string();
+            assert!(!e.contains("server-token"), "a token is echoed: {e}");
+        }
+    }
+
+    fn blake3_of(s: &str) -> blake3::Hash {
+        blake3::hash(s.as_bytes())
+    }
+
+    #[test]
+    fn graphs() {
+        assert!(op_graph("add", 3).is_ok());
+        assert!(op_graph("mul", 2).is_ok());
+        assert!(op_graph("mul", 3).is_err());
+        assert!(op_graph("square", 1).is_ok());
+        assert!(op_graph("add", 0).is_err());
+        assert!(op_graph("div", 2).is_err());
+    }
+}

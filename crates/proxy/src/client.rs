@@ -1,0 +1,311 @@
+//! The client of a proxy ([`ProxyClient`]): it connects over TLS, asks
+//! for the proxy's attestation with a fresh nonce **before** it sends its
+//! token or any data, and refuses an unattested proxy unless told to allow
+//! one ([`crate::attest::verify`]). Then it sends plaintext and gets
+//! plaintext back: the proxy does the HE encryption, the server's job and
+//! the decryption.
+//!
+//! Limits: the report is checked against the TLS public key the proxy
+//! announces in its `Info` reply, not yet against the key of the TLS
+//! connection itself (the transport does not expose the peer's
+//! certificate), and a report's signature chain is not verified (see
+//! [`crate::attest`]).
+
+use std::time::Duration;
+
+use hecloud_protocol::{Graph, Message};
+use ring::rand::{SecureRandom, SystemRandom};
+use tonic::metadata::{Ascii, MetadataValue};
+use tonic::service::interceptor::InterceptedService;
+use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint};
+use tonic::{Code, Request, Status};
+
+use crate::attest::{CLIENT_NONCE_LEN, Verified, verify};
+use crate::enclave::Attestation;
+use crate::rpc::{self, proxy_client};
+use crate::service::{ErrorKind, MAX_MESSAGE_BYTES, error_kind};
+
+/// What went wrong talking to a proxy.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ProxyClientError {
+    /// The proxy's attestation was refused: unattested without
+    /// `allow_unattested`, or a report that does not bind the proxy's TLS
+    /// key and this client's nonce. Nothing was sent to the proxy but the
+    /// nonce.
+    #[error("the proxy's attestation is refused: {0}")]
+    Attestation(String),
+    /// The proxy answered with an error.
+    #[error("proxy: {code:?} ({}): {message}", kind.map(ErrorKind::as_str).unwrap_or("no kind"))]
+    Refused {
+        /// What kind of failure, when the proxy said.
+        kind: Option<ErrorKind>,
+        /// The gRPC code.
+        code: Code,
+        /// The proxy's reason.
+        message: String,
+    },
+    /// Could not connect.
+    #[error("transport: {0}")]
+    Transport(#[from] tonic::transport::Error),
+    /// A bad argument on the client side.
+    #[error("{0}")]
+    Invalid(String),
+}
+
+impl From<Status> for ProxyClientError {
+    fn from(s: Status) -> Self {
+        Self::Refused {
+            kind: error_kind(&s),
+            code: s.code(),
+            message: s.message().to_string(),
+        }
+    }
+}
+
+impl ProxyClientError {
+    /// The proxy's failure kind, when it gave one.
+    pub fn kind(&self) -> Option<ErrorKind> {
+        match self {
+            Self::Refused { kind, .. } => *kind,
+            _ => None,
+        }
+    }
+}
+
+/// Result with [`ProxyClientError`].
+pub type Result<T> = std::result::Result<T, ProxyClientError>;
+
+/// Adds `authorization: Bearer <token>` to every call.
+#[derive(Clone)]
+struct Bearer(MetadataValue<Ascii>);
+
+impl tonic::service::Interceptor for Bearer {
+    fn call(&mut self, mut req: Request<()>) -> std::result::Result<Request<()>, Status> {
+        req.metadata_mut().insert("authorization", self.0.clone());
+        Ok(req)
+    }
+}
+
+type Rpc = proxy_client::ProxyClient<InterceptedService<Channel, Bearer>>;
+
+/// One input of [`ProxyClient::run`].
+#[derive(Debug, Clone)]
+pub enum RunInput {
+    /// Plaintext values, encrypted by the proxy.
+    Values(Vec<f64>),
+    /// An object the server holds already ([`ProxyClient::put`]).
+    Object(String),
+}
+
+/// A job's outputs, decrypted.
+#[derive(Clone, PartialEq)]
+pub struct RunOutput {
+    /// The job's id on the server.
+    pub job_id: String,
+    /// (name, object id, values) per output.
+    pub outputs: Vec<(String, String, Vec<f64>)>,
+    /// The input object ids on the server, by position.
+    pub input_ids: Vec<String>,
+    /// Enclave crossings the request took.
+    pub crossings: u32,
+}
+
+impl std::fmt::Debug for RunOutput {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RunOutput")
+            .field("job_id", &self.job_id)
+            .field(
+                "outputs",
+                &self
+                    .outputs
+                    .iter()
+                    .map(|(n, id, v)| (n, id, v.len()))
+                    .collect::<Vec<_>>(),
+            )
+            .field("crossings", &self.crossings)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A connection to a proxy whose attestation was checked.
+#[derive(Debug, Clone)]
+pub struct ProxyClient {
+    rpc: Rpc,
+    info: rpc::InfoReply,
+    verified: Verified,
+}
+
+impl std::fmt::Debug for Bearer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Bearer(..)")
+    }
+}
+
+/// The attestation an `Info` reply announces.
+fn attestation_of(a: Option<rpc::Attestation>) -> Result<Attestation> {
+    let a = a.ok_or_else(|| {
+        ProxyClientError::Attestation("the proxy announced no attestation".into())
+    })?;
+    match a.kind.as_str() {
+        rpc::ATTESTATION_UNATTESTED => Ok(Attestation::Unattested),
+        rpc::ATTESTATION_CONFIGFS_TSM => Ok(Attestation::ConfigfsTsm {
+            provider: a.provider,
+            report: a.report,
+        }),
+        other => Err(ProxyClientError::Attestation(format!(
+            "unknown attestation kind {other:?}"
+        ))),
+    }
+}
+
+impl ProxyClient {
+    /// Connects to the proxy at `url` (`https://host:port`; `http://` to a
+    /// loopback host only), trusting `ca_pem` for its TLS certificate,
+    /// and checks its attestation before sending `token`: an unattested
+    /// proxy is refused with [`ProxyClientError::Attestation`] unless
+    /// `allow_unattested`.
+    pub async fn connect(
+        url: &str,
+        token: &str,
+        ca_pem: Option<&str>,
+        allow_unattested: bool,
+    ) -> Result<Self> {
+        hecloud_client::check_server_url(url)
+            .map_err(|e| ProxyClientError::Invalid(e.to_string()))?;
+        hecloud_protocol::rpc::install_tls_provider();
+        let mut ep = Endpoint::from_shared(url.to_string())?
+            .connect_timeout(Duration::from_secs(10))
+            .http2_keep_alive_interval(Duration::from_secs(20));
+        if let Some(ca) = ca_pem {
+            let host = ep
+                .uri()
+                .host()
+                .unwrap_or("localhost")
+                .trim_start_matches('[')
+                .trim_end_matches(']');
+            // The generated certificate names `localhost`; an IP literal is
+            // checked against that name.
+            let domain = if host.parse::<std::net::IpAddr>().is_ok() {
+                "localhost".to_string()
+            } else {
+                host.to_string()
+            };
+            ep = ep.tls_config(
+                ClientTlsConfig::new()
+                    .ca_certificate(Certificate::from_pem(ca))
+                    .domain_name(domain),
+            )?;
+        }
+        let channel = ep.connect().await?;
+        // Attestation first, without the token.
+        let mut nonce = [0u8; CLIENT_NONCE_LEN];
+        SystemRandom::new()
+            .fill(&mut nonce)
+            .map_err(|_| ProxyClientError::Invalid("the system random generator failed".into()))?;
+        let info = proxy_client::ProxyClient::new(channel.clone())
+            .info(rpc::InfoRequest {
+                nonce: nonce.to_vec(),
+            })
+            .await?
+            .into_inner();
+        let attestation = attestation_of(info.attestation.clone())?;
+        let verified = verify(&attestation, &info.tls_public_key, &nonce, allow_unattested)
+            .map_err(|e| ProxyClientError::Attestation(e.to_string()))?;
+        let bearer = MetadataValue::try_from(format!("Bearer {token}"))
+            .map_err(|_| ProxyClientError::Invalid("the token must be printable ASCII".into()))?;
+        let rpc = proxy_client::ProxyClient::new(InterceptedService::new(channel, Bearer(bearer)))
+            .max_decoding_message_size(MAX_MESSAGE_BYTES)
+            .max_encoding_message_size(MAX_MESSAGE_BYTES);
+        Ok(Self {
+            rpc,
+            info,
+            verified,
+        })
+    }
+
+    /// What the attestation check established.
+    pub fn verified(&self) -> &Verified {
+        &self.verified
+    }
+
+    /// The proxy's `Info` reply (version, limits, attestation).
+    pub fn info(&self) -> &rpc::InfoReply {
+        &self.info
+    }
+
+    /// Encrypts and uploads vectors through the proxy: their object ids on
+    /// the server.
+    pub async fn put(&self, vectors: &[Vec<f64>]) -> Result<Vec<String>> {
+        Ok(self
+            .rpc
+            .clone()
+            .put(rpc::PutRequest {
+                vectors: vectors
+                    .iter()
+                    .map(|v| rpc::Vector { values: v.clone() })
+                    .collect(),
+            })
+            .await?
+            .into_inner()
+            .object_ids)
+    }
+
+    /// Runs `graph` on `inputs` (by position) in one request: the proxy
+    /// encrypts, runs the job on the server and returns the outputs
+    /// decrypted, `count` values each (0: every slot).
+    pub async fn run(
+        &self,
+        inputs: Vec<RunInput>,
+        graph: &Graph,
+        count: usize,
+    ) -> Result<RunOutput> {
+        let inputs = inputs
+            .into_iter()
+            .map(|i| rpc::RunInput {
+                source: Some(match i {
+                    RunInput::Values(values) => {
+                        rpc::run_input::Source::Values(rpc::Vector { values })
+                    }
+                    RunInput::Object(id) => rpc::run_input::Source::ObjectId(id),
+                }),
+            })
+            .collect();
+        let r = self
+            .rpc
+            .clone()
+            .run(rpc::RunRequest {
+                inputs,
+                graph: graph.encode(),
+                count: count as u64,
+                client_ref: String::new(),
+            })
+            .await?
+            .into_inner();
+        Ok(RunOutput {
+            job_id: r.job_id,
+            outputs: r
+                .outputs
+                .into_iter()
+                .map(|o| (o.name, o.object_id, o.values))
+                .collect(),
+            input_ids: r.input_ids,
+            crossings: r.crossings,
+        })
+    }
+
+    /// Downloads an object through the proxy and decrypts it: `count`
+    /// values (0: every slot).
+    pub async fn get(&self, object_id: &str, count: usize) -> Result<Vec<f64>> {
+        Ok(self
+            .rpc
+            .clone()
+            .get(rpc::GetRequest {
+                object_id: object_id.into(),
+                count: count as u64,
+            })
+            .await?
+            .into_inner()
+            .values)
+    }
+}

@@ -1,0 +1,14 @@
+//! The proxy's gRPC wire format (`proto/proxy.proto`, package
+//! `hecloud.proxy.v1`): prost messages plus the tonic client and server,
+//! generated at build time.
+#![allow(missing_docs, clippy::all)]
+
+/// Version of the proxy's RPC protocol spoken by this build.
+pub const PROTOCOL_VERSION: u32 = 1;
+
+tonic::include_proto!("hecloud.proxy.v1");
+
+/// `Attestation.kind` of a plain process (no TEE).
+pub const ATTESTATION_UNATTESTED: &str = "unattested";
+/// `Attestation.kind` of a configfs-tsm report.
+pub const ATTESTATION_CONFIGFS_TSM: &str = "configfs-tsm";

@@ -1,0 +1,970 @@
+//! The proxy's network service (`proto/proxy.proto`): it terminates its
+//! clients' TLS, authenticates them by its own tenant tokens, and talks to
+//! the hecloud server as each client's tenant (`hecloud_client`), so that
+//! plaintext crosses only the client's link to the proxy and ciphertexts
+//! only the proxy's link to the server.
+//!
+//! * `Info` (no token): the enclave's attestation, bound to the proxy's
+//!   TLS public key and the client's nonce ([`crate::attest::report_data`]),
+//!   and the proxy's parameters. A client checks it before it sends its
+//!   token ([`crate::client::ProxyClient`]).
+//! * `Put`: plaintext vectors, encrypted in one enclave crossing, uploaded
+//!   to the server; their object ids.
+//! * `Run`: plaintext inputs and a graph in one request: one crossing to
+//!   encrypt, the uploads, the job (submitted once every input byte is
+//!   sent, so that the server starts it while it stores them), the
+//!   downloads, one crossing to decrypt; plaintext out.
+//! * `Get`: an object downloaded and decrypted in one crossing.
+//!
+//! On a tenant's first request the proxy unseals its key folder into the
+//! enclave and takes its public files from it (one crossing), uploads
+//! them to the server (evaluation keys, public key, session spec) and opens
+//! the tenant's key-holder session there: the server's refresh requests
+//! for the tenant's jobs are answered inside the enclave
+//! ([`EnclaveOp::AnswerRefresh`]), next to the server, with no client
+//! online.
+//!
+//! Every failure is a gRPC status with a typed [`ErrorKind`] in the
+//! [`ERROR_KIND_HEADER`] metadata; a failing tenant (keys that do not
+//! unseal, a server returning a ciphertext under other parameters) fails
+//! its own request only, and the proxy keeps serving. Tokens are compared
+//! as BLAKE3 hashes in constant time and never logged; plaintext values
+//! are held in `Zeroizing` buffers inside the proxy (the gRPC layer's own
+//! buffers are not zeroized).
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::Duration;
+
+use hecloud_client::{Client, ClientError, SessionHandle};
+use hecloud_protocol::refresh::CALLBACK_REFRESH;
+use hecloud_protocol::rpc::{self as srpc, JOB_KIND_GRAPH, JobState};
+use hecloud_protocol::{Graph, JobSubmission, Message, ObjectId, ObjectKind, SessionSpec};
+use tokio::sync::{Mutex, oneshot};
+use tonic::metadata::MetadataValue;
+use tonic::transport::server::TcpIncoming;
+use tonic::transport::{Identity, Server, ServerTlsConfig};
+use tonic::{Code, Request, Response, Status};
+use zeroize::Zeroizing;
+
+use crate::enclave::{Enclave, EnclaveOp, EnclaveReply};
+use crate::error::ProxyError;
+use crate::rpc::{self, proxy_server};
+use crate::seal::{SealedKeyStore, check_name};
+
+/// Default most vectors (inputs) in one request.
+pub const DEFAULT_MAX_VECTORS: usize = 64;
+/// Largest request or reply message (an N = 2^17 vector is 512 KiB of
+/// doubles on the wire).
+pub const MAX_MESSAGE_BYTES: usize = 64 << 20;
+/// The metadata key of a failure's [`ErrorKind`].
+pub const ERROR_KIND_HEADER: &str = "hecloud-proxy-error";
+/// How long the server waits for a job's inputs still being stored.
+const AWAIT_INPUTS: Duration = Duration::from_secs(30);
+/// Upload kind of the ciphertexts the proxy makes.
+const CIPHERTEXT_KIND: &str = "ckks.ciphertext";
+
+/// Why a request failed, as the proxy tells its client (in the
+/// [`ERROR_KIND_HEADER`] metadata of the status).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum ErrorKind {
+    /// No, a malformed, an unknown or a wrong token.
+    Unauthenticated,
+    /// A request the proxy refuses (too many vectors, values that are not
+    /// finite, a graph that does not decode, a bad object id).
+    InvalidRequest,
+    /// The tenant's sealed key folder cannot be used: missing, tampered
+    /// with, sealed under another key or for another tenant.
+    SealedKeys,
+    /// The server returned a ciphertext under another parameter set than
+    /// the tenant's.
+    ForeignCiphertext,
+    /// The server returned bytes that are not a ciphertext of the tenant.
+    BadCiphertext,
+    /// The server could not be reached or refused a request.
+    Server,
+    /// The server ran the job and it failed.
+    JobFailed,
+    /// Anything else inside the proxy.
+    Internal,
+}
+
+impl ErrorKind {
+    /// Every kind.
+    pub const ALL: [Self; 8] = [
+        Self::Unauthenticated,
+        Self::InvalidRequest,
+        Self::SealedKeys,
+        Self::ForeignCiphertext,
+        Self::BadCiphertext,
+        Self::Server,
+        Self::JobFailed,
+        Self::Internal,
+    ];
+
+    /// The wire name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Unauthenticated => "unauthenticated",
+            Self::InvalidRequest => "invalid-request",
+            Self::SealedKeys => "sealed-keys",
+            Self::ForeignCiphertext => "foreign-ciphertext",
+            Self::BadCiphertext => "bad-ciphertext",
+            Self::Server => "server",
+            Self::JobFailed => "job-failed",
+            Self::Internal => "internal",
+        }
+    }
+
+    /// The kind of a wire name.
+    pub fn parse(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|k| k.as_str() == name)
+    }
+
+    /// The gRPC code it travels with.
+    pub fn code(self) -> Code {
+        match self {
+            Self::Unauthenticated => Code::Unauthenticated,
+            Self::InvalidRequest => Code::InvalidArgument,
+            Self::SealedKeys => Code::FailedPrecondition,
+            Self::ForeignCiphertext | Self::BadCiphertext => Code::DataLoss,
+            Self::Server => Code::Unavailable,
+            Self::JobFailed => Code::Aborted,
+            Self::Internal => Code::Internal,
+        }
+    }
+
+    /// A status of this kind.
+    pub fn status(self, message: impl Into<String>) -> Status {
+        let mut s = Status::new(self.code(), message);
+        s.metadata_mut()
+            .insert(ERROR_KIND_HEADER, MetadataValue::from_static(self.as_str()));
+        s
+    }
+}
+
+impl std::fmt::Display for ErrorKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// The kind of a status from the proxy (`None`: a status without one,
+/// from the transport or another service).
+pub fn error_kind(status: &Status) -> Option<ErrorKind> {
+    status
+        .metadata()
+        .get(ERROR_KIND_HEADER)
+        .and_then(|v| v.to_str().ok())
+        .and_then(ErrorKind::parse)
+}
+
+/// Why the proxy could not start.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ServiceError {
+    /// A configuration the proxy refuses.
+    #[error("proxy configuration: {0}")]
+    Config(String),
+    /// TLS material that cannot be made or read.
+    #[error("proxy TLS: {0}")]
+    Tls(String),
+    /// A file or socket operation failed.
+    #[error("I/O: {0}")]
+    Io(#[from] std::io::Error),
+    /// The gRPC server failed.
+    #[error("transport: {0}")]
+    Transport(#[from] tonic::transport::Error),
+}
+
+/// One client tenant of the proxy: its proxy token (as a hash) and the
+/// token the proxy uses for it on the server. `Debug` shows the name only.
+#[derive(Clone)]
+pub struct ProxyTenant {
+    /// The tenant's name: the same on the proxy and in the sealed key
+    /// store (`<store>/<name>/`).
+    pub name: String,
+    /// BLAKE3 hash of the token clients present to the proxy.
+    pub token_hash: [u8; 32],
+    /// The token the proxy presents to the server for this tenant
+    /// (zeroized on drop).
+    pub server_token: Zeroizing<String>,
+}
+
+impl std::fmt::Debug for ProxyTenant {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ProxyTenant")
+            .field("name", &self.name)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Shortest proxy token accepted in clear.
+pub const MIN_TOKEN_LEN: usize = 16;
+
+impl ProxyTenant {
+    /// A tenant whose clients present `proxy_token` (hashed here, at least
+    /// [`MIN_TOKEN_LEN`] characters) and for whom the proxy presents
+    /// `server_token` to the server.
+    pub fn new(name: &str, proxy_token: &str, server_token: &str) -> Result<Self, ServiceError> {
+        if proxy_token.trim().len() < MIN_TOKEN_LEN {
+            return Err(ServiceError::Config(format!(
+                "the proxy token of tenant {name:?} is shorter than {MIN_TOKEN_LEN} characters"
+            )));
+        }
+        Ok(Self {
+            name: name.into(),
+            token_hash: *blake3::hash(proxy_token.trim().as_bytes()).as_bytes(),
+            server_token: Zeroizing::new(server_token.to_string()),
+        })
+    }
+}
+
+/// Where the proxy's TLS identity comes from.
+#[derive(Clone, Debug)]
+pub enum TlsSource {
+    /// A local CA and a certificate for `localhost`, `127.0.0.1`, `::1`,
+    /// generated (and renewed) under this folder
+    /// (`hecloud_server::tls::load_or_generate`); clients trust its
+    /// `ca.pem`.
+    Generated(PathBuf),
+    /// A certificate chain and its key (PEM files).
+    Files {
+        /// The certificate (chain).
+        cert: PathBuf,
+        /// Its private key.
+        key: PathBuf,
+    },
+}
+
+/// The proxy's configuration.
+#[derive(Debug, Clone)]
+pub struct ProxyConfig {
+    /// The address to listen on.
+    pub listen: SocketAddr,
+    /// The hecloud server's URL (`https://host:port`).
+    pub server_url: String,
+    /// The CA certificate (PEM) to trust for the server, if it is not in
+    /// the system's roots.
+    pub server_ca_pem: Option<String>,
+    /// The sealed key store (`<store>/<tenant>/<file>.sealed`).
+    pub store_dir: PathBuf,
+    /// The proxy's TLS identity.
+    pub tls: TlsSource,
+    /// The tenants.
+    pub tenants: Vec<ProxyTenant>,
+    /// Most vectors (inputs) in one request.
+    pub max_vectors: usize,
+}
+
+impl ProxyConfig {
+    /// Refuses a configuration the proxy cannot serve: no tenant, a bad
+    /// tenant name, a token given to two tenants, a server URL that would
+    /// carry tokens in cleartext, no vector allowed.
+    pub fn validate(&self) -> Result<(), ServiceError> {
+        if self.tenants.is_empty() {
+            return Err(ServiceError::Config("no tenant is configured".into()));
+        }
+        if self.max_vectors == 0 {
+            return Err(ServiceError::Config(
+                "max_vectors must be at least 1".into(),
+            ));
+        }
+        hecloud_client::check_server_url(&self.server_url)
+            .map_err(|e| ServiceError::Config(format!("server URL: {e}")))?;
+        for (i, t) in self.tenants.iter().enumerate() {
+            check_name("tenant", &t.name).map_err(|e| ServiceError::Config(e.to_string()))?;
+            for u in &self.tenants[..i] {
+                if u.name == t.name {
+                    return Err(ServiceError::Config(format!(
+                        "tenant {:?} is configured twice",
+                        t.name
+                    )));
+                }
+                if u.token_hash == t.token_hash {
+                    return Err(ServiceError::Config(format!(
+                        "tenants {:?} and {:?} have the same proxy token: give each its own",
+                        u.name, t.name
+                    )));
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A running proxy.
+#[derive(Debug)]
+pub struct RunningProxy {
+    /// The address it listens on.
+    pub addr: SocketAddr,
+    /// The CA certificate its clients trust, when it generated its own.
+    pub ca_pem: Option<String>,
+    /// Its TLS public key (DER SubjectPublicKeyInfo), which attestation
+    /// reports bind.
+    pub tls_public_key: Vec<u8>,
+    shutdown: Option<oneshot::Sender<()>>,
+    task: tokio::task::JoinHandle<Result<(), tonic::transport::Error>>,
+}
+
+impl RunningProxy {
+    /// The URL its clients connect to (`https://localhost:<port>`, the
+    /// name its generated certificate carries).
+    pub fn url(&self) -> String {
+        format!("https://localhost:{}", self.addr.port())
+    }
+
+    /// Stops accepting requests and ends (in-flight requests get two
+    /// seconds).
+    pub async fn stop(mut self) -> Result<(), ServiceError> {
+        if let Some(tx) = self.shutdown.take() {
+            let _ = tx.send(());
+        }
+        match tokio::time::timeout(Duration::from_secs(2), &mut self.task).await {
+            Ok(Ok(r)) => r?,
+            Ok(Err(e)) => return Err(ServiceError::Config(format!("proxy task: {e}"))),
+            Err(_) => self.task.abort(),
+        }
+        Ok(())
+    }
+
+    /// Waits until the proxy ends.
+    pub async fn wait(self) -> Result<(), ServiceError> {
+        match self.task.await {
+            Ok(r) => Ok(r?),
+            Err(e) => Err(ServiceError::Config(format!("proxy task: {e}"))),
+        }
+    }
+}
+
+/// The DER SubjectPublicKeyInfo of a PEM private key.
+fn public_key_of(key_pem: &str) -> Result<Vec<u8>, ServiceError> {
+    use rcgen::PublicKeyData;
+    let kp = rcgen::KeyPair::from_pem(key_pem)
+        .map_err(|e| ServiceError::Tls(format!("the TLS key: {e}")))?;
+    Ok(kp.subject_public_key_info())
+}
+
+/// Starts the proxy: reads its TLS identity, binds, and serves until
+/// [`RunningProxy::stop`]. Tenants' keys are unsealed on their first
+/// request, not here. Must be called inside a multi-threaded tokio
+/// runtime.
+pub async fn start(
+    config: ProxyConfig,
+    enclave: Arc<dyn Enclave>,
+) -> Result<RunningProxy, ServiceError> {
+    config.validate()?;
+    hecloud_protocol::rpc::install_tls_provider();
+    let (cert, key, ca_pem) = match &config.tls {
+        TlsSource::Generated(dir) => {
+            let m = hecloud_server::tls::load_or_generate(dir)
+                .map_err(|e| ServiceError::Tls(e.to_string()))?;
+            (m.cert_pem, Zeroizing::new(m.key_pem), Some(m.ca_pem))
+        }
+        TlsSource::Files { cert, key } => (
+            std::fs::read_to_string(cert)?,
+            Zeroizing::new(std::fs::read_to_string(key)?),
+            None,
+        ),
+    };
+    let tls_public_key = public_key_of(&key)?;
+    let listener = tokio::net::TcpListener::bind(config.listen).await?;
+    let addr = listener.local_addr()?;
+    let inner = Arc::new(Inner {
+        enclave,
+        store: SealedKeyStore::new(&config.store_dir),
+        server_url: config.server_url.clone(),
+        server_ca_pem: config.server_ca_pem.clone(),
+        tenants: config
+            .tenants
+            .iter()
+            .map(|t| Tenant {
+                config: t.clone(),
+                ready: Mutex::new(None),
+            })
+            .collect(),
+        max_vectors: config.max_vectors,
+        tls_public_key: tls_public_key.clone(),
+    });
+    let svc = proxy_server::ProxyServer::new(ProxyService(inner))
+        .max_decoding_message_size(MAX_MESSAGE_BYTES)
+        .max_encoding_message_size(MAX_MESSAGE_BYTES);
+    let router = Server::builder()
+        .tls_config(ServerTlsConfig::new().identity(Identity::from_pem(cert, key.as_bytes())))?
+        .http2_keepalive_interval(Some(Duration::from_secs(20)))
+        .add_service(svc);
+    let incoming = TcpIncoming::from(listener).with_nodelay(Some(true));
+    let (tx, rx) = oneshot::channel::<()>();
+    let task = tokio::spawn(router.serve_with_incoming_shutdown(incoming, async {
+        let _ = rx.await;
+    }));
+    tracing::info!(%addr, server = %config.server_url, tenants = config.tenants.len(),
+        "hecloud proxy listening");
+    Ok(RunningProxy {
+        addr,
+        ca_pem,
+        tls_public_key,
+        shutdown: Some(tx),
+        task,
+    })
+}
+
+/// A tenant on its way to the server: the session is uploaded and the
+/// key-holder session open.
+struct Ready {
+    server: Client,
+    session: ObjectId,
+    /// Answers the server's refresh requests while it lives.
+    _refresh: SessionHandle,
+}
+
+struct Tenant {
+    config: ProxyTenant,
+    ready: Mutex<Option<Arc<Ready>>>,
+}
+
+struct Inner {
+    enclave: Arc<dyn Enclave>,
+    store: SealedKeyStore,
+    server_url: String,
+    server_ca_pem: Option<String>,
+    tenants: Vec<Tenant>,
+    max_vectors: usize,
+    tls_public_key: Vec<u8>,
+}
+
+/// The gRPC service.
+struct ProxyService(Arc<Inner>);
+
+/// Whether two hashes are equal, in time independent of where they
+/// differ.
+fn ct_eq(a: &[u8; 32], b: &[u8; 32]) -> bool {
+    let mut d = 0u8;
+    for (x, y) in a.iter().zip(b) {
+        d |= x ^ y;
+    }
+    std::hint::black_box(d) == 0
+}
+
+/// The error's own kind and message (the batch position dropped).
+fn classify(e: ProxyError, crypto_kind: ErrorKind) -> Status {
+    let e = match e {
+        ProxyError::InBatch { source, .. } => *source,
+        e => e,
+    };
+    let kind = match &e {
+        ProxyError::NotSealed
+        | ProxyError::UnknownVersion(_)
+        | ProxyError::Truncated { .. }
+        | ProxyError::WrongKey
+        | ProxyError::WrongTenant(_)
+        | ProxyError::WrongFile(_)
+        | ProxyError::Tampered
+        | ProxyError::MissingFile { .. }
+        | ProxyError::Unsupported(_)
+        | ProxyError::InvalidName { .. }
+        | ProxyError::Io(_) => ErrorKind::SealedKeys,
+        ProxyError::ForeignParameters => ErrorKind::ForeignCiphertext,
+        ProxyError::Crypto(_) => crypto_kind,
+        _ => ErrorKind::Internal,
+    };
+    kind.status(e.to_string())
+}
+
+fn server_fail(what: &str, e: ClientError) -> Status {
+    ErrorKind::Server.status(format!("{what}: {e}"))
+}
+
+impl Inner {
+    /// The tenant a request's bearer token authenticates. Every tenant's
+    /// hash is compared, in constant time; the token is never logged.
+    fn authenticate<T>(&self, req: &Request<T>) -> Result<&Tenant, Status> {
+        let unauth = |m: &str| ErrorKind::Unauthenticated.status(m);
+        let v = req
+            .metadata()
+            .get("authorization")
+            .ok_or_else(|| unauth("missing `authorization: Bearer <proxy token>`"))?;
+        let tok = v
+            .to_str()
+            .ok()
+            .and_then(|v| v.strip_prefix("Bearer "))
+            .ok_or_else(|| unauth("authorization must be `Bearer <proxy token>`"))?;
+        let h = *blake3::hash(tok.trim().as_bytes()).as_bytes();
+        let mut found = None;
+        for t in &self.tenants {
+            if ct_eq(&t.config.token_hash, &h) {
+                found = Some(t);
+            }
+        }
+        found.ok_or_else(|| {
+            tracing::info!("refused a request with an unknown or wrong proxy token");
+            unauth("unknown or wrong proxy token")
+        })
+    }
+
+    /// Runs a batch in one crossing, off the async threads.
+    async fn cross(
+        &self,
+        batch: Vec<EnclaveOp>,
+        crypto_kind: ErrorKind,
+    ) -> Result<Vec<EnclaveReply>, Status> {
+        let enclave = self.enclave.clone();
+        let n = batch.len();
+        let replies = tokio::task::spawn_blocking(move || enclave.call(batch))
+            .await
+            .map_err(|e| ErrorKind::Internal.status(format!("enclave task: {e}")))?
+            .map_err(|e| classify(e, crypto_kind))?;
+        if replies.len() != n {
+            return Err(ErrorKind::Internal.status(format!(
+                "the enclave returned {} replies for {n} operations",
+                replies.len()
+            )));
+        }
+        Ok(replies)
+    }
+
+    /// The tenant's connection to the server, set up on its first request.
+    async fn ready(&self, t: &Tenant) -> Result<Arc<Ready>, Status> {
+        let mut slot = t.ready.lock().await;
+        if let Some(r) = slot.as_ref() {
+            return Ok(r.clone());
+        }
+        let r = Arc::new(self.setup(t).await.inspect_err(|s| {
+            tracing::warn!(tenant = %t.config.name, kind = ?error_kind(s), error = %s.message(),
+                "could not set the tenant up");
+        })?);
+        *slot = Some(r.clone());
+        Ok(r)
+    }
+
+    /// Unseals the tenant's keys into the enclave and takes its public
+    /// files (one crossing), uploads them, opens its key-holder session.
+    async fn setup(&self, t: &Tenant) -> Result<Ready, Status> {
+        let name = t.config.name.clone();
+        let folder = self
+            .store
+            .read(&name)
+            .map_err(|e| classify(e, ErrorKind::SealedKeys))?;
+        let replies = self
+            .cross(
+                vec![
+                    EnclaveOp::LoadTenant {
+                        tenant: name.clone(),
+                        folder: folder.clone(),
+                    },
+                    EnclaveOp::PublicFiles {
+                        tenant: name.clone(),
+                        folder,
+                    },
+                ],
+                ErrorKind::SealedKeys,
+            )
+            .await?;
+        let Some(EnclaveReply::PublicFiles(files)) = replies.into_iter().nth(1) else {
+            return Err(ErrorKind::Internal.status("the enclave returned no public files"));
+        };
+        let sealed = |m: String| ErrorKind::SealedKeys.status(m);
+        let spec_bytes = files.get("session.spec").ok_or_else(|| {
+            sealed(format!(
+                "the key folder of tenant {name:?} has no session.spec"
+            ))
+        })?;
+        let spec = SessionSpec::decode(spec_bytes)
+            .map_err(|e| sealed(format!("session.spec of tenant {name:?}: {e}")))?;
+        let server = Client::connect(
+            &self.server_url,
+            &t.config.server_token,
+            self.server_ca_pem.as_deref(),
+        )
+        .await
+        .map_err(|e| server_fail("connecting to the server", e))?;
+        // Keys first, the session last (it names them).
+        let mut uploads: Vec<(&str, &Vec<u8>)> = vec![];
+        if let Some(b) = files.get("relin.key") {
+            uploads.push((srpc::object_kind_name(ObjectKind::CkksRelinKey), b));
+        }
+        for (n, b) in &files {
+            if n.starts_with("galois-") {
+                uploads.push((srpc::object_kind_name(ObjectKind::CkksGaloisKey), b));
+            }
+        }
+        if let Some(b) = files.get("public.key") {
+            uploads.push((srpc::object_kind_name(ObjectKind::CkksPublicKey), b));
+        }
+        uploads.push((srpc::SESSION_KIND, spec_bytes));
+        for (kind, bytes) in uploads {
+            server
+                .upload(kind, Arc::new(bytes.clone()))
+                .await
+                .map_err(|e| server_fail(&format!("uploading the tenant's {kind}"), e))?;
+        }
+        let enclave = self.enclave.clone();
+        let tenant = name.clone();
+        let refresh = server
+            .open_session(
+                &[CALLBACK_REFRESH],
+                Arc::new(move |kind: &str, payload: &[u8]| {
+                    if kind != CALLBACK_REFRESH {
+                        return Err(format!(
+                            "this key holder answers refresh requests, not `{kind}`"
+                        ));
+                    }
+                    match enclave.call_one(EnclaveOp::AnswerRefresh {
+                        tenant: tenant.clone(),
+                        request: payload.to_vec(),
+                    }) {
+                        Ok(EnclaveReply::RefreshReply(r)) => Ok(r),
+                        Ok(other) => Err(format!("the enclave answered {other:?}")),
+                        Err(e) => Err(e.to_string()),
+                    }
+                }),
+            )
+            .await
+            .map_err(|e| server_fail("opening the key-holder session", e))?;
+        tracing::info!(tenant = %name, session = %spec.id(), "tenant ready");
+        Ok(Ready {
+            server,
+            session: spec.id(),
+            _refresh: refresh,
+        })
+    }
+
+    /// Encrypts the vectors in one crossing: their ciphertexts.
+    async fn encrypt(
+        &self,
+        tenant: &str,
+        vectors: Vec<Zeroizing<Vec<f64>>>,
+        crossings: &AtomicU32,
+    ) -> Result<Vec<Vec<u8>>, Status> {
+        if vectors.is_empty() {
+            return Ok(vec![]);
+        }
+        let batch = vectors
+            .into_iter()
+            .map(|values| EnclaveOp::EncryptReal {
+                tenant: tenant.into(),
+                values,
+            })
+            .collect();
+        crossings.fetch_add(1, Ordering::Relaxed);
+        self.cross(batch, ErrorKind::InvalidRequest)
+            .await?
+            .into_iter()
+            .map(|r| match r {
+                EnclaveReply::Ciphertext(b) => Ok(b),
+                other => Err(ErrorKind::Internal.status(format!("the enclave answered {other:?}"))),
+            })
+            .collect()
+    }
+
+    /// Decrypts ciphertexts in one crossing, keeping `count` values of
+    /// each (0: all).
+    async fn decrypt(
+        &self,
+        tenant: &str,
+        ciphertexts: Vec<Vec<u8>>,
+        count: u64,
+        crossings: &AtomicU32,
+    ) -> Result<Vec<Zeroizing<Vec<f64>>>, Status> {
+        if ciphertexts.is_empty() {
+            return Ok(vec![]);
+        }
+        let batch = ciphertexts
+            .into_iter()
+            .map(|ciphertext| EnclaveOp::Decrypt {
+                tenant: tenant.into(),
+                ciphertext,
+            })
+            .collect();
+        crossings.fetch_add(1, Ordering::Relaxed);
+        self.cross(batch, ErrorKind::BadCiphertext)
+            .await?
+            .into_iter()
+            .map(|r| match r {
+                EnclaveReply::Reals(mut v) => {
+                    if count > 0 && (count as usize) < v.len() {
+                        v.truncate(count as usize);
+                    }
+                    Ok(v)
+                }
+                other => Err(ErrorKind::Internal.status(format!("the enclave answered {other:?}"))),
+            })
+            .collect()
+    }
+
+    /// Uploads ciphertexts side by side: their object ids, in order.
+    async fn upload_all(server: &Client, cts: Vec<Vec<u8>>) -> Result<Vec<String>, Status> {
+        let mut set = tokio::task::JoinSet::new();
+        let n = cts.len();
+        for (i, ct) in cts.into_iter().enumerate() {
+            let c = server.clone();
+            set.spawn(async move {
+                c.upload(CIPHERTEXT_KIND, Arc::new(ct))
+                    .await
+                    .map(|info| (i, info.object_id))
+            });
+        }
+        let mut ids = vec![String::new(); n];
+        while let Some(r) = set.join_next().await {
+            let (i, id) = r
+                .map_err(|e| ErrorKind::Internal.status(format!("upload task: {e}")))?
+                .map_err(|e| server_fail("uploading a ciphertext", e))?;
+            ids[i] = id;
+        }
+        Ok(ids)
+    }
+
+    /// Starts uploading ciphertexts side by side and returns their object
+    /// ids once every byte of each is sent (before the server has stored
+    /// them), with the uploads still running: a job submitted now with
+    /// [`Client::submit_awaiting_inputs`] starts while they are stored.
+    async fn upload_announced(
+        server: &Client,
+        cts: Vec<Vec<u8>>,
+    ) -> Result<(Vec<String>, Uploads), Status> {
+        let mut set = tokio::task::JoinSet::new();
+        let mut announced = Vec::with_capacity(cts.len());
+        for ct in cts {
+            let (tx, rx) = oneshot::channel();
+            announced.push(rx);
+            let c = server.clone();
+            set.spawn(async move {
+                c.upload(CIPHERTEXT_KIND, Arc::new(ct))
+                    .announce(tx)
+                    .await
+                    .map(|_| ())
+            });
+        }
+        let mut ids = Vec::with_capacity(announced.len());
+        for rx in announced {
+            match rx.await {
+                Ok(id) => ids.push(id),
+                // The upload ended before it sent every byte: its error.
+                Err(_) => {
+                    finish_uploads(set).await?;
+                    return Err(ErrorKind::Internal.status("an upload ended without its id"));
+                }
+            }
+        }
+        Ok((ids, set))
+    }
+
+    fn check_vectors(&self, n: usize) -> Result<(), Status> {
+        if n > self.max_vectors {
+            return Err(ErrorKind::InvalidRequest.status(format!(
+                "{n} vectors in one request; this proxy takes at most {}",
+                self.max_vectors
+            )));
+        }
+        Ok(())
+    }
+}
+
+/// Uploads still running.
+type Uploads = tokio::task::JoinSet<Result<(), ClientError>>;
+
+/// Waits for uploads to be stored: the first failure.
+async fn finish_uploads(mut set: Uploads) -> Result<(), Status> {
+    while let Some(r) = set.join_next().await {
+        r.map_err(|e| ErrorKind::Internal.status(format!("upload task: {e}")))?
+            .map_err(|e| server_fail("uploading a ciphertext", e))?;
+    }
+    Ok(())
+}
+
+fn object_id(s: &str) -> Result<ObjectId, Status> {
+    ObjectId::from_hex(s).ok_or_else(|| {
+        ErrorKind::InvalidRequest.status(format!("{s:?} is not an object id (64 hex digits)"))
+    })
+}
+
+/// Moves decrypted values into a reply (the reply's buffer is the gRPC
+/// layer's, not zeroized).
+fn take_values(mut v: Zeroizing<Vec<f64>>) -> Vec<f64> {
+    std::mem::take(&mut *v)
+}
+
+#[tonic::async_trait]
+impl proxy_server::Proxy for ProxyService {
+    async fn info(
+        &self,
+        req: Request<rpc::InfoRequest>,
+    ) -> Result<Response<rpc::InfoReply>, Status> {
+        let nonce: [u8; crate::attest::CLIENT_NONCE_LEN] =
+            req.into_inner().nonce.try_into().map_err(|_| {
+                ErrorKind::InvalidRequest.status(format!(
+                    "the nonce must have {} bytes",
+                    crate::attest::CLIENT_NONCE_LEN
+                ))
+            })?;
+        let inner = self.0.clone();
+        let data = crate::attest::report_data(&inner.tls_public_key, &nonce);
+        let attestation = tokio::task::spawn_blocking(move || inner.enclave.attestation(&data))
+            .await
+            .map_err(|e| ErrorKind::Internal.status(format!("enclave task: {e}")))?
+            .map_err(|e| ErrorKind::Internal.status(e.to_string()))?;
+        let attestation = match attestation {
+            crate::Attestation::ConfigfsTsm { provider, report } => rpc::Attestation {
+                kind: rpc::ATTESTATION_CONFIGFS_TSM.into(),
+                provider,
+                report,
+            },
+            _ => rpc::Attestation {
+                kind: rpc::ATTESTATION_UNATTESTED.into(),
+                ..Default::default()
+            },
+        };
+        Ok(Response::new(rpc::InfoReply {
+            proxy_version: env!("CARGO_PKG_VERSION").into(),
+            protocol_version: rpc::PROTOCOL_VERSION,
+            attestation: Some(attestation),
+            tls_public_key: self.0.tls_public_key.clone(),
+            max_vectors: self.0.max_vectors as u32,
+            max_message_bytes: MAX_MESSAGE_BYTES as u64,
+        }))
+    }
+
+    async fn put(&self, req: Request<rpc::PutRequest>) -> Result<Response<rpc::PutReply>, Status> {
+        let inner = &self.0;
+        let t = inner.authenticate(&req)?;
+        let vectors: Vec<Zeroizing<Vec<f64>>> = req
+            .into_inner()
+            .vectors
+            .into_iter()
+            .map(|v| Zeroizing::new(v.values))
+            .collect();
+        inner.check_vectors(vectors.len())?;
+        let ready = inner.ready(t).await?;
+        let crossings = AtomicU32::new(0);
+        let cts = inner.encrypt(&t.config.name, vectors, &crossings).await?;
+        let object_ids = Inner::upload_all(&ready.server, cts).await?;
+        Ok(Response::new(rpc::PutReply { object_ids }))
+    }
+
+    async fn run(&self, req: Request<rpc::RunRequest>) -> Result<Response<rpc::RunReply>, Status> {
+        let inner = &self.0;
+        let t = inner.authenticate(&req)?;
+        let name = &t.config.name;
+        let req = req.into_inner();
+        inner.check_vectors(req.inputs.len())?;
+        let graph = Graph::decode(&req.graph)
+            .map_err(|e| ErrorKind::InvalidRequest.status(format!("the graph: {e}")))?;
+        // Plaintext inputs to encrypt, and where each input comes from.
+        let mut plain = vec![];
+        let mut known: Vec<Option<ObjectId>> = Vec::with_capacity(req.inputs.len());
+        for (i, input) in req.inputs.into_iter().enumerate() {
+            match input.source {
+                Some(rpc::run_input::Source::Values(v)) => {
+                    plain.push(Zeroizing::new(v.values));
+                    known.push(None);
+                }
+                Some(rpc::run_input::Source::ObjectId(id)) => known.push(Some(object_id(&id)?)),
+                None => {
+                    return Err(ErrorKind::InvalidRequest
+                        .status(format!("input {i} has neither values nor an object id")));
+                }
+            }
+        }
+        let ready = inner.ready(t).await?;
+        let crossings = AtomicU32::new(0);
+        let cts = inner.encrypt(name, plain, &crossings).await?;
+        // The job goes in as soon as every input byte is sent; the server
+        // starts it once they have arrived, while it stores them.
+        let (uploaded, uploads) = Inner::upload_announced(&ready.server, cts).await?;
+        let mut uploaded = uploaded.into_iter();
+        let mut inputs = Vec::with_capacity(known.len());
+        for k in known {
+            match k {
+                Some(id) => inputs.push(id),
+                None => {
+                    let id = uploaded.next().ok_or_else(|| {
+                        ErrorKind::Internal.status("fewer uploads than plaintext inputs")
+                    })?;
+                    inputs.push(object_id(&id)?);
+                }
+            }
+        }
+        let job = JobSubmission {
+            session: ready.session,
+            graph,
+            inputs,
+        };
+        let input_ids = job.inputs.iter().map(|i| i.to_hex()).collect();
+        let submitted = ready
+            .server
+            .submit_awaiting_inputs(JOB_KIND_GRAPH, job.encode(), &req.client_ref, AWAIT_INPUTS)
+            .await
+            .map_err(|e| match e.code() {
+                Some(Code::InvalidArgument) => {
+                    ErrorKind::InvalidRequest.status(format!("the server refused the job: {e}"))
+                }
+                _ => server_fail("submitting the job", e),
+            });
+        // An upload that failed fails the request (and the job, which
+        // waits for it in vain), whatever the submission said.
+        finish_uploads(uploads).await?;
+        let submitted = submitted?;
+        let j = ready
+            .server
+            .wait(&submitted.job_id, &|_| {})
+            .await
+            .map_err(|e| server_fail("following the job", e))?;
+        if j.state != JobState::Succeeded as i32 {
+            return Err(ErrorKind::JobFailed.status(format!(
+                "job {} ended {:?}: {}",
+                j.job_id,
+                JobState::try_from(j.state).unwrap_or(JobState::Unspecified),
+                j.error
+            )));
+        }
+        let mut bytes = Vec::with_capacity(j.outputs.len());
+        for o in &j.outputs {
+            bytes.push(
+                ready
+                    .server
+                    .job_output(o, None)
+                    .await
+                    .map_err(|e| server_fail(&format!("downloading output {}", o.name), e))?,
+            );
+        }
+        let values = inner.decrypt(name, bytes, req.count, &crossings).await?;
+        let outputs = j
+            .outputs
+            .iter()
+            .zip(values)
+            .map(|(o, v)| rpc::Output {
+                name: o.name.clone(),
+                object_id: o.object_id.clone(),
+                values: take_values(v),
+            })
+            .collect();
+        Ok(Response::new(rpc::RunReply {
+            job_id: j.job_id,
+            outputs,
+            input_ids,
+            crossings: crossings.load(Ordering::Relaxed),
+        }))
+    }
+
+    async fn get(&self, req: Request<rpc::GetRequest>) -> Result<Response<rpc::GetReply>, Status> {
+        let inner = &self.0;
+        let t = inner.authenticate(&req)?;
+        let req = req.into_inner();
+        let id = object_id(&req.object_id)?;
+        let ready = inner.ready(t).await?;
+        let bytes = ready
+            .server
+            .download(&id.to_hex(), None)
+            .await
+            .map_err(|e| server_fail(&format!("downloading {id}"), e))?;
+        let crossings = AtomicU32::new(0);
+        let mut v = inner
+            .decrypt(&t.config.name, vec![bytes], req.count, &crossings)
+            .await?;
+        let values = v.pop().map(take_values).unwrap_or_default();
+        Ok(Response::new(rpc::GetReply { values }))
+    }
+}

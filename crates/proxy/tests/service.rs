@@ -1,0 +1,567 @@
+//! The proxy's network service on loopback, in front of a real server:
+//! plaintext in, plaintext out, checked against plaintext arithmetic on
+//! fresh random inputs; tokens, attestation, tampered keys and foreign
+//! ciphertexts refused with typed errors while the proxy keeps serving;
+//! a job deeper than its parameters refreshed by the proxy.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use hecloud_ckks::params::test_literal;
+use hecloud_ckks::{CkksParameters, Encoder, KeySet, Preset};
+use hecloud_client::Client;
+use hecloud_client::keys::{KeyDir, keygen};
+use hecloud_protocol::Graph;
+use hecloud_protocol::rpc::OPAQUE_KIND;
+use hecloud_proxy::attest::Verified;
+use hecloud_proxy::service::{DEFAULT_MAX_VECTORS, ErrorKind};
+use hecloud_proxy::{
+    Attestation, Enclave, PlainEnclave, ProxyClient, ProxyClientError, ProxyConfig, ProxyTenant,
+    RunInput, RunningProxy, SealedKeyStore, TlsSource,
+};
+use hecloud_server::{RunningServer, ServerConfig, TenantConfig};
+use ring::rand::{SecureRandom, SystemRandom};
+use tonic::Code;
+
+const ALICE_SERVER: &str = "alice-server-token-0123";
+const BOB_SERVER: &str = "bob-server-token-012345";
+const ALICE: &str = "alice-proxy-token-0123";
+const BOB: &str = "bob-proxy-token-0123456";
+
+/// Fresh random reals in [lo, hi).
+fn random_reals(n: usize, lo: f64, hi: f64) -> Vec<f64> {
+    let mut b = vec![0u8; 8 * n];
+    SystemRandom::new().fill(&mut b).unwrap();
+    b.chunks(8)
+        .map(|c| {
+            let u = (u64::from_le_bytes(c.try_into().unwrap()) >> 11) as f64 / (1u64 << 53) as f64;
+            lo + u * (hi - lo)
+        })
+        .collect()
+}
+
+fn close(want: &[f64], got: &[f64], tol: f64, what: &str) {
+    assert!(got.len() >= want.len(), "{what}: {} values", got.len());
+    for (i, (a, b)) in want.iter().zip(got).enumerate() {
+        assert!((a - b).abs() < tol, "{what}: slot {i}: {a} vs {b}");
+    }
+}
+
+struct Fixture {
+    dir: tempfile::TempDir,
+    server: RunningServer,
+    proxy: RunningProxy,
+    /// Alice's clear key folder (the test's independent decryptor).
+    alice_keys: PathBuf,
+    enclave: Arc<PlainEnclave>,
+}
+
+impl Fixture {
+    async fn client(
+        &self,
+        token: &str,
+        allow_unattested: bool,
+    ) -> Result<ProxyClient, ProxyClientError> {
+        ProxyClient::connect(
+            &self.proxy.url(),
+            token,
+            self.proxy.ca_pem.as_deref(),
+            allow_unattested,
+        )
+        .await
+    }
+
+    /// Alice's own connection to the server, past the proxy.
+    async fn alice_on_server(&self) -> Client {
+        Client::connect(
+            &format!("https://localhost:{}", self.server.addr.port()),
+            ALICE_SERVER,
+            self.server.ca_pem.as_deref(),
+        )
+        .await
+        .unwrap()
+    }
+
+    fn store(&self) -> PathBuf {
+        self.dir.path().join("store")
+    }
+}
+
+/// A server with tenants alice and bob, their N = 2^13 key folders sealed
+/// in the proxy's store, and the proxy in front of the server.
+async fn fixture() -> Fixture {
+    fixture_with(|e| e).await
+}
+
+/// [`fixture`] with the proxy's enclave wrapped by `wrap`.
+async fn fixture_with(wrap: impl FnOnce(Arc<dyn Enclave>) -> Arc<dyn Enclave>) -> Fixture {
+    let dir = tempfile::tempdir().unwrap();
+    let server = hecloud_server::start(ServerConfig {
+        listen: "127.0.0.1:0".parse().unwrap(),
+        data_dir: dir.path().join("server"),
+        workers: 2,
+        tls: true,
+        tenants: vec![
+            TenantConfig {
+                name: "alice".into(),
+                token: Some(ALICE_SERVER.into()),
+                token_blake3: None,
+            },
+            TenantConfig {
+                name: "bob".into(),
+                token: Some(BOB_SERVER.into()),
+                token_blake3: None,
+            },
+        ],
+        ..ServerConfig::default()
+    })
+    .await
+    .unwrap();
+
+    let key_file = dir.path().join("sealing.key");
+    hecloud_proxy::SealingKey::generate()
+        .unwrap()
+        .write_file(&key_file)
+        .unwrap();
+    let enclave = Arc::new(PlainEnclave::from_key_file(&key_file).unwrap());
+    let store = SealedKeyStore::new(dir.path().join("store"));
+    for tenant in ["alice", "bob"] {
+        let clear = dir.path().join(format!("{tenant}-keys"));
+        keygen(&clear, Preset::N13, &[]).unwrap();
+        store
+            .seal_folder_in(enclave.as_ref(), tenant, &clear)
+            .unwrap();
+    }
+    let proxy = hecloud_proxy::service::start(
+        ProxyConfig {
+            listen: "127.0.0.1:0".parse().unwrap(),
+            server_url: format!("https://localhost:{}", server.addr.port()),
+            server_ca_pem: server.ca_pem.clone(),
+            store_dir: dir.path().join("store"),
+            tls: TlsSource::Generated(dir.path().join("proxy-tls")),
+            tenants: vec![
+                ProxyTenant::new("alice", ALICE, ALICE_SERVER).unwrap(),
+                ProxyTenant::new("bob", BOB, BOB_SERVER).unwrap(),
+            ],
+            max_vectors: DEFAULT_MAX_VECTORS,
+        },
+        wrap(enclave.clone() as Arc<dyn Enclave>),
+    )
+    .await
+    .unwrap();
+    Fixture {
+        enclave,
+        alice_keys: dir.path().join("alice-keys"),
+        dir,
+        server,
+        proxy,
+    }
+}
+
+fn refused(r: Result<impl std::fmt::Debug, ProxyClientError>) -> (Option<ErrorKind>, Code, String) {
+    match r {
+        Err(ProxyClientError::Refused {
+            kind,
+            code,
+            message,
+        }) => (kind, code, message),
+        other => panic!("expected a refusal, got {other:?}"),
+    }
+}
+
+fn add_graph() -> Graph {
+    let mut g = Graph::new();
+    let (a, b) = (g.input(0), g.input(1));
+    let s = g.add(a, b);
+    g.output("sum", s);
+    g
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn run_adds_fresh_random_inputs_and_the_server_holds_real_ciphertexts() {
+    let f = fixture().await;
+    let c = f.client(ALICE, true).await.unwrap();
+    let n = 1000;
+    let (x, y) = (random_reals(n, -10.0, 10.0), random_reals(n, -10.0, 10.0));
+    let want: Vec<f64> = x.iter().zip(&y).map(|(a, b)| a + b).collect();
+
+    // Plaintext and graph in, plaintext out: one crossing to encrypt both
+    // inputs, one to decrypt the output.
+    let r = c
+        .run(
+            vec![RunInput::Values(x.clone()), RunInput::Values(y.clone())],
+            &add_graph(),
+            0,
+        )
+        .await
+        .unwrap();
+    assert_eq!(r.outputs.len(), 1);
+    assert_eq!(r.crossings, 2);
+    let (name, out_id, got) = &r.outputs[0];
+    assert_eq!(name, "sum");
+    assert_eq!(got.len(), 4096, "every slot of N = 2^13");
+    close(&want, got, 1e-3, "x + y");
+    close(&vec![0.0; 4096 - n], &got[n..], 1e-3, "padding");
+
+    // What the server holds are ciphertexts under alice's keys: her own
+    // clear key folder decrypts them to the same values.
+    let keys = KeyDir::open(&f.alice_keys).unwrap();
+    let server = f.alice_on_server().await;
+    let x_ct = server.download(&r.input_ids[0], None).await.unwrap();
+    assert!(x_ct.len() > 8 * 4096, "{} bytes", x_ct.len());
+    close(&x, &keys.decrypt(&x_ct).unwrap(), 1e-3, "x on the server");
+    let out_ct = server.download(out_id, None).await.unwrap();
+    close(
+        &want,
+        &keys.decrypt(&out_ct).unwrap(),
+        1e-3,
+        "x + y on the server",
+    );
+
+    // Put then Get; and Run on a stored object plus fresh values.
+    let z = random_reals(300, -5.0, 5.0);
+    let ids = c.put(&[z.clone(), y.clone()]).await.unwrap();
+    assert_eq!(ids.len(), 2);
+    close(&z, &c.get(&ids[0], 300).await.unwrap(), 1e-3, "get z");
+    let r = c
+        .run(
+            vec![
+                RunInput::Object(ids[0].clone()),
+                RunInput::Values(x.clone()),
+            ],
+            &add_graph(),
+            n,
+        )
+        .await
+        .unwrap();
+    let want: Vec<f64> = (0..n)
+        .map(|i| x[i] + z.get(i).copied().unwrap_or(0.0))
+        .collect();
+    assert_eq!(r.outputs[0].2.len(), n);
+    close(&want, &r.outputs[0].2, 1e-3, "z + x");
+    assert_eq!(r.input_ids[0], ids[0]);
+
+    // Bad input: a value that is not finite, a graph that does not decode.
+    let (kind, code, _) = refused(c.put(&[vec![1.0, f64::NAN]]).await);
+    assert_eq!(
+        (kind, code),
+        (Some(ErrorKind::InvalidRequest), Code::InvalidArgument)
+    );
+    let (kind, _, _) = refused(c.get("not-an-id", 0).await);
+    assert_eq!(kind, Some(ErrorKind::InvalidRequest));
+    let (kind, _, message) = refused(c.put(&vec![vec![1.0]; DEFAULT_MAX_VECTORS + 1]).await);
+    assert_eq!(kind, Some(ErrorKind::InvalidRequest), "{message}");
+    let (kind, _, _) = refused(
+        c.run(vec![RunInput::Values(x.clone())], &add_graph(), 0)
+            .await,
+    );
+    assert_eq!(
+        kind,
+        Some(ErrorKind::InvalidRequest),
+        "a graph with an input it lacks"
+    );
+    f.proxy.stop().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_wrong_or_unknown_token_is_refused() {
+    let f = fixture().await;
+    for bad in [
+        "nobody-token-0123456789",
+        "alice-proxy-token-0124",
+        ALICE_SERVER,
+        "",
+    ] {
+        // Info needs no token: the refusal comes with the first call.
+        let c = f.client(bad, true).await.unwrap();
+        let (kind, code, message) = refused(c.put(&[vec![1.0]]).await);
+        assert_eq!(kind, Some(ErrorKind::Unauthenticated), "{bad:?}: {message}");
+        assert_eq!(code, Code::Unauthenticated);
+        assert!(
+            !message.contains(bad) || bad.is_empty(),
+            "the token is echoed: {message}"
+        );
+    }
+    // The right token still works, for each tenant.
+    for tok in [ALICE, BOB] {
+        let c = f.client(tok, true).await.unwrap();
+        let v = random_reals(10, -1.0, 1.0);
+        let ids = c.put(std::slice::from_ref(&v)).await.unwrap();
+        close(&v, &c.get(&ids[0], 10).await.unwrap(), 1e-3, tok);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_unattested_proxy_is_refused_unless_allowed() {
+    let f = fixture().await;
+    match f.client(ALICE, false).await {
+        Err(ProxyClientError::Attestation(m)) => assert!(m.contains("unattested"), "{m}"),
+        other => panic!("an unattested proxy was not refused: {other:?}"),
+    }
+    let c = f.client(ALICE, true).await.unwrap();
+    assert_eq!(c.verified(), &Verified::Unattested);
+    assert_eq!(c.info().tls_public_key, f.proxy.tls_public_key);
+    assert_eq!(c.info().attestation.as_ref().unwrap().kind, "unattested");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_tampered_sealed_key_file_is_a_typed_error_and_other_tenants_are_served() {
+    let f = fixture().await;
+    let sealed = f.store().join("bob").join("secret.key.sealed");
+    let mut b = std::fs::read(&sealed).unwrap();
+    let at = b.len() - 40;
+    b[at] ^= 0x01;
+    std::fs::write(&sealed, &b).unwrap();
+
+    let bob = f.client(BOB, true).await.unwrap();
+    for _ in 0..2 {
+        let (kind, code, message) = refused(bob.put(&[vec![1.0, 2.0]]).await);
+        assert_eq!(kind, Some(ErrorKind::SealedKeys), "{message}");
+        assert_eq!(code, Code::FailedPrecondition);
+        assert!(message.contains("tampered"), "{message}");
+    }
+    // Alice is served all the same.
+    let alice = f.client(ALICE, true).await.unwrap();
+    let (x, y) = (random_reals(64, -3.0, 3.0), random_reals(64, -3.0, 3.0));
+    let r = alice
+        .run(
+            vec![RunInput::Values(x.clone()), RunInput::Values(y.clone())],
+            &add_graph(),
+            64,
+        )
+        .await
+        .unwrap();
+    let want: Vec<f64> = x.iter().zip(&y).map(|(a, b)| a + b).collect();
+    close(&want, &r.outputs[0].2, 1e-3, "alice after bob's failure");
+
+    // A missing folder is the same kind of error.
+    std::fs::remove_dir_all(f.store().join("bob")).unwrap();
+    let (kind, _, _) = refused(bob.get(&r.input_ids[0], 1).await);
+    assert_eq!(kind, Some(ErrorKind::SealedKeys));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_ciphertext_under_other_parameters_from_the_server_is_a_typed_error() {
+    let f = fixture().await;
+    // The server holds, for alice, a ciphertext of another parameter set
+    // and bytes that are no ciphertext (stored opaque: the server does not
+    // read them), as a faulty or malicious server could return.
+    let lit = test_literal(11, 2);
+    let params = CkksParameters::new_insecure_for_tests(lit, 40).unwrap();
+    let keys = KeySet::generate(&params, &[], false).unwrap();
+    let pt = Encoder::new(&params)
+        .encode_real(&[1.0, 2.0], params.max_level(), params.default_scale())
+        .unwrap();
+    let foreign = keys.encrypt(&pt).unwrap().to_bytes();
+    let server = f.alice_on_server().await;
+    let foreign_id = server
+        .upload(OPAQUE_KIND, Arc::new(foreign))
+        .await
+        .unwrap()
+        .object_id;
+    let junk_id = server
+        .upload(
+            OPAQUE_KIND,
+            Arc::new(
+                random_reals(64, 0.0, 1.0)
+                    .iter()
+                    .flat_map(|v| v.to_le_bytes())
+                    .collect::<Vec<u8>>(),
+            ),
+        )
+        .await
+        .unwrap()
+        .object_id;
+
+    let c = f.client(ALICE, true).await.unwrap();
+    let (kind, code, message) = refused(c.get(&foreign_id, 4).await);
+    assert_eq!(kind, Some(ErrorKind::ForeignCiphertext), "{message}");
+    assert_eq!(code, Code::DataLoss);
+    let (kind, _, message) = refused(c.get(&junk_id, 4).await);
+    assert_eq!(kind, Some(ErrorKind::BadCiphertext), "{message}");
+
+    // The proxy keeps serving.
+    let v = random_reals(32, -1.0, 1.0);
+    let ids = c.put(std::slice::from_ref(&v)).await.unwrap();
+    close(
+        &v,
+        &c.get(&ids[0], 32).await.unwrap(),
+        1e-3,
+        "after the failures",
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_job_with_a_refresh_is_answered_by_the_proxy() {
+    let f = fixture().await;
+    let c = f.client(ALICE, true).await.unwrap();
+    // The refresh mask needs headroom that N = 2^13 has only at its top
+    // level (2): the graph refreshes its input there, then squares it
+    // twice (both levels). The job succeeds only if a key holder answers
+    // the server's refresh request: no client is connected to the
+    // server, the proxy's enclave answers it.
+    let x = random_reals(200, -1.0, 1.0);
+    let before = f.enclave.crossings();
+    let mut g = Graph::new();
+    let mut y = g.input(0);
+    y = g.refresh(y, 2);
+    for _ in 0..2 {
+        let m = g.mul(y, y);
+        y = g.rescale(m);
+    }
+    g.output("x4", y);
+    let r = c
+        .run(vec![RunInput::Values(x.clone())], &g, x.len())
+        .await
+        .unwrap();
+    let want: Vec<f64> = x.iter().map(|v| v.powi(4)).collect();
+    close(&want, &r.outputs[0].2, 1e-2, "refresh(x)^4");
+    // The request's own crossings (encrypt, decrypt), and the enclave's:
+    // those two, the tenant's setup (unseal and public files) and the
+    // refresh answer.
+    assert_eq!(r.crossings, 2);
+    assert_eq!(f.enclave.crossings() - before, 2 + 1 + 1);
+}
+
+/// A plain enclave that presents an SEV-SNP-shaped report whose report
+/// data is what it was asked to bind (`stale: false`) or another value (a
+/// replayed report for another key or nonce). Its signature is not checked
+/// by the client (see `attest`): this tests the binding only.
+#[derive(Debug)]
+struct ReportingEnclave {
+    inner: Arc<dyn Enclave>,
+    stale: bool,
+}
+
+impl Enclave for ReportingEnclave {
+    fn call(
+        &self,
+        batch: Vec<hecloud_proxy::EnclaveOp>,
+    ) -> hecloud_proxy::Result<Vec<hecloud_proxy::EnclaveReply>> {
+        self.inner.call(batch)
+    }
+
+    fn crossings(&self) -> u64 {
+        self.inner.crossings()
+    }
+
+    fn attestation(
+        &self,
+        report_data: &[u8; hecloud_proxy::enclave::REPORT_DATA_LEN],
+    ) -> hecloud_proxy::Result<Attestation> {
+        use hecloud_proxy::attest::{PROVIDER_SEV_SNP, SNP_REPORT_DATA_AT, SNP_REPORT_LEN};
+        let mut report = vec![0u8; SNP_REPORT_LEN];
+        let data = if self.stale {
+            hecloud_proxy::attest::report_data(b"another TLS key", &[7; 32])
+        } else {
+            *report_data
+        };
+        report[SNP_REPORT_DATA_AT..SNP_REPORT_DATA_AT + data.len()].copy_from_slice(&data);
+        Ok(Attestation::ConfigfsTsm {
+            provider: PROVIDER_SEV_SNP.into(),
+            report,
+        })
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_report_binding_the_proxy_key_and_nonce_is_accepted_and_a_stale_one_refused() {
+    let f = fixture_with(|inner| {
+        Arc::new(ReportingEnclave {
+            inner,
+            stale: false,
+        })
+    })
+    .await;
+    // No allow flag needed: the report binds this proxy's TLS key and this
+    // client's fresh nonce.
+    let c = f.client(ALICE, false).await.unwrap();
+    assert!(
+        matches!(c.verified(), Verified::ReportDataBound { provider } if provider == "sev_guest"),
+        "{:?}",
+        c.verified()
+    );
+    let (x, y) = (random_reals(16, -1.0, 1.0), random_reals(16, -1.0, 1.0));
+    let r = c
+        .run(
+            vec![RunInput::Values(x.clone()), RunInput::Values(y.clone())],
+            &add_graph(),
+            16,
+        )
+        .await
+        .unwrap();
+    let want: Vec<f64> = x.iter().zip(&y).map(|(a, b)| a + b).collect();
+    close(&want, &r.outputs[0].2, 1e-3, "through an attested proxy");
+
+    let f = fixture_with(|inner| Arc::new(ReportingEnclave { inner, stale: true })).await;
+    for allow in [false, true] {
+        match f.client(ALICE, allow).await {
+            Err(ProxyClientError::Attestation(m)) => assert!(m.contains("does not bind"), "{m}"),
+            other => panic!("a stale report was accepted: {other:?}"),
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn two_tenants_at_once_each_get_their_own_results() {
+    let f = fixture().await;
+    let (alice, bob) = (
+        f.client(ALICE, true).await.unwrap(),
+        f.client(BOB, true).await.unwrap(),
+    );
+    let inputs: Vec<(Vec<f64>, Vec<f64>)> = (0..4)
+        .map(|_| {
+            (
+                random_reals(100, -10.0, 10.0),
+                random_reals(100, -10.0, 10.0),
+            )
+        })
+        .collect();
+    let runs = inputs.iter().enumerate().map(|(i, (x, y))| {
+        let c = if i % 2 == 0 {
+            alice.clone()
+        } else {
+            bob.clone()
+        };
+        let (x, y) = (x.clone(), y.clone());
+        tokio::spawn(async move {
+            c.run(
+                vec![RunInput::Values(x), RunInput::Values(y)],
+                &add_graph(),
+                100,
+            )
+            .await
+        })
+    });
+    let mut outs = vec![];
+    for r in runs.collect::<Vec<_>>() {
+        outs.push(r.await.unwrap().unwrap());
+    }
+    for (i, ((x, y), r)) in inputs.iter().zip(&outs).enumerate() {
+        let want: Vec<f64> = x.iter().zip(y).map(|(a, b)| a + b).collect();
+        close(&want, &r.outputs[0].2, 1e-3, &format!("run {i}"));
+    }
+    // Bob's ciphertexts are under Bob's key: Alice's clear folder does not
+    // decrypt them to his values.
+    let keys = KeyDir::open(&f.alice_keys).unwrap();
+    let bobs = alice_or_bob_object(&f, &outs[1].input_ids[0]).await;
+    assert!(
+        bobs.is_none(),
+        "alice's tenant on the server holds bob's object"
+    );
+    let alices = alice_or_bob_object(&f, &outs[0].input_ids[0])
+        .await
+        .unwrap();
+    close(
+        &inputs[0].0,
+        &keys.decrypt(&alices).unwrap(),
+        1e-3,
+        "alice's x",
+    );
+}
+
+/// The object through alice's own server connection (`None`: her tenant
+/// does not hold it).
+async fn alice_or_bob_object(f: &Fixture, id: &str) -> Option<Vec<u8>> {
+    f.alice_on_server().await.download(id, None).await.ok()
+}
