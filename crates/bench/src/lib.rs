@@ -13,6 +13,7 @@ pub mod embedded;
 pub mod netem;
 pub mod ntt;
 pub mod peers;
+pub mod proxy;
 pub mod refresh;
 pub mod report;
 pub mod service;
@@ -64,6 +65,11 @@ pub const EXPERIMENTS: &[Experiment] = &[
         name: "refresh",
         about: "client-aided CKKS refresh through the service (loopback and wide-area key holder): time split, bytes, precision vs Lattigo's bootstrapping; a deep polynomial job refreshed vs bootstrapped",
         run: refresh::run,
+    },
+    Experiment {
+        name: "proxy",
+        about: "end to end through the encryption proxy vs the client's best path without one (paper D): N = 2^16 and 2^17, loopback and the emulated link; enclave crossings fused vs one per operation",
+        run: proxy::run,
     },
     Experiment {
         name: "boot",

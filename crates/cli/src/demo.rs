@@ -141,35 +141,11 @@ async fn proxy_run(
     dir: &std::path::Path,
     count: usize,
 ) -> anyhow::Result<StepReport> {
-    use hecloud_proxy::service::DEFAULT_MAX_VECTORS;
-    use hecloud_proxy::{
-        PlainEnclave, ProxyClient, ProxyConfig, ProxyTenant, RunInput, SealedKeyStore, SealingKey,
-        TlsSource,
-    };
+    use hecloud_proxy::{ProxyClient, RunInput};
     let t = Instant::now();
-    let key_file = dir.join("sealing.key");
-    SealingKey::generate()?.write_file(&key_file)?;
-    let enclave = Arc::new(PlainEnclave::from_key_file(&key_file)?);
     // The tenant's keys are made here, sealed into the proxy's store, and
     // the clear folder is removed: from now on only the proxy has them.
-    let clear = dir.join("clear-keys");
-    hecloud_client::keys::keygen(&clear, Preset::N14, &[])?;
-    SealedKeyStore::new(dir.join("store")).seal_folder_in(enclave.as_ref(), "demo", &clear)?;
-    std::fs::remove_dir_all(&clear)?;
-    let token = hecloud_bench::embedded::random_token();
-    let proxy = hecloud_proxy::service::start(
-        ProxyConfig {
-            listen: "127.0.0.1:0".parse()?,
-            server_url: emb.server.url(),
-            server_ca_pem: emb.server.ca_pem.clone(),
-            store_dir: dir.join("store"),
-            tls: TlsSource::Generated(dir.join("proxy-tls")),
-            tenants: vec![ProxyTenant::new("demo", &token, &emb.token)?],
-            max_vectors: DEFAULT_MAX_VECTORS,
-        },
-        enclave,
-    )
-    .await?;
+    let (proxy, _, token) = hecloud_bench::proxy::start_proxy(emb, dir, Preset::N14).await?;
     println!(
         "  proxy {} (plain-process enclave: unattested, allowed for the demo); keys sealed in {}",
         proxy.url(),

@@ -114,7 +114,8 @@ pub enum EnclaveOp {
         /// Its sealed folder.
         folder: SealedFolder,
     },
-    /// Encrypts reals (slots beyond them 0) with the tenant's public key at
+    /// Encrypts reals (slots beyond them 0) with the tenant's secret key (its
+    /// uniform half a seed: half the bytes to upload) at
     /// the top level and the default scale: the ciphertext's bytes.
     EncryptReal {
         /// The tenant.
@@ -255,6 +256,8 @@ pub trait Enclave: Send + Sync + std::fmt::Debug {
 struct Tenant {
     preset: Preset,
     params: Arc<CkksParameters>,
+    /// Built once: its tables take milliseconds at N = 2^16.
+    encoder: Encoder,
     public_key: PublicKey,
     secret_key: SecretKey,
     responder: RefreshResponder,
@@ -294,9 +297,19 @@ impl Tenant {
             responder: RefreshResponder::new().with_ckks(params.clone(), sk()?),
             secret_key: sk()?,
             public_key,
+            encoder: Encoder::new(&params),
             params,
         };
-        let probe = t.decrypt(&t.encrypt(&[1.0])?)?;
+        // The server re-randomizes refreshes with the public key: it must
+        // be the secret key's.
+        let pt = t
+            .encoder
+            .encode_real(&[1.0], t.params.max_level(), t.params.default_scale())
+            .map_err(crypto)?;
+        let probe_ct = Encryptor::new(t.params.rlwe())
+            .encrypt_pk(&t.public_key, &pt)
+            .map_err(crypto)?;
+        let probe = t.decrypt(&probe_ct.to_bytes())?;
         if (probe[0] - 1.0).abs() > KEY_CHECK_TOLERANCE {
             return Err(ProxyError::Unsupported(
                 "the folder's public key does not belong to its secret key".into(),
@@ -316,11 +329,15 @@ impl Tenant {
         if let Some(i) = values.iter().position(|v| !v.is_finite()) {
             return Err(ProxyError::Crypto(format!("value {i} is not finite")));
         }
-        let pt = Encoder::new(&self.params)
+        let pt = self
+            .encoder
             .encode_real(values, self.params.max_level(), self.params.default_scale())
             .map_err(crypto)?;
+        // With the secret key, as the client's own best path does: less
+        // noise, and the uniform half travels as a seed (half the bytes to
+        // the server).
         Ok(Encryptor::new(self.params.rlwe())
-            .encrypt_pk(&self.public_key, &pt)
+            .encrypt_sk(&self.secret_key, &pt)
             .map_err(crypto)?
             .to_bytes())
     }
@@ -333,7 +350,7 @@ impl Tenant {
         let pt = Decryptor::new(&self.secret_key)
             .decrypt(&ct)
             .map_err(crypto)?;
-        Encoder::new(&self.params)
+        self.encoder
             .decode_real(&pt)
             .map(Zeroizing::new)
             .map_err(crypto)
