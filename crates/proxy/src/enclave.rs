@@ -488,17 +488,28 @@ impl PlainEnclave {
 
 impl Enclave for PlainEnclave {
     fn call(&self, batch: Vec<EnclaveOp>) -> Result<Vec<EnclaveReply>> {
+        use rayon::prelude::*;
         self.crossings.fetch_add(1, Ordering::Relaxed);
-        batch
-            .into_iter()
-            .enumerate()
-            .map(|(index, op)| {
-                self.run(op).map_err(|e| ProxyError::InBatch {
-                    index,
-                    source: Box::new(e),
-                })
+        let run = |(index, op)| {
+            self.run(op).map_err(|e| ProxyError::InBatch {
+                index,
+                source: Box::new(e),
             })
-            .collect()
+        };
+        // Encryptions and decryptions read the tenants only: a request's
+        // inputs are encrypted side by side. Anything else runs in order
+        // (a load must come before the operations that need it).
+        let independent = batch.iter().all(|op| {
+            matches!(
+                op,
+                EnclaveOp::EncryptReal { .. } | EnclaveOp::Decrypt { .. }
+            )
+        });
+        if independent && batch.len() > 1 {
+            batch.into_par_iter().enumerate().map(run).collect()
+        } else {
+            batch.into_iter().enumerate().map(run).collect()
+        }
     }
 
     fn crossings(&self) -> u64 {
