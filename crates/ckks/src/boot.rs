@@ -37,7 +37,7 @@
 //! ```
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::AtomicBool;
 
 use hecloud_math::{Domain, RnsPoly};
 use hecloud_rlwe::Ciphertext;
@@ -557,13 +557,7 @@ impl Bootstrapper {
         cancel: &AtomicBool,
     ) -> Result<Ciphertext> {
         let params = &self.params;
-        let check = || {
-            if cancel.load(Ordering::Relaxed) {
-                Err(CkksError::Cancelled)
-            } else {
-                Ok(())
-            }
-        };
+        let check = || crate::polynomial::not_cancelled(cancel);
         check()?;
         self.check_keys(eval)?;
         let encapsulation = match (self.literal.ephemeral_hamming, encapsulation) {

@@ -37,7 +37,7 @@
 //! ```
 
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::AtomicBool;
 
 use hecloud_rlwe::Ciphertext;
 use num_complex::Complex64;
@@ -260,9 +260,7 @@ impl HomomorphicDft {
         let step = (out_scale / c.scale()).powf(1.0 / self.levels() as f64);
         let last = self.levels() - 1;
         for (k, f) in self.factors.iter().enumerate() {
-            if cancel.load(Ordering::Relaxed) {
-                return Err(CkksError::Cancelled);
-            }
+            crate::polynomial::not_cancelled(cancel)?;
             let target = if k == last {
                 out_scale
             } else {

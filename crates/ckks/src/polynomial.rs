@@ -431,8 +431,10 @@ impl ChebyshevPolynomial {
     }
 }
 
-/// Relaxed: the flag publishes no data, it only has to be seen eventually.
-fn not_cancelled(cancel: &AtomicBool) -> Result<()> {
+/// [`CkksError::Cancelled`] once `cancel` is raised (every cancellable
+/// evaluation reads it through this). Relaxed: the flag publishes no data,
+/// it only has to be seen eventually.
+pub(crate) fn not_cancelled(cancel: &AtomicBool) -> Result<()> {
     if cancel.load(Ordering::Relaxed) {
         Err(CkksError::Cancelled)
     } else {

@@ -31,22 +31,25 @@ pub struct Conn {
     ca: PathBuf,
 }
 
+/// The CA certificate at `path` (`what` names it in errors) when `url` is
+/// `https://` (the scheme is case-insensitive: `HTTPS://` needs it too),
+/// `None` otherwise.
+pub fn ca_for(url: &str, path: &Path, what: &str) -> anyhow::Result<Option<String>> {
+    let https = url
+        .get(..8)
+        .is_some_and(|s| s.eq_ignore_ascii_case("https://"));
+    if !https {
+        return Ok(None);
+    }
+    std::fs::read_to_string(path)
+        .with_context(|| format!("reading {what} {}", path.display()))
+        .map(Some)
+}
+
 impl Conn {
     /// Connects.
     pub async fn connect(&self) -> anyhow::Result<Client> {
-        // The scheme is case-insensitive: `HTTPS://` needs the CA too.
-        let https = self
-            .server
-            .get(..8)
-            .is_some_and(|s| s.eq_ignore_ascii_case("https://"));
-        let ca = if https {
-            Some(
-                std::fs::read_to_string(&self.ca)
-                    .with_context(|| format!("reading the CA certificate {}", self.ca.display()))?,
-            )
-        } else {
-            None
-        };
+        let ca = ca_for(&self.server, &self.ca, "the CA certificate")?;
         Client::connect(&self.server, &self.token, ca.as_deref())
             .await
             .with_context(|| format!("connecting to {}", self.server))

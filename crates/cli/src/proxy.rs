@@ -181,18 +181,7 @@ pub fn serve(a: ProxyArgs) -> anyhow::Result<()> {
         &std::fs::read_to_string(&tenants_file)
             .with_context(|| format!("reading the tenants file {}", tenants_file.display()))?,
     )?;
-    let https = a
-        .server
-        .get(..8)
-        .is_some_and(|s| s.eq_ignore_ascii_case("https://"));
-    let server_ca_pem = if https {
-        Some(
-            std::fs::read_to_string(&a.server_ca)
-                .with_context(|| format!("reading the server's CA {}", a.server_ca.display()))?,
-        )
-    } else {
-        None
-    };
+    let server_ca_pem = crate::cmd::ca_for(&a.server, &a.server_ca, "the server's CA")?;
     let tls_dir = a.dir.join("tls");
     let config = ProxyConfig {
         listen: a.listen,
@@ -297,18 +286,7 @@ pub fn run(a: RunArgs) -> anyhow::Result<()> {
             parse_values(&text).with_context(|| format!("reading {}", p.display()))?,
         ));
     }
-    let https = a
-        .via_proxy
-        .get(..8)
-        .is_some_and(|s| s.eq_ignore_ascii_case("https://"));
-    let ca = if https {
-        Some(
-            std::fs::read_to_string(&a.proxy_ca)
-                .with_context(|| format!("reading the proxy's CA {}", a.proxy_ca.display()))?,
-        )
-    } else {
-        None
-    };
+    let ca = crate::cmd::ca_for(&a.via_proxy, &a.proxy_ca, "the proxy's CA")?;
     runtime()?.block_on(async move {
         let c = ProxyClient::connect(&a.via_proxy, &a.token, ca.as_deref(), a.allow_unattested)
             .await

@@ -48,30 +48,37 @@ fn crypto<E: std::fmt::Display>(e: E) -> ClientError {
     ClientError::Crypto(e.to_string())
 }
 
-/// Parses a preset name (`n13` … `n17`).
-pub fn parse_preset(name: &str) -> Result<Preset> {
-    Preset::ALL
-        .into_iter()
-        .find(|p| p.name() == name)
+/// The one of `all` whose `name_of` is `name`; refused naming every known
+/// one (`what`: the kind of preset, for the message).
+fn named<P: Copy, const K: usize>(
+    all: [P; K],
+    name_of: fn(P) -> &'static str,
+    name: &str,
+    what: &str,
+) -> Result<P> {
+    all.into_iter()
+        .find(|&p| name_of(p) == name)
         .ok_or_else(|| {
             ClientError::Invalid(format!(
-                "unknown preset {name:?} (known: {})",
-                Preset::ALL.map(|p| p.name()).join(", ")
+                "unknown {what} {name:?} (known: {})",
+                all.map(name_of).join(", ")
             ))
         })
 }
 
+/// Parses a preset name (`n13` … `n17`).
+pub fn parse_preset(name: &str) -> Result<Preset> {
+    named(Preset::ALL, Preset::name, name, "preset")
+}
+
 /// Parses a bootstrappable preset name (`boot-n16`, `boot-test-n12`).
 pub fn parse_boot_preset(name: &str) -> Result<BootPreset> {
-    BootPreset::ALL
-        .into_iter()
-        .find(|p| p.name() == name)
-        .ok_or_else(|| {
-            ClientError::Invalid(format!(
-                "unknown bootstrappable preset {name:?} (known: {})",
-                BootPreset::ALL.map(|p| p.name()).join(", ")
-            ))
-        })
+    named(
+        BootPreset::ALL,
+        BootPreset::name,
+        name,
+        "bootstrappable preset",
+    )
 }
 
 /// The CKKS parameters a folder's preset name stands for, a CKKS preset
@@ -150,24 +157,7 @@ pub fn keygen_with(
     std::fs::create_dir_all(dir)?;
     let mut keys = KeySet::generate(&params, rotations, false).map_err(crypto)?;
     let mut folder = KeyFolder { dir, files: vec![] };
-    folder.put("secret.key", &keys.secret_key().export_bytes(), true)?;
-    let pk = folder.put_public_key(keys.public_key())?;
-    // Moved out, not copied: gigabytes at N = 2^16.
-    let ev = keys.take_evaluation_keys();
-    let (relin_key, galois_keys) = folder.put_evaluation_keys(ev.relin.as_ref(), &ev.galois)?;
-    let spec = SessionSpec {
-        params: ParamSpec {
-            ckks: Some(CkksParamSpec::Preset(preset)),
-            tfhe: None,
-        },
-        relin_key,
-        galois_keys,
-        refresh: Some(RefreshSpec {
-            ckks_public_key: Some(pk),
-            ..refresh
-        }),
-        ..SessionSpec::default()
-    };
+    let spec = folder.put_ckks_keys(&mut keys, CkksParamSpec::Preset(preset), refresh)?;
     folder.finish(&spec, preset.name())
 }
 
@@ -204,11 +194,9 @@ pub fn boot_keygen(
         None => None,
     };
     let mut folder = KeyFolder { dir, files: vec![] };
-    folder.put("secret.key", &keys.secret_key().export_bytes(), true)?;
-    let pk = folder.put_public_key(keys.public_key())?;
-    // Moved out, not copied: gigabytes at N = 2^16.
-    let ev = keys.take_evaluation_keys();
-    let (relin_key, galois_keys) = folder.put_evaluation_keys(ev.relin.as_ref(), &ev.galois)?;
+    let (literal, log_scale, _) = preset.literal();
+    let ckks = CkksParamSpec::from_literal(&literal, log_scale);
+    let mut spec = folder.put_ckks_keys(&mut keys, ckks, refresh)?;
     let (to_sparse_key, from_sparse_key) = match &encapsulation {
         Some(e) => {
             let [down, up] = e.key_bytes(true);
@@ -218,26 +206,12 @@ pub fn boot_keygen(
         }
         None => (None, None),
     };
-    let (literal, log_scale, _) = preset.literal();
-    let spec = SessionSpec {
-        params: ParamSpec {
-            ckks: Some(CkksParamSpec::from_literal(&literal, log_scale)),
-            tfhe: None,
-        },
-        relin_key,
-        galois_keys,
-        refresh: Some(RefreshSpec {
-            ckks_public_key: Some(pk),
-            ..refresh
-        }),
-        bootstrap: Some(BootstrapSpec {
-            circuit,
-            to_sparse_key,
-            from_sparse_key,
-            prefer_over_refresh: prefer_bootstrap,
-        }),
-        ..SessionSpec::default()
-    };
+    spec.bootstrap = Some(BootstrapSpec {
+        circuit,
+        to_sparse_key,
+        from_sparse_key,
+        prefer_over_refresh: prefer_bootstrap,
+    });
     folder.finish(&spec, preset.name())
 }
 
@@ -257,6 +231,35 @@ impl KeyFolder<'_> {
         }
         self.files.push((p, bytes.len() as u64));
         Ok(())
+    }
+
+    /// Writes what every CKKS folder holds: the secret key (0600), the
+    /// public key and the evaluation keys of `keys` (moved out of it, not
+    /// copied: gigabytes at N = 2^16). Returns the session spec naming them,
+    /// over `ckks`, with the public key in its refresh part.
+    fn put_ckks_keys(
+        &mut self,
+        keys: &mut KeySet,
+        ckks: CkksParamSpec,
+        refresh: RefreshSpec,
+    ) -> Result<SessionSpec> {
+        self.put("secret.key", &keys.secret_key().export_bytes(), true)?;
+        let pk = self.put_public_key(keys.public_key())?;
+        let ev = keys.take_evaluation_keys();
+        let (relin_key, galois_keys) = self.put_evaluation_keys(ev.relin.as_ref(), &ev.galois)?;
+        Ok(SessionSpec {
+            params: ParamSpec {
+                ckks: Some(ckks),
+                tfhe: None,
+            },
+            relin_key,
+            galois_keys,
+            refresh: Some(RefreshSpec {
+                ckks_public_key: Some(pk),
+                ..refresh
+            }),
+            ..SessionSpec::default()
+        })
     }
 
     /// Writes the public key; its id for the session's refresh part.
@@ -628,12 +631,12 @@ pub fn is_bgv_dir(dir: &Path) -> bool {
 
 /// Parses a BGV preset name (`bgv-n13` … `bgv-n16`).
 pub fn parse_bgv_preset(name: &str) -> Result<hecloud_bgv::Preset> {
-    hecloud_bgv::Preset::from_name(name).ok_or_else(|| {
-        ClientError::Invalid(format!(
-            "unknown BGV preset {name:?} (known: {})",
-            hecloud_bgv::Preset::ALL.map(|p| p.name()).join(", ")
-        ))
-    })
+    named(
+        hecloud_bgv::Preset::ALL,
+        hecloud_bgv::Preset::name,
+        name,
+        "BGV preset",
+    )
 }
 
 /// Generates BGV keys for `preset` into `dir` (created; an existing secret

@@ -561,24 +561,8 @@ impl Client {
             .initial_stream_window_size(Some(4 << 20))
             .initial_connection_window_size(Some(16 << 20));
         if let Some(ca) = ca_pem {
-            // `check_uri` made sure there is a host; `Uri::host` keeps an IPv6
-            // literal's brackets.
-            let host = ep
-                .uri()
-                .host()
-                .unwrap_or("localhost")
-                .trim_start_matches('[')
-                .trim_end_matches(']');
-            let domain = if host.parse::<std::net::IpAddr>().is_ok() {
-                "localhost".to_string()
-            } else {
-                host.to_string()
-            };
-            ep = ep.tls_config(
-                ClientTlsConfig::new()
-                    .ca_certificate(Certificate::from_pem(ca))
-                    .domain_name(domain),
-            )?;
+            // `check_uri` made sure there is a host.
+            ep = trusting_ca(ep, ca)?;
         }
         let auth = MetadataValue::try_from(format!("Bearer {token}"))
             .map_err(|_| ClientError::Invalid("token must be printable ASCII".into()))?;
@@ -1194,6 +1178,32 @@ impl Client {
 /// Answers the server's callbacks: (kind, payload) → reply or refusal.
 pub type CallbackHandler =
     Arc<dyn Fn(&str, &[u8]) -> std::result::Result<Vec<u8>, String> + Send + Sync>;
+
+/// `ep` over TLS trusting only the CA `ca_pem`, the certificate checked
+/// against the URL's host name. An IP literal is checked against
+/// `localhost`, the name hecloud's generated certificates carry (`Uri::host`
+/// keeps an IPv6 literal's brackets: they are trimmed first).
+pub fn trusting_ca(
+    ep: Endpoint,
+    ca_pem: &str,
+) -> std::result::Result<Endpoint, tonic::transport::Error> {
+    let host = ep
+        .uri()
+        .host()
+        .unwrap_or("localhost")
+        .trim_start_matches('[')
+        .trim_end_matches(']');
+    let domain = if host.parse::<std::net::IpAddr>().is_ok() {
+        "localhost".to_string()
+    } else {
+        host.to_string()
+    };
+    ep.tls_config(
+        ClientTlsConfig::new()
+            .ca_certificate(Certificate::from_pem(ca_pem))
+            .domain_name(domain),
+    )
+}
 
 /// Whether a job will not change again.
 pub fn is_final(j: &JobInfo) -> bool {

@@ -65,18 +65,6 @@ fn session(b: &Boot, refresh: bool, prefer: bool) -> SessionKeys {
         .unwrap()
 }
 
-/// x ↦ x², `rounds` times, with no refresh or bootstrap.
-fn squares(rounds: usize) -> Graph {
-    let mut g = Graph::new();
-    let mut x = g.input(0);
-    for _ in 0..rounds {
-        let m = g.mul(x, x);
-        x = g.rescale(m);
-    }
-    g.output("y", x);
-    g
-}
-
 fn count(g: &Graph, name: &str) -> usize {
     g.nodes.iter().filter(|op| op.name() == name).count()
 }
@@ -106,7 +94,7 @@ fn the_planner_bootstraps_a_deep_graph_with_no_key_holder() {
     let inputs = [input(&b, &x)];
     let types = vec![inputs[0].value_type().unwrap()];
     let caps = keys.capabilities();
-    let g = squares(6);
+    let g = common::squares(6);
     let e = validate(&g, &caps, &types).unwrap_err();
     assert!(matches!(e, ValidationError::ScaleOverflow { .. }), "{e}");
     let planned = insert_refreshes(&g, &caps, &types, &ValidationLimits::UNLIMITED).unwrap();
@@ -149,7 +137,7 @@ fn the_planner_refreshes_where_a_key_holder_is_and_bootstraps_when_told() {
         let b = boot_setup_with(residual);
         let inputs = [input(&b, &[0.9; 8])];
         let types = vec![inputs[0].value_type().unwrap()];
-        let g = squares(12);
+        let g = common::squares(12);
         let caps = session(&b, true, prefer).capabilities();
         let planned = insert_refreshes(&g, &caps, &types, &ValidationLimits::UNLIMITED).unwrap();
         let what = format!("{residual} levels, prefer {prefer}: {planned:?}");

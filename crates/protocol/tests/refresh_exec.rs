@@ -326,17 +326,6 @@ fn a_bgv_product_chain_deeper_than_the_parameters_runs_with_refreshes_as_predict
     assert!(bytes_up[1] > bytes_up[0], "{bytes_up:?}");
 }
 
-fn squares_without_refresh(rounds: usize) -> Graph {
-    let mut g = Graph::new();
-    let mut x = g.input(0);
-    for _ in 0..rounds {
-        let m = g.mul(x, x);
-        x = g.rescale(m);
-    }
-    g.output("y", x);
-    g
-}
-
 #[test]
 fn the_planner_inserts_the_refreshes_a_deep_graph_needs_and_no_more() {
     let (params, ks, keys) = ckks_session(4, true);
@@ -346,7 +335,7 @@ fn the_planner_inserts_the_refreshes_a_deep_graph_needs_and_no_more() {
     let inputs = [input(&params, &ks, &x)];
     let types = vec![inputs[0].value_type().unwrap()];
     let caps = keys.capabilities();
-    let g = squares_without_refresh(8);
+    let g = common::squares(8);
     assert!(validate(&g, &caps, &types).is_err());
     let planned = insert_refreshes(&g, &caps, &types, &ValidationLimits::UNLIMITED).unwrap();
     let v = validate(&planned, &caps, &types).unwrap();
@@ -359,7 +348,7 @@ fn the_planner_inserts_the_refreshes_a_deep_graph_needs_and_no_more() {
     }
     assert_eq!(holder.stats().ciphertexts, 2);
     // A graph that fits is left alone; so is one the session cannot refresh.
-    let fits = squares_without_refresh(4);
+    let fits = common::squares(4);
     assert_eq!(
         insert_refreshes(&fits, &caps, &types, &ValidationLimits::UNLIMITED).unwrap(),
         fits

@@ -17,7 +17,7 @@ use hecloud_protocol::{Graph, Message};
 use ring::rand::{SecureRandom, SystemRandom};
 use tonic::metadata::{Ascii, MetadataValue};
 use tonic::service::interceptor::InterceptedService;
-use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint};
+use tonic::transport::{Channel, Endpoint};
 use tonic::{Code, Request, Status};
 
 use crate::attest::{CLIENT_NONCE_LEN, Verified, verify};
@@ -178,24 +178,7 @@ impl ProxyClient {
             .connect_timeout(Duration::from_secs(10))
             .http2_keep_alive_interval(Duration::from_secs(20));
         if let Some(ca) = ca_pem {
-            let host = ep
-                .uri()
-                .host()
-                .unwrap_or("localhost")
-                .trim_start_matches('[')
-                .trim_end_matches(']');
-            // The generated certificate names `localhost`; an IP literal is
-            // checked against that name.
-            let domain = if host.parse::<std::net::IpAddr>().is_ok() {
-                "localhost".to_string()
-            } else {
-                host.to_string()
-            };
-            ep = ep.tls_config(
-                ClientTlsConfig::new()
-                    .ca_certificate(Certificate::from_pem(ca))
-                    .domain_name(domain),
-            )?;
+            ep = hecloud_client::trusting_ca(ep, ca)?;
         }
         let channel = ep.connect().await?;
         // Attestation first, without the token.

@@ -36,6 +36,19 @@ pub fn sample_graph() -> Graph {
 }
 
 /// A graph of every BGV operation.
+/// x ↦ x², `rounds` times (each square rescaled), with no refresh or
+/// bootstrap: deeper than the parameters once `rounds` passes their levels.
+pub fn squares(rounds: usize) -> Graph {
+    let mut g = Graph::new();
+    let mut x = g.input(0);
+    for _ in 0..rounds {
+        let m = g.mul(x, x);
+        x = g.rescale(m);
+    }
+    g.output("y", x);
+    g
+}
+
 pub fn bgv_graph() -> Graph {
     let mut g = Graph::new();
     let (x, y) = (g.input(0), g.input(1));
