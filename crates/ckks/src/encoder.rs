@@ -9,9 +9,11 @@
 
 use std::sync::Arc;
 
+use hecloud_math::backend::default_backend;
 use hecloud_math::{Domain, RnsPoly};
 use hecloud_rlwe::Plaintext;
 use num_complex::Complex64;
+use rayon::prelude::*;
 
 use crate::error::{CkksError, Result};
 use crate::params::CkksParameters;
@@ -218,13 +220,40 @@ impl Encoder {
             }
             rounded.push(x as i128);
         }
-        for (i, m) in basis.moduli().iter().enumerate() {
-            let limb = &mut poly.data_mut()[i * n..(i + 1) * n];
-            for (o, &x) in limb.iter_mut().zip(&rounded) {
-                // Barrett on |x| (a 128-bit division per residue cost more
-                // than the NTTs: 15 ms per top-level plaintext at N = 2^16).
-                let r = m.reduce_u128(x.unsigned_abs());
-                *o = if x < 0 { m.neg(r) } else { r };
+        if rounded.iter().all(|x| x.unsigned_abs() <= u64::MAX as u128) {
+            // The usual case (|c·Δ| < 2^64): x = x⁺ − x⁻ with both parts in
+            // a u64, so each limb is the vectorised x⁺·1 + x⁻·(q − 1) mod q.
+            // Scalar 128-bit reductions here cost as much as the NTTs.
+            let part = |neg: bool| -> Vec<u64> {
+                rounded
+                    .iter()
+                    .map(|&x| {
+                        if (x < 0) == neg {
+                            x.unsigned_abs() as u64
+                        } else {
+                            0
+                        }
+                    })
+                    .collect()
+            };
+            let (pos, neg) = (part(false), part(true));
+            let be = default_backend();
+            let moduli = basis.moduli();
+            poly.data_mut()
+                .par_chunks_exact_mut(n)
+                .zip(moduli)
+                .for_each(|(limb, m)| {
+                    be.linear_combination(m, limb, None, &[&pos, &neg], &[1, m.neg(1)], 64);
+                });
+        } else {
+            for (i, m) in basis.moduli().iter().enumerate() {
+                let limb = &mut poly.data_mut()[i * n..(i + 1) * n];
+                for (o, &x) in limb.iter_mut().zip(&rounded) {
+                    // Barrett on |x| (a 128-bit division per residue cost
+                    // more than the NTTs: 15 ms per top-level plaintext).
+                    let r = m.reduce_u128(x.unsigned_abs());
+                    *o = if x < 0 { m.neg(r) } else { r };
+                }
             }
         }
         poly.to_ntt();

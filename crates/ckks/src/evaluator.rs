@@ -95,9 +95,21 @@ impl Evaluator {
     pub fn drop_level(&self, ct: &Ciphertext, level: usize) -> Result<Ciphertext> {
         self.check(ct)?;
         self.planner().drop_level(&CtShape::of(ct), level)?;
-        let mut out = ct.clone();
-        out.drop_to_level(level)?;
-        Ok(out)
+        if ct.is_seeded() || level == ct.level() {
+            // A seeded prefix stays seeded: keep the metadata as it is.
+            let mut out = ct.clone();
+            out.drop_to_level(level)?;
+            return Ok(out);
+        }
+        // Only the kept limbs are copied.
+        let rl = self.params.rlwe();
+        let (basis, len) = (rl.q_at(level)?, (level + 1) * self.params.n());
+        let polys = ct
+            .polys()
+            .iter()
+            .map(|p| RnsPoly::from_buffer_unchecked(basis, Domain::Ntt, p.data()[..len].to_vec()))
+            .collect();
+        Ok(Ciphertext::new(rl, polys, level, ct.scale())?.with_metadata_of(ct))
     }
 
     /// Copies of `a` and `b` at the lower of their levels.
@@ -115,11 +127,10 @@ impl Evaluator {
         self.check(a)?;
         self.check(b)?;
         let out = self.planner().add(&CtShape::of(a), &CtShape::of(b))?.out;
-        let (a, b) = if a.level() == b.level() {
-            (a.clone(), b.clone())
-        } else {
-            self.match_levels(a, b)?
-        };
+        if a.level() != b.level() {
+            let (a, b) = self.match_levels(a, b)?;
+            return self.binary(&a, &b, f);
+        }
         let zero = RnsPoly::zero(a.polys()[0].basis(), Domain::Ntt);
         let mut polys = Vec::with_capacity(out.degree + 1);
         for i in 0..=out.degree {
@@ -138,6 +149,24 @@ impl Evaluator {
     /// a + b (levels matched, scales must agree).
     pub fn add(&self, a: &Ciphertext, b: &Ciphertext) -> Result<Ciphertext> {
         self.binary(a, b, |x, y| x.add_assign(y))
+    }
+
+    /// acc += b, in place where the two are at the same level and degree
+    /// (otherwise as [`Self::add`]): the accumulation of sums, with no
+    /// copy of `acc`.
+    pub fn add_assign(&self, acc: &mut Ciphertext, b: &Ciphertext) -> Result<()> {
+        self.check(acc)?;
+        self.check(b)?;
+        let out = self.planner().add(&CtShape::of(acc), &CtShape::of(b))?.out;
+        if acc.level() != b.level() || acc.degree() < b.degree() {
+            *acc = self.add(acc, b)?;
+            return Ok(());
+        }
+        for (x, y) in acc.polys_mut().iter_mut().zip(b.polys()) {
+            x.add_assign(y)?;
+        }
+        acc.set_scale(out.scale);
+        Ok(())
     }
 
     /// a − b.
@@ -272,6 +301,34 @@ impl Evaluator {
         Ok(out)
     }
 
+    /// acc += x · round(c·s) with x taken at acc's level (x at that level
+    /// or above), in place: the terms of a polynomial's linear
+    /// combinations. The term's scale, x's times s, must agree with acc's.
+    pub fn mul_const_raw_add_assign(
+        &self,
+        acc: &mut Ciphertext,
+        x: &Ciphertext,
+        c: f64,
+        s: f64,
+    ) -> Result<()> {
+        self.check(acc)?;
+        self.check(x)?;
+        if !c.is_finite() {
+            return Err(CkksError::ValueOutOfRange(format!("constant {c}")));
+        }
+        let term = self.planner().mul_const_raw(&CtShape::of(x), s).out;
+        self.planner().add(&CtShape::of(acc), &term)?;
+        if x.level() < acc.level() || x.degree() > acc.degree() {
+            let t = self.mul_const_raw(x, c, s)?;
+            return self.add_assign(acc, &t);
+        }
+        let res = self.round_residues(c * s, acc.level())?;
+        for (a, p) in acc.polys_mut().iter_mut().zip(x.polys()) {
+            a.add_scaled_prefix_assign(p, &res)?;
+        }
+        Ok(())
+    }
+
     /// ct · c for a real constant: exact integers cost no level; other
     /// constants are scaled by q_l and rescaled away (one level, scale kept).
     pub fn mul_const(&self, ct: &Ciphertext, c: f64) -> Result<Ciphertext> {
@@ -320,13 +377,40 @@ impl Evaluator {
         let plan = self
             .planner()
             .mul_plain(&CtShape::of(ct), &PtShape::of(pt))?;
-        let p = self.plain_at(pt, ct.level())?;
         let mut out = ct.clone();
         for c in out.polys_mut() {
-            c.mul_assign(&p)?;
+            c.mul_prefix_assign(pt.poly())?;
         }
         out.set_scale(plan.out.scale);
         Ok(out)
+    }
+
+    /// acc += ct · pt with no temporary: `acc` must have the product's
+    /// level, scale and degree (the terms of a plaintext matrix product,
+    /// [`crate::linear`]). Refused as [`Self::mul_plain`] and
+    /// [`Self::add`] would refuse the two steps.
+    pub fn mul_plain_add_assign(
+        &self,
+        acc: &mut Ciphertext,
+        ct: &Ciphertext,
+        pt: &Plaintext,
+    ) -> Result<()> {
+        self.check(acc)?;
+        self.check(ct)?;
+        self.check_plain(pt)?;
+        let plan = self
+            .planner()
+            .mul_plain(&CtShape::of(ct), &PtShape::of(pt))?;
+        let out = self.planner().add(&CtShape::of(acc), &plan.out)?.out;
+        if acc.level() != ct.level() || acc.degree() != ct.degree() {
+            let term = self.mul_plain(ct, pt)?;
+            return self.add_assign(acc, &term);
+        }
+        for (a, c) in acc.polys_mut().iter_mut().zip(ct.polys()) {
+            a.mul_add_prefix_assign(c, pt.poly())?;
+        }
+        acc.set_scale(out.scale);
+        Ok(())
     }
 
     fn rlk(&self) -> Result<&RelinearizationKey> {

@@ -249,18 +249,20 @@ impl LinearTransform {
                     .map(|i| v[(i + self.slots - g % self.slots) % self.slots])
                     .collect();
                 let pt = enc.encode(&pre, level, scale)?;
-                let term = eval.mul_plain(&rotated[&j], &pt)?;
-                inner = Some(match inner {
-                    None => term,
-                    Some(a) => eval.add(&a, &term)?,
-                });
+                // Multiply-accumulate in place: a term is neither a new
+                // ciphertext nor a copy of the sum (at N = 2^16 each is
+                // megabytes of fresh pages).
+                match inner.as_mut() {
+                    None => inner = Some(eval.mul_plain(&rotated[&j], &pt)?),
+                    Some(acc) => eval.mul_plain_add_assign(acc, &rotated[&j], &pt)?,
+                }
             }
             let inner = inner.expect("a giant step has a term");
             let step = eval.rotate(&inner, g as i64)?;
-            total = Some(match total {
-                None => step,
-                Some(a) => eval.add(&a, &step)?,
-            });
+            match total.as_mut() {
+                None => total = Some(step),
+                Some(acc) => eval.add_assign(acc, &step)?,
+            }
         }
         let mut out = eval.rescale(&total.expect("a diagonal exists"))?;
         out.set_scale(out_scale);

@@ -196,6 +196,21 @@ pub trait ChebyshevOps {
     ) -> std::result::Result<Self::Value, Self::Error>;
     /// x / q_l ([`Evaluator::rescale`]).
     fn rescale(&mut self, x: &Self::Value) -> std::result::Result<Self::Value, Self::Error>;
+    /// acc + x · round(c·s), x taken at acc's level
+    /// ([`Evaluator::mul_const_raw_add_assign`]). The default drops,
+    /// multiplies and adds; ciphertexts do it in place.
+    fn mul_const_raw_add(
+        &mut self,
+        acc: &mut Self::Value,
+        x: &Self::Value,
+        c: f64,
+        s: f64,
+    ) -> std::result::Result<(), Self::Error> {
+        let x = self.drop_level(x, self.level(acc))?;
+        let term = self.mul_const_raw(&x, c, s)?;
+        *acc = self.add(acc, &term)?;
+        Ok(())
+    }
 }
 
 fn polynomial_error<E: From<CkksError>>(what: &str) -> E {
@@ -275,13 +290,18 @@ impl<V: Clone> Basis<V> {
             let t = self.baby[k]
                 .as_ref()
                 .ok_or_else(|| polynomial_error("missing baby step"))?;
-            let t = ops.drop_level(t, level)?;
             let coeff = c.get(k).copied().unwrap_or(0.0);
-            let term = scaled_const(ops, &t, coeff, ql * target / ops.scale(&t))?;
-            acc = Some(match acc {
-                None => term,
-                Some(a) => ops.add(&a, &term)?,
-            });
+            let s = ql * target / ops.scale(t);
+            match acc.as_mut() {
+                None => {
+                    let t = ops.drop_level(t, level)?;
+                    acc = Some(scaled_const(ops, &t, coeff, s)?);
+                }
+                Some(a) => {
+                    constant_fits(coeff, s, ops.scale(t))?;
+                    ops.mul_const_raw_add(a, t, coeff, s)?;
+                }
+            }
         }
         let acc = acc.ok_or_else(|| polynomial_error("empty combination"))?;
         let acc = shifted(ops, &acc, c[0])?;
@@ -502,6 +522,16 @@ impl ChebyshevOps for Cancellable<'_> {
 
     fn rescale(&mut self, x: &Ciphertext) -> Result<Ciphertext> {
         self.eval.rescale(x)
+    }
+
+    fn mul_const_raw_add(
+        &mut self,
+        acc: &mut Ciphertext,
+        x: &Ciphertext,
+        c: f64,
+        s: f64,
+    ) -> Result<()> {
+        self.eval.mul_const_raw_add_assign(acc, x, c, s)
     }
 }
 

@@ -93,6 +93,110 @@ fn encode_decode_roundtrip_full_and_sparse() {
     ));
 }
 
+/// Coefficients on both sides of 2^64 (the encoder's vectorised path
+/// below, 128-bit reductions above), positive and negative: the residues
+/// agree with the exact integer of a constant and every vector comes back.
+#[test]
+fn encodings_of_large_coefficients_are_exact() {
+    let f = fixture();
+    for log_scale in [30, 61, 62, 63, 66, 80] {
+        let scale = 2f64.powi(log_scale);
+        for c in [-1.75, 1.5, -0.25] {
+            let pt = f
+                .enc
+                .encode(&vec![Complex64::new(c, 0.0); f.params.slots()], 4, scale)
+                .unwrap();
+            let mut p = pt.poly().clone();
+            p.to_coefficient();
+            let coeffs = p.to_bigint_centered().unwrap();
+            // A constant's only coefficient is c·Δ, an exact integer here.
+            let want = num_bigint::BigInt::from((c * 4.0) as i64) << (log_scale - 2);
+            let small = |x: &num_bigint::BigInt| {
+                x.to_string().parse::<f64>().unwrap().abs() <= scale * 2f64.powi(-40)
+            };
+            assert!(
+                small(&(&coeffs[0] - &want)),
+                "2^{log_scale}, {c}: {} vs {want}",
+                coeffs[0]
+            );
+            assert!(coeffs[1..].iter().all(small), "2^{log_scale}, {c}");
+        }
+        let v = random_vec(f.params.slots(), 2.0);
+        let pt = f.enc.encode(&v, 4, scale).unwrap();
+        let r = report(&v, &f.enc.decode(&pt).unwrap());
+        assert!(
+            r.bits() > f64::from(log_scale - 8).min(35.0),
+            "2^{log_scale}: {r}"
+        );
+    }
+}
+
+/// The in-place accumulations give the very ciphertexts of the copying
+/// operations (at equal levels, and through the fallback at unequal
+/// ones), and refuse what those refuse.
+#[test]
+fn in_place_accumulation_matches_the_copying_operations() {
+    let f = fixture();
+    let slots = f.params.slots();
+    let (a, b) = (random_vec(slots, 1.0), random_vec(slots, 1.0));
+    let (ca, cb) = (f.encrypt(&a, 3), f.encrypt(&b, 3));
+    let cb4 = f.encrypt(&b, 4);
+    let pt = f.enc.encode(&b, 4, f.params.q_f64(3)).unwrap();
+    for other in [&cb, &cb4] {
+        let mut acc = ca.clone();
+        f.eval.add_assign(&mut acc, other).unwrap();
+        assert_eq!(acc, f.eval.add(&ca, other).unwrap());
+    }
+    let mut acc = f.eval.mul_plain(&ca, &pt).unwrap();
+    f.eval.mul_plain_add_assign(&mut acc, &cb, &pt).unwrap();
+    let want = f
+        .eval
+        .add(
+            &f.eval.mul_plain(&ca, &pt).unwrap(),
+            &f.eval.mul_plain(&cb, &pt).unwrap(),
+        )
+        .unwrap();
+    assert_eq!(acc, want);
+    let ab: Vec<Complex64> = a.iter().zip(&b).map(|(x, y)| x * y + y * y).collect();
+    f.check(
+        &ab,
+        &f.eval.rescale(&acc).unwrap(),
+        25.0,
+        "mul_plain_add_assign",
+    );
+    // acc (level 3) + cb4 (level 4, dropped to 3) · round(0.5·s).
+    let s = 2f64.powi(20);
+    let mut acc = f.eval.mul_const_raw(&ca, 1.0, s).unwrap();
+    f.eval
+        .mul_const_raw_add_assign(&mut acc, &cb4, 0.5, s)
+        .unwrap();
+    let dropped = f.eval.drop_level(&cb4, 3).unwrap();
+    let want = f
+        .eval
+        .add(
+            &f.eval.mul_const_raw(&ca, 1.0, s).unwrap(),
+            &f.eval.mul_const_raw(&dropped, 0.5, s).unwrap(),
+        )
+        .unwrap();
+    assert_eq!(acc, want);
+    // Refused: scales that disagree, a constant that is not finite.
+    let mut acc = ca.clone();
+    assert!(matches!(
+        f.eval.mul_plain_add_assign(&mut acc, &cb, &pt),
+        Err(CkksError::ScaleMismatch { .. })
+    ));
+    assert!(matches!(
+        f.eval.mul_const_raw_add_assign(&mut acc, &cb, 0.5, s),
+        Err(CkksError::ScaleMismatch { .. })
+    ));
+    assert!(matches!(
+        f.eval
+            .mul_const_raw_add_assign(&mut acc, &cb, f64::NAN, 1.0),
+        Err(CkksError::ValueOutOfRange(_))
+    ));
+    assert_eq!(acc, ca);
+}
+
 #[test]
 fn additive_operations_match_plaintext() {
     let f = fixture();

@@ -539,6 +539,59 @@ impl RnsPoly {
         Ok(())
     }
 
+    /// Checks that `other` (NTT domain, like `self`) is over a basis that
+    /// starts with `self`'s: a plaintext kept at a higher level than the
+    /// ciphertext it multiplies.
+    fn check_prefix(&self, other: &Self) -> Result<()> {
+        let k = self.limbs();
+        if other.degree() != self.degree()
+            || other.limbs() < k
+            || self.basis.moduli() != &other.basis.moduli()[..k]
+        {
+            return Err(MathError::BasisMismatch);
+        }
+        self.require_domain(Domain::Ntt)?;
+        other.require_domain(Domain::Ntt)
+    }
+
+    /// `self ·= other` over `self`'s limbs, where `other`'s basis starts
+    /// with `self`'s (its extra limbs are ignored): a product by a
+    /// plaintext at a higher level without copying its limbs first.
+    pub fn mul_prefix_assign(&mut self, other: &Self) -> Result<()> {
+        self.check_prefix(other)?;
+        let be = default_backend();
+        self.par_limbs(|i, limb, m, _| be.mul_pointwise(m, limb, other.limb(i)));
+        Ok(())
+    }
+
+    /// `self += a · b` over `self`'s limbs: `a` over `self`'s basis, `b`
+    /// over one that starts with it (a plaintext at a higher level). The
+    /// multiply-accumulate of a plaintext matrix product, with no
+    /// temporary.
+    pub fn mul_add_prefix_assign(&mut self, a: &Self, b: &Self) -> Result<()> {
+        self.check_same(a)?;
+        self.check_prefix(b)?;
+        let be = default_backend();
+        self.par_limbs(|i, limb, m, _| be.mul_add_pointwise(m, a.limb(i), b.limb(i), limb));
+        Ok(())
+    }
+
+    /// `self += a · c_i` on limb i (NTT domain), for constants `cs` (one
+    /// below each of `self`'s primes), where `a`'s basis starts with
+    /// `self`'s (its extra limbs are ignored): a constant multiple of a ciphertext at a higher
+    /// level folded into a sum, with no copy.
+    pub fn add_scaled_prefix_assign(&mut self, a: &Self, cs: &[u64]) -> Result<()> {
+        self.check_prefix(a)?;
+        if cs.len() != self.limbs() {
+            return Err(MathError::BasisMismatch);
+        }
+        let be = default_backend();
+        self.par_limbs(|i, limb, m, _| {
+            be.linear_combination(m, limb, Some(1), &[a.limb(i)], &[cs[i]], m.bits());
+        });
+        Ok(())
+    }
+
     /// Multiplies by an integer constant (any domain), reduced per prime.
     pub fn mul_scalar_assign(&mut self, c: u64) {
         let be = default_backend();

@@ -218,3 +218,65 @@ fn arithmetic_matches_bigint_reference() {
         assert_eq!(scaledb[j], (&xb[j] * BigUint::from(u64::MAX)) % &q);
     }
 }
+
+/// The prefix operations (a plaintext at a higher level than the
+/// ciphertext it meets) against big integers mod the shorter basis's
+/// product, and the typed refusals of operands whose basis does not
+/// extend the target's.
+#[test]
+fn prefix_operations_match_bigint_reference() {
+    let mut s = hecloud_math::testing::sampler();
+    let (n, primes) = (64, ntt_primes(50, 64, 4, &[]).unwrap());
+    let long = RnsBasis::new(n, &primes).unwrap();
+    let short = RnsBasis::new(n, &primes[..2]).unwrap();
+    let q = short.product();
+    let mut acc = s.uniform_poly(&short, Domain::Ntt);
+    let x = s.uniform_poly(&short, Domain::Ntt);
+    let p = s.uniform_poly(&long, Domain::Ntt);
+    let cs: Vec<u64> = short.moduli().iter().map(|m| m.value() - 3).collect();
+    // The references: the NTT domain is pointwise, so residues compare as
+    // integers modulo the short product.
+    let coeff = |v: &RnsPoly| {
+        let mut w = v.clone();
+        w.set_domain_unchecked(Domain::Coefficient);
+        w.to_biguint().unwrap()
+    };
+    let p_short = RnsPoly::from_limbs(&short, Domain::Ntt, p.data()[..2 * n].to_vec()).unwrap();
+    let (a0, x0, p0) = (coeff(&acc), coeff(&x), coeff(&p_short));
+    let mut prod = x.clone();
+    prod.mul_prefix_assign(&p).unwrap();
+    acc.mul_add_prefix_assign(&x, &p).unwrap();
+    let mut scaled = x.clone();
+    scaled.add_scaled_prefix_assign(&p, &cs).unwrap();
+    let c_big = {
+        // The constant whose residues are cs: q_i − 3 ≡ −3.
+        (&q - BigUint::from(3u32)) % &q
+    };
+    let (pr, ac, sc) = (coeff(&prod), coeff(&acc), coeff(&scaled));
+    for j in 0..n {
+        assert_eq!(pr[j], (&x0[j] * &p0[j]) % &q);
+        assert_eq!(ac[j], (&a0[j] + &x0[j] * &p0[j]) % &q);
+        assert_eq!(sc[j], (&x0[j] + &p0[j] * &c_big) % &q);
+    }
+    // A longer target than the operand, another basis, the wrong domain.
+    let mut long_acc = s.uniform_poly(&long, Domain::Ntt);
+    assert_eq!(
+        long_acc.mul_prefix_assign(&x),
+        Err(MathError::BasisMismatch)
+    );
+    let other = basis(n, 45, 4);
+    let q_other = s.uniform_poly(&other, Domain::Ntt);
+    assert_eq!(
+        acc.mul_add_prefix_assign(&x, &q_other),
+        Err(MathError::BasisMismatch)
+    );
+    assert_eq!(
+        acc.add_scaled_prefix_assign(&p, &cs[..1]),
+        Err(MathError::BasisMismatch)
+    );
+    let coeff_p = s.uniform_poly(&long, Domain::Coefficient);
+    assert!(matches!(
+        acc.mul_prefix_assign(&coeff_p),
+        Err(MathError::DomainMismatch { .. })
+    ));
+}
