@@ -1,5 +1,6 @@
 //! Attestation reports through the Linux configfs-tsm interface, and the
-//! client's check that a report binds the proxy's TLS key and its nonce.
+//! client's verification of a report: signed by a genuine AMD chip, bound
+//! to the proxy's TLS key and the client's nonce, of an expected guest.
 //!
 //! In a confidential VM (AMD SEV-SNP, Intel TDX) the kernel exposes
 //! `/sys/kernel/config/tsm/report/`: a folder made there is a report
