@@ -361,9 +361,13 @@ fn truncated_reports_and_malformed_tables_fail_with_typed_errors() {
     assert!(matches!(with(&good, offset), SnpError::CertTable(_)));
     assert!(matches!(with(&good, vec![1; 24]), SnpError::CertTable(_)));
     assert!(matches!(
-        with(&good, vec![0; 1 << 17]),
+        with(&good, vec![0; snp::MAX_CERT_TABLE + 1]),
         SnpError::CertTable(_)
     ));
+    // Zero padding after the table is fine.
+    let mut padded = table.clone();
+    padded.resize(16 << 10, 0);
+    assert!(verify(&sev(good.clone(), Some(padded)), tls, &n, &policy).is_ok());
     let garbage = CertTable {
         entries: vec![(GUID_VCEK, b"not a certificate".to_vec())],
     }
@@ -420,6 +424,13 @@ fn amd_roots_are_built_in_and_verify_with_rsa_pss() {
         let mut mixed = root.clone();
         mixed.ask = foreign.ask.clone();
         assert!(matches!(snp::check_root(&mixed), Err(SnpError::Chain(_))));
+        // A flipped bit in the ASK's key (inside its signed part).
+        let mut flipped = root.clone();
+        flipped.ask.as_mut().unwrap()[400] ^= 1;
+        assert_eq!(
+            snp::check_root(&flipped),
+            Err(SnpError::Chain("the ASK is not signed by the ARK".into()))
+        );
     }
     // A test root checks out the same way, and a non-self-signed one not.
     let chain = Chain::new("Test");

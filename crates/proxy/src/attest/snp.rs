@@ -51,8 +51,9 @@ pub const SUPPORTED_VERSIONS: std::ops::RangeInclusive<u32> = 2..=5;
 pub const SIG_ALGO_ECDSA_P384_SHA384: u32 = 1;
 /// The `DEBUG` bit of the guest policy.
 pub const POLICY_DEBUG: u64 = 1 << 19;
-/// Largest certificate table read.
-pub const MAX_CERT_TABLE: usize = 1 << 16;
+/// Largest certificate table read (the certificates take a few KiB; the
+/// kernel's buffer may be padded with zeros after them).
+pub const MAX_CERT_TABLE: usize = 1 << 20;
 
 /// GUID of the VCEK in the certificate table (RFC 4122 byte order).
 pub const GUID_VCEK: [u8; 16] = guid(0x63da758d, 0xe664, 0x4564, 0xadc5f4b93be8accd);
