@@ -8,7 +8,8 @@ use std::sync::Arc;
 use anyhow::Context;
 use clap::Args;
 use hecloud_protocol::Graph;
-use hecloud_proxy::attest::Verified;
+use hecloud_proxy::attest::snp::{MEASUREMENT_LEN, cert_der};
+use hecloud_proxy::attest::{AttestError, Verified, VerifyPolicy};
 use hecloud_proxy::service::DEFAULT_MAX_VECTORS;
 use hecloud_proxy::{
     PlainEnclave, ProxyClient, ProxyConfig, ProxyTenant, RunInput, SealedKeyStore, SealingKey,
@@ -227,6 +228,18 @@ pub struct RunArgs {
     /// otherwise): it sees your data in clear.
     #[arg(long)]
     allow_unattested: bool,
+    /// The launch measurement (96 hex digits) the proxy's SEV-SNP report
+    /// must carry. Without it the report's signature, AMD chain, binding
+    /// and policy are still verified, but any guest image passes (a
+    /// warning says so).
+    #[arg(long, env = "HECLOUD_PROXY_MEASUREMENT", value_name = "HEX")]
+    expect_measurement: Option<String>,
+    /// The proxy chip's VCEK certificate (DER or PEM, e.g. from AMD's key
+    /// distribution service), for a proxy whose host provisions no
+    /// certificates; it is checked against AMD's pinned roots like one the
+    /// proxy sends.
+    #[arg(long, env = "HECLOUD_PROXY_VCEK", value_name = "FILE")]
+    vcek: Option<PathBuf>,
     /// The operation: `add` (slot-wise sum of the inputs), `mul` (product
     /// of two), `square` (of one).
     #[arg(long, default_value = "add")]
@@ -275,6 +288,37 @@ fn op_graph(op: &str, n: usize) -> anyhow::Result<Graph> {
     Ok(g)
 }
 
+/// The launch measurement from hex (`--expect-measurement`).
+fn parse_measurement(hex: &str) -> anyhow::Result<[u8; MEASUREMENT_LEN]> {
+    let hex = hex.trim();
+    hex_decode(hex)
+        .and_then(|b| b.try_into().ok())
+        .with_context(|| {
+            format!(
+                "--expect-measurement needs {} hex digits ({} given)",
+                2 * MEASUREMENT_LEN,
+                hex.len()
+            )
+        })
+}
+
+/// The client's attestation policy from `hecloud run`'s options.
+fn verify_policy(a: &RunArgs) -> anyhow::Result<VerifyPolicy> {
+    let mut policy = VerifyPolicy::new(a.allow_unattested);
+    if let Some(hex) = &a.expect_measurement {
+        policy.snp.measurement = Some(parse_measurement(hex)?);
+    }
+    if let Some(path) = &a.vcek {
+        let bytes = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
+        policy.snp.vcek = Some(
+            cert_der(&bytes)
+                .map_err(anyhow::Error::msg)
+                .with_context(|| format!("reading the VCEK {}", path.display()))?,
+        );
+    }
+    Ok(policy)
+}
+
 /// `hecloud run --via-proxy`.
 pub fn run(a: RunArgs) -> anyhow::Result<()> {
     let graph = op_graph(&a.op, a.inputs.len())?;
@@ -287,17 +331,34 @@ pub fn run(a: RunArgs) -> anyhow::Result<()> {
         ));
     }
     let ca = crate::cmd::ca_for(&a.via_proxy, &a.proxy_ca, "the proxy's CA")?;
+    let policy = verify_policy(&a)?;
     runtime()?.block_on(async move {
-        let c = ProxyClient::connect(&a.via_proxy, &a.token, ca.as_deref(), a.allow_unattested)
+        let c = ProxyClient::connect_with(&a.via_proxy, &a.token, ca.as_deref(), &policy)
             .await
             .map_err(|e| match e {
-                hecloud_proxy::ProxyClientError::Attestation(m) => anyhow::anyhow!(
-                    "{m}\n(pass --allow-unattested to accept a proxy without a TEE: it sees your data in clear)"
-                ),
+                hecloud_proxy::ProxyClientError::Attestation(e @ AttestError::Unattested) => {
+                    anyhow::anyhow!(
+                        "the proxy's attestation is refused: {e}\n(pass --allow-unattested to accept a proxy without a TEE: it sees your data in clear)"
+                    )
+                }
                 e => e.into(),
             })?;
-        if c.verified() == &Verified::Unattested {
-            eprintln!("warning: the proxy is unattested (allowed by --allow-unattested)");
+        match c.verified() {
+            Verified::Unattested => {
+                eprintln!("warning: the proxy is unattested (allowed by --allow-unattested)")
+            }
+            Verified::SevSnp { report, .. } if report.measurement_pinned => eprintln!(
+                "the proxy is attested: SEV-SNP ({}), measurement {} as expected",
+                report.product,
+                report.measurement_hex()
+            ),
+            Verified::SevSnp { report, .. } => eprintln!(
+                "warning: the proxy is attested (SEV-SNP, {}) but its measurement {} was not \
+                 compared with an expected one: pass --expect-measurement",
+                report.product,
+                report.measurement_hex()
+            ),
+            other => eprintln!("the proxy's attestation: {other:?}"),
         }
         let r = c.run(inputs, &graph, a.count).await?;
         eprintln!("job {} (through the proxy)", r.job_id);
@@ -351,5 +412,46 @@ mod tests {
         assert!(op_graph("square", 1).is_ok());
         assert!(op_graph("add", 0).is_err());
         assert!(op_graph("div", 2).is_err());
+    }
+
+    #[test]
+    fn measurements_and_policy() {
+        let hex = "a1".repeat(48);
+        assert_eq!(parse_measurement(&hex).unwrap(), [0xa1; 48]);
+        assert_eq!(
+            parse_measurement(&format!(" {} \n", hex.to_uppercase())).unwrap(),
+            [0xa1; 48]
+        );
+        for bad in [
+            "",
+            "a1",
+            &"a1".repeat(47),
+            &"a1".repeat(49),
+            &"zz".repeat(48),
+        ] {
+            assert!(parse_measurement(bad).is_err(), "{bad:?}");
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let vcek = dir.path().join("vcek.der");
+        std::fs::write(&vcek, b"\x30\x03\x02\x01\x01").unwrap();
+        let args = |m: Option<&str>, v: Option<PathBuf>| RunArgs {
+            via_proxy: "https://localhost:7444".into(),
+            token: "t".into(),
+            proxy_ca: "ca.pem".into(),
+            allow_unattested: false,
+            expect_measurement: m.map(String::from),
+            vcek: v,
+            op: "add".into(),
+            count: 8,
+            inputs: vec![],
+        };
+        let p = verify_policy(&args(None, None)).unwrap();
+        assert_eq!((p.snp.measurement, p.snp.vcek.is_none()), (None, true));
+        assert_eq!(p.snp.roots.len(), 3);
+        let p = verify_policy(&args(Some(&hex), Some(vcek))).unwrap();
+        assert_eq!(p.snp.measurement, Some([0xa1; 48]));
+        assert_eq!(p.snp.vcek.as_deref(), Some(&b"\x30\x03\x02\x01\x01"[..]));
+        assert!(verify_policy(&args(Some("00"), None)).is_err());
+        assert!(verify_policy(&args(None, Some(dir.path().join("absent")))).is_err());
     }
 }

@@ -1,5 +1,6 @@
 //! Attestation reports through the Linux configfs-tsm interface, and the
-//! client's check that a report binds the proxy's TLS key and its nonce.
+//! client's verification of a report: signed by a genuine AMD chip, bound
+//! to the proxy's TLS key and the client's nonce, of an expected guest.
 //!
 //! In a confidential VM (AMD SEV-SNP, Intel TDX) the kernel exposes
 //! `/sys/kernel/config/tsm/report/`: a folder made there is a report
@@ -15,18 +16,33 @@
 //! fresh nonce and finds it, with the TLS key of the connection, in the
 //! report knows the report was made for this connection (not replayed).
 //!
-//! What [`check_report_binding`] verifies, and what it does NOT verify yet:
+//! What the client verifies ([`verify`], for `sev_guest` reports:
+//! [`snp::verify_report`]):
 //!
-//! * verified: for `sev_guest`, that the report is at least as long as an
-//!   SEV-SNP `ATTESTATION_REPORT` (1184 bytes) and that its 64-byte
-//!   `REPORT_DATA` at byte offset 0x50 equals the expected report data;
-//! * NOT verified: the report's signature and its certificate chain (VCEK
-//!   to AMD's ASK and ARK), the launch measurement against an expected
-//!   value, the guest policy (the debug bit), the TCB versions and the
-//!   VMPL. Anyone can forge a report that passes this check; it is only
-//!   the binding half of a verification;
-//! * `tdx_guest` (a TDX quote, whose report data sits elsewhere) and any
-//!   other provider are refused with [`ProxyError::Attestation`].
+//! * the report's layout: an SEV-SNP `ATTESTATION_REPORT` of 1184 bytes,
+//!   version 2 to 5, signed with ECDSA P-384 SHA-384 by the VCEK;
+//! * the certificate chain: the VCEK (the client's, else the one in the
+//!   certificate table the proxy reads from configfs-tsm `auxblob`)
+//!   signed by the ASK, the ASK by the ARK, the ARK self-signed and equal
+//!   to a pinned root ([`snp::TrustedRoot::amd`]: AMD's Milan, Genoa and
+//!   Turin roots, built in); each certificate within its validity period;
+//! * the report's signature over its bytes `[0, 0x2A0)` under the VCEK;
+//! * the binding: `REPORT_DATA` (offset 0x50) equals [`report_data`] of the
+//!   TLS key and this client's nonce, so a replayed (stale) or relayed
+//!   report fails;
+//! * the guest policy's debug bit is off, the VMPL is the expected one
+//!   (0 by default), and the launch measurement (offset 0x90) equals the
+//!   expected one when the client gives one; when it gives none,
+//!   [`snp::SnpVerified::measurement_pinned`] says so (any guest image on
+//!   a genuine AMD chip then passes).
+//!
+//! NOT verified: minimum TCB versions (the reported TCB is returned, not
+//! compared), certificate revocation (AMD's CRL), the other policy bits
+//! (SMT, migration agent, ...), the host data, ID key and author key
+//! digests, reports signed by a VLEK, and TDX quotes: `tdx_guest` and any
+//! other provider are refused ([`AttestError::UnsupportedProvider`]).
+//! A proxy that sends no certificate table is verified only with a VCEK
+//! given to the client; without one it is refused ([`snp::SnpError::NoVcek`]).
 
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
@@ -37,19 +53,23 @@ use ring::digest::{SHA512, digest};
 use crate::enclave::{Attestation, REPORT_DATA_LEN};
 use crate::error::{ProxyError, Result};
 
+pub mod snp;
+
 /// The configfs-tsm report folder of Linux.
 pub const DEFAULT_TSM_ROOT: &str = "/sys/kernel/config/tsm/report";
 /// Length of the client's nonce.
 pub const CLIENT_NONCE_LEN: usize = 32;
-/// Largest `outblob` read (an SEV-SNP report is 1184 bytes, a TDX quote a
-/// few KiB; certificates are not read from here).
+/// Largest `outblob` or `auxblob` read (an SEV-SNP report is 1184 bytes,
+/// a TDX quote a few KiB, an SEV-SNP certificate table a few KiB).
 pub const MAX_REPORT: u64 = 1 << 20;
 /// The provider name of SEV-SNP guests.
 pub const PROVIDER_SEV_SNP: &str = "sev_guest";
+/// The provider name of TDX guests.
+pub const PROVIDER_TDX: &str = "tdx_guest";
 /// Length of an SEV-SNP `ATTESTATION_REPORT`.
-pub const SNP_REPORT_LEN: usize = 0x4A0;
+pub const SNP_REPORT_LEN: usize = snp::REPORT_LEN;
 /// Byte offset of `REPORT_DATA` in an SEV-SNP `ATTESTATION_REPORT`.
-pub const SNP_REPORT_DATA_AT: usize = 0x50;
+pub const SNP_REPORT_DATA_AT: usize = snp::REPORT_DATA_AT;
 
 /// The report data binding the proxy's TLS public key and a client nonce:
 /// SHA-512(tls_public_key || nonce). The nonce has a fixed length, so the
@@ -134,8 +154,9 @@ impl ConfigfsTsm {
     }
 
     /// Requests a report with `report_data` in the existing entry `entry`:
-    /// writes `inblob`, reads `generation`, `outblob`, `provider` and
-    /// `generation` again, and fails if another writer changed the entry
+    /// writes `inblob`, reads `generation`, `outblob`, `provider`,
+    /// `auxblob` (when there is one and it is not empty) and `generation`
+    /// again, and fails if another writer changed the entry
     /// meanwhile. A writer between the write of `inblob` and the first
     /// read of `generation` goes unnoticed here (the report would then not
     /// carry this report data, and the client's binding check refuses it);
@@ -160,6 +181,11 @@ impl ConfigfsTsm {
         let before = read_generation(&generation)?;
         let report = read_small(&dir.join("outblob"), MAX_REPORT)?;
         let provider = read_text(&dir.join("provider"))?;
+        let aux_path = dir.join("auxblob");
+        let auxblob = match std::fs::metadata(&aux_path) {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+            _ => Some(read_small(&aux_path, MAX_REPORT)?).filter(|b| !b.is_empty()),
+        };
         let after = read_generation(&generation)?;
         if before != after {
             return Err(ProxyError::Attestation(format!(
@@ -171,38 +197,55 @@ impl ConfigfsTsm {
                 "configfs-tsm entry {entry} returned an empty report"
             )));
         }
-        Ok(Attestation::ConfigfsTsm { provider, report })
+        Ok(Attestation::ConfigfsTsm {
+            provider,
+            report,
+            auxblob,
+        })
     }
 }
 
-/// Checks that a report carries `expected` (from [`report_data`]) as its
-/// report data. This is NOT a full verification: see the module doc for
-/// what is not verified (signature, certificate chain, measurement,
-/// policy, TCB).
-pub fn check_report_binding(
-    provider: &str,
-    report: &[u8],
-    expected: &[u8; REPORT_DATA_LEN],
-) -> Result<()> {
-    match provider {
-        PROVIDER_SEV_SNP => {
-            if report.len() < SNP_REPORT_LEN {
-                return Err(ProxyError::Attestation(format!(
-                    "an SEV-SNP report of {} bytes (an ATTESTATION_REPORT has {SNP_REPORT_LEN})",
-                    report.len()
-                )));
-            }
-            let data = &report[SNP_REPORT_DATA_AT..SNP_REPORT_DATA_AT + REPORT_DATA_LEN];
-            if data != expected {
-                return Err(ProxyError::Attestation(
-                    "the report's REPORT_DATA does not bind this TLS key and nonce".into(),
-                ));
-            }
-            Ok(())
+/// Why the client refuses a proxy's attestation. Nothing secret is in
+/// a message: reports, certificates and measurements are public.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum AttestError {
+    /// An unattested proxy (no TEE) while unattested proxies are not
+    /// allowed.
+    #[error("the proxy is unattested (no TEE); refusing it unless unattested proxies are allowed")]
+    Unattested,
+    /// The proxy's `Info` reply carries no attestation, or one of an
+    /// unknown kind.
+    #[error("the proxy announced {0}")]
+    Malformed(String),
+    /// A report of a provider this client does not verify (TDX quotes,
+    /// anything but `sev_guest`).
+    #[error(
+        "reports of provider {0:?} are not verified (only {PROVIDER_SEV_SNP}; TDX quotes are out of scope)"
+    )]
+    UnsupportedProvider(String),
+    /// An SEV-SNP report that does not verify.
+    #[error("SEV-SNP report refused: {0}")]
+    Snp(#[from] snp::SnpError),
+}
+
+/// What the client requires of a proxy's attestation.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct VerifyPolicy {
+    /// Accept an unattested proxy (no TEE; it sees the data in clear).
+    pub allow_unattested: bool,
+    /// What an SEV-SNP report must show, and the roots it must chain to.
+    pub snp: snp::SnpPolicy,
+}
+
+impl VerifyPolicy {
+    /// AMD's roots, VMPL 0, no measurement pinned, no VCEK given; an
+    /// unattested proxy is accepted only if `allow_unattested`.
+    pub fn new(allow_unattested: bool) -> Self {
+        Self {
+            allow_unattested,
+            ..Self::default()
         }
-        other => Err(ProxyError::Attestation(format!(
-            "reports of provider {other:?} are not verified yet (only {PROVIDER_SEV_SNP})"
-        ))),
     }
 }
 
@@ -212,36 +255,46 @@ pub fn check_report_binding(
 pub enum Verified {
     /// The proxy is unattested and the client allowed it.
     Unattested,
-    /// The report binds the TLS key and nonce (and nothing more is checked
-    /// yet: see the module doc).
-    ReportDataBound {
-        /// The report's provider.
+    /// An SEV-SNP report verified ([`snp::verify_report`]): signature,
+    /// chain to a pinned root, binding to this connection, policy; the
+    /// measurement, and whether it was pinned, are in the details.
+    SevSnp {
+        /// The report's provider (`sev_guest`).
         provider: String,
+        /// What was verified.
+        report: snp::SnpVerified,
     },
 }
 
 /// The client's check of a proxy's attestation for the connection with
 /// TLS public key `tls_public_key` and the client's `nonce`: an unattested
-/// proxy is refused unless `allow_unattested`; a report must bind the key
-/// and nonce ([`check_report_binding`], which does not verify the
-/// signature).
+/// proxy is refused unless `policy.allow_unattested`; an SEV-SNP report
+/// must verify ([`snp::verify_report`], bound to [`report_data`] of the
+/// key and nonce); any other provider, TDX included, is refused.
 pub fn verify(
     attestation: &Attestation,
     tls_public_key: &[u8],
     nonce: &[u8; CLIENT_NONCE_LEN],
-    allow_unattested: bool,
-) -> Result<Verified> {
+    policy: &VerifyPolicy,
+) -> std::result::Result<Verified, AttestError> {
     match attestation {
-        Attestation::Unattested if allow_unattested => Ok(Verified::Unattested),
-        Attestation::Unattested => Err(ProxyError::Attestation(
-            "the proxy is unattested (no TEE); refusing it unless unattested proxies are allowed"
-                .into(),
-        )),
-        Attestation::ConfigfsTsm { provider, report } => {
-            check_report_binding(provider, report, &report_data(tls_public_key, nonce))?;
-            Ok(Verified::ReportDataBound {
+        Attestation::Unattested if policy.allow_unattested => Ok(Verified::Unattested),
+        Attestation::Unattested => Err(AttestError::Unattested),
+        Attestation::ConfigfsTsm {
+            provider,
+            report,
+            auxblob,
+        } => match provider.as_str() {
+            PROVIDER_SEV_SNP => Ok(Verified::SevSnp {
                 provider: provider.clone(),
-            })
-        }
+                report: snp::verify_report(
+                    report,
+                    auxblob.as_deref(),
+                    &report_data(tls_public_key, nonce),
+                    &policy.snp,
+                )?,
+            }),
+            other => Err(AttestError::UnsupportedProvider(other.into())),
+        },
     }
 }

@@ -1,15 +1,17 @@
 //! The client of a proxy ([`ProxyClient`]): it connects over TLS, asks
 //! for the proxy's attestation with a fresh nonce **before** it sends its
-//! token or any data, and refuses an unattested proxy unless told to allow
-//! one ([`crate::attest::verify`]). Then it sends plaintext and gets
+//! token or any data, verifies it ([`crate::attest::verify`]: for SEV-SNP
+//! the report's signature, its chain to a pinned AMD root, its binding to
+//! the TLS key and nonce, the guest policy and, when given, the
+//! measurement), and refuses an unattested proxy unless told to allow one. Then it sends plaintext and gets
 //! plaintext back: the proxy does the HE encryption, the server's job and
 //! the decryption.
 //!
 //! Limits: the report is checked against the TLS public key the proxy
 //! announces in its `Info` reply, not yet against the key of the TLS
 //! connection itself (the transport does not expose the peer's
-//! certificate), and a report's signature chain is not verified (see
-//! [`crate::attest`]).
+//! certificate); what a report's verification leaves out (TCB minimums,
+//! revocation, TDX) is listed in [`crate::attest`].
 
 use std::time::Duration;
 
@@ -20,7 +22,7 @@ use tonic::service::interceptor::InterceptedService;
 use tonic::transport::{Channel, Endpoint};
 use tonic::{Code, Request, Status};
 
-use crate::attest::{CLIENT_NONCE_LEN, Verified, verify};
+use crate::attest::{AttestError, CLIENT_NONCE_LEN, Verified, VerifyPolicy, verify};
 use crate::enclave::Attestation;
 use crate::rpc::{self, proxy_client};
 use crate::service::{ErrorKind, MAX_MESSAGE_BYTES, error_kind};
@@ -30,11 +32,10 @@ use crate::service::{ErrorKind, MAX_MESSAGE_BYTES, error_kind};
 #[non_exhaustive]
 pub enum ProxyClientError {
     /// The proxy's attestation was refused: unattested without
-    /// `allow_unattested`, or a report that does not bind the proxy's TLS
-    /// key and this client's nonce. Nothing was sent to the proxy but the
-    /// nonce.
+    /// `allow_unattested`, or a report that does not verify (see
+    /// [`AttestError`]). Nothing was sent to the proxy but the nonce.
     #[error("the proxy's attestation is refused: {0}")]
-    Attestation(String),
+    Attestation(#[from] AttestError),
     /// The proxy answered with an error.
     #[error("proxy: {code:?} ({}): {message}", kind.map(ErrorKind::as_str).unwrap_or("no kind"))]
     Refused {
@@ -144,18 +145,17 @@ impl std::fmt::Debug for Bearer {
 
 /// The attestation an `Info` reply announces.
 fn attestation_of(a: Option<rpc::Attestation>) -> Result<Attestation> {
-    let a = a.ok_or_else(|| {
-        ProxyClientError::Attestation("the proxy announced no attestation".into())
-    })?;
+    let a = a.ok_or_else(|| AttestError::Malformed("no attestation".into()))?;
     match a.kind.as_str() {
         rpc::ATTESTATION_UNATTESTED => Ok(Attestation::Unattested),
         rpc::ATTESTATION_CONFIGFS_TSM => Ok(Attestation::ConfigfsTsm {
             provider: a.provider,
             report: a.report,
+            auxblob: a.auxblob,
         }),
-        other => Err(ProxyClientError::Attestation(format!(
-            "unknown attestation kind {other:?}"
-        ))),
+        other => {
+            Err(AttestError::Malformed(format!("an unknown attestation kind {other:?}")).into())
+        }
     }
 }
 
@@ -164,12 +164,25 @@ impl ProxyClient {
     /// loopback host only), trusting `ca_pem` for its TLS certificate,
     /// and checks its attestation before sending `token`: an unattested
     /// proxy is refused with [`ProxyClientError::Attestation`] unless
-    /// `allow_unattested`.
+    /// `allow_unattested`; a report is verified against AMD's roots with no
+    /// measurement pinned ([`VerifyPolicy::new`]; see
+    /// [`ProxyClient::connect_with`] to pin one).
     pub async fn connect(
         url: &str,
         token: &str,
         ca_pem: Option<&str>,
         allow_unattested: bool,
+    ) -> Result<Self> {
+        Self::connect_with(url, token, ca_pem, &VerifyPolicy::new(allow_unattested)).await
+    }
+
+    /// [`ProxyClient::connect`] verifying the attestation under `policy`
+    /// (the expected measurement, a VCEK, the pinned roots).
+    pub async fn connect_with(
+        url: &str,
+        token: &str,
+        ca_pem: Option<&str>,
+        policy: &VerifyPolicy,
     ) -> Result<Self> {
         hecloud_client::check_server_url(url)
             .map_err(|e| ProxyClientError::Invalid(e.to_string()))?;
@@ -193,8 +206,7 @@ impl ProxyClient {
             .await?
             .into_inner();
         let attestation = attestation_of(info.attestation.clone())?;
-        let verified = verify(&attestation, &info.tls_public_key, &nonce, allow_unattested)
-            .map_err(|e| ProxyClientError::Attestation(e.to_string()))?;
+        let verified = verify(&attestation, &info.tls_public_key, &nonce, policy)?;
         let bearer = MetadataValue::try_from(format!("Bearer {token}"))
             .map_err(|_| ProxyClientError::Invalid("the token must be printable ASCII".into()))?;
         let rpc = proxy_client::ProxyClient::new(InterceptedService::new(channel, Bearer(bearer)))

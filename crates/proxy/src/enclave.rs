@@ -50,6 +50,10 @@ pub enum Attestation {
         provider: String,
         /// The raw report (`outblob`).
         report: Vec<u8>,
+        /// The provider's auxiliary data (`auxblob`), when it gives any:
+        /// for `sev_guest`, the certificate table (VCEK, ASK, ARK) the
+        /// host provisioned.
+        auxblob: Option<Vec<u8>>,
     },
 }
 
@@ -64,10 +68,15 @@ impl std::fmt::Debug for Attestation {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Self::Unattested => f.write_str("Unattested"),
-            Self::ConfigfsTsm { provider, report } => f
+            Self::ConfigfsTsm {
+                provider,
+                report,
+                auxblob,
+            } => f
                 .debug_struct("ConfigfsTsm")
                 .field("provider", provider)
                 .field("report_bytes", &report.len())
+                .field("auxblob_bytes", &auxblob.as_ref().map(Vec::len))
                 .finish(),
         }
     }

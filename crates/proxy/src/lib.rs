@@ -12,7 +12,9 @@
 //!   secret operation, one batch of operations per crossing, and
 //!   [`PlainEnclave`] for machines without a TEE;
 //! * [`attest`]: attestation reports through Linux configfs-tsm and the
-//!   client's check that a report binds the proxy's TLS key and its nonce;
+//!   client's verification of an SEV-SNP report (signature, chain to a
+//!   pinned AMD root, binding to the proxy's TLS key and its nonce, guest
+//!   policy, measurement);
 //! * [`fusion`]: the same operations run as one batched crossing and as
 //!   one crossing each, counted and timed ([`measure_fusion`]);
 //! * [`service`]: the proxy's gRPC service (`proto/proxy.proto`): TLS, its
@@ -41,8 +43,8 @@
 //!   inside it ([`EnclaveOp::SealFolder`]), and the host gets a tenant's
 //!   public files for upload from it ([`EnclaveOp::PublicFiles`]).
 //! * A confidential-VM enclave (SEV-SNP, TDX) is not here yet: [`attest`]
-//!   can fetch a report and check its binding, but does not verify its
-//!   signature chain, measurement or policy.
+//!   can fetch a report, and the client verifies an SEV-SNP report fully
+//!   but for TCB minimums and revocation; TDX quotes are refused.
 //! * The network service terminates the client's TLS and sees plaintext
 //!   (it stands for the TEE); the server sees ciphertexts and public keys
 //!   only. `docs/proxy.md` states the whole trust model.

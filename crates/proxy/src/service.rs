@@ -807,10 +807,15 @@ impl proxy_server::Proxy for ProxyService {
             .map_err(|e| ErrorKind::Internal.status(format!("enclave task: {e}")))?
             .map_err(|e| ErrorKind::Internal.status(e.to_string()))?;
         let attestation = match attestation {
-            crate::Attestation::ConfigfsTsm { provider, report } => rpc::Attestation {
+            crate::Attestation::ConfigfsTsm {
+                provider,
+                report,
+                auxblob,
+            } => rpc::Attestation {
                 kind: rpc::ATTESTATION_CONFIGFS_TSM.into(),
                 provider,
                 report,
+                auxblob,
             },
             _ => rpc::Attestation {
                 kind: rpc::ATTESTATION_UNATTESTED.into(),

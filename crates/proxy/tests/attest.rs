@@ -1,10 +1,18 @@
-//! configfs-tsm against a fake report folder, and the client's binding
-//! check against a report laid out by hand (SEV-SNP offsets).
+//! configfs-tsm against a fake report folder, and the client's SEV-SNP
+//! verification against a test chain (ARK → ASK → VCEK made here) and
+//! reports signed by its VCEK: forged, modified, stale, debug, unpinned
+//! and malformed reports are refused with typed errors.
 
+mod snp_chain;
+
+use hecloud_proxy::attest::snp::{
+    self, CertTable, GUID_ARK, GUID_ASK, GUID_VCEK, SnpError, TrustedRoot, VcekSource,
+};
 use hecloud_proxy::attest::*;
 use hecloud_proxy::{Attestation, ProxyError};
 use ring::digest::{SHA512, digest};
 use ring::rand::{SecureRandom, SystemRandom};
+use snp_chain::{Chain, MEASUREMENT, POLICY};
 
 fn nonce() -> [u8; CLIENT_NONCE_LEN] {
     let mut n = [0u8; CLIENT_NONCE_LEN];
@@ -12,13 +20,24 @@ fn nonce() -> [u8; CLIENT_NONCE_LEN] {
     n
 }
 
-/// An SEV-SNP-sized report with `data` at REPORT_DATA (0x50), the rest
-/// random.
-fn snp_report(data: &[u8; 64]) -> Vec<u8> {
-    let mut r = vec![0u8; 0x4A0];
-    SystemRandom::new().fill(&mut r).unwrap();
-    r[0x50..0x90].copy_from_slice(data);
-    r
+fn sev(report: Vec<u8>, auxblob: Option<Vec<u8>>) -> Attestation {
+    Attestation::ConfigfsTsm {
+        provider: PROVIDER_SEV_SNP.into(),
+        report,
+        auxblob,
+    }
+}
+
+/// The SEV-SNP error of a refused attestation (panics if accepted).
+fn snp_err(r: Result<Verified, AttestError>) -> SnpError {
+    match r {
+        Err(AttestError::Snp(e)) => {
+            // A clear message, no panic, and the type says what failed.
+            assert!(!e.to_string().is_empty());
+            e
+        }
+        other => panic!("expected an SEV-SNP refusal, got {other:?}"),
+    }
 }
 
 #[test]
@@ -33,46 +52,477 @@ fn report_data_is_sha512_of_key_then_nonce() {
 }
 
 #[test]
-fn configfs_tsm_writes_inblob_and_reads_the_report() {
+fn a_valid_report_verifies_and_says_what_was_verified() {
+    let chain = Chain::new("Test");
+    let (tls, n) = (b"tls-key".as_slice(), nonce());
+    let report = chain.report(&report_data(tls, &n));
+    // The measurement pinned.
+    let v = verify(
+        &sev(report.clone(), Some(chain.table())),
+        tls,
+        &n,
+        &chain.policy(Some(MEASUREMENT)),
+    )
+    .unwrap();
+    let Verified::SevSnp {
+        provider,
+        report: r,
+    } = v
+    else {
+        panic!("{v:?}")
+    };
+    assert_eq!(provider, "sev_guest");
+    assert_eq!(r.product, "Test");
+    assert_eq!(r.vcek_source, VcekSource::CertTable);
+    assert_eq!((r.version, r.policy, r.vmpl), (3, POLICY, 0));
+    assert_eq!(r.measurement, MEASUREMENT);
+    assert!(r.measurement_pinned);
+    assert_eq!(r.reported_tcb.raw, 0x1b00_0000_0000_0304);
+    assert_eq!(
+        (
+            r.reported_tcb.boot_loader(),
+            r.reported_tcb.tee(),
+            r.reported_tcb.snp(),
+            r.reported_tcb.microcode()
+        ),
+        (4, 3, 0, 0x1b)
+    );
+    // Not pinned: still verified, and it says so.
+    let Verified::SevSnp { report: r, .. } = verify(
+        &sev(report.clone(), Some(chain.table())),
+        tls,
+        &n,
+        &chain.policy(None),
+    )
+    .unwrap() else {
+        panic!()
+    };
+    assert!(!r.measurement_pinned);
+    // The VCEK given to the client, no table from the proxy: the ASK must
+    // then be pinned with the root.
+    let mut policy = chain.policy(None);
+    policy.snp.vcek = Some(chain.vcek.clone());
+    assert!(matches!(
+        snp_err(verify(&sev(report.clone(), None), tls, &n, &policy)),
+        SnpError::Chain(_)
+    ));
+    policy.snp.roots[0].ask = Some(chain.ask.clone());
+    let Verified::SevSnp { report: r, .. } =
+        verify(&sev(report.clone(), None), tls, &n, &policy).unwrap()
+    else {
+        panic!()
+    };
+    assert_eq!(r.vcek_source, VcekSource::Client);
+    // The VCEK from a PEM file.
+    let pem = format!(
+        "-----BEGIN CERTIFICATE-----\n{}\n-----END CERTIFICATE-----\n",
+        base64(&chain.vcek)
+    );
+    assert_eq!(snp::cert_der(pem.as_bytes()).unwrap(), chain.vcek);
+    assert_eq!(snp::cert_der(&chain.vcek).unwrap(), chain.vcek);
+}
+
+/// Base64 (standard, padded) for the PEM test.
+fn base64(b: &[u8]) -> String {
+    const A: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut out = String::new();
+    for c in b.chunks(3) {
+        let n = (c[0] as u32) << 16
+            | (*c.get(1).unwrap_or(&0) as u32) << 8
+            | *c.get(2).unwrap_or(&0) as u32;
+        for i in 0..4 {
+            if i <= c.len() {
+                out.push(A[(n >> (18 - 6 * i) & 63) as usize] as char);
+            } else {
+                out.push('=');
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn forged_modified_and_foreign_reports_are_refused() {
+    let chain = Chain::new("Test");
+    let (tls, n) = (b"tls-key".as_slice(), nonce());
+    let good = chain.report(&report_data(tls, &n));
+    let policy = chain.policy(None);
+    let check =
+        |report: Vec<u8>| snp_err(verify(&sev(report, Some(chain.table())), tls, &n, &policy));
+    // A flipped bit anywhere in the signed body (REPORT_DATA, the
+    // measurement, the policy, the chip id) or in r or s.
+    for at in [
+        0x0C, 0x50, 0x8F, 0x90, 0xBF, 0x1A0, 0x29F, 0x2A0, 0x2E7, 0x2E8, 0x32F,
+    ] {
+        let mut r = good.clone();
+        r[at] ^= 1;
+        assert_eq!(check(r), SnpError::BadSignature, "bit at {at:#x}");
+    }
+    // Non-zero bytes above a 48-byte scalar.
+    let mut r = good.clone();
+    r[0x2A0 + 60] = 1;
+    assert_eq!(check(r), SnpError::BadSignature);
+    // Signed by another key: a VCEK of another chain, whose own table
+    // chains to another root; with this chain's table the signature fails.
+    let other = Chain::new("Test");
+    let forged = other.report(&report_data(tls, &n));
+    assert_eq!(check(forged.clone()), SnpError::BadSignature);
+    // A layout this verifier does not read, unsigned or not.
+    let mut r = good.clone();
+    r[0] = 9;
+    assert_eq!(check(r), SnpError::UnsupportedVersion(9));
+    let mut r = good.clone();
+    r[0x34] = 2;
+    assert_eq!(check(r), SnpError::UnsupportedSignatureAlgorithm(2));
+    let mut r = good.clone();
+    r[0x48] = 1 << 2; // VLEK
+    assert_eq!(check(r), SnpError::UnsupportedSigningKey(1));
+    // The valid report is still accepted after all that.
+    assert!(verify(&sev(good, Some(chain.table())), tls, &n, &policy).is_ok());
+}
+
+#[test]
+fn chains_not_ending_in_the_pinned_root_are_refused() {
+    let chain = Chain::new("Test");
+    let other = Chain::new("Other");
+    let (tls, n) = (b"tls-key".as_slice(), nonce());
+    let data = report_data(tls, &n);
+    // The proxy's whole chain is another one: its ARK is not pinned.
+    let r = other.report(&data);
+    assert_eq!(
+        snp_err(verify(
+            &sev(r.clone(), Some(other.table())),
+            tls,
+            &n,
+            &chain.policy(None)
+        )),
+        SnpError::UnpinnedRoot
+    );
+    // The same without the ARK in the table: the ASK does not verify under
+    // the pinned ARK.
+    let no_ark = CertTable {
+        entries: vec![
+            (GUID_VCEK, other.vcek.clone()),
+            (GUID_ASK, other.ask.clone()),
+        ],
+    }
+    .to_bytes();
+    assert_eq!(
+        snp_err(verify(
+            &sev(r.clone(), Some(no_ark)),
+            tls,
+            &n,
+            &chain.policy(None)
+        )),
+        SnpError::Chain("the ASK is not signed by the ARK".into())
+    );
+    // The pinned ARK sent, but the other chain's ASK and VCEK.
+    let mixed = CertTable {
+        entries: vec![
+            (GUID_VCEK, other.vcek.clone()),
+            (GUID_ASK, other.ask.clone()),
+            (GUID_ARK, chain.ark.clone()),
+        ],
+    }
+    .to_bytes();
+    assert!(matches!(
+        snp_err(verify(
+            &sev(r.clone(), Some(mixed)),
+            tls,
+            &n,
+            &chain.policy(None)
+        )),
+        SnpError::Chain(_)
+    ));
+    // The right ASK, a VCEK from another ASK.
+    let vcek_elsewhere = CertTable {
+        entries: vec![
+            (GUID_VCEK, other.vcek.clone()),
+            (GUID_ASK, chain.ask.clone()),
+        ],
+    }
+    .to_bytes();
+    assert_eq!(
+        snp_err(verify(
+            &sev(r.clone(), Some(vcek_elsewhere)),
+            tls,
+            &n,
+            &chain.policy(None)
+        )),
+        SnpError::Chain("the VCEK is not signed by the ASK".into())
+    );
+    // AMD's roots (the default policy) refuse a test chain.
+    let mut amd = VerifyPolicy::new(false);
+    assert_eq!(
+        snp_err(verify(&sev(r.clone(), Some(other.table())), tls, &n, &amd)),
+        SnpError::UnpinnedRoot
+    );
+    // No VCEK at all: refused.
+    assert_eq!(
+        snp_err(verify(&sev(r.clone(), None), tls, &n, &chain.policy(None))),
+        SnpError::NoVcek
+    );
+    amd.snp.roots.clear();
+    assert!(matches!(
+        snp_err(verify(&sev(r, Some(other.table())), tls, &n, &amd)),
+        SnpError::Chain(_)
+    ));
+}
+
+#[test]
+fn policy_measurement_and_binding_are_enforced() {
+    let chain = Chain::new("Test");
+    let (tls, n) = (b"tls-key".as_slice(), nonce());
+    let data = report_data(tls, &n);
+    let table = || Some(chain.table());
+    let pinned = chain.policy(Some(MEASUREMENT));
+    // A debug guest, even with the right measurement.
+    let debug = chain.report_with(&data, &MEASUREMENT, POLICY | snp::POLICY_DEBUG);
+    assert_eq!(
+        snp_err(verify(&sev(debug, table()), tls, &n, &pinned)),
+        SnpError::DebugGuest(POLICY | snp::POLICY_DEBUG)
+    );
+    // Another measurement than the expected.
+    let mut m = MEASUREMENT;
+    m[47] ^= 0x80;
+    let other_image = chain.report_with(&data, &m, POLICY);
+    assert!(matches!(
+        snp_err(verify(&sev(other_image.clone(), table()), tls, &n, &pinned)),
+        SnpError::MeasurementMismatch { .. }
+    ));
+    // ... which passes when nothing is pinned, saying so.
+    match verify(&sev(other_image, table()), tls, &n, &chain.policy(None)).unwrap() {
+        Verified::SevSnp { report, .. } => {
+            assert!(!report.measurement_pinned);
+            assert_eq!(report.measurement, m);
+        }
+        v => panic!("{v:?}"),
+    }
+    // Another VMPL than the expected.
+    let mut vmpl1 = chain.report(&data);
+    vmpl1[0x30] = 1;
+    chain.sign(&mut vmpl1);
+    assert_eq!(
+        snp_err(verify(&sev(vmpl1.clone(), table()), tls, &n, &pinned)),
+        SnpError::Vmpl { got: 1, want: 0 }
+    );
+    let mut at_vmpl1 = pinned.clone();
+    at_vmpl1.snp.vmpl = 1;
+    assert!(verify(&sev(vmpl1, table()), tls, &n, &at_vmpl1).is_ok());
+    // Replayed: a genuine report made for another nonce (stale) or another
+    // TLS key (relayed).
+    let good = chain.report(&data);
+    assert_eq!(
+        snp_err(verify(&sev(good.clone(), table()), tls, &nonce(), &pinned)),
+        SnpError::ReportDataMismatch
+    );
+    assert_eq!(
+        snp_err(verify(
+            &sev(good.clone(), table()),
+            b"other-key",
+            &n,
+            &pinned
+        )),
+        SnpError::ReportDataMismatch
+    );
+    assert!(verify(&sev(good, table()), tls, &n, &pinned).is_ok());
+}
+
+#[test]
+fn truncated_reports_and_malformed_tables_fail_with_typed_errors() {
+    let chain = Chain::new("Test");
+    let (tls, n) = (b"tls-key".as_slice(), nonce());
+    let good = chain.report(&report_data(tls, &n));
+    let policy = chain.policy(None);
+    let with = |report: &[u8], table: Vec<u8>| {
+        snp_err(verify(&sev(report.to_vec(), Some(table)), tls, &n, &policy))
+    };
+    for len in [0, 1, 0x4F, 0x2A0, 0x49F] {
+        assert_eq!(with(&good[..len], chain.table()), SnpError::BadLength(len));
+    }
+    let mut long = good.clone();
+    long.push(0);
+    assert_eq!(with(&long, chain.table()), SnpError::BadLength(0x4A1));
+    // Tables: truncated at every length, an entry pointing outside, no
+    // terminator, garbage certificates, too large.
+    let table = chain.table();
+    for len in 0..table.len() {
+        let e = with(&good, table[..len].to_vec());
+        assert!(
+            matches!(e, SnpError::CertTable(_) | SnpError::Certificate { .. }),
+            "length {len}: {e:?}"
+        );
+    }
+    let mut outside = table.clone();
+    outside[20..24].copy_from_slice(&u32::MAX.to_le_bytes());
+    assert!(matches!(with(&good, outside), SnpError::CertTable(_)));
+    let mut offset = table.clone();
+    offset[16..20].copy_from_slice(&u32::MAX.to_le_bytes());
+    assert!(matches!(with(&good, offset), SnpError::CertTable(_)));
+    assert!(matches!(with(&good, vec![1; 24]), SnpError::CertTable(_)));
+    assert!(matches!(
+        with(&good, vec![0; snp::MAX_CERT_TABLE + 1]),
+        SnpError::CertTable(_)
+    ));
+    // Zero padding after the table is fine.
+    let mut padded = table.clone();
+    padded.resize(16 << 10, 0);
+    assert!(verify(&sev(good.clone(), Some(padded)), tls, &n, &policy).is_ok());
+    let garbage = CertTable {
+        entries: vec![(GUID_VCEK, b"not a certificate".to_vec())],
+    }
+    .to_bytes();
+    assert!(matches!(
+        with(&good, garbage),
+        SnpError::Certificate { which: "VCEK", .. }
+    ));
+    let mut flipped_cert = CertTable::parse(&table).unwrap();
+    let vcek = &mut flipped_cert.entries[0].1;
+    let last = vcek.len() - 1;
+    vcek[last] ^= 1; // in the certificate's signature
+    assert!(matches!(
+        with(&good, flipped_cert.to_bytes()),
+        SnpError::Chain(_) | SnpError::Certificate { .. }
+    ));
+    // Random bytes as a table and as a report: errors, never a panic.
+    let mut noise = vec![0u8; 4096];
+    for _ in 0..64 {
+        SystemRandom::new().fill(&mut noise).unwrap();
+        let _ = with(&good, noise.clone());
+        let _ = verify(
+            &sev(noise[..0x4A0].to_vec(), Some(table.clone())),
+            tls,
+            &n,
+            &policy,
+        )
+        .unwrap_err();
+    }
+    // Mixed-endian GUIDs (the kernel's guid_t order) are read too.
+    let mut mixed = CertTable::parse(&table).unwrap();
+    for (g, _) in &mut mixed.entries {
+        g[..4].reverse();
+        g[4..6].reverse();
+        g[6..8].reverse();
+    }
+    assert!(verify(&sev(good, Some(mixed.to_bytes())), tls, &n, &policy).is_ok());
+}
+
+#[test]
+fn amd_roots_are_built_in_and_verify_with_rsa_pss() {
+    // AMD's ARK and ASK per product: each ARK self-signed and each ASK
+    // signed by its ARK (RSASSA-PSS SHA-384), checked by the same code
+    // path as a proxy's chain, through a chain whose VCEK is missing.
+    let roots = TrustedRoot::amd();
+    assert_eq!(
+        roots.iter().map(|r| r.product.as_str()).collect::<Vec<_>>(),
+        ["Milan", "Genoa", "Turin"]
+    );
+    for root in &roots {
+        snp::check_root(root).unwrap_or_else(|e| panic!("{}: {e}", root.product));
+        // An ASK of another product is not signed by this ARK.
+        let foreign = roots.iter().find(|r| r.product != root.product).unwrap();
+        let mut mixed = root.clone();
+        mixed.ask = foreign.ask.clone();
+        assert!(matches!(snp::check_root(&mixed), Err(SnpError::Chain(_))));
+        // A flipped bit in the ASK's key (inside its signed part).
+        let mut flipped = root.clone();
+        flipped.ask.as_mut().unwrap()[400] ^= 1;
+        assert_eq!(
+            snp::check_root(&flipped),
+            Err(SnpError::Chain("the ASK is not signed by the ARK".into()))
+        );
+    }
+    // A test root checks out the same way, and a non-self-signed one not.
+    let chain = Chain::new("Test");
+    let mut root = chain.root();
+    root.ask = Some(chain.ask.clone());
+    snp::check_root(&root).unwrap();
+    root.ark = chain.ask.clone();
+    assert!(snp::check_root(&root).is_err());
+}
+
+#[test]
+fn tdx_unknown_and_unattested_are_refused() {
+    let chain = Chain::new("Test");
+    let (tls, n) = (b"tls-key".as_slice(), nonce());
+    let good = chain.report(&report_data(tls, &n));
+    let policy = chain.policy(None);
+    for provider in ["tdx_guest", "other"] {
+        let a = Attestation::ConfigfsTsm {
+            provider: provider.into(),
+            report: good.clone(),
+            auxblob: Some(chain.table()),
+        };
+        assert_eq!(
+            verify(&a, tls, &n, &policy).unwrap_err(),
+            AttestError::UnsupportedProvider(provider.into())
+        );
+    }
+    assert_eq!(
+        verify(&Attestation::Unattested, tls, &n, &policy).unwrap_err(),
+        AttestError::Unattested
+    );
+    assert_eq!(
+        verify(&Attestation::Unattested, tls, &n, &VerifyPolicy::new(true)).unwrap(),
+        Verified::Unattested
+    );
+}
+
+#[test]
+fn configfs_tsm_reads_report_provider_and_auxblob() {
+    let chain = Chain::new("Test");
     let root = tempfile::tempdir().unwrap();
     let entry = root.path().join("e1");
     std::fs::create_dir(&entry).unwrap();
     let (tls, n) = (b"tls-key".as_slice(), nonce());
     let rd = report_data(tls, &n);
-    let report = snp_report(&rd);
+    let report = chain.report(&rd);
     std::fs::write(entry.join("outblob"), &report).unwrap();
     std::fs::write(entry.join("provider"), "sev_guest\n").unwrap();
     std::fs::write(entry.join("generation"), "1\n").unwrap();
     let tsm = ConfigfsTsm::new(root.path());
     assert!(tsm.available());
+    // No auxblob: none sent, and the client without a VCEK refuses.
     let a = tsm.report_in("e1", &rd).unwrap();
     assert_eq!(std::fs::read(entry.join("inblob")).unwrap(), rd.to_vec());
+    assert_eq!(a, sev(report.clone(), None));
     assert_eq!(
-        a,
-        Attestation::ConfigfsTsm {
-            provider: "sev_guest".into(),
-            report: report.clone()
-        }
+        snp_err(verify(&a, tls, &n, &chain.policy(None))),
+        SnpError::NoVcek
     );
-    assert_eq!(
-        verify(&a, tls, &n, false).unwrap(),
-        Verified::ReportDataBound {
-            provider: "sev_guest".into()
-        }
+    // An empty auxblob (no certificates provisioned) is none.
+    std::fs::write(entry.join("auxblob"), b"").unwrap();
+    assert_eq!(tsm.report_in("e1", &rd).unwrap(), sev(report.clone(), None));
+    // The host's certificate table.
+    std::fs::write(entry.join("auxblob"), chain.table()).unwrap();
+    let a = tsm.report_in("e1", &rd).unwrap();
+    assert_eq!(a, sev(report.clone(), Some(chain.table())));
+    assert!(
+        matches!(verify(&a, tls, &n, &chain.policy(Some(MEASUREMENT))).unwrap(),
+            Verified::SevSnp { report, .. } if report.measurement_pinned)
     );
+    // The Debug form shows sizes, not bytes.
+    let shown = format!("{a:?}");
+    assert!(shown.contains("report_bytes: 1184"), "{shown}");
     // A fresh entry in the fake root has no outblob: a clear error.
     assert!(matches!(tsm.report(&rd), Err(ProxyError::Attestation(_))));
     // No such root.
     let none = ConfigfsTsm::new(root.path().join("absent"));
     assert!(!none.available());
     assert!(matches!(none.report(&rd), Err(ProxyError::Attestation(_))));
-    // A bad generation, an empty report.
+    // A bad generation, an empty report, an oversized auxblob.
     std::fs::write(entry.join("generation"), "x").unwrap();
     assert!(matches!(
         tsm.report_in("e1", &rd),
         Err(ProxyError::Attestation(_))
     ));
     std::fs::write(entry.join("generation"), "2").unwrap();
+    std::fs::write(entry.join("auxblob"), vec![0u8; (MAX_REPORT + 1) as usize]).unwrap();
+    assert!(matches!(
+        tsm.report_in("e1", &rd),
+        Err(ProxyError::Attestation(_))
+    ));
+    std::fs::write(entry.join("auxblob"), b"").unwrap();
     std::fs::write(entry.join("outblob"), b"").unwrap();
     assert!(matches!(
         tsm.report_in("e1", &rd),
@@ -82,48 +532,4 @@ fn configfs_tsm_writes_inblob_and_reads_the_report() {
         tsm.report_in("../e1", &rd),
         Err(ProxyError::InvalidName { .. })
     ));
-}
-
-#[test]
-fn client_refuses_unbound_stale_short_unknown_and_unattested_reports() {
-    let (tls, n) = (b"tls-key".as_slice(), nonce());
-    let good = snp_report(&report_data(tls, &n));
-    let att = |provider: &str, report: Vec<u8>| Attestation::ConfigfsTsm {
-        provider: provider.into(),
-        report,
-    };
-    assert!(verify(&att("sev_guest", good.clone()), tls, &n, false).is_ok());
-    let refused = |a: &Attestation, key: &[u8], nonce: &[u8; 32]| {
-        assert!(
-            matches!(
-                verify(a, key, nonce, false),
-                Err(ProxyError::Attestation(_))
-            ),
-            "{a:?} accepted"
-        )
-    };
-    // Stale: made for another nonce. Another TLS key (a relay).
-    refused(&att("sev_guest", good.clone()), tls, &nonce());
-    refused(&att("sev_guest", good.clone()), b"other-key", &n);
-    // Each bit of REPORT_DATA matters; bytes outside it do not (they are
-    // not checked: no signature verification yet).
-    for at in [0x50, 0x6F, 0x8F] {
-        let mut r = good.clone();
-        r[at] ^= 1;
-        refused(&att("sev_guest", r), tls, &n);
-    }
-    let mut outside = good.clone();
-    outside[0x4F] ^= 1;
-    outside[0x90] ^= 1;
-    assert!(verify(&att("sev_guest", outside), tls, &n, false).is_ok());
-    // Too short; TDX and unknown providers are not verified yet.
-    refused(&att("sev_guest", good[..0x49F].to_vec()), tls, &n);
-    refused(&att("tdx_guest", good.clone()), tls, &n);
-    refused(&att("other", good), tls, &n);
-    // Unattested: refused unless allowed.
-    refused(&Attestation::Unattested, tls, &n);
-    assert_eq!(
-        verify(&Attestation::Unattested, tls, &n, true).unwrap(),
-        Verified::Unattested
-    );
 }

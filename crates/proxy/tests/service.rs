@@ -4,6 +4,8 @@
 //! ciphertexts refused with typed errors while the proxy keeps serving;
 //! a job deeper than its parameters refreshed by the proxy.
 
+mod snp_chain;
+
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -13,7 +15,8 @@ use hecloud_client::Client;
 use hecloud_client::keys::{KeyDir, keygen};
 use hecloud_protocol::Graph;
 use hecloud_protocol::rpc::OPAQUE_KIND;
-use hecloud_proxy::attest::Verified;
+use hecloud_proxy::attest::snp::SnpError;
+use hecloud_proxy::attest::{AttestError, Verified, VerifyPolicy};
 use hecloud_proxy::service::{DEFAULT_MAX_VECTORS, ErrorKind};
 use hecloud_proxy::{
     Attestation, Enclave, PlainEnclave, ProxyClient, ProxyClientError, ProxyConfig, ProxyTenant,
@@ -67,6 +70,21 @@ impl Fixture {
             token,
             self.proxy.ca_pem.as_deref(),
             allow_unattested,
+        )
+        .await
+    }
+
+    /// A client verifying the proxy's attestation under `policy`.
+    async fn client_with(
+        &self,
+        token: &str,
+        policy: &VerifyPolicy,
+    ) -> Result<ProxyClient, ProxyClientError> {
+        ProxyClient::connect_with(
+            &self.proxy.url(),
+            token,
+            self.proxy.ca_pem.as_deref(),
+            policy,
         )
         .await
     }
@@ -295,7 +313,10 @@ async fn a_wrong_or_unknown_token_is_refused() {
 async fn an_unattested_proxy_is_refused_unless_allowed() {
     let f = fixture().await;
     match f.client(ALICE, false).await {
-        Err(ProxyClientError::Attestation(m)) => assert!(m.contains("unattested"), "{m}"),
+        Err(ProxyClientError::Attestation(e)) => {
+            assert_eq!(e, AttestError::Unattested);
+            assert!(e.to_string().contains("unattested"), "{e}");
+        }
         other => panic!("an unattested proxy was not refused: {other:?}"),
     }
     let c = f.client(ALICE, true).await.unwrap();
@@ -430,6 +451,8 @@ async fn a_job_with_a_refresh_is_answered_by_the_proxy() {
 #[derive(Debug)]
 struct ReportingEnclave {
     inner: Arc<dyn Enclave>,
+    /// The test chain whose VCEK signs the reports.
+    chain: Arc<snp_chain::Chain>,
     stale: bool,
 }
 
@@ -449,35 +472,40 @@ impl Enclave for ReportingEnclave {
         &self,
         report_data: &[u8; hecloud_proxy::enclave::REPORT_DATA_LEN],
     ) -> hecloud_proxy::Result<Attestation> {
-        use hecloud_proxy::attest::{PROVIDER_SEV_SNP, SNP_REPORT_DATA_AT, SNP_REPORT_LEN};
-        let mut report = vec![0u8; SNP_REPORT_LEN];
+        use hecloud_proxy::attest::PROVIDER_SEV_SNP;
         let data = if self.stale {
             hecloud_proxy::attest::report_data(b"another TLS key", &[7; 32])
         } else {
             *report_data
         };
-        report[SNP_REPORT_DATA_AT..SNP_REPORT_DATA_AT + data.len()].copy_from_slice(&data);
         Ok(Attestation::ConfigfsTsm {
             provider: PROVIDER_SEV_SNP.into(),
-            report,
+            report: self.chain.report(&data),
+            auxblob: Some(self.chain.table()),
         })
     }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_report_binding_the_proxy_key_and_nonce_is_accepted_and_a_stale_one_refused() {
+    let chain = Arc::new(snp_chain::Chain::new("Test"));
+    let policy = chain.policy(Some(snp_chain::MEASUREMENT));
+    let c2 = chain.clone();
     let f = fixture_with(|inner| {
         Arc::new(ReportingEnclave {
             inner,
+            chain: c2,
             stale: false,
         })
     })
     .await;
-    // No allow flag needed: the report binds this proxy's TLS key and this
+    // No allow flag needed: the report is signed by a VCEK that chains to
+    // the pinned (test) root, and binds this proxy's TLS key and this
     // client's fresh nonce.
-    let c = f.client(ALICE, false).await.unwrap();
+    let c = f.client_with(ALICE, &policy).await.unwrap();
     assert!(
-        matches!(c.verified(), Verified::ReportDataBound { provider } if provider == "sev_guest"),
+        matches!(c.verified(), Verified::SevSnp { provider, report }
+            if provider == "sev_guest" && report.measurement_pinned),
         "{:?}",
         c.verified()
     );
@@ -492,11 +520,31 @@ async fn a_report_binding_the_proxy_key_and_nonce_is_accepted_and_a_stale_one_re
         .unwrap();
     let want: Vec<f64> = x.iter().zip(&y).map(|(a, b)| a + b).collect();
     close(&want, &r.outputs[0].2, 1e-3, "through an attested proxy");
-
-    let f = fixture_with(|inner| Arc::new(ReportingEnclave { inner, stale: true })).await;
+    // The default client pins AMD's roots: the test chain is refused.
     for allow in [false, true] {
         match f.client(ALICE, allow).await {
-            Err(ProxyClientError::Attestation(m)) => assert!(m.contains("does not bind"), "{m}"),
+            Err(ProxyClientError::Attestation(AttestError::Snp(SnpError::UnpinnedRoot))) => {}
+            other => panic!("a test chain passed AMD's roots: {other:?}"),
+        }
+    }
+
+    let c2 = chain.clone();
+    let f = fixture_with(|inner| {
+        Arc::new(ReportingEnclave {
+            inner,
+            chain: c2,
+            stale: true,
+        })
+    })
+    .await;
+    let mut allowing = policy.clone();
+    allowing.allow_unattested = true;
+    for p in [&policy, &allowing] {
+        match f.client_with(ALICE, p).await {
+            Err(ProxyClientError::Attestation(e)) => {
+                assert_eq!(e, AttestError::Snp(SnpError::ReportDataMismatch));
+                assert!(e.to_string().contains("does not bind"), "{e}");
+            }
             other => panic!("a stale report was accepted: {other:?}"),
         }
     }

@@ -1,0 +1,808 @@
+//! AMD SEV-SNP attestation reports: parsing the `ATTESTATION_REPORT`,
+//! the certificate table the host provisions, and the verification of a
+//! report's signature, its certificate chain up to a pinned AMD root and
+//! the guest's policy.
+//!
+//! Layouts follow AMD's SEV-SNP firmware ABI specification (the
+//! `ATTESTATION_REPORT` structure, 1184 bytes) and the GHCB specification
+//! (the certificate table of the extended guest request, which Linux
+//! configfs-tsm returns in `auxblob`).
+//!
+//! The chain is VCEK (an ECDSA P-384 key, per chip and TCB) signed by the
+//! ASK, the ASK signed by the ARK, the ARK self-signed and byte-equal to
+//! a pinned root ([`TrustedRoot`]; [`TrustedRoot::amd`] pins AMD's ARK and
+//! ASK for Milan, Genoa and Turin). Certificate signatures are accepted in
+//! two algorithms only, as named in each certificate: RSASSA-PSS with
+//! SHA-384 (MGF1 SHA-384, 48-byte salt; AMD's ARK and ASK) and ECDSA P-384
+//! with SHA-384. The report's own signature is ECDSA P-384 with SHA-384
+//! over its bytes `[0, 0x2A0)`. ring does the cryptography; x509-parser
+//! reads the certificates.
+
+use std::fmt;
+
+use ring::signature::{
+    ECDSA_P384_SHA384_ASN1, ECDSA_P384_SHA384_FIXED, RSA_PSS_2048_8192_SHA384, UnparsedPublicKey,
+    VerificationAlgorithm,
+};
+use x509_parser::certificate::X509Certificate;
+use x509_parser::oid_registry::{
+    OID_KEY_TYPE_EC_PUBLIC_KEY, OID_NIST_EC_P384, OID_NIST_HASH_SHA384, OID_PKCS1_RSAENCRYPTION,
+    OID_PKCS1_RSASSAPSS, OID_SIG_ECDSA_WITH_SHA384,
+};
+use x509_parser::prelude::FromDer;
+use x509_parser::signature_algorithm::RsaSsaPssParams;
+
+use crate::enclave::REPORT_DATA_LEN;
+
+/// Length of an SEV-SNP `ATTESTATION_REPORT`.
+pub const REPORT_LEN: usize = 0x4A0;
+/// Byte offset of `REPORT_DATA`.
+pub const REPORT_DATA_AT: usize = 0x50;
+/// Byte offset of `MEASUREMENT`.
+pub const MEASUREMENT_AT: usize = 0x90;
+/// Length of the launch measurement.
+pub const MEASUREMENT_LEN: usize = 48;
+/// Byte offset of the signature; the signed bytes are `[0, SIGNATURE_AT)`.
+pub const SIGNATURE_AT: usize = 0x2A0;
+/// Report versions this verifier reads (the fields it uses sit at the
+/// same offsets in each).
+pub const SUPPORTED_VERSIONS: std::ops::RangeInclusive<u32> = 2..=5;
+/// `SIGNATURE_ALGO` of ECDSA P-384 with SHA-384.
+pub const SIG_ALGO_ECDSA_P384_SHA384: u32 = 1;
+/// The `DEBUG` bit of the guest policy.
+pub const POLICY_DEBUG: u64 = 1 << 19;
+/// Largest certificate table read (the certificates take a few KiB; the
+/// kernel's buffer may be padded with zeros after them).
+pub const MAX_CERT_TABLE: usize = 1 << 20;
+
+/// GUID of the VCEK in the certificate table (RFC 4122 byte order).
+pub const GUID_VCEK: [u8; 16] = guid(0x63da758d, 0xe664, 0x4564, 0xadc5f4b93be8accd);
+/// GUID of the VLEK (a VCEK alternative; not verified here).
+pub const GUID_VLEK: [u8; 16] = guid(0xa8074bc2, 0xa25a, 0x483e, 0xaae639c045a0b8a1);
+/// GUID of the ASK.
+pub const GUID_ASK: [u8; 16] = guid(0x4ab7b379, 0xbbac, 0x4fe4, 0xa02f05aef327c782);
+/// GUID of the ARK.
+pub const GUID_ARK: [u8; 16] = guid(0xc0b406a4, 0xa803, 0x4952, 0x97433fb6014cd0ae);
+
+const fn guid(a: u32, b: u16, c: u16, d: u64) -> [u8; 16] {
+    let (a, b, c, d) = (
+        a.to_be_bytes(),
+        b.to_be_bytes(),
+        c.to_be_bytes(),
+        d.to_be_bytes(),
+    );
+    [
+        a[0], a[1], a[2], a[3], b[0], b[1], c[0], c[1], d[0], d[1], d[2], d[3], d[4], d[5], d[6],
+        d[7],
+    ]
+}
+
+/// The same GUID in the mixed-endian byte order of Windows and of the
+/// Linux kernel's `guid_t` (first three fields little-endian).
+const fn mixed_endian(g: [u8; 16]) -> [u8; 16] {
+    [
+        g[3], g[2], g[1], g[0], g[5], g[4], g[7], g[6], g[8], g[9], g[10], g[11], g[12], g[13],
+        g[14], g[15],
+    ]
+}
+
+/// Why an SEV-SNP report was refused. Messages carry no secret: a report,
+/// its certificates and the measurements are public.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum SnpError {
+    /// Not an `ATTESTATION_REPORT`'s length.
+    #[error("a report of {0} bytes (an ATTESTATION_REPORT has {REPORT_LEN})")]
+    BadLength(usize),
+    /// A report version this verifier does not read.
+    #[error("report version {0} is not supported (2 to 5)")]
+    UnsupportedVersion(u32),
+    /// A report signed with another algorithm than ECDSA P-384 SHA-384.
+    #[error("report signature algorithm {0} is not supported (1: ECDSA P-384 with SHA-384)")]
+    UnsupportedSignatureAlgorithm(u32),
+    /// A report signed by another key than the VCEK (1: VLEK, 7: none).
+    #[error("the report is signed by key kind {0} (only 0, the VCEK, is verified)")]
+    UnsupportedSigningKey(u8),
+    /// No VCEK: the proxy sent no certificate table with one and the
+    /// client was given none.
+    #[error(
+        "no VCEK to verify the report with (the proxy sent no certificate table with one, and none was given)"
+    )]
+    NoVcek,
+    /// A certificate table that does not parse.
+    #[error("malformed certificate table: {0}")]
+    CertTable(String),
+    /// A certificate that does not parse or cannot be used.
+    #[error("certificate {which}: {reason}")]
+    Certificate {
+        /// `VCEK`, `ASK` or `ARK`.
+        which: &'static str,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// A certificate outside its validity period.
+    #[error("certificate {0} is not valid now (expired or not yet valid)")]
+    Expired(&'static str),
+    /// The ARK the proxy sent is not one of the pinned roots.
+    #[error("the ARK the proxy sent is not a pinned root")]
+    UnpinnedRoot,
+    /// A link of the chain whose signature does not verify.
+    #[error("certificate chain: {0}")]
+    Chain(String),
+    /// The report's signature does not verify under the VCEK (a forged or
+    /// modified report, or the VCEK of another chip or TCB).
+    #[error("the report's signature does not verify under the VCEK")]
+    BadSignature,
+    /// `REPORT_DATA` does not bind the TLS key and nonce (a report made
+    /// for another connection: stale, replayed or relayed).
+    #[error("the report's REPORT_DATA does not bind this TLS key and nonce")]
+    ReportDataMismatch,
+    /// A guest launched with the debug policy bit (the host can read its
+    /// memory).
+    #[error("the guest policy allows debugging (policy {0:#x}); refusing a debuggable guest")]
+    DebugGuest(u64),
+    /// A report requested from another VMPL than expected.
+    #[error("the report comes from VMPL {got} (expected {want})")]
+    Vmpl {
+        /// The report's VMPL.
+        got: u32,
+        /// The expected one.
+        want: u32,
+    },
+    /// A launch measurement other than the expected one.
+    #[error("the launch measurement {got} is not the expected {want}")]
+    MeasurementMismatch {
+        /// The report's, hex.
+        got: String,
+        /// The expected, hex.
+        want: String,
+    },
+}
+
+type Result<T> = std::result::Result<T, SnpError>;
+
+fn hex(b: &[u8]) -> String {
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+/// A TCB version as the report carries it (`u64`). The byte fields are
+/// those of Milan and Genoa (boot loader, TEE, SNP, microcode); Turin lays
+/// them out otherwise, so [`TcbVersion::raw`] is kept.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub struct TcbVersion {
+    /// The raw value.
+    pub raw: u64,
+}
+
+impl TcbVersion {
+    /// Boot loader security patch level (byte 0).
+    pub fn boot_loader(&self) -> u8 {
+        self.raw.to_le_bytes()[0]
+    }
+    /// PSP OS (TEE) security patch level (byte 1).
+    pub fn tee(&self) -> u8 {
+        self.raw.to_le_bytes()[1]
+    }
+    /// SNP firmware security patch level (byte 6).
+    pub fn snp(&self) -> u8 {
+        self.raw.to_le_bytes()[6]
+    }
+    /// Microcode patch level (byte 7).
+    pub fn microcode(&self) -> u8 {
+        self.raw.to_le_bytes()[7]
+    }
+}
+
+impl fmt::Debug for TcbVersion {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "TcbVersion({:#018x}: bl {}, tee {}, snp {}, ucode {})",
+            self.raw,
+            self.boot_loader(),
+            self.tee(),
+            self.snp(),
+            self.microcode()
+        )
+    }
+}
+
+/// The fields of an `ATTESTATION_REPORT` this verifier uses.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Report<'a> {
+    /// `VERSION` (0x00).
+    pub version: u32,
+    /// `GUEST_SVN` (0x04).
+    pub guest_svn: u32,
+    /// `POLICY` (0x08): the guest policy.
+    pub policy: u64,
+    /// `VMPL` (0x30).
+    pub vmpl: u32,
+    /// `SIGNATURE_ALGO` (0x34).
+    pub signature_algo: u32,
+    /// `SIGNING_KEY` (bits 4:2 at 0x48): 0 VCEK, 1 VLEK, 7 none.
+    pub signing_key: u8,
+    /// `REPORT_DATA` (0x50).
+    pub report_data: [u8; REPORT_DATA_LEN],
+    /// `MEASUREMENT` (0x90): the launch measurement.
+    pub measurement: [u8; MEASUREMENT_LEN],
+    /// `REPORTED_TCB` (0x180): the TCB the VCEK is derived from.
+    pub reported_tcb: TcbVersion,
+    /// `CHIP_ID` (0x1A0; zeros when the guest masks it).
+    pub chip_id: [u8; 64],
+    /// The signed bytes `[0, 0x2A0)`.
+    pub signed: &'a [u8],
+    /// The signature as ring reads it: r then s, 48 bytes each, big-endian.
+    pub signature: [u8; 96],
+}
+
+impl fmt::Debug for Report<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Report")
+            .field("version", &self.version)
+            .field("policy", &format_args!("{:#x}", self.policy))
+            .field("vmpl", &self.vmpl)
+            .field("measurement", &hex(&self.measurement))
+            .field("reported_tcb", &self.reported_tcb)
+            .finish_non_exhaustive()
+    }
+}
+
+fn u32_at(b: &[u8], at: usize) -> u32 {
+    u32::from_le_bytes(b[at..at + 4].try_into().expect("4 bytes"))
+}
+
+fn u64_at(b: &[u8], at: usize) -> u64 {
+    u64::from_le_bytes(b[at..at + 8].try_into().expect("8 bytes"))
+}
+
+/// A 72-byte little-endian signature component as 48 big-endian bytes
+/// (the upper 24 bytes must be zero for a P-384 scalar).
+fn component(le: &[u8]) -> Option<[u8; 48]> {
+    if le[48..72].iter().any(|&b| b != 0) {
+        return None;
+    }
+    let mut be = [0u8; 48];
+    for (o, i) in be.iter_mut().zip(le[..48].iter().rev()) {
+        *o = *i;
+    }
+    Some(be)
+}
+
+impl<'a> Report<'a> {
+    /// Parses a report: its length must be [`REPORT_LEN`]. Checks nothing
+    /// else (see [`verify_report`]).
+    pub fn parse(b: &'a [u8]) -> Result<Self> {
+        if b.len() != REPORT_LEN {
+            return Err(SnpError::BadLength(b.len()));
+        }
+        let mut signature = [0u8; 96];
+        // A non-zero upper half cannot be a P-384 scalar: the signature
+        // stays zero and does not verify.
+        if let (Some(r), Some(s)) = (
+            component(&b[SIGNATURE_AT..SIGNATURE_AT + 72]),
+            component(&b[SIGNATURE_AT + 72..SIGNATURE_AT + 144]),
+        ) {
+            signature[..48].copy_from_slice(&r);
+            signature[48..].copy_from_slice(&s);
+        }
+        Ok(Self {
+            version: u32_at(b, 0),
+            guest_svn: u32_at(b, 4),
+            policy: u64_at(b, 8),
+            vmpl: u32_at(b, 0x30),
+            signature_algo: u32_at(b, 0x34),
+            signing_key: ((u32_at(b, 0x48) >> 2) & 7) as u8,
+            report_data: b[REPORT_DATA_AT..REPORT_DATA_AT + REPORT_DATA_LEN]
+                .try_into()
+                .expect("64 bytes"),
+            measurement: b[MEASUREMENT_AT..MEASUREMENT_AT + MEASUREMENT_LEN]
+                .try_into()
+                .expect("48 bytes"),
+            reported_tcb: TcbVersion {
+                raw: u64_at(b, 0x180),
+            },
+            chip_id: b[0x1A0..0x1E0].try_into().expect("64 bytes"),
+            signed: &b[..SIGNATURE_AT],
+            signature,
+        })
+    }
+}
+
+/// The signature field (0x2A0) for an ECDSA P-384 signature given as r
+/// then s, 48 bytes each, big-endian (as ring signs): r and s as 72-byte
+/// little-endian fields, the rest zero. For building test reports.
+pub fn signature_field(rs_be: &[u8; 96]) -> [u8; REPORT_LEN - SIGNATURE_AT] {
+    let mut out = [0u8; REPORT_LEN - SIGNATURE_AT];
+    for i in 0..48 {
+        out[i] = rs_be[47 - i];
+        out[72 + i] = rs_be[95 - i];
+    }
+    out
+}
+
+/// A certificate table (GHCB extended guest request): entries of a
+/// 16-byte GUID, a 4-byte offset and a 4-byte length (little-endian,
+/// offsets from the table's start), ended by an all-zero entry.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct CertTable {
+    /// (GUID in RFC 4122 byte order, certificate bytes) per entry.
+    pub entries: Vec<([u8; 16], Vec<u8>)>,
+}
+
+impl CertTable {
+    /// Parses a table. GUIDs are read in RFC 4122 byte order and, for the
+    /// known ones, in the mixed-endian order too.
+    pub fn parse(b: &[u8]) -> Result<Self> {
+        let bad = |m: String| SnpError::CertTable(m);
+        if b.len() > MAX_CERT_TABLE {
+            return Err(bad(format!("{} bytes (at most {MAX_CERT_TABLE})", b.len())));
+        }
+        let mut entries = vec![];
+        let mut at = 0;
+        loop {
+            let Some(e) = b.get(at..at + 24) else {
+                return Err(bad(format!(
+                    "entry {} runs past the table's end ({} bytes; no terminating entry)",
+                    entries.len(),
+                    b.len()
+                )));
+            };
+            if e.iter().all(|&x| x == 0) {
+                break;
+            }
+            let mut g: [u8; 16] = e[..16].try_into().expect("16 bytes");
+            for known in [GUID_VCEK, GUID_VLEK, GUID_ASK, GUID_ARK] {
+                if g == mixed_endian(known) {
+                    g = known;
+                }
+            }
+            let offset = u32_at(e, 16) as usize;
+            let len = u32_at(e, 20) as usize;
+            let cert = offset
+                .checked_add(len)
+                .and_then(|end| b.get(offset..end))
+                .ok_or_else(|| {
+                    bad(format!(
+                        "entry {} (offset {offset}, length {len}) lies outside the table ({} bytes)",
+                        entries.len(),
+                        b.len()
+                    ))
+                })?;
+            entries.push((g, cert.to_vec()));
+            at += 24;
+        }
+        Ok(Self { entries })
+    }
+
+    /// The table's bytes (RFC 4122 GUIDs): the inverse of
+    /// [`CertTable::parse`].
+    pub fn to_bytes(&self) -> Vec<u8> {
+        let head = 24 * (self.entries.len() + 1);
+        let mut out = vec![0u8; head];
+        for (i, (g, cert)) in self.entries.iter().enumerate() {
+            let e = &mut out[24 * i..24 * (i + 1)];
+            e[..16].copy_from_slice(g);
+            let offset = head
+                + self.entries[..i]
+                    .iter()
+                    .map(|(_, c)| c.len())
+                    .sum::<usize>();
+            e[16..20].copy_from_slice(&(offset as u32).to_le_bytes());
+            e[20..24].copy_from_slice(&(cert.len() as u32).to_le_bytes());
+        }
+        for (_, cert) in &self.entries {
+            out.extend_from_slice(cert);
+        }
+        out
+    }
+
+    /// The first certificate with GUID `g`.
+    pub fn get(&self, g: &[u8; 16]) -> Option<&[u8]> {
+        self.entries
+            .iter()
+            .find(|(x, _)| x == g)
+            .map(|(_, c)| c.as_slice())
+    }
+}
+
+/// A pinned root: an ARK (self-signed) and, optionally, the ASK it signed
+/// (used when the proxy sends no ASK).
+#[derive(Clone, PartialEq, Eq)]
+pub struct TrustedRoot {
+    /// The product (`Milan`, `Genoa`, `Turin`, or a test name).
+    pub product: String,
+    /// The ARK, DER.
+    pub ark: Vec<u8>,
+    /// The ASK, DER.
+    pub ask: Option<Vec<u8>>,
+}
+
+impl fmt::Debug for TrustedRoot {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("TrustedRoot")
+            .field("product", &self.product)
+            .field("ark_bytes", &self.ark.len())
+            .field("ask", &self.ask.is_some())
+            .finish()
+    }
+}
+
+/// AMD's ARK and ASK certificates (PEM), as AMD's key distribution service
+/// publishes them (`https://kdsintf.amd.com/vcek/v1/<product>/cert_chain`).
+const AMD_ROOTS: [(&str, &str, &str); 3] = [
+    (
+        "Milan",
+        include_str!("../../certs/amd/milan-ark.pem"),
+        include_str!("../../certs/amd/milan-ask.pem"),
+    ),
+    (
+        "Genoa",
+        include_str!("../../certs/amd/genoa-ark.pem"),
+        include_str!("../../certs/amd/genoa-ask.pem"),
+    ),
+    (
+        "Turin",
+        include_str!("../../certs/amd/turin-ark.pem"),
+        include_str!("../../certs/amd/turin-ask.pem"),
+    ),
+];
+
+/// A certificate's DER from PEM or DER bytes.
+pub fn cert_der(bytes: &[u8]) -> std::result::Result<Vec<u8>, String> {
+    if bytes.trim_ascii_start().starts_with(b"-----BEGIN") {
+        let (_, pem) = x509_parser::pem::parse_x509_pem(bytes.trim_ascii_start())
+            .map_err(|e| format!("not a PEM certificate: {e}"))?;
+        if pem.label != "CERTIFICATE" {
+            return Err(format!("a PEM {:?}, not a CERTIFICATE", pem.label));
+        }
+        Ok(pem.contents)
+    } else {
+        Ok(bytes.to_vec())
+    }
+}
+
+impl TrustedRoot {
+    /// AMD's roots for Milan, Genoa and Turin.
+    pub fn amd() -> Vec<Self> {
+        AMD_ROOTS
+            .iter()
+            .map(|(product, ark, ask)| Self {
+                product: (*product).into(),
+                ark: cert_der(ark.as_bytes()).expect("a built-in AMD ARK"),
+                ask: Some(cert_der(ask.as_bytes()).expect("a built-in AMD ASK")),
+            })
+            .collect()
+    }
+}
+
+/// What the verifier requires of a report.
+#[derive(Clone, PartialEq, Eq)]
+pub struct SnpPolicy {
+    /// The expected launch measurement; `None`: any (reported as not
+    /// pinned in [`SnpVerified::measurement_pinned`]).
+    pub measurement: Option<[u8; MEASUREMENT_LEN]>,
+    /// The VMPL the report must come from (0: the most privileged).
+    pub vmpl: u32,
+    /// A VCEK (DER) given to the client; preferred to the proxy's.
+    pub vcek: Option<Vec<u8>>,
+    /// The pinned roots ([`TrustedRoot::amd`] by default).
+    pub roots: Vec<TrustedRoot>,
+}
+
+impl Default for SnpPolicy {
+    fn default() -> Self {
+        Self {
+            measurement: None,
+            vmpl: 0,
+            vcek: None,
+            roots: TrustedRoot::amd(),
+        }
+    }
+}
+
+impl fmt::Debug for SnpPolicy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SnpPolicy")
+            .field("measurement", &self.measurement.as_ref().map(|m| hex(m)))
+            .field("vmpl", &self.vmpl)
+            .field("vcek", &self.vcek.is_some())
+            .field("roots", &self.roots)
+            .finish()
+    }
+}
+
+/// Where the VCEK came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum VcekSource {
+    /// Given to the client ([`SnpPolicy::vcek`]).
+    Client,
+    /// The proxy's certificate table (`auxblob`).
+    CertTable,
+}
+
+/// What [`verify_report`] established.
+#[derive(Clone, PartialEq, Eq)]
+pub struct SnpVerified {
+    /// The pinned root the chain ends in (`Milan`, `Genoa`, ...).
+    pub product: String,
+    /// Where the VCEK came from.
+    pub vcek_source: VcekSource,
+    /// The report's version.
+    pub version: u32,
+    /// The guest policy (its debug bit is off).
+    pub policy: u64,
+    /// The report's VMPL (the expected one).
+    pub vmpl: u32,
+    /// The launch measurement.
+    pub measurement: [u8; MEASUREMENT_LEN],
+    /// Whether the measurement was compared with an expected value; when
+    /// `false` any guest image on a genuine AMD chip passes.
+    pub measurement_pinned: bool,
+    /// The reported TCB (not compared with a minimum).
+    pub reported_tcb: TcbVersion,
+    /// The guest's security version number.
+    pub guest_svn: u32,
+}
+
+impl fmt::Debug for SnpVerified {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SnpVerified")
+            .field("product", &self.product)
+            .field("vcek_source", &self.vcek_source)
+            .field("version", &self.version)
+            .field("policy", &format_args!("{:#x}", self.policy))
+            .field("vmpl", &self.vmpl)
+            .field("measurement", &hex(&self.measurement))
+            .field("measurement_pinned", &self.measurement_pinned)
+            .field("reported_tcb", &self.reported_tcb)
+            .field("guest_svn", &self.guest_svn)
+            .finish()
+    }
+}
+
+impl SnpVerified {
+    /// The launch measurement, hex.
+    pub fn measurement_hex(&self) -> String {
+        hex(&self.measurement)
+    }
+}
+
+fn parse_cert<'a>(which: &'static str, der: &'a [u8]) -> Result<X509Certificate<'a>> {
+    let (rest, cert) = X509Certificate::from_der(der).map_err(|e| SnpError::Certificate {
+        which,
+        reason: format!("does not parse: {e}"),
+    })?;
+    if !rest.is_empty() {
+        return Err(SnpError::Certificate {
+            which,
+            reason: format!("{} bytes after the certificate", rest.len()),
+        });
+    }
+    if cert.signature_algorithm != cert.tbs_certificate.signature {
+        return Err(SnpError::Certificate {
+            which,
+            reason: "its two signature algorithm fields differ".into(),
+        });
+    }
+    if !cert.validity().is_valid() {
+        return Err(SnpError::Expired(which));
+    }
+    Ok(cert)
+}
+
+/// The P-384 point of an EC P-384 key, or `None`.
+fn p384_point<'a>(cert: &'a X509Certificate<'_>) -> Option<&'a [u8]> {
+    let spki = cert.public_key();
+    let curve = spki.algorithm.parameters.as_ref()?.as_oid().ok()?;
+    (spki.algorithm.algorithm == OID_KEY_TYPE_EC_PUBLIC_KEY && curve == OID_NIST_EC_P384)
+        .then_some(spki.subject_public_key.data.as_ref())
+}
+
+/// Whether RSASSA-PSS parameters are SHA-384, MGF1 with SHA-384, a
+/// 48-byte salt and the usual trailer.
+fn pss_sha384(cert: &X509Certificate<'_>) -> bool {
+    let Some(params) = cert.signature_algorithm.parameters.as_ref() else {
+        return false;
+    };
+    let Ok(p) = RsaSsaPssParams::try_from(params) else {
+        return false;
+    };
+    let mgf_ok = p
+        .mask_gen_algorithm()
+        .is_ok_and(|m| m.hash == OID_NIST_HASH_SHA384);
+    *p.hash_algorithm_oid() == OID_NIST_HASH_SHA384
+        && mgf_ok
+        && p.salt_length() == 48
+        && p.trailer_field() == 1
+}
+
+/// Verifies that `issuer`'s key signed `cert` with one of the two accepted
+/// algorithms.
+fn check_signed_by(
+    cert: &X509Certificate<'_>,
+    which: &'static str,
+    issuer: &X509Certificate<'_>,
+    issuer_name: &'static str,
+) -> Result<()> {
+    let alg = &cert.signature_algorithm.algorithm;
+    let spki = issuer.public_key();
+    let (verifier, key): (&dyn VerificationAlgorithm, &[u8]) = if *alg == OID_PKCS1_RSASSAPSS {
+        if !pss_sha384(cert) {
+            return Err(SnpError::Certificate {
+                which,
+                reason: "RSASSA-PSS with other parameters than SHA-384, MGF1 SHA-384, salt 48"
+                    .into(),
+            });
+        }
+        if spki.algorithm.algorithm != OID_PKCS1_RSAENCRYPTION
+            && spki.algorithm.algorithm != OID_PKCS1_RSASSAPSS
+        {
+            return Err(SnpError::Chain(format!(
+                "{which} is signed with RSASSA-PSS but the {issuer_name} has no RSA key"
+            )));
+        }
+        (
+            &RSA_PSS_2048_8192_SHA384,
+            spki.subject_public_key.data.as_ref(),
+        )
+    } else if *alg == OID_SIG_ECDSA_WITH_SHA384 {
+        let point = p384_point(issuer).ok_or_else(|| {
+            SnpError::Chain(format!(
+                "{which} is signed with ECDSA P-384 but the {issuer_name} has no P-384 key"
+            ))
+        })?;
+        (&ECDSA_P384_SHA384_ASN1, point)
+    } else {
+        return Err(SnpError::Certificate {
+            which,
+            reason: format!(
+                "signature algorithm {alg} (accepted: RSASSA-PSS SHA-384, ECDSA P-384 SHA-384)"
+            ),
+        });
+    };
+    UnparsedPublicKey::new(verifier, key)
+        .verify(
+            cert.tbs_certificate.as_ref(),
+            cert.signature_value.data.as_ref(),
+        )
+        .map_err(|_| SnpError::Chain(format!("the {which} is not signed by the {issuer_name}")))
+}
+
+/// Verifies an SEV-SNP report, in this order: its layout (length,
+/// version, signature algorithm, VCEK as signing key); the certificate
+/// chain (VCEK from `policy.vcek` or else `certs`, the table from the
+/// proxy; ASK from the table or else the pinned root's; the ARK pinned,
+/// and a table's ARK byte-equal to a pinned one); the report's signature
+/// under the VCEK; then its claims: `REPORT_DATA` equal to
+/// `expected_data`, the debug bit off, the VMPL and the measurement as
+/// `policy` says.
+pub fn verify_report(
+    report: &[u8],
+    certs: Option<&[u8]>,
+    expected_data: &[u8; REPORT_DATA_LEN],
+    policy: &SnpPolicy,
+) -> Result<SnpVerified> {
+    let r = Report::parse(report)?;
+    if !SUPPORTED_VERSIONS.contains(&r.version) {
+        return Err(SnpError::UnsupportedVersion(r.version));
+    }
+    if r.signature_algo != SIG_ALGO_ECDSA_P384_SHA384 {
+        return Err(SnpError::UnsupportedSignatureAlgorithm(r.signature_algo));
+    }
+    if r.signing_key != 0 {
+        return Err(SnpError::UnsupportedSigningKey(r.signing_key));
+    }
+    let table = certs.map(CertTable::parse).transpose()?.unwrap_or_default();
+    let (vcek_der, vcek_source) = match (&policy.vcek, table.get(&GUID_VCEK)) {
+        (Some(v), _) => (v.as_slice(), VcekSource::Client),
+        (None, Some(v)) => (v, VcekSource::CertTable),
+        (None, None) => return Err(SnpError::NoVcek),
+    };
+    let vcek = parse_cert("VCEK", vcek_der)?;
+    let product = verify_chain(&vcek, &table, &policy.roots)?;
+
+    let point = p384_point(&vcek).ok_or_else(|| SnpError::Certificate {
+        which: "VCEK",
+        reason: "its key is not an ECDSA P-384 key".into(),
+    })?;
+    UnparsedPublicKey::new(&ECDSA_P384_SHA384_FIXED, point)
+        .verify(r.signed, &r.signature)
+        .map_err(|_| SnpError::BadSignature)?;
+
+    if r.report_data != *expected_data {
+        return Err(SnpError::ReportDataMismatch);
+    }
+    if r.policy & POLICY_DEBUG != 0 {
+        return Err(SnpError::DebugGuest(r.policy));
+    }
+    if r.vmpl != policy.vmpl {
+        return Err(SnpError::Vmpl {
+            got: r.vmpl,
+            want: policy.vmpl,
+        });
+    }
+    if let Some(want) = &policy.measurement
+        && *want != r.measurement
+    {
+        return Err(SnpError::MeasurementMismatch {
+            got: hex(&r.measurement),
+            want: hex(want),
+        });
+    }
+    Ok(SnpVerified {
+        product,
+        vcek_source,
+        version: r.version,
+        policy: r.policy,
+        vmpl: r.vmpl,
+        measurement: r.measurement,
+        measurement_pinned: policy.measurement.is_some(),
+        reported_tcb: r.reported_tcb,
+        guest_svn: r.guest_svn,
+    })
+}
+
+/// Checks a pinned root on its own: its ARK parses, is valid now and is
+/// self-signed, and its ASK, when it has one, is signed by the ARK.
+pub fn check_root(root: &TrustedRoot) -> Result<()> {
+    let ark = parse_cert("ARK", &root.ark)?;
+    check_signed_by(&ark, "ARK", &ark, "ARK itself")?;
+    if let Some(ask) = &root.ask {
+        check_signed_by(&parse_cert("ASK", ask)?, "ASK", &ark, "ARK")?;
+    }
+    Ok(())
+}
+
+/// Verifies VCEK ← ASK ← ARK (pinned, self-signed): the pinned root's
+/// product.
+fn verify_chain(
+    vcek: &X509Certificate<'_>,
+    table: &CertTable,
+    roots: &[TrustedRoot],
+) -> Result<String> {
+    if roots.is_empty() {
+        return Err(SnpError::Chain("no pinned root".into()));
+    }
+    // A table's ARK must be pinned; it then picks the root.
+    let roots: Vec<&TrustedRoot> = match table.get(&GUID_ARK) {
+        Some(ark) => vec![
+            roots
+                .iter()
+                .find(|r| r.ark == ark)
+                .ok_or(SnpError::UnpinnedRoot)?,
+        ],
+        None => roots.iter().collect(),
+    };
+    let table_ask = table.get(&GUID_ASK);
+    let mut errors = vec![];
+    for root in &roots {
+        let ark = parse_cert("ARK", &root.ark)?;
+        check_signed_by(&ark, "ARK", &ark, "ARK itself")?;
+        let Some(ask_der) = table_ask.or(root.ask.as_deref()) else {
+            errors.push((
+                root,
+                SnpError::Chain("no ASK (none in the proxy's table, none pinned)".into()),
+            ));
+            continue;
+        };
+        let ask = parse_cert("ASK", ask_der)?;
+        match check_signed_by(&ask, "ASK", &ark, "ARK")
+            .and_then(|()| check_signed_by(vcek, "VCEK", &ask, "ASK"))
+        {
+            Ok(()) => return Ok(root.product.clone()),
+            Err(e) => errors.push((root, e)),
+        }
+    }
+    if let [(_, e)] = &errors[..] {
+        return Err(e.clone());
+    }
+    Err(SnpError::Chain(format!(
+        "the VCEK does not chain to a pinned root ({})",
+        errors
+            .iter()
+            .map(|(r, e)| format!("{}: {e}", r.product))
+            .collect::<Vec<_>>()
+            .join("; ")
+    )))
+}

@@ -1,0 +1,130 @@
+//! A test SEV-SNP chain (ARK → ASK → VCEK, ECDSA P-384 keys made here)
+//! and reports signed by its VCEK, laid out as AMD's firmware does.
+#![allow(dead_code)]
+
+use hecloud_proxy::attest::VerifyPolicy;
+use hecloud_proxy::attest::snp::{
+    CertTable, GUID_ARK, GUID_ASK, GUID_VCEK, MEASUREMENT_AT, REPORT_DATA_AT, REPORT_LEN,
+    SIGNATURE_AT, SnpPolicy, TrustedRoot, signature_field,
+};
+use rcgen::{
+    BasicConstraints, CertificateParams, DnType, IsCa, Issuer, KeyPair, PKCS_ECDSA_P384_SHA384,
+};
+use ring::rand::SystemRandom;
+use ring::signature::{ECDSA_P384_SHA384_FIXED_SIGNING, EcdsaKeyPair};
+
+/// A launch measurement for tests.
+pub const MEASUREMENT: [u8; 48] = [0x5a; 48];
+/// A guest policy without the debug bit (SMT allowed, reserved bit 17).
+pub const POLICY: u64 = 0x30000;
+
+fn params(cn: &str, ca: bool) -> CertificateParams {
+    let mut p = CertificateParams::new(vec![]).unwrap();
+    p.distinguished_name.push(DnType::CommonName, cn);
+    if ca {
+        p.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    }
+    p
+}
+
+/// ARK → ASK → VCEK, DER.
+#[derive(Debug)]
+pub struct Chain {
+    pub ark: Vec<u8>,
+    pub ask: Vec<u8>,
+    pub vcek: Vec<u8>,
+    vcek_key: Vec<u8>,
+}
+
+impl Chain {
+    /// A fresh chain named `name`.
+    pub fn new(name: &str) -> Self {
+        let ark_key = KeyPair::generate_for(&PKCS_ECDSA_P384_SHA384).unwrap();
+        let ark_params = params(&format!("ARK-{name}"), true);
+        let ark = ark_params.self_signed(&ark_key).unwrap().der().to_vec();
+        let ark_issuer = Issuer::new(ark_params, &ark_key);
+        let ask_key = KeyPair::generate_for(&PKCS_ECDSA_P384_SHA384).unwrap();
+        let ask_params = params(&format!("SEV-{name}"), true);
+        let ask = ask_params
+            .signed_by(&ask_key, &ark_issuer)
+            .unwrap()
+            .der()
+            .to_vec();
+        let ask_issuer = Issuer::new(ask_params, &ask_key);
+        let vcek_key = KeyPair::generate_for(&PKCS_ECDSA_P384_SHA384).unwrap();
+        let vcek = params("SEV-VCEK", false)
+            .signed_by(&vcek_key, &ask_issuer)
+            .unwrap()
+            .der()
+            .to_vec();
+        Self {
+            ark,
+            ask,
+            vcek,
+            vcek_key: vcek_key.serialize_der(),
+        }
+    }
+
+    /// The chain's root, to pin.
+    pub fn root(&self) -> TrustedRoot {
+        TrustedRoot {
+            product: "Test".into(),
+            ark: self.ark.clone(),
+            ask: None,
+        }
+    }
+
+    /// The certificate table a host provisions: VCEK, ASK, ARK.
+    pub fn table(&self) -> Vec<u8> {
+        CertTable {
+            entries: vec![
+                (GUID_VCEK, self.vcek.clone()),
+                (GUID_ASK, self.ask.clone()),
+                (GUID_ARK, self.ark.clone()),
+            ],
+        }
+        .to_bytes()
+    }
+
+    /// A client policy pinning this chain's root (and `measurement`).
+    pub fn policy(&self, measurement: Option<[u8; 48]>) -> VerifyPolicy {
+        VerifyPolicy {
+            allow_unattested: false,
+            snp: SnpPolicy {
+                measurement,
+                roots: vec![self.root()],
+                ..SnpPolicy::default()
+            },
+        }
+    }
+
+    /// Signs `report` (bytes `[0, 0x2A0)`) with the VCEK's key.
+    pub fn sign(&self, report: &mut [u8]) {
+        let rng = SystemRandom::new();
+        let key = EcdsaKeyPair::from_pkcs8(&ECDSA_P384_SHA384_FIXED_SIGNING, &self.vcek_key, &rng)
+            .unwrap();
+        let sig = key.sign(&rng, &report[..SIGNATURE_AT]).unwrap();
+        report[SIGNATURE_AT..].copy_from_slice(&signature_field(sig.as_ref().try_into().unwrap()));
+    }
+
+    /// A signed version-3 report with `data`, `measurement` and `policy`,
+    /// VMPL 0.
+    pub fn report_with(&self, data: &[u8; 64], measurement: &[u8; 48], policy: u64) -> Vec<u8> {
+        let mut r = vec![0u8; REPORT_LEN];
+        r[0..4].copy_from_slice(&3u32.to_le_bytes());
+        r[8..16].copy_from_slice(&policy.to_le_bytes());
+        r[0x34..0x38].copy_from_slice(&1u32.to_le_bytes());
+        r[0x38..0x40].copy_from_slice(&0x1b00_0000_0000_0304u64.to_le_bytes());
+        r[REPORT_DATA_AT..REPORT_DATA_AT + 64].copy_from_slice(data);
+        r[MEASUREMENT_AT..MEASUREMENT_AT + 48].copy_from_slice(measurement);
+        r[0x180..0x188].copy_from_slice(&0x1b00_0000_0000_0304u64.to_le_bytes());
+        r[0x1A0..0x1E0].copy_from_slice(&[0xc1; 64]);
+        self.sign(&mut r);
+        r
+    }
+
+    /// A signed report with `data`, [`MEASUREMENT`] and [`POLICY`].
+    pub fn report(&self, data: &[u8; 64]) -> Vec<u8> {
+        self.report_with(data, &MEASUREMENT, POLICY)
+    }
+}
