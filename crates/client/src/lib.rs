@@ -1221,6 +1221,14 @@ pub struct SessionHandle {
     task: tokio::task::JoinHandle<()>,
 }
 
+impl SessionHandle {
+    /// Whether the session has ended: the server closed it or went away
+    /// (a restart). Its handler answers nothing more; open another.
+    pub fn is_closed(&self) -> bool {
+        self.task.is_finished()
+    }
+}
+
 impl Drop for SessionHandle {
     fn drop(&mut self) {
         self.task.abort();

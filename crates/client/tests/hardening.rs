@@ -1,6 +1,7 @@
 //! The server probed as a hostile tenant or an unlucky operator would:
 //! damaged blobs, job bombs and their cancel, racing quotas, fairness
-//! between tenants, a data dir shared by two servers, and the minor
+//! between tenants, a data dir shared by two servers (and freed by a
+//! stop, key-holder sessions open or not), and the minor
 //! refusals (kinds, client refs).
 
 use std::sync::Arc;
@@ -349,7 +350,27 @@ async fn a_second_server_on_a_data_dir_is_refused() {
     // The first one is unharmed.
     let alice = connect(&s, ALICE).await;
     assert_eq!(alice.info().await.unwrap().tenant, "alice");
+    // Stopped with a key-holder session open (a stream its client never
+    // ends), it lets the data dir go before `stop` returns, and the
+    // session ends: a server started on the dir at once runs.
+    let echo = Arc::new(|_: &str, p: &[u8]| Ok(p.to_vec())) as hecloud_client::CallbackHandler;
+    let session = alice
+        .open_session(&[rpc::CALLBACK_ECHO], echo)
+        .await
+        .unwrap();
     s.server.stop().await.unwrap();
+    let again = hecloud_server::start(config(s.dir.path(), Quota::default(), 1))
+        .await
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !session.is_closed() && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert!(
+        session.is_closed(),
+        "the key-holder session outlived its server"
+    );
+    again.stop().await.unwrap();
 }
 
 /// The refusal of bytes that are not what their upload says; its message.

@@ -418,7 +418,7 @@ struct Ready {
     server: Client,
     session: ObjectId,
     /// Answers the server's refresh requests while it lives.
-    _refresh: SessionHandle,
+    refresh: SessionHandle,
 }
 
 struct Tenant {
@@ -526,18 +526,51 @@ impl Inner {
         Ok(replies)
     }
 
-    /// The tenant's connection to the server, set up on its first request.
-    async fn ready(&self, t: &Tenant) -> Result<Arc<Ready>, Status> {
+    /// The tenant's connection to the server, set up on its first request
+    /// and again when its key-holder session has ended (the server went
+    /// away or restarted). `true` with a connection just set up.
+    async fn ready(&self, t: &Tenant) -> Result<(Arc<Ready>, bool), Status> {
         let mut slot = t.ready.lock().await;
         if let Some(r) = slot.as_ref() {
-            return Ok(r.clone());
+            if !r.refresh.is_closed() {
+                return Ok((r.clone(), false));
+            }
+            tracing::warn!(tenant = %t.config.name,
+                "the key-holder session with the server ended; setting the tenant up again");
         }
+        *slot = None;
         let r = Arc::new(self.setup(t).await.inspect_err(|s| {
             tracing::warn!(tenant = %t.config.name, kind = ?error_kind(s), error = %s.message(),
                 "could not set the tenant up");
         })?);
         *slot = Some(r.clone());
-        Ok(r)
+        Ok((r, true))
+    }
+
+    /// After a request on `ready` failed with `status`: whether to retry
+    /// it once on a connection set up again. Yes for a server failure on
+    /// a connection that was not fresh (the server may have restarted and
+    /// lost the session or its objects); the old connection is dropped
+    /// either way, so the next request sets the tenant up again.
+    async fn retry_after(
+        &self,
+        t: &Tenant,
+        ready: &Arc<Ready>,
+        fresh: bool,
+        status: &Status,
+    ) -> bool {
+        if error_kind(status) != Some(ErrorKind::Server) {
+            return false;
+        }
+        let mut slot = t.ready.lock().await;
+        if slot.as_ref().is_some_and(|r| Arc::ptr_eq(r, ready)) {
+            *slot = None;
+        }
+        if !fresh {
+            tracing::warn!(tenant = %t.config.name, error = %status.message(),
+                "the server failed a request; retrying once with the tenant set up again");
+        }
+        !fresh
     }
 
     /// Unseals the tenant's keys into the enclave and takes its public
@@ -628,7 +661,7 @@ impl Inner {
         Ok(Ready {
             server,
             session: spec.id(),
-            _refresh: refresh,
+            refresh,
         })
     }
 
@@ -752,6 +785,99 @@ impl Inner {
         Ok((ids, set))
     }
 
+    /// One attempt at a Run request on `ready`: encrypt, upload, submit,
+    /// wait, download, decrypt.
+    async fn run_on(
+        &self,
+        ready: &Ready,
+        name: &str,
+        job: &RunJob,
+    ) -> Result<rpc::RunReply, Status> {
+        let crossings = AtomicU32::new(0);
+        let cts = self.encrypt(name, job.plain.clone(), &crossings).await?;
+        // The job goes in as soon as every input byte is sent; the server
+        // starts it once they have arrived, while it stores them.
+        let (uploaded, uploads) = Inner::upload_announced(&ready.server, cts).await?;
+        let mut uploaded = uploaded.into_iter();
+        let mut inputs = Vec::with_capacity(job.known.len());
+        for &k in &job.known {
+            match k {
+                Some(id) => inputs.push(id),
+                None => {
+                    let id = uploaded.next().ok_or_else(|| {
+                        ErrorKind::Internal.status("fewer uploads than plaintext inputs")
+                    })?;
+                    inputs.push(object_id(&id)?);
+                }
+            }
+        }
+        let submission = JobSubmission {
+            session: ready.session,
+            graph: job.graph.clone(),
+            inputs,
+        };
+        let input_ids = submission.inputs.iter().map(|i| i.to_hex()).collect();
+        let submitted = ready
+            .server
+            .submit_awaiting_inputs(
+                JOB_KIND_GRAPH,
+                submission.encode(),
+                &job.client_ref,
+                AWAIT_INPUTS,
+            )
+            .await
+            .map_err(|e| match e.code() {
+                Some(Code::InvalidArgument) => {
+                    ErrorKind::InvalidRequest.status(format!("the server refused the job: {e}"))
+                }
+                _ => server_fail("submitting the job", e),
+            });
+        // An upload that failed fails the request (and the job, which
+        // waits for it in vain), whatever the submission said.
+        finish_uploads(uploads).await?;
+        let submitted = submitted?;
+        let j = ready
+            .server
+            .wait(&submitted.job_id, &|_| {})
+            .await
+            .map_err(|e| server_fail("following the job", e))?;
+        if j.state != JobState::Succeeded as i32 {
+            return Err(ErrorKind::JobFailed.status(format!(
+                "job {} ended {:?}: {}",
+                j.job_id,
+                JobState::try_from(j.state).unwrap_or(JobState::Unspecified),
+                j.error
+            )));
+        }
+        let mut bytes = Vec::with_capacity(j.outputs.len());
+        for o in &j.outputs {
+            bytes.push(
+                ready
+                    .server
+                    .job_output(o, None)
+                    .await
+                    .map_err(|e| server_fail(&format!("downloading output {}", o.name), e))?,
+            );
+        }
+        let values = self.decrypt(name, bytes, job.count, &crossings).await?;
+        let outputs = j
+            .outputs
+            .iter()
+            .zip(values)
+            .map(|(o, v)| rpc::Output {
+                name: o.name.clone(),
+                object_id: o.object_id.clone(),
+                values: take_values(v),
+            })
+            .collect();
+        Ok(rpc::RunReply {
+            job_id: j.job_id,
+            outputs,
+            input_ids,
+            crossings: crossings.load(Ordering::Relaxed),
+        })
+    }
+
     fn check_vectors(&self, n: usize) -> Result<(), Status> {
         if n > self.max_vectors {
             return Err(ErrorKind::InvalidRequest.status(format!(
@@ -761,6 +887,17 @@ impl Inner {
         }
         Ok(())
     }
+}
+
+/// A parsed Run request, kept for a retry.
+struct RunJob {
+    graph: Graph,
+    /// The plaintext inputs, in order.
+    plain: Vec<Zeroizing<Vec<f64>>>,
+    /// Where each input comes from: an object id, or the next plaintext.
+    known: Vec<Option<ObjectId>>,
+    client_ref: String,
+    count: u64,
 }
 
 /// Uploads still running.
@@ -842,10 +979,21 @@ impl proxy_server::Proxy for ProxyService {
             .map(|v| Zeroizing::new(v.values))
             .collect();
         inner.check_vectors(vectors.len())?;
-        let ready = inner.ready(t).await?;
-        let crossings = AtomicU32::new(0);
-        let cts = inner.encrypt(&t.config.name, vectors, &crossings).await?;
-        let object_ids = Inner::upload_all(&ready.server, cts).await?;
+        let put = |ready: Arc<Ready>| {
+            let vectors = vectors.clone();
+            async move {
+                let crossings = AtomicU32::new(0);
+                let cts = inner.encrypt(&t.config.name, vectors, &crossings).await?;
+                Inner::upload_all(&ready.server, cts).await
+            }
+        };
+        let (ready, fresh) = inner.ready(t).await?;
+        let object_ids = match put(ready.clone()).await {
+            Err(s) if inner.retry_after(t, &ready, fresh, &s).await => {
+                put(inner.ready(t).await?.0).await?
+            }
+            r => r?,
+        };
         Ok(Response::new(rpc::PutReply { object_ids }))
     }
 
@@ -873,85 +1021,21 @@ impl proxy_server::Proxy for ProxyService {
                 }
             }
         }
-        let ready = inner.ready(t).await?;
-        let crossings = AtomicU32::new(0);
-        let cts = inner.encrypt(name, plain, &crossings).await?;
-        // The job goes in as soon as every input byte is sent; the server
-        // starts it once they have arrived, while it stores them.
-        let (uploaded, uploads) = Inner::upload_announced(&ready.server, cts).await?;
-        let mut uploaded = uploaded.into_iter();
-        let mut inputs = Vec::with_capacity(known.len());
-        for k in known {
-            match k {
-                Some(id) => inputs.push(id),
-                None => {
-                    let id = uploaded.next().ok_or_else(|| {
-                        ErrorKind::Internal.status("fewer uploads than plaintext inputs")
-                    })?;
-                    inputs.push(object_id(&id)?);
-                }
-            }
-        }
-        let job = JobSubmission {
-            session: ready.session,
+        let job = RunJob {
             graph,
-            inputs,
+            plain,
+            known,
+            client_ref: req.client_ref,
+            count: req.count,
         };
-        let input_ids = job.inputs.iter().map(|i| i.to_hex()).collect();
-        let submitted = ready
-            .server
-            .submit_awaiting_inputs(JOB_KIND_GRAPH, job.encode(), &req.client_ref, AWAIT_INPUTS)
-            .await
-            .map_err(|e| match e.code() {
-                Some(Code::InvalidArgument) => {
-                    ErrorKind::InvalidRequest.status(format!("the server refused the job: {e}"))
-                }
-                _ => server_fail("submitting the job", e),
-            });
-        // An upload that failed fails the request (and the job, which
-        // waits for it in vain), whatever the submission said.
-        finish_uploads(uploads).await?;
-        let submitted = submitted?;
-        let j = ready
-            .server
-            .wait(&submitted.job_id, &|_| {})
-            .await
-            .map_err(|e| server_fail("following the job", e))?;
-        if j.state != JobState::Succeeded as i32 {
-            return Err(ErrorKind::JobFailed.status(format!(
-                "job {} ended {:?}: {}",
-                j.job_id,
-                JobState::try_from(j.state).unwrap_or(JobState::Unspecified),
-                j.error
-            )));
-        }
-        let mut bytes = Vec::with_capacity(j.outputs.len());
-        for o in &j.outputs {
-            bytes.push(
-                ready
-                    .server
-                    .job_output(o, None)
-                    .await
-                    .map_err(|e| server_fail(&format!("downloading output {}", o.name), e))?,
-            );
-        }
-        let values = inner.decrypt(name, bytes, req.count, &crossings).await?;
-        let outputs = j
-            .outputs
-            .iter()
-            .zip(values)
-            .map(|(o, v)| rpc::Output {
-                name: o.name.clone(),
-                object_id: o.object_id.clone(),
-                values: take_values(v),
-            })
-            .collect();
-        Ok(Response::new(rpc::RunReply {
-            job_id: j.job_id,
-            outputs,
-            input_ids,
-            crossings: crossings.load(Ordering::Relaxed),
-        }))
+        let (ready, fresh) = inner.ready(t).await?;
+        let reply = match inner.run_on(&ready, name, &job).await {
+            Err(s) if inner.retry_after(t, &ready, fresh, &s).await => {
+                inner.run_on(&inner.ready(t).await?.0, name, &job).await?
+            }
+            r => r?,
+        };
+        Ok(Response::new(reply))
     }
 
     async fn get(&self, req: Request<rpc::GetRequest>) -> Result<Response<rpc::GetReply>, Status> {
@@ -959,12 +1043,20 @@ impl proxy_server::Proxy for ProxyService {
         let t = inner.authenticate(&req)?;
         let req = req.into_inner();
         let id = object_id(&req.object_id)?;
-        let ready = inner.ready(t).await?;
-        let bytes = ready
-            .server
-            .download(&id.to_hex(), None)
-            .await
-            .map_err(|e| server_fail(&format!("downloading {id}"), e))?;
+        let download = |ready: Arc<Ready>| async move {
+            ready
+                .server
+                .download(&id.to_hex(), None)
+                .await
+                .map_err(|e| server_fail(&format!("downloading {id}"), e))
+        };
+        let (ready, fresh) = inner.ready(t).await?;
+        let bytes = match download(ready.clone()).await {
+            Err(s) if inner.retry_after(t, &ready, fresh, &s).await => {
+                download(inner.ready(t).await?.0).await?
+            }
+            r => r?,
+        };
         let crossings = AtomicU32::new(0);
         let mut v = inner
             .decrypt(&t.config.name, vec![bytes], req.count, &crossings)

@@ -105,18 +105,12 @@ impl Fixture {
     }
 }
 
-/// A server with tenants alice and bob, their N = 2^13 key folders sealed
-/// in the proxy's store, and the proxy in front of the server.
-async fn fixture() -> Fixture {
-    fixture_with(|e| e).await
-}
-
-/// [`fixture`] with the proxy's enclave wrapped by `wrap`.
-async fn fixture_with(wrap: impl FnOnce(Arc<dyn Enclave>) -> Arc<dyn Enclave>) -> Fixture {
-    let dir = tempfile::tempdir().unwrap();
-    let server = hecloud_server::start(ServerConfig {
-        listen: "127.0.0.1:0".parse().unwrap(),
-        data_dir: dir.path().join("server"),
+/// The server's configuration: tenants alice and bob, TLS, its files under
+/// `dir` (a restart with the same `dir` keeps its objects and certificate).
+fn server_config(dir: &std::path::Path, listen: std::net::SocketAddr) -> ServerConfig {
+    ServerConfig {
+        listen,
+        data_dir: dir.join("server"),
         workers: 2,
         tls: true,
         tenants: vec![
@@ -132,9 +126,21 @@ async fn fixture_with(wrap: impl FnOnce(Arc<dyn Enclave>) -> Arc<dyn Enclave>) -
             },
         ],
         ..ServerConfig::default()
-    })
-    .await
-    .unwrap();
+    }
+}
+
+/// A server with tenants alice and bob, their N = 2^13 key folders sealed
+/// in the proxy's store, and the proxy in front of the server.
+async fn fixture() -> Fixture {
+    fixture_with(|e| e).await
+}
+
+/// [`fixture`] with the proxy's enclave wrapped by `wrap`.
+async fn fixture_with(wrap: impl FnOnce(Arc<dyn Enclave>) -> Arc<dyn Enclave>) -> Fixture {
+    let dir = tempfile::tempdir().unwrap();
+    let server = hecloud_server::start(server_config(dir.path(), "127.0.0.1:0".parse().unwrap()))
+        .await
+        .unwrap();
 
     let key_file = dir.path().join("sealing.key");
     hecloud_proxy::SealingKey::generate()
@@ -412,6 +418,21 @@ async fn a_ciphertext_under_other_parameters_from_the_server_is_a_typed_error() 
     );
 }
 
+/// refresh(x)^4 on N = 2^13: the refresh mask needs headroom that N = 2^13
+/// has only at its top level (2), so the graph refreshes its input there,
+/// then squares it twice (both levels).
+fn refresh_then_square_twice() -> Graph {
+    let mut g = Graph::new();
+    let mut y = g.input(0);
+    y = g.refresh(y, 2);
+    for _ in 0..2 {
+        let m = g.mul(y, y);
+        y = g.rescale(m);
+    }
+    g.output("x4", y);
+    g
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_job_with_a_refresh_is_answered_by_the_proxy() {
     let f = fixture().await;
@@ -423,14 +444,7 @@ async fn a_job_with_a_refresh_is_answered_by_the_proxy() {
     // server, the proxy's enclave answers it.
     let x = random_reals(200, -1.0, 1.0);
     let before = f.enclave.crossings();
-    let mut g = Graph::new();
-    let mut y = g.input(0);
-    y = g.refresh(y, 2);
-    for _ in 0..2 {
-        let m = g.mul(y, y);
-        y = g.rescale(m);
-    }
-    g.output("x4", y);
+    let g = refresh_then_square_twice();
     let r = c
         .run(vec![RunInput::Values(x.clone())], &g, x.len())
         .await
@@ -612,4 +626,74 @@ async fn two_tenants_at_once_each_get_their_own_results() {
 /// does not hold it).
 async fn alice_or_bob_object(f: &Fixture, id: &str) -> Option<Vec<u8>> {
     f.alice_on_server().await.download(id, None).await.ok()
+}
+
+/// The server restarts on the same address and files: the proxy notices
+/// that its key-holder session ended, sets the tenant up again (keys,
+/// session, key holder), and a job that needs a refresh runs again. Then
+/// the server comes back with its objects lost: the first request fails
+/// on the server, the proxy sets the tenant up again and retries it once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_proxy_sets_a_tenant_up_again_after_a_server_restart() {
+    let Fixture {
+        dir, server, proxy, ..
+    } = fixture().await;
+    let c = ProxyClient::connect(&proxy.url(), ALICE, proxy.ca_pem.as_deref(), true)
+        .await
+        .unwrap();
+    let g = refresh_then_square_twice();
+    let x = random_reals(200, -1.0, 1.0);
+    let want: Vec<f64> = x.iter().map(|v| v.powi(4)).collect();
+    let run = |what: &'static str| {
+        let (c, g, x, want) = (&c, &g, &x, &want);
+        async move {
+            let r = c
+                .run(vec![RunInput::Values(x.clone())], g, x.len())
+                .await
+                .unwrap_or_else(|e| panic!("{what}: {e}"));
+            close(want, &r.outputs[0].2, 1e-2, what);
+        }
+    };
+    run("before the restart").await;
+    let addr = server.addr;
+    server.stop().await.unwrap();
+    let server = hecloud_server::start(server_config(dir.path(), addr))
+        .await
+        .unwrap();
+    run("after the restart").await;
+    // Objects lost: the same address and certificate, an empty store.
+    server.stop().await.unwrap();
+    let data = dir.path().join("server");
+    for entry in std::fs::read_dir(&data).unwrap() {
+        let path = entry.unwrap().path();
+        if path.file_name().is_some_and(|n| n == "tls") {
+            continue;
+        }
+        if path.is_dir() {
+            std::fs::remove_dir_all(&path).unwrap();
+        } else {
+            std::fs::remove_file(&path).unwrap();
+        }
+    }
+    let server = hecloud_server::start(server_config(dir.path(), addr))
+        .await
+        .unwrap();
+    let (a, b) = (random_reals(100, -1.0, 1.0), random_reals(100, -1.0, 1.0));
+    let r = c
+        .run(
+            vec![RunInput::Values(a.clone()), RunInput::Values(b.clone())],
+            &add_graph(),
+            a.len(),
+        )
+        .await
+        .unwrap();
+    let sum: Vec<f64> = a.iter().zip(&b).map(|(x, y)| x + y).collect();
+    close(
+        &sum,
+        &r.outputs[0].2,
+        1e-4,
+        "a + b with the server's objects lost",
+    );
+    server.stop().await.unwrap();
+    proxy.stop().await.unwrap();
 }

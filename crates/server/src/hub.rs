@@ -37,6 +37,8 @@ pub struct SessionHub {
     sessions: Mutex<Vec<Session>>,
     pending: Mutex<Pending>,
     next: AtomicU64,
+    /// Set when the server stops: every session's stream ends.
+    closing: tokio::sync::watch::Sender<bool>,
 }
 
 /// How long a callback waits for a key holder to connect.
@@ -61,6 +63,21 @@ impl SessionHub {
             tx,
         });
         id
+    }
+
+    /// Ends every session's stream: the server is stopping (a key holder
+    /// keeps its stream open, and with it the connection, until told).
+    pub fn close_all(&self) {
+        self.closing.send_replace(true);
+        self.sessions.lock().unwrap().clear();
+    }
+
+    /// Resolves when [`Self::close_all`] has been called.
+    pub fn closed(&self) -> impl std::future::Future<Output = ()> + Send + 'static {
+        let mut rx = self.closing.subscribe();
+        async move {
+            let _ = rx.wait_for(|c| *c).await;
+        }
     }
 
     /// Removes a session (its stream ended); the calls waiting on it fail

@@ -38,6 +38,10 @@ use tonic::transport::{Identity, Server, ServerTlsConfig};
 pub use config::{Quota, ServerConfig, TenantConfig};
 pub use error::{Result, ServerError};
 
+/// The longest [`RunningServer::stop`] waits for cancelled jobs to let the
+/// store go.
+pub const STOP_RELEASE_WAIT: Duration = Duration::from_secs(10);
+
 /// HTTP/2 receive window per stream (uploads are paced by it).
 const STREAM_WINDOW: u32 = 8 << 20;
 /// HTTP/2 receive window per connection.
@@ -61,6 +65,11 @@ pub struct RunningServer {
     waiting: service::WaitingCount,
     /// Drops pending uploads idle past the expiry.
     sweeper: tokio::task::JoinHandle<()>,
+    /// Key-holder sessions, closed when the server stops.
+    hub: Arc<hub::SessionHub>,
+    /// The store, to see that every holder has let it go (and with it the
+    /// data dir's lock) once stopped.
+    store: std::sync::Weak<store::Store>,
 }
 
 impl RunningServer {
@@ -90,18 +99,39 @@ impl RunningServer {
 
     /// Stops accepting requests, lets in-flight calls finish for up to two
     /// seconds (open session streams never finish by themselves), then
-    /// closes every connection.
+    /// closes every connection, and returns once the data dir is free for
+    /// another server (the tasks and job threads that held the store have
+    /// let it go; at most [`STOP_RELEASE_WAIT`] after cancelling them).
     pub async fn stop(mut self) -> Result<()> {
         if let Some(tx) = self.shutdown.take() {
             let _ = tx.send(());
         }
         self.jobs.shutdown();
+        self.hub.close_all();
         self.sweeper.abort();
-        match tokio::time::timeout(Duration::from_secs(2), &mut self.task).await {
-            Ok(r) => r.map_err(|e| ServerError::Internal(e.to_string()))??,
-            Err(_) => self.task.abort(),
+        let served = match tokio::time::timeout(Duration::from_secs(2), &mut self.task).await {
+            Ok(r) => r
+                .map_err(|e| ServerError::Internal(e.to_string()))
+                .and_then(|r| r.map_err(ServerError::from)),
+            Err(_) => {
+                self.task.abort();
+                // Awaited so that the serving future (and what it holds) is
+                // dropped before this returns.
+                let _ = (&mut self.task).await;
+                Ok(())
+            }
+        };
+        let _ = (&mut self.sweeper).await;
+        let store = self.store.clone();
+        drop(self);
+        let deadline = std::time::Instant::now() + STOP_RELEASE_WAIT;
+        while store.strong_count() > 0 && std::time::Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(10)).await;
         }
-        Ok(())
+        if store.strong_count() > 0 {
+            tracing::warn!("a job still holds the data dir after the server stopped");
+        }
+        served
     }
 
     /// Waits until the server ends (it runs until [`Self::stop`] or an error).
@@ -123,6 +153,7 @@ pub async fn start(config: ServerConfig) -> Result<RunningServer> {
     }
     // Locks the data dir: a second server on it is refused here.
     let store = Arc::new(store::Store::open(&config.data_dir)?);
+    let store_ref = Arc::downgrade(&store);
     // Bound before any job is resumed: a server that cannot listen must
     // not use up an attempt of each interrupted job.
     let listener = tokio::net::TcpListener::bind(config.listen).await?;
@@ -148,6 +179,7 @@ pub async fn start(config: ServerConfig) -> Result<RunningServer> {
     }
     // Interrupted jobs resume only once the server can serve.
     let hub = Arc::new(hub::SessionHub::default());
+    let hub_ref = hub.clone();
     let jobs = jobs::Jobs::start(
         store.clone(),
         exec::builtin(
@@ -204,6 +236,8 @@ pub async fn start(config: ServerConfig) -> Result<RunningServer> {
         jobs,
         waiting,
         sweeper,
+        store: store_ref,
+        hub: hub_ref,
     })
 }
 

@@ -617,8 +617,17 @@ impl Hecloud for Service {
             }))
             .await;
         let hub = self.hub.clone();
+        let closed = hub.closed();
         tokio::spawn(async move {
-            while let Some(m) = inbound.next().await {
+            tokio::pin!(closed);
+            loop {
+                let m = tokio::select! {
+                    m = inbound.next() => match m {
+                        Some(m) => m,
+                        None => break,
+                    },
+                    () = &mut closed => break,
+                };
                 match m {
                     Ok(SessionClientMsg {
                         msg: Some(session_client_msg::Msg::Reply(r)),
