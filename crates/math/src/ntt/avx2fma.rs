@@ -264,21 +264,29 @@ fn load_repeated(s: &[f64], gap: usize) -> D {
     _mm256_permute4x64_pd::<0b01_01_00_00>(_mm256_castpd128_pd256(v))
 }
 
-// The forward transform keeps every value an integer with |x| ≤ 1.7q: the
-// first stage takes X, Y in [0, q), so V = Y·w is within 5q/8 and X ± V
-// within 1.625q; later stages reduce X to |X| ≤ q/2 + 1 first and V is
-// within (1/2 + 1.7/8)·q, so X ± V stays within 1.22q. Every |Y·w/q| is
-// below 1.7·2^50 < 2^51, as `mul_const` needs.
+// The forward transform keeps every value an integer with |x| ≤ 1.9q.
+// Stage s (s = 0 has gap n/2) reduces X to |X| ≤ q/2 + 1 first when s is
+// odd. Stage 0 takes X, Y in [0, q), so V = Y·w is within 5q/8 and X ± V
+// within 1.625q; from a bound B, an odd stage leaves (1 + B/8)·q and an
+// even one (B + 1/2 + B/8)·q: 1.625, 1.21, 1.86, 1.24, 1.89, 1.24, … and
+// never above 1.9. Every |Y·w/q| is then below 1.9·2^50 < 2^51, as
+// `mul_const` needs.
+
+/// Whether the forward stage with this gap reduces X (see above).
+fn fwd_reduces(n: usize, gap: usize) -> bool {
+    (n / 2 / gap).trailing_zeros() % 2 == 1
+}
 
 /// Forward butterflies on consecutive groups of `2·gap` values of `a`
 /// (gap ≥ LANES, entries f64); group j uses twiddle `tw_base + j`.
 #[target_feature(enable = "avx2,fma")]
-fn fwd_stage(tw: &FpTwiddles, k: &Q, a: &mut [u64], tw_base: usize, gap: usize) {
+fn fwd_stage<const R: bool>(tw: &FpTwiddles, k: &Q, a: &mut [u64], tw_base: usize, gap: usize) {
     for (j, grp) in a.chunks_exact_mut(2 * gap).enumerate() {
         let (w, wq) = (splat(tw.fwd_w[tw_base + j]), splat(tw.fwd_wq[tw_base + j]));
         let (lo, hi) = grp.split_at_mut(gap);
         for (x, y) in lo.chunks_exact_mut(LANES).zip(hi.chunks_exact_mut(LANES)) {
-            let u = k.reduce(load_bits(x));
+            let u = load_bits(x);
+            let u = if R { k.reduce(u) } else { u };
             let v = mul_const(load_bits(y), w, wq, k.q);
             store_bits(x, add(u, v));
             store_bits(y, sub(u, v));
@@ -302,7 +310,14 @@ fn fwd_first_stage(tw: &FpTwiddles, k: &Q, a: &mut [u64]) {
 /// Forward stage with gap 2 or 1 on `a`, whose first butterfly is butterfly
 /// `first` of the stage; the last stage (gap 1) writes u64 in [0, q).
 #[target_feature(enable = "avx2,fma")]
-fn fwd_small_stage(tw: &FpTwiddles, k: &Q, a: &mut [u64], n: usize, first: usize, gap: usize) {
+fn fwd_small_stage<const GAP: usize, const R: bool>(
+    tw: &FpTwiddles,
+    k: &Q,
+    a: &mut [u64],
+    n: usize,
+    first: usize,
+) {
+    let gap = GAP;
     let m = n / (2 * gap) + first / gap;
     let (gw, gwq) = (&tw.fwd_w[m..], &tw.fwd_wq[m..]);
     for (b, blk) in a.chunks_exact_mut(2 * LANES).enumerate() {
@@ -310,7 +325,7 @@ fn fwd_small_stage(tw: &FpTwiddles, k: &Q, a: &mut [u64], n: usize, first: usize
         let (x, y) = split(load_bits(lo), load_bits(hi), gap);
         let i = b * LANES / gap;
         let (w, wq) = (load_repeated(&gw[i..], gap), load_repeated(&gwq[i..], gap));
-        let u = k.reduce(x);
+        let u = if R { k.reduce(x) } else { x };
         let v = mul_const(y, w, wq, k.q);
         let (mut x, mut y) = (add(u, v), sub(u, v));
         if gap == 1 {
@@ -332,21 +347,37 @@ pub(crate) fn forward(t: &NttTable, a: &mut [u64]) {
     let k = Q::new(t.modulus().value());
     fwd_first_stage(tw, &k, a);
     let (mut gap, mut groups) = (n / 4, 2);
+    // Closures inherit the function's target features.
+    let stage = |a: &mut [u64], tw_base: usize, gap: usize| {
+        if fwd_reduces(n, gap) {
+            fwd_stage::<true>(tw, &k, a, tw_base, gap)
+        } else {
+            fwd_stage::<false>(tw, &k, a, tw_base, gap)
+        }
+    };
     while 2 * gap > BLOCK {
-        fwd_stage(tw, &k, a, groups, gap);
+        stage(a, groups, gap);
         groups *= 2;
         gap /= 2;
     }
     let block = n.min(BLOCK);
+    // The last two stages: gap 2 reduces iff gap 1 does not.
+    let r2 = fwd_reduces(n, 2);
     for (b, blk) in a.chunks_exact_mut(block).enumerate() {
         let (mut gap, mut groups) = (gap, groups);
         while gap >= LANES {
-            fwd_stage(tw, &k, blk, groups + b * block / (2 * gap), gap);
+            stage(blk, groups + b * block / (2 * gap), gap);
             groups *= 2;
             gap /= 2;
         }
-        fwd_small_stage(tw, &k, blk, n, b * block / 2, 2);
-        fwd_small_stage(tw, &k, blk, n, b * block / 2, 1);
+        let first = b * block / 2;
+        if r2 {
+            fwd_small_stage::<2, true>(tw, &k, blk, n, first);
+            fwd_small_stage::<1, false>(tw, &k, blk, n, first);
+        } else {
+            fwd_small_stage::<2, false>(tw, &k, blk, n, first);
+            fwd_small_stage::<1, true>(tw, &k, blk, n, first);
+        }
     }
 }
 
@@ -370,7 +401,14 @@ fn inv_stage(tw: &FpTwiddles, k: &Q, a: &mut [u64], tw_base: usize, gap: usize) 
 
 /// Inverse stage with gap 1 (reading u64 entries in [0, q)) or 2.
 #[target_feature(enable = "avx2,fma")]
-fn inv_small_stage(tw: &FpTwiddles, k: &Q, a: &mut [u64], n: usize, first: usize, gap: usize) {
+fn inv_small_stage<const GAP: usize>(
+    tw: &FpTwiddles,
+    k: &Q,
+    a: &mut [u64],
+    n: usize,
+    first: usize,
+) {
+    let gap = GAP;
     let m = n / (2 * gap) + first / gap;
     let (gw, gwq) = (&tw.inv_w[m..], &tw.inv_wq[m..]);
     for (b, blk) in a.chunks_exact_mut(2 * LANES).enumerate() {
@@ -400,8 +438,8 @@ pub(crate) fn inverse(t: &NttTable, a: &mut [u64]) {
     let block = n.min(BLOCK);
     let mut gap = LANES;
     for (b, blk) in a.chunks_exact_mut(block).enumerate() {
-        inv_small_stage(tw, &k, blk, n, b * block / 2, 1);
-        inv_small_stage(tw, &k, blk, n, b * block / 2, 2);
+        inv_small_stage::<1>(tw, &k, blk, n, b * block / 2);
+        inv_small_stage::<2>(tw, &k, blk, n, b * block / 2);
         gap = LANES;
         while 2 * gap <= block && gap < n / 2 {
             inv_stage(tw, &k, blk, n / (2 * gap) + b * block / (2 * gap), gap);
