@@ -4,7 +4,8 @@
 use std::hint::black_box;
 
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
-use hecloud_math::backend::{Backend, Scalar, available};
+use hecloud_math::Modulus;
+use hecloud_math::backend::{Backend, Combination, Scalar, Simd, SimdLevel, available};
 use hecloud_math::prime::ntt_primes;
 use hecloud_math::sampling::expand_seed_uniform;
 use hecloud_math::{BaseConverter, Domain, NttTable, RnsBasis, Sampler};
@@ -87,5 +88,82 @@ fn rns_28_limbs(c: &mut Criterion) {
     });
 }
 
-criterion_group!(benches, ntt_one_limb, rns_28_limbs);
+/// The AVX2 level with and without its FMA kernels (primes below 2^50), side
+/// by side at n = 2^16: `fma` is the default AVX2 backend, `int` the 64-bit
+/// integer kernels (and scalar code) it replaces.
+fn avx2_fma_vs_int(c: &mut Criterion) {
+    let Some(fma) = Simd::new(SimdLevel::Avx2) else {
+        return;
+    };
+    let backends: [(&str, Simd); 2] = [("fma", fma), ("int", fma.without_fma())];
+    let n = 1usize << 16;
+    let primes = ntt_primes(50, n, 8, &[]).unwrap();
+    let p61 = ntt_primes(61, n, 4, &[]).unwrap();
+    let moduli: Vec<Modulus> = primes.iter().map(|&q| Modulus::new(q).unwrap()).collect();
+    let q = primes[0];
+    let m = moduli[0];
+    let t = NttTable::new(q, n).unwrap();
+    let mut s = Sampler::from_seed([3; 32]);
+    let limb = |s: &mut Sampler, q: u64| -> Vec<u64> { (0..n).map(|_| s.uniform_mod(q)).collect() };
+    let mut a = limb(&mut s, q);
+    let b = limb(&mut s, q);
+    let mut acc = limb(&mut s, q);
+    let terms = 8;
+    let ops: Vec<Vec<u64>> = (0..3 * terms).map(|_| limb(&mut s, q)).collect();
+    let refs: Vec<&[u64]> = ops.iter().map(Vec::as_slice).collect();
+    let (ks, rest) = refs.split_at(terms);
+    let (kb, ka) = rest.split_at(terms);
+    let (mut o0, mut o1) = (vec![0u64; n], vec![0u64; n]);
+    // Base conversion: 8 sources of 50 bits to 4 primes below 2^50, and 4
+    // sources of 61 bits (ModDown's P limbs) to the same 4.
+    let src50: Vec<Vec<u64>> = primes.iter().map(|&p| limb(&mut s, p)).collect();
+    let src61: Vec<Vec<u64>> = p61.iter().map(|&p| limb(&mut s, p)).collect();
+    let w8: Vec<Vec<u64>> = moduli[..4]
+        .iter()
+        .map(|m| (0..8).map(|_| s.uniform_mod(m.value())).collect())
+        .collect();
+    let mut outs = vec![vec![0u64; n]; 4];
+    let mut g = c.benchmark_group("avx2_fma_vs_int_n65536_50bit");
+    for (name, be) in &backends {
+        g.bench_function(format!("ntt_fwd/{name}"), |bch| {
+            bch.iter(|| be.ntt_forward(&t, black_box(&mut a)))
+        });
+        g.bench_function(format!("ntt_inv/{name}"), |bch| {
+            bch.iter(|| be.ntt_inverse(&t, black_box(&mut a)))
+        });
+        g.bench_function(format!("mul_pointwise/{name}"), |bch| {
+            bch.iter(|| be.mul_pointwise(&m, black_box(&mut a), &b))
+        });
+        g.bench_function(format!("mul_add_pointwise/{name}"), |bch| {
+            bch.iter(|| be.mul_add_pointwise(&m, &a, &b, black_box(&mut acc)))
+        });
+        g.bench_function(format!("mul_scalar/{name}"), |bch| {
+            bch.iter(|| be.mul_scalar(&m, black_box(&mut a), b[1]))
+        });
+        g.bench_function(format!("dot_product_pair_{terms}/{name}"), |bch| {
+            bch.iter(|| be.dot_product_pair(&m, ks, kb, ka, black_box(&mut o0), &mut o1))
+        });
+        for (label, srcs, bits) in [("8x50bit", &src50, 50), ("4x61bit", &src61, 61)] {
+            let refs: Vec<&[u64]> = srcs.iter().map(Vec::as_slice).collect();
+            g.bench_function(format!("linear_combinations_{label}_to_4/{name}"), |bch| {
+                bch.iter(|| {
+                    let mut outputs: Vec<Combination<'_>> = moduli[..4]
+                        .iter()
+                        .zip(&w8)
+                        .zip(outs.iter_mut())
+                        .map(|((q, w), out)| Combination {
+                            q,
+                            out,
+                            w: &w[..refs.len()],
+                        })
+                        .collect();
+                    be.linear_combinations(&mut outputs, &refs, bits);
+                })
+            });
+        }
+    }
+    g.finish();
+}
+
+criterion_group!(benches, ntt_one_limb, rns_28_limbs, avx2_fma_vs_int);
 criterion_main!(benches);

@@ -221,7 +221,9 @@ impl Backend for Scalar {
 /// Instruction sets the SIMD backend can use.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SimdLevel {
-    /// 256-bit AVX2.
+    /// 256-bit AVX2; with FMA (detected at run time), double-precision
+    /// kernels for primes below 2^50 (larger primes use 64-bit integer
+    /// kernels built from 32-bit multiplies).
     Avx2,
     /// 512-bit AVX-512 F + DQ.
     Avx512,
@@ -233,7 +235,8 @@ pub enum SimdLevel {
 /// SIMD backend (x86_64 only). NTTs and base conversion are vectorised at
 /// every level; rejection sampling at the AVX-512 levels, and residue
 /// packing there too on CPUs that also have VBMI2; pointwise and inner
-/// products with IFMA; the other kernels are scalar.
+/// products with IFMA, and with AVX2 + FMA for primes below 2^50; the other
+/// kernels are scalar.
 #[derive(Debug, Clone, Copy)]
 pub struct Simd {
     level: SimdLevel,
@@ -241,6 +244,10 @@ pub struct Simd {
     /// kernels' byte permutations and funnel shifts.
     #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
     vbmi: bool,
+    /// FMA alongside the AVX2 level: the double-precision kernels for
+    /// primes below 2^50.
+    #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
+    fma: bool,
 }
 
 impl Simd {
@@ -261,7 +268,8 @@ impl Simd {
                 }
             };
             let vbmi = level != SimdLevel::Avx2 && crate::pack::avx512::detected();
-            ok.then_some(Self { level, vbmi })
+            let fma = level == SimdLevel::Avx2 && std::arch::is_x86_feature_detected!("fma");
+            ok.then_some(Self { level, vbmi, fma })
         }
         #[cfg(not(target_arch = "x86_64"))]
         {
@@ -273,6 +281,19 @@ impl Simd {
     /// The instruction set in use.
     pub fn level(&self) -> SimdLevel {
         self.level
+    }
+
+    /// This backend without the AVX2 + FMA double-precision kernels: the
+    /// AVX2 level's 64-bit integer kernels (and scalar code) for every
+    /// prime, as on a CPU without FMA. For comparisons and tests.
+    pub fn without_fma(self) -> Self {
+        Self { fma: false, ..self }
+    }
+
+    /// Whether the AVX2 + FMA kernels take modulus `q`.
+    #[cfg(target_arch = "x86_64")]
+    fn fp(&self, q: u64) -> bool {
+        self.fma && q < crate::ntt::avx2fma::MAX_MODULUS
     }
 }
 
@@ -290,6 +311,9 @@ impl Backend for Simd {
         // SAFETY: `Simd::new` checked that the CPU supports the level's features.
         unsafe {
             match self.level {
+                SimdLevel::Avx2 if self.fp(table.modulus().value()) => {
+                    crate::ntt::avx2fma::forward(table, a)
+                }
                 SimdLevel::Avx2 => crate::ntt::avx2::forward(table, a),
                 SimdLevel::Avx512 => crate::ntt::avx512::forward(table, a),
                 SimdLevel::Avx512Ifma
@@ -309,6 +333,9 @@ impl Backend for Simd {
         // SAFETY: `Simd::new` checked that the CPU supports the level's features.
         unsafe {
             match self.level {
+                SimdLevel::Avx2 if self.fp(table.modulus().value()) => {
+                    crate::ntt::avx2fma::inverse(table, a)
+                }
                 SimdLevel::Avx2 => crate::ntt::avx2::inverse(table, a),
                 SimdLevel::Avx512 => crate::ntt::avx512::inverse(table, a),
                 SimdLevel::Avx512Ifma
@@ -330,6 +357,12 @@ impl Backend for Simd {
             unsafe { crate::ntt::avx512ifma::mul_pointwise(q, a, b) };
             return;
         }
+        #[cfg(target_arch = "x86_64")]
+        if self.fp(q.value()) {
+            // SAFETY: `Simd::new` checked the CPU supports AVX2 and FMA.
+            unsafe { crate::ntt::avx2fma::mul_pointwise(q, a, b) };
+            return;
+        }
         Scalar.mul_pointwise(q, a, b);
     }
 
@@ -338,6 +371,12 @@ impl Backend for Simd {
         if self.level == SimdLevel::Avx512Ifma && q.value() < crate::ntt::avx512ifma::MAX_MODULUS {
             // SAFETY: `Simd::new` checked the CPU supports AVX-512 IFMA.
             unsafe { crate::ntt::avx512ifma::mul_add_pointwise(q, a, b, acc) };
+            return;
+        }
+        #[cfg(target_arch = "x86_64")]
+        if self.fp(q.value()) {
+            // SAFETY: `Simd::new` checked the CPU supports AVX2 and FMA.
+            unsafe { crate::ntt::avx2fma::mul_add_pointwise(q, a, b, acc) };
             return;
         }
         Scalar.mul_add_pointwise(q, a, b, acc);
@@ -358,15 +397,19 @@ impl Backend for Simd {
     ) {
         #[cfg(target_arch = "x86_64")]
         {
-            use crate::ntt::{avx2, avx512, avx512ifma};
+            use crate::ntt::{avx2, avx2fma, avx512, avx512ifma};
             check_sources(out.len(), srcs, w.len());
             let whole = whole_vectors(out.len());
             let ifma = q.value() < avx512ifma::MAX_MODULUS;
             let body = &mut out[..whole];
             // SAFETY: `Simd::new` checked that the CPU supports the level's
-            // features; the IFMA kernel gets q below its bound.
+            // features (and FMA where `fp` holds); the IFMA and FMA kernels
+            // get q below their bounds and a body of whole 8-entry vectors.
             unsafe {
                 match self.level {
+                    SimdLevel::Avx2 if self.fp(q.value()) => {
+                        avx2fma::linear_combination(q, body, keep, srcs, w, src_bits)
+                    }
                     SimdLevel::Avx2 => avx2::linear_combination(q, body, keep, srcs, w),
                     SimdLevel::Avx512Ifma if ifma => {
                         avx512ifma::linear_combination(q, body, keep, srcs, w, src_bits)
@@ -387,9 +430,12 @@ impl Backend for Simd {
         #[allow(unused_mut)]
         let mut rest: Vec<&mut Combination<'_>> = outputs.iter_mut().collect();
         #[cfg(target_arch = "x86_64")]
-        if self.level == SimdLevel::Avx512Ifma {
-            use crate::ntt::avx512ifma::{GROUP, MAX_MODULUS, linear_combination_group};
-            // Groups of IFMA-sized outputs share one pass over the sources.
+        if self.level == SimdLevel::Avx512Ifma || self.fma {
+            use crate::ntt::{avx2fma, avx512ifma};
+            use avx512ifma::{GROUP, MAX_MODULUS};
+            const _: () = assert!(GROUP == avx2fma::GROUP && MAX_MODULUS == avx2fma::MAX_MODULUS);
+            let ifma = self.level == SimdLevel::Avx512Ifma;
+            // Groups of outputs below 2^50 share one pass over the sources.
             let mut small;
             (small, rest) = rest.into_iter().partition(|o| o.q.value() < MAX_MODULUS);
             for group in small.chunks_mut(GROUP) {
@@ -403,9 +449,16 @@ impl Backend for Simd {
                 let ws: Vec<&[u64]> = group.iter().map(|o| o.w).collect();
                 let mut outs: Vec<&mut [u64]> =
                     group.iter_mut().map(|o| &mut o.out[..whole]).collect();
-                // SAFETY: `Simd::new` checked the CPU supports AVX-512 IFMA;
-                // every modulus is below the kernel's bound.
-                unsafe { linear_combination_group(&qs, &mut outs, srcs, &ws, src_bits) };
+                // SAFETY: `Simd::new` checked the CPU supports AVX-512 IFMA
+                // (or, with `fma` set, AVX2 and FMA); every modulus is below
+                // the kernel's bound and the outputs are whole 8-entry vectors.
+                unsafe {
+                    if ifma {
+                        avx512ifma::linear_combination_group(&qs, &mut outs, srcs, &ws, src_bits)
+                    } else {
+                        avx2fma::linear_combination_group(&qs, &mut outs, srcs, &ws, src_bits)
+                    }
+                };
                 if whole < n {
                     let tails: Vec<&[u64]> = srcs.iter().map(|s| &s[whole..]).collect();
                     for o in group.iter_mut() {
@@ -436,19 +489,21 @@ impl Backend for Simd {
         o1: &mut [u64],
     ) {
         #[cfg(target_arch = "x86_64")]
-        if self.level == SimdLevel::Avx512Ifma && q.value() < crate::ntt::avx512ifma::MAX_MODULUS {
+        let ifma =
+            self.level == SimdLevel::Avx512Ifma && q.value() < crate::ntt::avx512ifma::MAX_MODULUS;
+        #[cfg(target_arch = "x86_64")]
+        if ifma || self.fp(q.value()) {
             check_pair(s, b, a, o0.len(), o1.len());
             let whole = whole_vectors(o0.len());
-            // SAFETY: `Simd::new` checked the CPU supports AVX-512 IFMA.
+            let (w0, w1) = (&mut o0[..whole], &mut o1[..whole]);
+            // SAFETY: `Simd::new` checked the CPU supports AVX-512 IFMA, or
+            // AVX2 and FMA where `fp` holds; q is below the kernel's bound.
             unsafe {
-                crate::ntt::avx512ifma::dot_product_pair(
-                    q,
-                    s,
-                    b,
-                    a,
-                    &mut o0[..whole],
-                    &mut o1[..whole],
-                )
+                if ifma {
+                    crate::ntt::avx512ifma::dot_product_pair(q, s, b, a, w0, w1)
+                } else {
+                    crate::ntt::avx2fma::dot_product_pair(q, s, b, a, w0, w1)
+                }
             };
             if whole < o0.len() {
                 fn tail<'a>(v: &[&'a [u64]], from: usize) -> Vec<&'a [u64]> {
@@ -543,8 +598,10 @@ pub mod parity {
     use rand_core::RngCore;
 
     /// Compares `backend` with the scalar reference for degrees `2^4..=2^max_log_n`
-    /// and 30-, 50-, 60- and 61-bit primes, residue packing at every width
-    /// and rejection sampling's filter; returns the first mismatch found.
+    /// and 20-, 30-, 49-, 50-, 60- and 61-bit primes (the 50-bit one the
+    /// largest NTT prime below 2^50), the pointwise and combination kernels
+    /// on edge moduli and values, residue packing at every width and
+    /// rejection sampling's filter; returns the first mismatch found.
     ///
     /// ```
     /// use hecloud_math::backend::{parity, Scalar};
@@ -554,7 +611,7 @@ pub mod parity {
         let mut rng = crate::testing::rng();
         for log_n in crate::ntt::MIN_LOG_N..=max_log_n {
             let n = 1usize << log_n;
-            for bits in [30, 50, 60, 61] {
+            for bits in [20, 30, 49, 50, 60, 61] {
                 let q = ntt_primes(bits, n, 1, &[]).map_err(|e| e.to_string())?[0];
                 let table = NttTable::new(q, n).map_err(|e| e.to_string())?;
                 let m = Modulus::new(q).map_err(|e| e.to_string())?;
@@ -562,6 +619,7 @@ pub mod parity {
                     (0..n).map(|_| rng.next_u64() % q).collect::<Vec<_>>(),
                     vec![q - 1; n],
                     vec![0; n],
+                    edge_values(q, n, &mut rng),
                 ];
                 for a in &inputs {
                     let b: Vec<u64> = (0..n).map(|_| rng.next_u64() % q).collect();
@@ -599,8 +657,139 @@ pub mod parity {
             }
             check_multi(backend, n, &mut rng)?;
         }
+        check_edge_moduli(backend, &mut rng)?;
         check_packing(backend, &mut rng)?;
         check_keep_below(backend, &mut rng)?;
+        Ok(())
+    }
+
+    /// n values below q cycling through 0, 1, q − 1, q − 2, ⌊q/2⌋, ⌈q/2⌉ and
+    /// random ones: the edges of centred (floating-point) reductions.
+    fn edge_values(q: u64, n: usize, rng: &mut ChaCha20Rng) -> Vec<u64> {
+        let edges = [0, 1, q - 1, q - 2, q / 2, q / 2 + 1];
+        (0..n)
+            .map(|i| match edges.get(i % 8) {
+                Some(&e) => e.min(q - 1),
+                None => rng.next_u64() % q,
+            })
+            .collect()
+    }
+
+    /// The pointwise and combination kernels on moduli that need not be NTT
+    /// primes: just below 2^50 and just above it, just above 2^49, small
+    /// ones, with edge values (see [`edge_values`]) against each other and
+    /// sources near 2^50 and 2^64, for lengths with partial vectors.
+    fn check_edge_moduli(backend: &dyn Backend, rng: &mut ChaCha20Rng) -> Result<(), String> {
+        for q in [
+            (1u64 << 50) - 27,
+            (1 << 50) - 1,
+            (1 << 50) + 1,
+            (1 << 49) + 1,
+            (1 << 49) - 1,
+            (1 << 40) + 15,
+            65537,
+            3,
+        ] {
+            let m = Modulus::new(q).map_err(|e| e.to_string())?;
+            for n in [8usize, 21, 64] {
+                let ctx = format!("{} n={n} q={q}", backend.name());
+                let a = edge_values(q, n, rng);
+                let mut b = edge_values(q, n, rng);
+                b.rotate_left(3);
+                let (mut x, mut y) = (a.clone(), a.clone());
+                Scalar.mul_pointwise(&m, &mut x, &b);
+                backend.mul_pointwise(&m, &mut y, &b);
+                if x != y {
+                    return Err(format!("mul_pointwise differs ({ctx})"));
+                }
+                Scalar.mul_add_pointwise(&m, &a, &b, &mut x);
+                backend.mul_add_pointwise(&m, &a, &b, &mut y);
+                if x != y {
+                    return Err(format!("mul_add_pointwise differs ({ctx})"));
+                }
+                for c in [0, 1, q - 1, q / 2, rng.next_u64() % q] {
+                    Scalar.mul_scalar(&m, &mut x, c);
+                    backend.mul_scalar(&m, &mut y, c);
+                    if x != y {
+                        return Err(format!("mul_scalar differs ({ctx} c={c})"));
+                    }
+                }
+                for (count, src_bits) in [(9, 50), (3, 51), (20, 64), (70, 50), (70, 64)] {
+                    let top = if src_bits == 64 {
+                        u64::MAX
+                    } else {
+                        (1u64 << src_bits) - 1
+                    };
+                    let srcs: Vec<Vec<u64>> = (0..count)
+                        .map(|k| {
+                            (0..n)
+                                .map(|i| match (i + k) % 4 {
+                                    0 => top,
+                                    1 => top - rng.next_u64() % 1024,
+                                    2 => rng.next_u64() & top,
+                                    _ => (i % 2) as u64,
+                                })
+                                .collect()
+                        })
+                        .collect();
+                    let refs: Vec<&[u64]> = srcs.iter().map(Vec::as_slice).collect();
+                    let w: Vec<u64> = (0..count)
+                        .map(|k| match k % 3 {
+                            0 => q - 1,
+                            1 => rng.next_u64() % q,
+                            _ => q / 2,
+                        })
+                        .collect();
+                    for keep in [None, Some(q - 1)] {
+                        let (mut x, mut y) = (a.clone(), a.clone());
+                        Scalar.linear_combination(&m, &mut x, keep, &refs, &w, src_bits);
+                        backend.linear_combination(&m, &mut y, keep, &refs, &w, src_bits);
+                        if x != y {
+                            return Err(format!(
+                                "linear_combination differs ({ctx} sources={count}x{src_bits} bits)"
+                            ));
+                        }
+                    }
+                    let (mut x, mut y) = (a.clone(), a.clone());
+                    let mut want = [super::Combination {
+                        q: &m,
+                        out: &mut x,
+                        w: &w,
+                    }];
+                    Scalar.linear_combinations(&mut want, &refs, src_bits);
+                    let mut got = [super::Combination {
+                        q: &m,
+                        out: &mut y,
+                        w: &w,
+                    }];
+                    backend.linear_combinations(&mut got, &refs, src_bits);
+                    if x != y {
+                        return Err(format!(
+                            "linear_combinations differs ({ctx} sources={count}x{src_bits} bits)"
+                        ));
+                    }
+                }
+                for count in [1, 8, 9, 40] {
+                    let ops: Vec<Vec<u64>> = (0..3 * count)
+                        .map(|k| {
+                            let mut v = edge_values(q, n, rng);
+                            v.rotate_left(k % 8);
+                            v
+                        })
+                        .collect();
+                    let refs: Vec<&[u64]> = ops.iter().map(Vec::as_slice).collect();
+                    let (s, rest) = refs.split_at(count);
+                    let (b, a) = rest.split_at(count);
+                    let mut want = (vec![0; n], vec![0; n]);
+                    let mut got = (vec![0; n], vec![0; n]);
+                    Scalar.dot_product_pair(&m, s, b, a, &mut want.0, &mut want.1);
+                    backend.dot_product_pair(&m, s, b, a, &mut got.0, &mut got.1);
+                    if want != got {
+                        return Err(format!("dot_product_pair differs ({ctx} terms={count})"));
+                    }
+                }
+            }
+        }
         Ok(())
     }
 
@@ -706,7 +895,7 @@ pub mod parity {
             .iter()
             .map(|&q| Modulus::new(q).expect("prime"))
             .collect();
-        for (count, src_bits) in [(5, 50), (5, 61), (1, 64)] {
+        for (count, src_bits) in [(5, 50), (5, 61), (1, 64), (30, 50), (9, 64)] {
             let bound = if src_bits == 64 {
                 u64::MAX
             } else {
@@ -764,7 +953,15 @@ pub mod parity {
                 .collect()
         };
         for max in [false, true] {
-            for (count, src_bits) in [(0, 0), (1, 52), (4, q.ilog2() + 1), (5, 60), (40, 64)] {
+            for (count, src_bits) in [
+                (0, 0),
+                (1, 52),
+                (4, q.ilog2() + 1),
+                (5, 60),
+                (40, 64),
+                (33, 50),
+                (17, 51),
+            ] {
                 let bound = if src_bits == 64 {
                     u64::MAX
                 } else {
@@ -789,7 +986,7 @@ pub mod parity {
                     }
                 }
             }
-            for count in [1, 7, 15, 16, 31] {
+            for count in [1, 7, 8, 9, 15, 16, 17, 31, 40] {
                 let ops: Vec<Vec<u64>> = (0..3 * count).map(|_| limb(rng, q, max)).collect();
                 let refs: Vec<&[u64]> = ops.iter().map(Vec::as_slice).collect();
                 let (s, rest) = refs.split_at(count);
@@ -820,6 +1017,15 @@ mod tests {
         assert_eq!(all[0].name(), "scalar");
         for b in &all {
             parity::check(b.as_ref(), 13).unwrap();
+        }
+    }
+
+    /// The AVX2 level's integer kernels, which the FMA ones replace for
+    /// primes below 2^50 on CPUs with FMA.
+    #[test]
+    fn avx2_without_fma_matches_scalar() {
+        if let Some(b) = Simd::new(SimdLevel::Avx2) {
+            parity::check(&b.without_fma(), 12).unwrap();
         }
     }
 
@@ -874,9 +1080,9 @@ mod tests {
     #[test]
     fn simd_backends_match_scalar_at_large_degrees() {
         for b in available().iter().skip(1) {
-            for log_n in [16, 17] {
+            for (log_n, bits) in [(16, 60), (17, 60), (16, 50), (17, 50), (17, 49)] {
                 let n = 1 << log_n;
-                let q = crate::prime::ntt_primes(60, n, 1, &[]).unwrap()[0];
+                let q = crate::prime::ntt_primes(bits, n, 1, &[]).unwrap()[0];
                 let t = NttTable::new(q, n).unwrap();
                 let a: Vec<u64> = (0..n as u64)
                     .map(|i| (i * 0x9E37_79B9_7F4A_7C15) % q)

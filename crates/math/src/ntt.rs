@@ -12,6 +12,8 @@
 #[cfg(target_arch = "x86_64")]
 pub(crate) mod avx2;
 #[cfg(target_arch = "x86_64")]
+pub(crate) mod avx2fma;
+#[cfg(target_arch = "x86_64")]
 pub(crate) mod avx512;
 #[cfg(target_arch = "x86_64")]
 pub(crate) mod avx512ifma;
@@ -51,6 +53,9 @@ pub struct NttTable {
     inv: Twiddles,
     n_inv: u64,
     n_inv_shoup: u64,
+    /// The twiddles as f64 for the AVX2 + FMA kernels, built on first use.
+    #[cfg(target_arch = "x86_64")]
+    fp: avx2fma::FpCell,
 }
 
 impl std::fmt::Debug for NttTable {
@@ -121,6 +126,8 @@ impl NttTable {
             inv,
             n_inv,
             n_inv_shoup: modulus.shoup(n_inv),
+            #[cfg(target_arch = "x86_64")]
+            fp: avx2fma::FpCell::new(),
         })
     }
 
