@@ -1,7 +1,8 @@
 //! `hecloud bench ckks`: RNS-CKKS (issue 4) against Lattigo v6.2.0 and SEAL.
 //!
-//! At N = 2^14, 2^15 (our presets) and N = 2^16 (log QP ≈ 1654: 60 + 27×50
-//! bit Q primes, 4×61-bit P primes, the Lattigo anchor set): key generation
+//! At N = 2^14, 2^15 (our presets) and N = 2^16 (log QP ≈ 1655: 60 + 27×50
+//! bit Q primes as in the Lattigo anchor set; our P is 5×49-bit primes in 7
+//! digits, Lattigo's the anchor set's 4×61, see `peer_literal`): key generation
 //! (sk, pk, relinearization and one rotation key), encode, encrypt (public
 //! key; seeded secret key), decrypt, decode, multiply+relinearize+rescale and
 //! rotate by one slot at the top level, serialized sizes and the precision of
@@ -164,13 +165,29 @@ fn parse(line: &str) -> anyhow::Result<Figures> {
         .collect())
 }
 
-/// Builds and runs the Lattigo peer at `lit` with `threads` goroutines.
+/// The literal a peer runs for ours: the same, except where our preset
+/// pins the digit count to use more, smaller P primes (our 52-bit
+/// kernels): there the peer gets one 61-bit P prime per prime of a digit,
+/// its own layout (Lattigo takes ⌈|Q|/|P|⌉ digits, so the same digits),
+/// the anchor set's 4 × 61 at N = 2^16. Same Q, log QP within a bit.
+fn peer_literal(lit: &ParametersLiteral) -> ParametersLiteral {
+    let mut peer = lit.clone();
+    if let Some(dnum) = lit.dnum {
+        peer.log_p = vec![61; lit.log_q.len().div_ceil(dnum)];
+        peer.dnum = None;
+    }
+    peer
+}
+
+/// Builds and runs the Lattigo peer at `lit` (as [`peer_literal`]) with
+/// `threads` goroutines.
 fn lattigo(
     lit: &ParametersLiteral,
     log_scale: u32,
     samples: usize,
     threads: usize,
 ) -> anyhow::Result<Figures> {
+    let lit = &peer_literal(lit);
     let bin = build_go("lattigo-ckks", "lattigo-ckks-peer")?;
     let args: Vec<String> = [
         ("-logn", lit.log_n.to_string()),

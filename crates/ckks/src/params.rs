@@ -110,11 +110,12 @@ pub enum Preset {
     /// N = 2^15, log QP ≈ 875: Q = 60 + 13×50, P = 3×55. Depth 13, scale 2^50,
     /// ≈ 28 bits after one multiplication.
     N15,
-    /// N = 2^16, log QP ≈ 1654 (Lattigo's anchor set): Q = 60 + 27×50,
-    /// P = 4×61. Depth 27, scale 2^50, ≈ 28 bits after one multiplication.
+    /// N = 2^16, log QP ≈ 1655 (Q as Lattigo's anchor set): Q = 60 + 27×50,
+    /// P = 5×49, 7 key-switching digits of 4 primes. Depth 27, scale 2^50,
+    /// ≈ 28 bits after one multiplication.
     N16,
-    /// N = 2^17, log QP ≈ 3498: Q = 60 + 59×50, P = 8×61. Depth 59,
-    /// scale 2^50, ≈ 27 bits after one multiplication.
+    /// N = 2^17, log QP ≈ 3500: Q = 60 + 59×50, P = 10×49, 8 digits of 8
+    /// primes. Depth 59, scale 2^50, ≈ 27 bits after one multiplication.
     N17,
 }
 
@@ -123,13 +124,22 @@ impl Preset {
     pub const ALL: [Preset; 5] = [Self::N13, Self::N14, Self::N15, Self::N16, Self::N17];
 
     /// The literal and log2 of the default scale.
+    ///
+    /// At N = 2^16 and 2^17, P is made of more primes below 2^50 (instead
+    /// of 4 and 8 primes of 61 bits, as many digits): every P limb then
+    /// takes the 52-bit kernels (IFMA, or double-precision FMA on AVX2).
+    /// Measured (mul+relin+rescale at N = 2^16, one thread, interleaved
+    /// runs, precision unchanged at 2^-33.3): 13 % faster on AVX2, 15 %
+    /// with IFMA.
     pub fn literal(self) -> (ParametersLiteral, u32) {
-        let (log_n, q0, lq, nq, lp, np, scale) = match self {
-            Self::N13 => (13, 60, 40, 2, 60, 1, 40),
-            Self::N14 => (14, 60, 45, 6, 50, 2, 45),
-            Self::N15 => (15, 60, 50, 13, 55, 3, 50),
-            Self::N16 => (16, 60, 50, 27, 61, 4, 50),
-            Self::N17 => (17, 60, 50, 59, 61, 8, 50),
+        let (log_n, q0, lq, nq, lp, np, dnum, scale) = match self {
+            Self::N13 => (13, 60, 40, 2, 60, 1, None, 40),
+            Self::N14 => (14, 60, 45, 6, 50, 2, None, 45),
+            Self::N15 => (15, 60, 50, 13, 55, 3, None, 50),
+            // The digits stay at most 4 (8) primes, below P's 245 (490)
+            // bits: ⌈|Q|/|P|⌉ would make them larger than P.
+            Self::N16 => (16, 60, 50, 27, 49, 5, Some(7), 50),
+            Self::N17 => (17, 60, 50, 59, 49, 10, Some(8), 50),
         };
         let mut log_q = vec![q0];
         log_q.extend(std::iter::repeat_n(lq, nq));
@@ -140,7 +150,7 @@ impl Preset {
                 log_p: vec![lp; np],
                 secret: SecretDistribution::Ternary,
                 sigma: SIGMA,
-                dnum: None,
+                dnum,
                 plaintext_modulus: None,
             },
             scale,
@@ -177,6 +187,18 @@ mod tests {
             let max = hecloud_rlwe::params::max_log_qp(lit.log_n).unwrap();
             assert!(bits <= max, "{p:?}: {bits} > {max}");
             assert!(scale < lit.log_q[0]);
+            // Each key-switching digit about P or below, its noise divided
+            // out (N14's first digit, q0 and a 45-bit prime, is 5 bits
+            // over its P: the HE Standard's 438 bits leave no room).
+            let dnum = lit
+                .dnum
+                .unwrap_or(lit.log_q.len().div_ceil(lit.log_p.len()));
+            let alpha = lit.log_q.len().div_ceil(dnum);
+            let p_bits: u32 = lit.log_p.iter().sum();
+            for digit in lit.log_q.chunks(alpha) {
+                let d: u32 = digit.iter().sum();
+                assert!(d <= p_bits + 5, "{p:?}: a digit of {d} bits, P of {p_bits}");
+            }
         }
         // The small ones are built for real (the large ones in the release tests).
         for p in [Preset::N13, Preset::N14] {
