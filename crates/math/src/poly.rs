@@ -684,19 +684,27 @@ impl RnsPoly {
         let be = default_backend();
         self.data.truncate((l - 1) * n);
         self.basis = self.basis.prefix(l - 1)?;
+        let last_bits = last_m.bits();
         self.par_limbs(|_, limb, m, t| {
             let half_i = m.reduce(half);
             let ql_inv = m.inv(m.reduce(ql)).expect("distinct primes are coprime");
-            let ql_inv_s = m.shoup(ql_inv);
             // r = ((x_L + q_L/2) mod q_L) − q_L/2, so that x − r ≡ x − x_L
             // (mod q_L) and (x − r)/q_L = ⌊(x + q_L/2)/q_L⌋; r is brought to
             // the polynomial's domain before the subtraction.
-            let mut r: Vec<u64> = last.iter().map(|&x| m.sub(m.reduce(x), half_i)).collect();
             if domain == Domain::Ntt {
+                // The reduction and the final x·q_L⁻¹ − r·q_L⁻¹ are the
+                // vectorised linear combinations.
+                let mut r = vec![0; last.len()];
+                be.linear_combination(m, &mut r, None, &[&last], &[1], last_bits);
+                r.iter_mut().for_each(|x| *x = m.sub(*x, half_i));
                 be.ntt_forward(t, &mut r);
-            }
-            for (x, &ri) in limb.iter_mut().zip(&r) {
-                *x = m.mul_shoup(m.sub(*x, ri), ql_inv, ql_inv_s);
+                be.linear_combination(m, limb, Some(ql_inv), &[&r], &[m.neg(ql_inv)], m.bits());
+            } else {
+                let ql_inv_s = m.shoup(ql_inv);
+                for (x, &xl) in limb.iter_mut().zip(&last) {
+                    let ri = m.sub(m.reduce(xl), half_i);
+                    *x = m.mul_shoup(m.sub(*x, ri), ql_inv, ql_inv_s);
+                }
             }
         });
         Ok(())
