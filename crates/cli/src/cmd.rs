@@ -89,8 +89,9 @@ fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
         .build()?)
 }
 
-/// `hecloud serve`.
-pub fn serve(a: ServeArgs) -> anyhow::Result<()> {
+/// Logs of the long-running commands (`serve`, `proxy`) to stderr, at the
+/// level `HECLOUD_LOG` names (default `info`).
+pub fn init_logging() {
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_env("HECLOUD_LOG")
@@ -98,6 +99,11 @@ pub fn serve(a: ServeArgs) -> anyhow::Result<()> {
         )
         .with_target(false)
         .init();
+}
+
+/// `hecloud serve`.
+pub fn serve(a: ServeArgs) -> anyhow::Result<()> {
+    init_logging();
     let mut config = match &a.config {
         Some(p) => hecloud_server::ServerConfig::from_file(p)?,
         None => hecloud_server::ServerConfig::default(),

@@ -146,13 +146,7 @@ fn sealing_key(path: &Path) -> anyhow::Result<PlainEnclave> {
 
 /// `hecloud proxy`.
 pub fn serve(a: ProxyArgs) -> anyhow::Result<()> {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("HECLOUD_LOG")
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
-        )
-        .with_target(false)
-        .init();
+    crate::cmd::init_logging();
     let store_dir = a.store.clone().unwrap_or_else(|| a.dir.join("keys"));
     let enclave = Arc::new(sealing_key(
         &a.sealing_key

@@ -146,7 +146,7 @@ fn run_via_proxy_adds_plaintext_inputs_and_an_unattested_proxy_needs_the_flag() 
     write_values(&d.join("y.txt"), &y);
     let url = format!("https://localhost:{proxy_port}");
     let ca = proxy_dir.join("tls/ca.pem");
-    let run = |extra: &[&str]| {
+    let run = |token: &str, extra: &[&str]| {
         let mut c = hecloud();
         c.args([
             "run",
@@ -155,7 +155,7 @@ fn run_via_proxy_adds_plaintext_inputs_and_an_unattested_proxy_needs_the_flag() 
             "--proxy-ca",
             ca.to_str().unwrap(),
             "--token",
-            PROXY_TOKEN,
+            token,
             "--op",
             "add",
             "--count",
@@ -168,7 +168,7 @@ fn run_via_proxy_adds_plaintext_inputs_and_an_unattested_proxy_needs_the_flag() 
     };
 
     // Refused before anything is sent: the proxy has no TEE.
-    let out = run(&[]);
+    let out = run(PROXY_TOKEN, &[]);
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
@@ -176,7 +176,7 @@ fn run_via_proxy_adds_plaintext_inputs_and_an_unattested_proxy_needs_the_flag() 
         "{err}"
     );
 
-    let out = run(&["--allow-unattested"]);
+    let out = run(PROXY_TOKEN, &["--allow-unattested"]);
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{err}");
     assert!(err.contains("unattested"), "no warning: {err}");
@@ -203,19 +203,7 @@ fn run_via_proxy_adds_plaintext_inputs_and_an_unattested_proxy_needs_the_flag() 
     }
 
     // A wrong token: a clear refusal.
-    let mut c = hecloud();
-    c.args([
-        "run",
-        "--via-proxy",
-        &url,
-        "--proxy-ca",
-        ca.to_str().unwrap(),
-        "--token",
-        "not-the-proxy-token-0123",
-        "--allow-unattested",
-        d.join("x.txt").to_str().unwrap(),
-    ]);
-    let out = c.output().unwrap();
+    let out = run("not-the-proxy-token-0123", &["--allow-unattested"]);
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("unknown or wrong proxy token"), "{err}");

@@ -547,6 +547,23 @@ impl Inner {
         Ok((r, true))
     }
 
+    /// `work` on the tenant's connection ([`Self::ready`]), once more on
+    /// a connection set up again if it failed on the server over one that
+    /// was not fresh ([`Self::retry_after`]).
+    async fn on_server<T, F, Fut>(&self, t: &Tenant, work: F) -> Result<T, Status>
+    where
+        F: Fn(Arc<Ready>) -> Fut,
+        Fut: std::future::Future<Output = Result<T, Status>>,
+    {
+        let (ready, fresh) = self.ready(t).await?;
+        match work(ready.clone()).await {
+            Err(s) if self.retry_after(t, &ready, fresh, &s).await => {
+                work(self.ready(t).await?.0).await
+            }
+            r => r,
+        }
+    }
+
     /// After a request on `ready` failed with `status`: whether to retry
     /// it once on a connection set up again. Yes for a server failure on
     /// a connection that was not fresh (the server may have restarted and
@@ -987,13 +1004,7 @@ impl proxy_server::Proxy for ProxyService {
                 Inner::upload_all(&ready.server, cts).await
             }
         };
-        let (ready, fresh) = inner.ready(t).await?;
-        let object_ids = match put(ready.clone()).await {
-            Err(s) if inner.retry_after(t, &ready, fresh, &s).await => {
-                put(inner.ready(t).await?.0).await?
-            }
-            r => r?,
-        };
+        let object_ids = inner.on_server(t, put).await?;
         Ok(Response::new(rpc::PutReply { object_ids }))
     }
 
@@ -1028,13 +1039,13 @@ impl proxy_server::Proxy for ProxyService {
             client_ref: req.client_ref,
             count: req.count,
         };
-        let (ready, fresh) = inner.ready(t).await?;
-        let reply = match inner.run_on(&ready, name, &job).await {
-            Err(s) if inner.retry_after(t, &ready, fresh, &s).await => {
-                inner.run_on(&inner.ready(t).await?.0, name, &job).await?
-            }
-            r => r?,
-        };
+        let job = &job;
+        let reply = inner
+            .on_server(
+                t,
+                |ready| async move { inner.run_on(&ready, name, job).await },
+            )
+            .await?;
         Ok(Response::new(reply))
     }
 
@@ -1050,13 +1061,7 @@ impl proxy_server::Proxy for ProxyService {
                 .await
                 .map_err(|e| server_fail(&format!("downloading {id}"), e))
         };
-        let (ready, fresh) = inner.ready(t).await?;
-        let bytes = match download(ready.clone()).await {
-            Err(s) if inner.retry_after(t, &ready, fresh, &s).await => {
-                download(inner.ready(t).await?.0).await?
-            }
-            r => r?,
-        };
+        let bytes = inner.on_server(t, download).await?;
         let crossings = AtomicU32::new(0);
         let mut v = inner
             .decrypt(&t.config.name, vec![bytes], req.count, &crossings)
