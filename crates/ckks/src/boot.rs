@@ -3,8 +3,9 @@
 //! [`Bootstrapper`], which composes them; [`BootPreset`] names
 //! bootstrappable parameter sets (a 128-bit one at N = 2^16). Full and
 //! sparse slots ([`BootstrapLiteral::slots`]: a trace after ModRaise keeps
-//! the sparse message's subring). Not built yet: the arcsine correction
-//! and double hoisting (docs/bootstrapping.md).
+//! the sparse message's subring). [`EvalMod`] can follow the sine by an
+//! arcsine correction ([`BootstrapLiteral::arcsine_degree`]). Not built
+//! yet: double hoisting (docs/bootstrapping.md).
 //!
 //! After [`mod_raise`], a ciphertext that decrypted to t mod q₀ decrypts to
 //! t + q₀·I mod Q_L, with I a small integer polynomial (its coefficients
@@ -97,15 +98,22 @@ pub fn mod_raise(params: &Arc<CkksParameters>, ct: &Ciphertext) -> Result<Cipher
 }
 
 /// y mod 1, homomorphically, for real slot values y = I + δ with I an
-/// integer, |I| ≤ `bound`, and δ small: sin(2πy)/2π = δ − (2π)²δ³/6 + …
-/// (the cubic term is what an arcsine correction would remove), computed as
-/// cos(2π(y − 1/4)/2^r) by a Chebyshev interpolant on [−bound − 1,
-/// bound + 1], then r double-angle steps cos 2θ = 2cos²θ − 1; the
-/// factor 1/2π is read into the scale (no level).
+/// integer, |I| ≤ `bound`, and δ small: sin(2πy)/2π = δ − (2π)²δ³/6 + …,
+/// computed as cos(2π(y − 1/4)/2^r) by a Chebyshev interpolant on
+/// [−bound − 1, bound + 1], then r double-angle steps
+/// cos 2θ = 2cos²θ − 1; the factor 1/2π is read into the scale (no level).
+///
+/// The cubic term limits the result for large δ (a message whose energy
+/// sits in a few coefficients). [`EvalMod::with_arcsine`] removes it: the
+/// sine t = sin 2πδ goes through the Taylor polynomial of arcsin t, so the
+/// result is δ up to a term in δ^(d+2), for the levels of a degree-d
+/// polynomial.
 #[derive(Debug, Clone)]
 pub struct EvalMod {
     cosine: ChebyshevPolynomial,
     double_angles: u32,
+    /// The arcsine's Taylor polynomial on [−1, 1], when corrected.
+    arcsine: Option<ChebyshevPolynomial>,
     /// bound + 1: the interpolant's interval is [−half_width, half_width].
     half_width: f64,
 }
@@ -114,6 +122,9 @@ impl EvalMod {
     /// The highest interpolant degree accepted (a literal from outside,
     /// e.g. a session spec, must not ask for unbounded work).
     pub const MAX_DEGREE: usize = 1023;
+
+    /// The highest degree of the arcsine correction accepted.
+    pub const MAX_ARCSINE_DEGREE: usize = 31;
 
     /// For integers up to `bound` in magnitude, with a Chebyshev
     /// interpolant of `degree` and `double_angles` double-angle steps (the
@@ -142,13 +153,48 @@ impl EvalMod {
         Ok(Self {
             cosine,
             double_angles,
+            arcsine: None,
             half_width: b,
         })
     }
 
+    /// The same, with the sine corrected by the Taylor polynomial of arcsin
+    /// of odd `degree` (3 to [`Self::MAX_ARCSINE_DEGREE`]; 0 for none).
+    /// Its error for t = sin 2πδ is about the first dropped term,
+    /// c·t^(degree + 2) with c < 1/(degree + 2), far below the cubic
+    /// term it removes for the small δ bootstrapping works with.
+    pub fn with_arcsine(mut self, degree: usize) -> Result<Self> {
+        if degree == 0 {
+            self.arcsine = None;
+            return Ok(self);
+        }
+        if degree.is_multiple_of(2) || !(3..=Self::MAX_ARCSINE_DEGREE).contains(&degree) {
+            return Err(CkksError::ValueOutOfRange(format!(
+                "an arcsine correction of degree {degree} (odd, 3 to {})",
+                Self::MAX_ARCSINE_DEGREE
+            )));
+        }
+        // Interpolating a polynomial at degree + 1 nodes gives it back: the
+        // Taylor polynomial in the Chebyshev basis, not an equiripple fit
+        // (whose error would not vanish at small t, where the values are).
+        let taylor = arcsine_taylor(degree);
+        let mut p = ChebyshevPolynomial::interpolate(
+            |t| taylor.iter().rev().fold(0.0, |acc, c| acc * t + c),
+            degree,
+            -1.0,
+            1.0,
+        );
+        // An odd polynomial: the even coefficients are rounding residue.
+        p.coeffs.iter_mut().step_by(2).for_each(|c| *c = 0.0);
+        self.arcsine = Some(p);
+        Ok(self)
+    }
+
     /// Levels [`Self::apply`] spends.
     pub fn depth(&self) -> usize {
-        self.cosine.depth() + self.double_angles as usize
+        self.cosine.depth()
+            + self.double_angles as usize
+            + self.arcsine.as_ref().map_or(0, ChebyshevPolynomial::depth)
     }
 
     /// The scale [`Self::apply`] wants its input at for a polynomial
@@ -158,7 +204,28 @@ impl EvalMod {
         working_scale / self.half_width
     }
 
-    /// sin(2πy)/2π in the clear: what [`Self::apply`] approximates.
+    /// Refused unless [`Self::apply`] can run from `level` on an input at
+    /// `scale` ([`Self::input_scale`]) under `params`: its steps walked on
+    /// shapes ([`crate::plan::Planner`]), so a layout whose primes do not
+    /// fit the polynomials (an arcsine correction on primes far from the
+    /// cosine's) is refused before any work rather than midway.
+    pub fn check(&self, params: &CkksParameters, level: usize, scale: f64) -> Result<()> {
+        use crate::plan::{CtShape, Planner};
+        let planner = Planner::new(params);
+        let x = CtShape::new(level, scale * self.half_width);
+        let mut c = planner.chebyshev(&x, &self.cosine)?.out;
+        for _ in 0..self.double_angles {
+            c = planner.mul_relin_rescale(&c, &c)?.out;
+        }
+        if let Some(arcsine) = &self.arcsine {
+            planner.chebyshev(&c, arcsine)?;
+        }
+        Ok(())
+    }
+
+    /// sin(2πy)/2π in the clear: what [`Self::apply`] approximates
+    /// without the arcsine correction (with it: y − round(y), for y within
+    /// 1/4 of an integer).
     pub fn reference(y: f64) -> f64 {
         (2.0 * std::f64::consts::PI * y).sin() / (2.0 * std::f64::consts::PI)
     }
@@ -184,9 +251,31 @@ impl EvalMod {
             let sq = eval.mul_relin_rescale(&c, &c)?;
             c = eval.add_const(&eval.mul_int(&sq, 2)?, Complex64::new(-1.0, 0.0))?;
         }
+        if let Some(arcsine) = &self.arcsine {
+            c = eval.evaluate_chebyshev_cancellable(&c, arcsine, cancel)?;
+            // Its depth is a bound (degree 3 takes 2 levels of the 3): the
+            // result goes where `depth` says, as the circuit's layout
+            // expects.
+            c.drop_to_level(ct.level() - self.depth())?;
+        }
         c.set_scale(c.scale() * 2.0 * std::f64::consts::PI);
         Ok(c)
     }
+}
+
+/// Taylor coefficients of arcsin t, c_0 … c_degree: zero at even powers,
+/// c_(2k+1) = (2k)!/(4^k·(k!)²·(2k + 1)).
+fn arcsine_taylor(degree: usize) -> Vec<f64> {
+    let mut c = vec![0.0; degree + 1];
+    // (2k)!/(4^k·(k!)²) from its value at k − 1, times (2k − 1)/2k.
+    let mut central = 1.0;
+    for k in 0..=(degree - 1) / 2 {
+        if k > 0 {
+            central *= (2 * k - 1) as f64 / (2 * k) as f64;
+        }
+        c[2 * k + 1] = central / (2 * k + 1) as f64;
+    }
+    c
 }
 
 /// i·x in every slot: the product by the monomial X^(N/2), exact and free
@@ -387,6 +476,12 @@ pub struct BootstrapLiteral {
     pub eval_mod_degree: usize,
     /// [`EvalMod`]'s double-angle steps.
     pub double_angles: u32,
+    /// Degree of [`EvalMod`]'s arcsine correction ([`EvalMod::with_arcsine`]:
+    /// odd, 3 to 31), or 0 for none. It costs the levels of a polynomial of
+    /// that degree (3 for degree 3) and lifts the precision of messages
+    /// whose energy sits in a few coefficients; for random full-slot
+    /// vectors at N = 2^16 the noise, not the sine, limits the result.
+    pub arcsine_degree: usize,
     /// Hamming weight of the ephemeral sparse secret a level-0 ciphertext
     /// is switched to before ModRaise ([`EncapsulationKeys`]), or `None`
     /// to raise under the secret itself. A sparse secret keeps ModRaise's
@@ -410,8 +505,8 @@ pub struct BootstrapLiteral {
 /// factor (CoeffsToSlots' 1/n, the halving of the real/imaginary split,
 /// EvalMod's 1/2π, the message ratio) is read into a scale rather than
 /// multiplied in: no level and no precision is spent on them. Not there
-/// yet: the arcsine correction; sparse slots run two EvalMods as full
-/// slots do, where the real and imaginary parts would fit in one.
+/// yet: sparse slots run two EvalMods as full slots do, where the real and
+/// imaginary parts would fit in one.
 #[derive(Debug, Clone)]
 pub struct Bootstrapper {
     params: Arc<CkksParameters>,
@@ -444,12 +539,19 @@ impl Bootstrapper {
                 literal.eval_mod_bound,
                 literal.eval_mod_degree,
                 literal.double_angles,
-            )?,
+            )?
+            .with_arcsine(literal.arcsine_degree)?,
             params: params.clone(),
             encoder,
             literal,
         };
         crate::error::require_levels(params.max_level(), boot.depth())?;
+        let level = params.max_level() - boot.cts.levels();
+        boot.eval_mod.check(
+            params,
+            level,
+            boot.eval_mod.input_scale(params.q_f64(level)),
+        )?;
         Ok(boot)
     }
 
@@ -500,11 +602,20 @@ impl Bootstrapper {
 
     /// About how many key switches one bootstrapping runs (for cost
     /// estimates): a rotation per key the DFTs use, the conjugation, two
-    /// EvalMods of about 2√d + log2 d products and a square per double
-    /// angle, the two encapsulation switches.
+    /// EvalMods of about 2√d + log2 d products (the cosine's and the
+    /// arcsine's) and a square per double angle, the two encapsulation
+    /// switches.
     pub fn key_switches(&self) -> usize {
-        let d = self.literal.eval_mod_degree;
-        let products = 2 * d.isqrt() + d.ilog2() as usize + self.literal.double_angles as usize;
+        let poly = |d: usize| {
+            if d == 0 {
+                0
+            } else {
+                2 * d.isqrt() + d.ilog2() as usize
+            }
+        };
+        let products = poly(self.literal.eval_mod_degree)
+            + poly(self.literal.arcsine_degree)
+            + self.literal.double_angles as usize;
         self.rotations().len() + self.trace_rotations().count() + 1 + 2 * products + 2
     }
 
@@ -688,6 +799,7 @@ impl BootPreset {
             eval_mod_bound: 16,
             eval_mod_degree: 63,
             double_angles: 2,
+            arcsine_degree: 0,
             ephemeral_hamming: Some(32),
             log_message_ratio: 8,
             slots: None,
@@ -759,6 +871,61 @@ mod tests {
         assert_eq!(literal.log_q.len() - 1 - depth, 9, "levels left");
     }
     use crate::{Encoder, KeySet};
+
+    /// The correction in the clear: its Taylor coefficients against arcsin,
+    /// its Chebyshev form against the Taylor polynomial (interpolation at
+    /// degree + 1 nodes is exact for it), and the sine it corrects.
+    #[test]
+    fn the_arcsine_correction_undoes_the_sine() {
+        let taylor = arcsine_taylor(31);
+        let horner = |c: &[f64], t: f64| c.iter().rev().fold(0.0, |acc, c| acc * t + c);
+        for t in [0.0, 0.01, -0.2, 0.5] {
+            let d: f64 = horner(&taylor, t) - f64::asin(t);
+            assert!(d.abs() < 1e-10, "{t}: {d}");
+        }
+        let tau = 2.0 * std::f64::consts::PI;
+        for degree in [3, 5, 7] {
+            let eval_mod = EvalMod::new(16, 63, 2)
+                .unwrap()
+                .with_arcsine(degree)
+                .unwrap();
+            let p = eval_mod.arcsine.as_ref().unwrap();
+            assert_eq!(p.degree(), degree);
+            for delta in [1e-4, -1.0 / 256.0, 1.0 / 64.0] {
+                let t = (tau * delta).sin();
+                let exact = horner(&arcsine_taylor(degree), t);
+                assert!((p.eval(t) - exact).abs() < 1e-15, "{degree} {delta}");
+                let corrected = p.eval(t) / tau - delta;
+                let sine = t / tau - delta;
+                // The error falls from the cubic term's to the first term
+                // the polynomial drops, c·t^(degree + 2) with c < 1 (plus
+                // Clenshaw's rounding, absolute: about 2^-52 of the
+                // coefficients).
+                let dropped = t.abs().powi(degree as i32 + 2) + 1e-15;
+                assert!(corrected.abs() <= dropped, "{degree} {delta}");
+                assert!(corrected.abs() < sine.abs() / 100.0, "{degree} {delta}");
+            }
+        }
+        assert!(
+            EvalMod::new(16, 63, 2)
+                .unwrap()
+                .with_arcsine(0)
+                .unwrap()
+                .arcsine
+                .is_none()
+        );
+        let base = EvalMod::new(16, 63, 2).unwrap();
+        assert_eq!(
+            base.clone().with_arcsine(3).unwrap().depth(),
+            base.depth() + 3
+        );
+        for bad in [1, 2, 4, 33] {
+            assert!(matches!(
+                EvalMod::new(16, 63, 2).unwrap().with_arcsine(bad),
+                Err(CkksError::ValueOutOfRange(_))
+            ));
+        }
+    }
 
     #[test]
     fn times_i_multiplies_every_slot_by_i() {

@@ -354,9 +354,14 @@ fn shifted<O: ChebyshevOps>(
     ops.add_const(x, c)
 }
 
+/// The least scale a nonzero constant is taken at: round(c·s) is c to
+/// 2^-21 at this scale. Below it the rounding would eat the constant
+/// silently (a polynomial on primes far below its input's scale).
+const MIN_CONSTANT_SCALE: f64 = (1u64 << 20) as f64;
+
 fn constant_fits(c: f64, s: f64, input: f64) -> std::result::Result<(), CkksError> {
     let v = (c * s).round();
-    if v.is_finite() && v.abs() < MAX_CONSTANT {
+    if v.is_finite() && v.abs() < MAX_CONSTANT && (c == 0.0 || s >= MIN_CONSTANT_SCALE) {
         return Ok(());
     }
     Err(CkksError::ValueOutOfRange(format!(
@@ -633,11 +638,12 @@ mod tests {
         fn level(&self, x: &(f64, usize)) -> usize {
             x.1
         }
+        // Every scale and prime 2^40, as in a layout at the default scale.
         fn scale(&self, _: &(f64, usize)) -> f64 {
-            1.0
+            (1u64 << 40) as f64
         }
         fn prime(&self, _: usize) -> f64 {
-            1.0
+            (1u64 << 40) as f64
         }
         fn mul_const(&mut self, x: &(f64, usize), c: f64) -> Result<(f64, usize)> {
             Ok((x.0 * c, x.1 - 1))

@@ -560,6 +560,11 @@ impl BootstrapSpec {
         write_opt_id(w, &self.from_sparse_key);
         w.bool(self.prefer_over_refresh);
         w.u32(c.slots.map_or(0, |s| u32::try_from(s).unwrap_or(u32::MAX)));
+        // Last and only when set, so that specs without it keep their
+        // encoding and their id.
+        if c.arcsine_degree != 0 {
+            w.u32(u32::try_from(c.arcsine_degree).unwrap_or(u32::MAX));
+        }
     }
 
     fn read(r: &mut Reader<'_>) -> DecodeResult<Self> {
@@ -577,14 +582,31 @@ impl BootstrapSpec {
             double_angles: r.u32()?,
             log_message_ratio: r.u32()?,
             slots: None,
+            arcsine_degree: 0,
         };
         let to_sparse_key = read_opt_id(r, "to-sparse key presence")?;
         let from_sparse_key = read_opt_id(r, "from-sparse key presence")?;
         let prefer_over_refresh = r.bool("bootstrapping preference")?;
         let slots = r.u32()? as usize;
+        // The bootstrapping part ends the spec: a field after `slots` is the
+        // arcsine degree, written only when not 0 (one encoding per spec).
+        let arcsine_degree = if r.remaining() == 0 {
+            0
+        } else {
+            match r.u32()? {
+                0 => {
+                    return Err(DecodeError::InvalidField {
+                        field: "arcsine degree",
+                        reason: "0 is written by leaving the field out".into(),
+                    });
+                }
+                d => d as usize,
+            }
+        };
         Ok(Self {
             circuit: BootstrapLiteral {
                 slots: (slots != 0).then_some(slots),
+                arcsine_degree,
                 ..circuit
             },
             to_sparse_key,

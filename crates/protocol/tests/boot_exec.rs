@@ -285,4 +285,22 @@ fn a_bootstrapping_session_travels_as_objects_and_a_spec() {
     let mut sparse = spec.clone();
     sparse.bootstrap.as_mut().unwrap().circuit.slots = Some(512);
     assert_eq!(SessionSpec::decode(&sparse.encode()).unwrap(), sparse);
+    // So does an arcsine correction, as four bytes after the rest: a spec
+    // without one keeps its encoding, and a written 0 is refused (one
+    // encoding, one id, per spec).
+    let mut arcsine = spec.clone();
+    arcsine.bootstrap.as_mut().unwrap().circuit.arcsine_degree = 5;
+    let arcsine_bytes = arcsine.encode();
+    assert_eq!(SessionSpec::decode(&arcsine_bytes).unwrap(), arcsine);
+    assert_eq!(arcsine_bytes[..bytes.len()], bytes[..]);
+    assert_eq!(arcsine_bytes[bytes.len()..], 5u32.to_le_bytes());
+    let mut zero = bytes.clone();
+    zero.extend_from_slice(&[0; 4]);
+    assert!(matches!(
+        SessionSpec::decode(&zero),
+        Err(DecodeError::InvalidField {
+            field: "arcsine degree",
+            ..
+        })
+    ));
 }
