@@ -1180,29 +1180,34 @@ pub type CallbackHandler =
     Arc<dyn Fn(&str, &[u8]) -> std::result::Result<Vec<u8>, String> + Send + Sync>;
 
 /// `ep` over TLS trusting only the CA `ca_pem`, the certificate checked
-/// against the URL's host name. An IP literal is checked against
-/// `localhost`, the name hecloud's generated certificates carry (`Uri::host`
-/// keeps an IPv6 literal's brackets: they are trimmed first).
+/// against [`tls_domain`] of the URL.
 pub fn trusting_ca(
     ep: Endpoint,
     ca_pem: &str,
 ) -> std::result::Result<Endpoint, tonic::transport::Error> {
-    let host = ep
-        .uri()
-        .host()
-        .unwrap_or("localhost")
-        .trim_start_matches('[')
-        .trim_end_matches(']');
-    let domain = if host.parse::<std::net::IpAddr>().is_ok() {
-        "localhost".to_string()
-    } else {
-        host.to_string()
-    };
+    let domain = tls_domain(ep.uri());
     ep.tls_config(
         ClientTlsConfig::new()
             .ca_certificate(Certificate::from_pem(ca_pem))
             .domain_name(domain),
     )
+}
+
+/// The name a server's certificate is checked against for the URL `uri`:
+/// its host name; an IP literal is checked against `localhost`, the name
+/// hecloud's generated certificates carry (`Uri::host` keeps an IPv6
+/// literal's brackets: they are trimmed first).
+pub fn tls_domain(uri: &tonic::codegen::http::Uri) -> String {
+    let host = uri
+        .host()
+        .unwrap_or("localhost")
+        .trim_start_matches('[')
+        .trim_end_matches(']');
+    if host.parse::<std::net::IpAddr>().is_ok() {
+        "localhost".to_string()
+    } else {
+        host.to_string()
+    }
 }
 
 /// Whether a job will not change again.

@@ -12,9 +12,12 @@
 //! against a fake folder.
 //!
 //! The report data is [`report_data`]: SHA-512 of the proxy's TLS public
-//! key bytes followed by the client's 32-byte nonce. A client that sends a
-//! fresh nonce and finds it, with the TLS key of the connection, in the
-//! report knows the report was made for this connection (not replayed).
+//! key bytes (the DER SubjectPublicKeyInfo of its certificate,
+//! [`tls_public_key_of`]) followed by the client's 32-byte nonce. A client
+//! that sends a fresh nonce and finds it, with the TLS key of the
+//! certificate presented on its own connection, in the report knows the
+//! report was made for this connection (not replayed, nor relayed by a man
+//! in the middle: [`crate::client`] takes the key from the connection).
 //!
 //! What the client verifies ([`verify`], for `sev_guest` reports:
 //! [`snp::verify_report`]):
@@ -227,6 +230,43 @@ pub enum AttestError {
     /// An SEV-SNP report that does not verify.
     #[error("SEV-SNP report refused: {0}")]
     Snp(#[from] snp::SnpError),
+    /// The TLS public key the proxy announces is not the key of the
+    /// certificate it presented on this connection: a report relayed by a
+    /// man in the middle, or a misconfigured proxy.
+    #[error(
+        "the proxy announced a TLS public key that is not the key of the certificate on this \
+         connection (a relayed attestation, or a man in the middle)"
+    )]
+    TlsKeyMismatch,
+    /// A later TLS handshake of the same connection presented another key
+    /// than the one verified when connecting.
+    #[error(
+        "the proxy presented another TLS public key than the one verified when connecting \
+         (the key is pinned for the connection)"
+    )]
+    TlsKeyChanged,
+    /// An attestation report over a connection without TLS (`http://`):
+    /// there is no TLS key to bind it to, so it proves nothing about the
+    /// connection.
+    #[error(
+        "the proxy sent an attestation report over http://: without TLS it cannot be bound to \
+         the connection; connect with https://"
+    )]
+    NoTlsToBind,
+    /// The proxy's TLS certificate could not be read for its public key.
+    #[error("the proxy's TLS certificate: {0}")]
+    TlsCertificate(String),
+}
+
+/// The TLS public key of a DER X.509 certificate, as reports bind it: its
+/// DER SubjectPublicKeyInfo, byte for byte as in the certificate. The
+/// proxy announces this key of its certificate and binds it in its
+/// reports, and the client takes it from the certificate the proxy
+/// presents on the connection, so both sides read the same bytes.
+pub fn tls_public_key_of(cert_der: &[u8]) -> std::result::Result<Vec<u8>, AttestError> {
+    let (_, cert) = x509_parser::parse_x509_certificate(cert_der)
+        .map_err(|e| AttestError::TlsCertificate(format!("not an X.509 certificate: {e}")))?;
+    Ok(cert.tbs_certificate.subject_pki.raw.to_vec())
 }
 
 /// What the client requires of a proxy's attestation.
@@ -267,7 +307,9 @@ pub enum Verified {
 }
 
 /// The client's check of a proxy's attestation for the connection with
-/// TLS public key `tls_public_key` and the client's `nonce`: an unattested
+/// TLS public key `tls_public_key` (taken from the certificate presented
+/// on that connection, not from what the proxy announces: see
+/// [`crate::client`]) and the client's `nonce`: an unattested
 /// proxy is refused unless `policy.allow_unattested`; an SEV-SNP report
 /// must verify ([`snp::verify_report`], bound to [`report_data`] of the
 /// key and nonce); any other provider, TDX included, is refused.

@@ -3,26 +3,50 @@
 //! token or any data, verifies it ([`crate::attest::verify`]: for SEV-SNP
 //! the report's signature, its chain to a pinned AMD root, its binding to
 //! the TLS key and nonce, the guest policy and, when given, the
-//! measurement), and refuses an unattested proxy unless told to allow one. Then it sends plaintext and gets
-//! plaintext back: the proxy does the HE encryption, the server's job and
-//! the decryption.
+//! measurement), and refuses an unattested proxy unless told to allow one.
+//! Then it sends plaintext and gets plaintext back: the proxy does the HE
+//! encryption, the server's job and the decryption.
 //!
-//! Limits: the report is checked against the TLS public key the proxy
-//! announces in its `Info` reply, not yet against the key of the TLS
-//! connection itself (the transport does not expose the peer's
-//! certificate); what a report's verification leaves out (TCB minimums,
-//! revocation, TDX) is listed in [`crate::attest`].
+//! The TLS key checked is the connection's own: the client's certificate
+//! check (the proxy's CA, the host name) also takes the public key of the
+//! certificate the proxy presents ([`crate::attest::tls_public_key_of`]),
+//! and the report must bind that key. A proxy whose `Info` reply announces
+//! another key is refused ([`AttestError::TlsKeyMismatch`]) before the
+//! token is sent: a man in the middle holding a certificate the client
+//! trusts cannot relay a genuine proxy's report. The key is pinned for
+//! the connection: when the channel connects again (the proxy restarted,
+//! the network dropped), a handshake presenting another key fails
+//! ([`AttestError::TlsKeyChanged`] in the transport error); connect anew
+//! to verify a new key.
+//!
+//! Over `http://` (loopback only) there is no TLS key: an unattested proxy
+//! is accepted when allowed, for development, and a report is refused
+//! ([`AttestError::NoTlsToBind`]), since it cannot be bound to the
+//! connection.
+//!
+//! Limits: a resumed TLS session (no certificate sent) is trusted as the
+//! handshake it resumes, whose key was checked; what a report's
+//! verification leaves out (TCB minimums, revocation, TDX) is listed in
+//! [`crate::attest`].
 
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use hecloud_protocol::{Graph, Message};
 use ring::rand::{SecureRandom, SystemRandom};
+use rustls::client::WebPkiServerVerifier;
+use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
+use rustls::{CertificateError, DigitallySignedStruct, OtherError, RootCertStore, SignatureScheme};
 use tonic::metadata::{Ascii, MetadataValue};
 use tonic::service::interceptor::InterceptedService;
-use tonic::transport::{Channel, Endpoint};
+use tonic::transport::{Channel, ClientTlsConfig, Endpoint};
 use tonic::{Code, Request, Status};
 
-use crate::attest::{AttestError, CLIENT_NONCE_LEN, Verified, VerifyPolicy, verify};
+use crate::attest::{
+    AttestError, CLIENT_NONCE_LEN, Verified, VerifyPolicy, tls_public_key_of, verify,
+};
 use crate::enclave::Attestation;
 use crate::rpc::{self, proxy_client};
 use crate::service::{ErrorKind, MAX_MESSAGE_BYTES, error_kind};
@@ -159,14 +183,121 @@ fn attestation_of(a: Option<rpc::Attestation>) -> Result<Attestation> {
     }
 }
 
+/// The certificate check of a connection to a proxy: the usual check
+/// (rustls' WebPKI verifier: chain to the trusted CA, host name, validity)
+/// and then the end-entity certificate's public key, pinned at the first
+/// handshake; a later handshake presenting another key fails.
+#[derive(Debug)]
+struct PinningVerifier {
+    inner: Arc<WebPkiServerVerifier>,
+    /// The DER SubjectPublicKeyInfo of the first certificate that passed
+    /// the check.
+    pinned: Mutex<Option<Vec<u8>>>,
+}
+
+/// A rustls certificate error carrying `e`.
+fn cert_error(e: AttestError) -> rustls::Error {
+    rustls::Error::InvalidCertificate(CertificateError::Other(OtherError(Arc::new(e))))
+}
+
+impl PinningVerifier {
+    /// A verifier trusting the certificates of `ca_pem` only.
+    fn new(ca_pem: &str) -> Result<Self> {
+        let invalid = |what: String| ProxyClientError::Invalid(format!("the proxy's CA: {what}"));
+        let mut roots = RootCertStore::empty();
+        for cert in CertificateDer::pem_slice_iter(ca_pem.as_bytes()) {
+            let cert = cert.map_err(|e| invalid(e.to_string()))?;
+            roots.add(cert).map_err(|e| invalid(e.to_string()))?;
+        }
+        if roots.is_empty() {
+            return Err(invalid("no certificate in the PEM text".into()));
+        }
+        let provider = rustls::crypto::CryptoProvider::get_default()
+            .cloned()
+            .unwrap_or_else(|| Arc::new(rustls::crypto::ring::default_provider()));
+        let inner = WebPkiServerVerifier::builder_with_provider(Arc::new(roots), provider)
+            .build()
+            .map_err(|e| invalid(e.to_string()))?;
+        Ok(Self {
+            inner,
+            pinned: Mutex::new(None),
+        })
+    }
+
+    /// The pinned key, once a handshake passed.
+    fn pinned(&self) -> Option<Vec<u8>> {
+        self.pinned
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+}
+
+impl ServerCertVerifier for PinningVerifier {
+    fn verify_server_cert(
+        &self,
+        end_entity: &CertificateDer<'_>,
+        intermediates: &[CertificateDer<'_>],
+        server_name: &ServerName<'_>,
+        ocsp_response: &[u8],
+        now: UnixTime,
+    ) -> std::result::Result<ServerCertVerified, rustls::Error> {
+        let verified = self.inner.verify_server_cert(
+            end_entity,
+            intermediates,
+            server_name,
+            ocsp_response,
+            now,
+        )?;
+        // The first handshake's key is pinned here, before its signature
+        // (CertificateVerify) is checked: a handshake failing after this
+        // fails the connection, so the key checked against the report is
+        // always one whose possession a completed handshake proved.
+        let key = tls_public_key_of(end_entity).map_err(cert_error)?;
+        let mut pinned = self.pinned.lock().unwrap_or_else(PoisonError::into_inner);
+        match pinned.as_ref() {
+            None => *pinned = Some(key),
+            Some(p) if *p == key => {}
+            Some(_) => return Err(cert_error(AttestError::TlsKeyChanged)),
+        }
+        Ok(verified)
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> std::result::Result<HandshakeSignatureValid, rustls::Error> {
+        self.inner.verify_tls12_signature(message, cert, dss)
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> std::result::Result<HandshakeSignatureValid, rustls::Error> {
+        self.inner.verify_tls13_signature(message, cert, dss)
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+        self.inner.supported_verify_schemes()
+    }
+}
+
 impl ProxyClient {
     /// Connects to the proxy at `url` (`https://host:port`; `http://` to a
-    /// loopback host only), trusting `ca_pem` for its TLS certificate,
-    /// and checks its attestation before sending `token`: an unattested
-    /// proxy is refused with [`ProxyClientError::Attestation`] unless
-    /// `allow_unattested`; a report is verified against AMD's roots with no
-    /// measurement pinned ([`VerifyPolicy::new`]; see
-    /// [`ProxyClient::connect_with`] to pin one).
+    /// loopback host only), trusting `ca_pem` for its TLS certificate
+    /// (required with `https://`: no system roots are built in), and
+    /// checks its attestation before sending `token`: the `Info` reply
+    /// must announce the TLS key of this connection; an unattested proxy
+    /// is refused with [`ProxyClientError::Attestation`] unless
+    /// `allow_unattested`; a report is verified against AMD's roots with
+    /// no measurement pinned ([`VerifyPolicy::new`]; see
+    /// [`ProxyClient::connect_with`] to pin one). Over `http://` only an
+    /// allowed unattested proxy is accepted (see the [module
+    /// documentation](self)).
     pub async fn connect(
         url: &str,
         token: &str,
@@ -190,9 +321,23 @@ impl ProxyClient {
         let mut ep = Endpoint::from_shared(url.to_string())?
             .connect_timeout(Duration::from_secs(10))
             .http2_keep_alive_interval(Duration::from_secs(20));
-        if let Some(ca) = ca_pem {
-            ep = hecloud_client::trusting_ca(ep, ca)?;
-        }
+        // The transport speaks TLS exactly when the parsed scheme is
+        // "https" (`check_server_url` allowed http:// to loopback only).
+        let tls = ep.uri().scheme_str() == Some("https");
+        let pin = if tls {
+            let ca = ca_pem.ok_or_else(|| {
+                ProxyClientError::Invalid(
+                    "an https:// proxy needs its CA certificate (no system roots are trusted)"
+                        .into(),
+                )
+            })?;
+            let pin = Arc::new(PinningVerifier::new(ca)?);
+            let config = ClientTlsConfig::new().domain_name(hecloud_client::tls_domain(ep.uri()));
+            ep = ep.tls_config_with_verifier(config, pin.clone())?;
+            Some(pin)
+        } else {
+            None
+        };
         let channel = ep.connect().await?;
         // Attestation first, without the token.
         let mut nonce = [0u8; CLIENT_NONCE_LEN];
@@ -206,7 +351,26 @@ impl ProxyClient {
             .await?
             .into_inner();
         let attestation = attestation_of(info.attestation.clone())?;
-        let verified = verify(&attestation, &info.tls_public_key, &nonce, policy)?;
+        let verified = match pin {
+            // The key of the certificate presented on this connection (every
+            // handshake of the channel presents it: it is pinned), not the
+            // one the proxy announces.
+            Some(pin) => {
+                let key = pin.pinned().ok_or_else(|| {
+                    AttestError::TlsCertificate(
+                        "no certificate was checked on this connection".into(),
+                    )
+                })?;
+                if info.tls_public_key != key {
+                    return Err(AttestError::TlsKeyMismatch.into());
+                }
+                verify(&attestation, &key, &nonce, policy)?
+            }
+            None => match attestation {
+                Attestation::Unattested => verify(&attestation, &[], &nonce, policy)?,
+                _ => return Err(AttestError::NoTlsToBind.into()),
+            },
+        };
         let bearer = MetadataValue::try_from(format!("Bearer {token}"))
             .map_err(|_| ProxyClientError::Invalid("the token must be printable ASCII".into()))?;
         let rpc = proxy_client::ProxyClient::new(InterceptedService::new(channel, Bearer(bearer)))

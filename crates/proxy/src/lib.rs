@@ -21,8 +21,9 @@
 //!   own tenant tokens, plaintext in and out, the server reached as each
 //!   client's tenant, refresh requests answered inside the enclave
 //!   ([`service::start`]);
-//! * [`client`]: [`ProxyClient`], which checks a proxy's attestation before
-//!   it sends anything and refuses an unattested proxy unless allowed;
+//! * [`client`]: [`ProxyClient`], which checks a proxy's attestation,
+//!   bound to the TLS key of its own connection, before it sends anything
+//!   and refuses an unattested proxy unless allowed;
 //! * [`rpc`]: the generated wire types.
 //!
 //! ## Trust model of this increment

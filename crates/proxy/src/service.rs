@@ -303,8 +303,9 @@ pub struct RunningProxy {
     pub addr: SocketAddr,
     /// The CA certificate its clients trust, when it generated its own.
     pub ca_pem: Option<String>,
-    /// Its TLS public key (DER SubjectPublicKeyInfo), which attestation
-    /// reports bind.
+    /// Its TLS public key (the DER SubjectPublicKeyInfo of its
+    /// certificate, [`crate::attest::tls_public_key_of`]), which
+    /// attestation reports bind.
     pub tls_public_key: Vec<u8>,
     shutdown: Option<oneshot::Sender<()>>,
     task: tokio::task::JoinHandle<Result<(), tonic::transport::Error>>,
@@ -340,12 +341,18 @@ impl RunningProxy {
     }
 }
 
-/// The DER SubjectPublicKeyInfo of a PEM private key.
-fn public_key_of(key_pem: &str) -> Result<Vec<u8>, ServiceError> {
-    use rcgen::PublicKeyData;
-    let kp = rcgen::KeyPair::from_pem(key_pem)
-        .map_err(|e| ServiceError::Tls(format!("the TLS key: {e}")))?;
-    Ok(kp.subject_public_key_info())
+/// The TLS public key of the first (end-entity) certificate of a PEM
+/// chain: its DER SubjectPublicKeyInfo as the certificate carries it
+/// ([`crate::attest::tls_public_key_of`]), the bytes a client reads from
+/// the certificate it is presented.
+fn public_key_of(cert_pem: &str) -> Result<Vec<u8>, ServiceError> {
+    use rustls::pki_types::CertificateDer;
+    use rustls::pki_types::pem::PemObject;
+    let leaf = CertificateDer::pem_slice_iter(cert_pem.as_bytes())
+        .next()
+        .ok_or_else(|| ServiceError::Tls("the TLS certificate file holds no certificate".into()))?
+        .map_err(|e| ServiceError::Tls(format!("the TLS certificate: {e}")))?;
+    crate::attest::tls_public_key_of(&leaf).map_err(|e| ServiceError::Tls(e.to_string()))
 }
 
 /// Starts the proxy: reads its TLS identity, binds, and serves until
@@ -370,7 +377,7 @@ pub async fn start(
             None,
         ),
     };
-    let tls_public_key = public_key_of(&key)?;
+    let tls_public_key = public_key_of(&cert)?;
     let listener = tokio::net::TcpListener::bind(config.listen).await?;
     let addr = listener.local_addr()?;
     let inner = Arc::new(Inner {

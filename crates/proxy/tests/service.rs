@@ -697,3 +697,337 @@ async fn the_proxy_sets_a_tenant_up_again_after_a_server_restart() {
     server.stop().await.unwrap();
     proxy.stop().await.unwrap();
 }
+
+/// TLS material under `to` with the CA of the material under `from` and a
+/// new server certificate and key (another TLS key the client trusts).
+fn another_leaf_of_the_same_ca(
+    from: &std::path::Path,
+    to: &std::path::Path,
+) -> hecloud_server::tls::TlsMaterial {
+    use hecloud_server::tls::{ca_key_path, load_or_generate, paths};
+    std::fs::create_dir_all(to).unwrap();
+    std::fs::copy(paths(from).0, paths(to).0).unwrap();
+    std::fs::copy(ca_key_path(from), ca_key_path(to)).unwrap();
+    let m = load_or_generate(to).unwrap();
+    assert_eq!(m.ca_pem, std::fs::read_to_string(paths(from).0).unwrap());
+    m
+}
+
+/// A man in the middle with its own certificate from the proxy's CA: it
+/// relays `Info` (the client's nonce, the genuine proxy's reply) and
+/// records every call that reaches it with a token, or any other call.
+struct Mitm {
+    genuine: hecloud_proxy::rpc::proxy_client::ProxyClient<tonic::transport::Channel>,
+    /// What reached it past `Info`, or with a token.
+    seen: Arc<std::sync::Mutex<Vec<String>>>,
+}
+
+impl Mitm {
+    fn record<T>(&self, what: &str, req: &tonic::Request<T>) {
+        let mut seen = self.seen.lock().unwrap();
+        seen.push(format!(
+            "{what} (authorization: {})",
+            req.metadata().contains_key("authorization")
+        ));
+    }
+}
+
+#[tonic::async_trait]
+impl hecloud_proxy::rpc::proxy_server::Proxy for Mitm {
+    async fn info(
+        &self,
+        req: tonic::Request<hecloud_proxy::rpc::InfoRequest>,
+    ) -> Result<tonic::Response<hecloud_proxy::rpc::InfoReply>, tonic::Status> {
+        if req.metadata().contains_key("authorization") {
+            self.record("Info", &req);
+        }
+        self.genuine.clone().info(req.into_inner()).await
+    }
+
+    async fn put(
+        &self,
+        req: tonic::Request<hecloud_proxy::rpc::PutRequest>,
+    ) -> Result<tonic::Response<hecloud_proxy::rpc::PutReply>, tonic::Status> {
+        self.record("Put", &req);
+        Err(tonic::Status::unavailable("a man in the middle"))
+    }
+
+    async fn run(
+        &self,
+        req: tonic::Request<hecloud_proxy::rpc::RunRequest>,
+    ) -> Result<tonic::Response<hecloud_proxy::rpc::RunReply>, tonic::Status> {
+        self.record("Run", &req);
+        Err(tonic::Status::unavailable("a man in the middle"))
+    }
+
+    async fn get(
+        &self,
+        req: tonic::Request<hecloud_proxy::rpc::GetRequest>,
+    ) -> Result<tonic::Response<hecloud_proxy::rpc::GetReply>, tonic::Status> {
+        self.record("Get", &req);
+        Err(tonic::Status::unavailable("a man in the middle"))
+    }
+}
+
+/// A [`Mitm`] in front of `f`'s proxy on a loopback port, serving TLS with
+/// `tls` (plaintext without): its port, what it saw, its task.
+async fn start_mitm(
+    f: &Fixture,
+    tls: Option<&hecloud_server::tls::TlsMaterial>,
+) -> (
+    u16,
+    Arc<std::sync::Mutex<Vec<String>>>,
+    tokio::task::JoinHandle<Result<(), tonic::transport::Error>>,
+) {
+    use tonic::transport::{Identity, Server, ServerTlsConfig};
+    let genuine = tonic::transport::Endpoint::from_shared(f.proxy.url()).unwrap();
+    let genuine = hecloud_client::trusting_ca(genuine, f.proxy.ca_pem.as_deref().unwrap())
+        .unwrap()
+        .connect()
+        .await
+        .unwrap();
+    let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let mut server = Server::builder();
+    if let Some(m) = tls {
+        server = server
+            .tls_config(
+                ServerTlsConfig::new().identity(Identity::from_pem(&m.cert_pem, &m.key_pem)),
+            )
+            .unwrap();
+    }
+    let mitm = server
+        .add_service(hecloud_proxy::rpc::proxy_server::ProxyServer::new(Mitm {
+            genuine: hecloud_proxy::rpc::proxy_client::ProxyClient::new(genuine),
+            seen: seen.clone(),
+        }))
+        .serve_with_incoming(tonic::transport::server::TcpIncoming::from(listener));
+    (port, seen, tokio::spawn(mitm))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_proxy_announcing_another_tls_key_than_its_connection_is_refused_before_the_token() {
+    let chain = Arc::new(snp_chain::Chain::new("Test"));
+    let policy = chain.policy(Some(snp_chain::MEASUREMENT));
+    let c2 = chain.clone();
+    let f = fixture_with(|inner| {
+        Arc::new(ReportingEnclave {
+            inner,
+            chain: c2,
+            stale: false,
+        })
+    })
+    .await;
+    // The proxy announces the key of the certificate it presents.
+    let leaf_pem =
+        std::fs::read_to_string(hecloud_server::tls::paths(&f.dir.path().join("proxy-tls")).1)
+            .unwrap();
+    let leaf = x509_der(&leaf_pem);
+    assert_eq!(
+        hecloud_proxy::attest::tls_public_key_of(&leaf).unwrap(),
+        f.proxy.tls_public_key
+    );
+
+    // The man in the middle: a certificate from the same CA (the client
+    // trusts it), another key, the genuine proxy's Info relayed.
+    let m = another_leaf_of_the_same_ca(
+        &f.dir.path().join("proxy-tls"),
+        &f.dir.path().join("mitm-tls"),
+    );
+    let (port, seen, mitm) = start_mitm(&f, Some(&m)).await;
+    let url = format!("https://localhost:{port}");
+    let mut allowing = policy.clone();
+    allowing.allow_unattested = true;
+    for p in [&policy, &allowing] {
+        match ProxyClient::connect_with(&url, ALICE, f.proxy.ca_pem.as_deref(), p).await {
+            Err(ProxyClientError::Attestation(e)) => {
+                assert_eq!(e, AttestError::TlsKeyMismatch);
+                assert!(
+                    e.to_string().contains("not the key of the certificate"),
+                    "{e}"
+                );
+            }
+            Ok(c) => {
+                // Show what the man in the middle would get.
+                let _ = c.put(&[vec![1.0]]).await;
+                panic!(
+                    "a relayed attestation was accepted; the man in the middle saw {:?}",
+                    seen.lock().unwrap()
+                );
+            }
+            Err(other) => panic!("expected a TLS key mismatch, got {other:?}"),
+        }
+    }
+    assert!(
+        seen.lock().unwrap().is_empty(),
+        "the token reached the man in the middle: {:?}",
+        seen.lock().unwrap()
+    );
+    // The genuine proxy, reached directly, is accepted under the same policy.
+    let c = f.client_with(ALICE, &policy).await.unwrap();
+    assert!(matches!(c.verified(), Verified::SevSnp { .. }));
+    mitm.abort();
+}
+
+/// The DER of the first certificate of a PEM text.
+fn x509_der(pem: &str) -> Vec<u8> {
+    use rustls::pki_types::CertificateDer;
+    use rustls::pki_types::pem::PemObject;
+    CertificateDer::pem_slice_iter(pem.as_bytes())
+        .next()
+        .unwrap()
+        .unwrap()
+        .to_vec()
+}
+
+/// A TCP relay (TLS passes through it untouched) whose target can be
+/// switched; switching drops the connections open so far.
+struct Relay {
+    port: u16,
+    target: Arc<std::sync::Mutex<std::net::SocketAddr>>,
+    open: Arc<std::sync::Mutex<Vec<tokio::task::JoinHandle<()>>>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Relay {
+    async fn start(target: std::net::SocketAddr) -> Relay {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let target = Arc::new(std::sync::Mutex::new(target));
+        let open = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let (t, o) = (target.clone(), open.clone());
+        let task = tokio::spawn(async move {
+            while let Ok((mut inbound, _)) = listener.accept().await {
+                let to = *t.lock().unwrap();
+                o.lock().unwrap().push(tokio::spawn(async move {
+                    if let Ok(mut outbound) = tokio::net::TcpStream::connect(to).await {
+                        let _ = tokio::io::copy_bidirectional(&mut inbound, &mut outbound).await;
+                    }
+                }));
+            }
+        });
+        Relay {
+            port,
+            target,
+            open,
+            task,
+        }
+    }
+
+    fn switch(&self, to: std::net::SocketAddr) {
+        *self.target.lock().unwrap() = to;
+        for c in self.open.lock().unwrap().drain(..) {
+            c.abort();
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_reconnection_presenting_another_tls_key_fails() {
+    let f = fixture().await;
+    // Another proxy in front of the same server and store, with a
+    // certificate from the same CA and another key.
+    let m = another_leaf_of_the_same_ca(
+        &f.dir.path().join("proxy-tls"),
+        &f.dir.path().join("other-tls"),
+    );
+    let other = hecloud_proxy::service::start(
+        ProxyConfig {
+            listen: "127.0.0.1:0".parse().unwrap(),
+            server_url: format!("https://localhost:{}", f.server.addr.port()),
+            server_ca_pem: f.server.ca_pem.clone(),
+            store_dir: f.store(),
+            tls: TlsSource::Generated(f.dir.path().join("other-tls")),
+            tenants: vec![ProxyTenant::new("alice", ALICE, ALICE_SERVER).unwrap()],
+            max_vectors: DEFAULT_MAX_VECTORS,
+        },
+        f.enclave.clone() as Arc<dyn Enclave>,
+    )
+    .await
+    .unwrap();
+    assert_eq!(other.ca_pem.as_deref(), Some(m.ca_pem.as_str()));
+    assert_ne!(other.tls_public_key, f.proxy.tls_public_key);
+
+    let relay = Relay::start(f.proxy.addr).await;
+    let url = format!("https://localhost:{}", relay.port);
+    let c = ProxyClient::connect(&url, ALICE, f.proxy.ca_pem.as_deref(), true)
+        .await
+        .unwrap();
+    let v = random_reals(8, -1.0, 1.0);
+    c.put(std::slice::from_ref(&v)).await.unwrap();
+
+    // The channel connects again, to a proxy with another key: every call
+    // fails, and not for lack of a working proxy behind the relay.
+    relay.switch(other.addr);
+    let mut messages = vec![];
+    for _ in 0..6 {
+        match c.put(std::slice::from_ref(&v)).await {
+            Ok(_) => panic!("a call went to a proxy with another TLS key: {messages:?}"),
+            Err(e) => messages.push(format!("{e:?}")),
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
+    // rustls shows the pinning verifier's error by its name.
+    assert!(
+        messages.iter().any(|m| m.contains("TlsKeyChanged")),
+        "{messages:?}"
+    );
+    // A new client verifies the other proxy's key afresh and is served.
+    let c = ProxyClient::connect(&url, ALICE, f.proxy.ca_pem.as_deref(), true)
+        .await
+        .unwrap();
+    assert_eq!(c.info().tls_public_key, other.tls_public_key);
+    c.put(std::slice::from_ref(&v)).await.unwrap();
+    relay.task.abort();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn over_http_only_an_allowed_unattested_proxy_is_accepted() {
+    // An unattested proxy behind a plaintext (loopback) front: allowed
+    // when unattested proxies are, refused otherwise; no TLS key to check.
+    let f = fixture().await;
+    let (port, seen, front) = start_mitm(&f, None).await;
+    let url = format!("http://127.0.0.1:{port}");
+    let c = ProxyClient::connect(&url, ALICE, None, true).await.unwrap();
+    assert_eq!(c.verified(), &Verified::Unattested);
+    match ProxyClient::connect(&url, ALICE, None, false).await {
+        Err(ProxyClientError::Attestation(AttestError::Unattested)) => {}
+        other => panic!("an unattested proxy was not refused over http: {other:?}"),
+    }
+    // https:// needs the proxy's CA: no other roots are trusted.
+    match ProxyClient::connect(&f.proxy.url(), ALICE, None, true).await {
+        Err(ProxyClientError::Invalid(m)) => assert!(m.contains("CA certificate"), "{m}"),
+        other => panic!("https without a CA: {other:?}"),
+    }
+    front.abort();
+
+    // An attested proxy behind it: its report cannot be bound to a
+    // connection without TLS, and is refused under any policy.
+    let chain = Arc::new(snp_chain::Chain::new("Test"));
+    let policy = chain.policy(Some(snp_chain::MEASUREMENT));
+    let c2 = chain.clone();
+    let f = fixture_with(|inner| {
+        Arc::new(ReportingEnclave {
+            inner,
+            chain: c2,
+            stale: false,
+        })
+    })
+    .await;
+    let (port, seen2, front) = start_mitm(&f, None).await;
+    let url = format!("http://127.0.0.1:{port}");
+    let mut allowing = policy.clone();
+    allowing.allow_unattested = true;
+    for p in [&policy, &allowing] {
+        match ProxyClient::connect_with(&url, ALICE, None, p).await {
+            Err(ProxyClientError::Attestation(e)) => {
+                assert_eq!(e, AttestError::NoTlsToBind);
+                assert!(e.to_string().contains("https://"), "{e}");
+            }
+            other => panic!("a report over http was accepted: {other:?}"),
+        }
+    }
+    assert!(seen.lock().unwrap().is_empty() && seen2.lock().unwrap().is_empty());
+    front.abort();
+}
