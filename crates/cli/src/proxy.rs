@@ -147,6 +147,10 @@ fn sealing_key(path: &Path) -> anyhow::Result<PlainEnclave> {
 /// `hecloud proxy`.
 pub fn serve(a: ProxyArgs) -> anyhow::Result<()> {
     crate::cmd::init_logging();
+    // The proxy encrypts, uploads, downloads and decrypts ciphertexts of
+    // tens to hundreds of MB per request, as the server does (off glibc
+    // the call does nothing).
+    hecloud_server::alloc::retain_freed_memory();
     let store_dir = a.store.clone().unwrap_or_else(|| a.dir.join("keys"));
     let enclave = Arc::new(sealing_key(
         &a.sealing_key

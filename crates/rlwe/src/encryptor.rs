@@ -82,11 +82,12 @@ impl Encryptor {
         let basis = self.params.q_at(level)?.clone();
         let seed = self.sampler.seed();
         let a = hecloud_math::sampling::expand_seed_uniform(&seed, &basis);
+        // e + a·s, negated: −a·s − e with −e as Gaussian as e. The product
+        // reads the first limbs of s over Q·P in place: no copy of the
+        // secret (tens of MB at N = 2^17) to make and to wipe.
         let mut c0 = gaussian_ntt(&mut self.sampler, &basis, &self.params)?;
-        let mut s = sk.s_q(level)?;
-        s.mul_assign(&a)?;
-        c0.sub_assign(&s)?;
-        zeroize::Zeroize::zeroize(&mut s);
+        c0.mul_add_prefix_assign(&a, &sk.s)?;
+        c0.neg_assign();
         c0.add_assign(pt.poly())?;
         Ciphertext::from_seed(&self.params, c0, a, seed, level, pt.scale())
     }
@@ -108,16 +109,14 @@ impl<'a> Decryptor<'a> {
     pub fn decrypt(&self, ct: &Ciphertext) -> Result<Plaintext> {
         same(self.sk.params(), ct.params())?;
         let level = ct.level();
-        let s = self.sk.s_q(level)?;
         let polys = ct.polys();
-        // Horner: (((c_d)·s + c_{d-1})·s + …) + c_0.
+        // Horner: (((c_d)·s + c_{d-1})·s + …) + c_0, reading the first
+        // limbs of s over Q·P in place (no copy of the secret).
         let mut acc = polys[polys.len() - 1].clone();
         for c in polys[..polys.len() - 1].iter().rev() {
-            acc.mul_assign(&s)?;
+            acc.mul_prefix_assign(&self.sk.s)?;
             acc.add_assign(c)?;
         }
-        let mut s = s;
-        zeroize::Zeroize::zeroize(&mut s);
         Plaintext::new(ct.params(), acc, level, ct.scale())
     }
 }

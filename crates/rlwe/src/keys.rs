@@ -9,8 +9,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use hecloud_math::{
-    Domain, RnsBasis, RnsPoly, Sampler, poly::automorphism_permutation,
-    sampling::expand_seed_uniform,
+    RnsBasis, RnsPoly, Sampler, poly::automorphism_permutation, sampling::expand_seed_uniform,
 };
 use zeroize::{Zeroize, ZeroizeOnDrop};
 
@@ -77,18 +76,6 @@ impl SecretKey {
     /// secret from here on and should zeroize it.
     pub fn export_coefficients(&self) -> zeroize::Zeroizing<Vec<i8>> {
         zeroize::Zeroizing::new(self.coeffs.clone())
-    }
-
-    /// s restricted to the first `limbs` primes of Q (NTT domain).
-    pub(crate) fn s_q(&self, level: usize) -> Result<RnsPoly> {
-        let basis = self.params.q_at(level)?;
-        let n = self.params.n();
-        RnsPoly::from_limbs(
-            basis,
-            Domain::Ntt,
-            self.s.data()[..(level + 1) * n].to_vec(),
-        )
-        .map_err(Into::into)
     }
 }
 
