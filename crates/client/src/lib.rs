@@ -558,8 +558,8 @@ impl Client {
         let mut ep = ep
             .connect_timeout(Duration::from_secs(10))
             .http2_keep_alive_interval(Duration::from_secs(20))
-            .initial_stream_window_size(Some(4 << 20))
-            .initial_connection_window_size(Some(16 << 20));
+            .initial_stream_window_size(Some(hecloud_protocol::rpc::STREAM_WINDOW))
+            .initial_connection_window_size(Some(hecloud_protocol::rpc::CONNECTION_WINDOW));
         if let Some(ca) = ca_pem {
             // `check_uri` made sure there is a host.
             ep = trusting_ca(ep, ca)?;

@@ -24,6 +24,15 @@ pub const JOB_KIND_ECHO: &str = "echo.v1";
 /// Callback kind answered by key holders for [`JOB_KIND_ECHO`].
 pub const CALLBACK_ECHO: &str = "echo";
 
+/// HTTP/2 receive window per stream, on both ends of every hecloud
+/// connection (server, proxy, their clients: one value for all). h2's
+/// default of 64 KiB holds a stream to one window per round trip; on the
+/// server it held uploads to about 64 MiB/s on loopback.
+pub const STREAM_WINDOW: u32 = 8 << 20;
+/// HTTP/2 receive window per connection ([`STREAM_WINDOW`] for four
+/// streams at once).
+pub const CONNECTION_WINDOW: u32 = 32 << 20;
+
 /// Installs rustls's process-wide crypto provider (once; a provider
 /// installed before stays): ring, with TLS 1.3's AES-128-GCM suite first.
 /// Client and server both prefer it, so it is the one they agree on:

@@ -320,7 +320,9 @@ impl ProxyClient {
         hecloud_protocol::rpc::install_tls_provider();
         let mut ep = Endpoint::from_shared(url.to_string())?
             .connect_timeout(Duration::from_secs(10))
-            .http2_keep_alive_interval(Duration::from_secs(20));
+            .http2_keep_alive_interval(Duration::from_secs(20))
+            .initial_stream_window_size(Some(hecloud_protocol::rpc::STREAM_WINDOW))
+            .initial_connection_window_size(Some(hecloud_protocol::rpc::CONNECTION_WINDOW));
         // The transport speaks TLS exactly when the parsed scheme is
         // "https" (`check_server_url` allowed http:// to loopback only).
         let tls = ep.uri().scheme_str() == Some("https");

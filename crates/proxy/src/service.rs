@@ -402,6 +402,8 @@ pub async fn start(
     let router = Server::builder()
         .tls_config(ServerTlsConfig::new().identity(Identity::from_pem(cert, key.as_bytes())))?
         .http2_keepalive_interval(Some(Duration::from_secs(20)))
+        .initial_stream_window_size(Some(hecloud_protocol::rpc::STREAM_WINDOW))
+        .initial_connection_window_size(Some(hecloud_protocol::rpc::CONNECTION_WINDOW))
         .add_service(svc);
     let incoming = TcpIncoming::from(listener).with_nodelay(Some(true));
     let (tx, rx) = oneshot::channel::<()>();

@@ -42,10 +42,6 @@ pub use error::{Result, ServerError};
 /// store go.
 pub const STOP_RELEASE_WAIT: Duration = Duration::from_secs(10);
 
-/// HTTP/2 receive window per stream (uploads are paced by it).
-const STREAM_WINDOW: u32 = 8 << 20;
-/// HTTP/2 receive window per connection.
-const CONNECTION_WINDOW: u32 = 32 << 20;
 /// Largest HTTP/2 frame the server accepts (fewer frames per chunk).
 const MAX_FRAME: u32 = 1 << 20;
 
@@ -205,12 +201,11 @@ pub async fn start(config: ServerConfig) -> Result<RunningServer> {
             limit.max(service::DOWNLOAD_CHUNK.max(service::INLINE_OUTPUT_BYTES) + (64 << 10)),
         );
     let (tx, rx) = oneshot::channel::<()>();
-    // Uploads are paced by the server's receive windows: h2's default of
-    // 64 KiB per stream held uploads to about 64 MiB/s on loopback.
+    // Uploads are paced by the receive windows (see `rpc::STREAM_WINDOW`).
     let router = builder
         .http2_keepalive_interval(Some(std::time::Duration::from_secs(20)))
-        .initial_stream_window_size(Some(STREAM_WINDOW))
-        .initial_connection_window_size(Some(CONNECTION_WINDOW))
+        .initial_stream_window_size(Some(hecloud_protocol::rpc::STREAM_WINDOW))
+        .initial_connection_window_size(Some(hecloud_protocol::rpc::CONNECTION_WINDOW))
         .max_frame_size(Some(MAX_FRAME))
         .add_service(grpc);
     // `serve_with_incoming` ignores the builder's `tcp_nodelay`: without it
