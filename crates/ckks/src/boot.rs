@@ -44,6 +44,7 @@ use hecloud_math::{Domain, RnsPoly};
 use hecloud_rlwe::Ciphertext;
 use num_complex::Complex64;
 
+use crate::dft::HomomorphicDft;
 use crate::error::{CkksError, Result};
 use crate::evaluator::Evaluator;
 use crate::params::CkksParameters;
@@ -499,14 +500,15 @@ pub struct BootstrapLiteral {
     pub slots: Option<usize>,
 }
 
-/// Bootstrapping at full slots, assembled from its pieces: ModRaise,
-/// CoeffsToSlots, the real and imaginary parts apart (one conjugation),
-/// EvalMod on each, the two together again, SlotsToCoeffs. Every constant
-/// factor (CoeffsToSlots' 1/n, the halving of the real/imaginary split,
-/// EvalMod's 1/2π, the message ratio) is read into a scale rather than
-/// multiplied in: no level and no precision is spent on them. Not there
-/// yet: sparse slots run two EvalMods as full slots do, where the real and
-/// imaginary parts would fit in one.
+/// Bootstrapping, assembled from its pieces: ModRaise (and the trace, for
+/// sparse slots), CoeffsToSlots, the real and imaginary parts apart (one
+/// conjugation), EvalMod on each, the two together again, SlotsToCoeffs.
+/// At most N/4 slots, the two parts sit side by side in one ciphertext
+/// and one EvalMod serves both
+/// ([`HomomorphicDft::coeffs_to_slots_split`]). Every constant factor
+/// (CoeffsToSlots' 1/n, the halving of the real/imaginary split, EvalMod's
+/// 1/2π, the message ratio) is read into a scale rather than multiplied
+/// in: no level and no precision is spent on them.
 #[derive(Debug, Clone)]
 pub struct Bootstrapper {
     params: Arc<CkksParameters>,
@@ -514,6 +516,9 @@ pub struct Bootstrapper {
     cts: crate::dft::HomomorphicDft,
     stc: crate::dft::HomomorphicDft,
     eval_mod: EvalMod,
+    /// Whether the real and imaginary parts share one EvalMod (at most
+    /// N/4 slots).
+    one_eval_mod: bool,
     literal: BootstrapLiteral,
 }
 
@@ -532,9 +537,24 @@ impl Bootstrapper {
                 literal.log_message_ratio
             )));
         }
+        // At most N/4 slots: the real and imaginary parts side by side in
+        // one ciphertext, one EvalMod.
+        let one_eval_mod = 2 * encoder.slots() <= params.slots();
+        let (cts, stc) = if one_eval_mod {
+            (
+                HomomorphicDft::coeffs_to_slots_split(&encoder, literal.cts_levels)?,
+                HomomorphicDft::slots_to_coeffs_joined(&encoder, literal.stc_levels)?,
+            )
+        } else {
+            (
+                HomomorphicDft::coeffs_to_slots(&encoder, literal.cts_levels)?,
+                HomomorphicDft::slots_to_coeffs(&encoder, literal.stc_levels)?,
+            )
+        };
         let boot = Self {
-            cts: crate::dft::HomomorphicDft::coeffs_to_slots(&encoder, literal.cts_levels)?,
-            stc: crate::dft::HomomorphicDft::slots_to_coeffs(&encoder, literal.stc_levels)?,
+            cts,
+            stc,
+            one_eval_mod,
             eval_mod: EvalMod::new(
                 literal.eval_mod_bound,
                 literal.eval_mod_degree,
@@ -616,7 +636,8 @@ impl Bootstrapper {
         let products = poly(self.literal.eval_mod_degree)
             + poly(self.literal.arcsine_degree)
             + self.literal.double_angles as usize;
-        self.rotations().len() + self.trace_rotations().count() + 1 + 2 * products + 2
+        let eval_mods = if self.one_eval_mod { 1 } else { 2 };
+        self.rotations().len() + self.trace_rotations().count() + 1 + eval_mods * products + 2
     }
 
     /// Refused unless `eval` holds the relinearization key, the
@@ -737,11 +758,19 @@ impl Bootstrapper {
         )?;
         check()?;
         let conj = eval.conjugate(&half)?;
-        let re = eval.add(&half, &conj)?;
-        let im = times_i(&eval.sub(&conj, &half)?)?;
-        let re = self.eval_mod.apply_cancellable(eval, &re, cancel)?;
-        let im = self.eval_mod.apply_cancellable(eval, &im, cancel)?;
-        let mut u = eval.add(&re, &times_i(&im)?)?;
+        let mut u = if self.one_eval_mod {
+            // The real parts in the first n of every 2n slots, the
+            // imaginary parts in the others (`coeffs_to_slots_split`);
+            // SlotsToCoeffs joins them again.
+            let parts = eval.add(&half, &conj)?;
+            self.eval_mod.apply_cancellable(eval, &parts, cancel)?
+        } else {
+            let re = eval.add(&half, &conj)?;
+            let im = times_i(&eval.sub(&conj, &half)?)?;
+            let re = self.eval_mod.apply_cancellable(eval, &re, cancel)?;
+            let im = self.eval_mod.apply_cancellable(eval, &im, cancel)?;
+            eval.add(&re, &times_i(&im)?)?
+        };
         // The slots hold (Δ_in/q₀)·m: read at this scale, m.
         u.set_scale(u.scale() * input_scale / q0);
         self.stc

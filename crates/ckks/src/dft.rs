@@ -80,6 +80,19 @@ impl Diagonals {
         Self { n, d }
     }
 
+    /// The same matrix on vectors of `m` slots (a multiple of n) that
+    /// repeat every n: each diagonal repeated, the indices kept.
+    fn lift(&self, m: usize) -> Self {
+        Self {
+            n: m,
+            d: self
+                .d
+                .iter()
+                .map(|(&k, v)| (k, v.iter().copied().cycle().take(m).collect()))
+                .collect(),
+        }
+    }
+
     fn into_transform(self) -> Result<LinearTransform> {
         let diagonals = self
             .d
@@ -121,6 +134,14 @@ fn stage(enc: &Encoder, len: usize, inverse: bool) -> Diagonals {
     Diagonals { n, d }
 }
 
+/// x ↦ D·x with D the diagonal matrix of `d`.
+fn diagonal(d: Vec<Complex64>) -> Diagonals {
+    Diagonals {
+        n: d.len(),
+        d: BTreeMap::from([(0, d)]),
+    }
+}
+
 /// Which way a [`HomomorphicDft`] goes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum DftDirection {
@@ -132,27 +153,67 @@ pub enum DftDirection {
 }
 
 /// A homomorphic DFT: one [`LinearTransform`] per level it spends.
+///
+/// With sparse slots (n ≤ N/4) the real and imaginary parts of the n
+/// coefficient pairs fit side by side in 2n real slots, so bootstrapping
+/// evaluates one EvalMod instead of two:
+/// [`HomomorphicDft::coeffs_to_slots_split`] ends with the parts apart
+/// (once its output is added to its conjugate) and
+/// [`HomomorphicDft::slots_to_coeffs_joined`] starts by joining them. The
+/// factor that does it works on 2n slots, with the same levels.
 #[derive(Debug, Clone)]
 pub struct HomomorphicDft {
     direction: DftDirection,
     factors: Vec<LinearTransform>,
     /// The constant the factors' product is multiplied by.
     normalization: f64,
+    /// The encoder of a factor on twice the slots (split or joined parts).
+    wide: Option<Encoder>,
+    /// The slots of its input (CoeffsToSlots) or output (SlotsToCoeffs).
+    slots: usize,
+}
+
+/// What the factor at the edge of a sparse DFT does besides its stages.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Parts {
+    /// Nothing: the complex coefficient pairs in n slots.
+    Complex,
+    /// CoeffsToSlots' last factor times D, D = 1 on the first n of every
+    /// 2n slots and −i on the others: y + ȳ then holds 2·Re u in the
+    /// first half and 2·Im u in the second.
+    Split,
+    /// SlotsToCoeffs' first factor after P, the inverse of [`Parts::Split`]:
+    /// (P·w)_i = w_i + i·w_(i+n) on the first half, repeated on the second.
+    Join,
 }
 
 impl HomomorphicDft {
     /// CoeffsToSlots for `enc`'s slots in `levels` levels (1 ≤ levels ≤
     /// log2(slots)).
     pub fn coeffs_to_slots(enc: &Encoder, levels: usize) -> Result<Self> {
-        Self::new(enc, levels, DftDirection::CoeffsToSlots)
+        Self::new(enc, levels, DftDirection::CoeffsToSlots, Parts::Complex)
     }
 
     /// SlotsToCoeffs for `enc`'s slots in `levels` levels.
     pub fn slots_to_coeffs(enc: &Encoder, levels: usize) -> Result<Self> {
-        Self::new(enc, levels, DftDirection::SlotsToCoeffs)
+        Self::new(enc, levels, DftDirection::SlotsToCoeffs, Parts::Complex)
     }
 
-    fn new(enc: &Encoder, levels: usize, direction: DftDirection) -> Result<Self> {
+    /// CoeffsToSlots for `enc`'s n slots (n ≤ N/4) whose output y, added
+    /// to its conjugate, holds 2·Re u in the first n of every 2n slots and
+    /// 2·Im u in the others: real values, one EvalMod for both parts.
+    pub fn coeffs_to_slots_split(enc: &Encoder, levels: usize) -> Result<Self> {
+        Self::new(enc, levels, DftDirection::CoeffsToSlots, Parts::Split)
+    }
+
+    /// SlotsToCoeffs for `enc`'s n slots (n ≤ N/4) taking its input as
+    /// [`Self::coeffs_to_slots_split`] leaves it: the real parts in the
+    /// first n of every 2n slots, the imaginary parts in the others.
+    pub fn slots_to_coeffs_joined(enc: &Encoder, levels: usize) -> Result<Self> {
+        Self::new(enc, levels, DftDirection::SlotsToCoeffs, Parts::Join)
+    }
+
+    fn new(enc: &Encoder, levels: usize, direction: DftDirection, parts: Parts) -> Result<Self> {
         // Sparse slots: the same DFT at the encoder's size, on slot vectors
         // that repeat every n slots (a rotation by k < n of such a vector is
         // its rotation mod n).
@@ -171,6 +232,21 @@ impl HomomorphicDft {
         let inverse = direction == DftDirection::CoeffsToSlots;
         // As even a split as can be, the larger groups first.
         let (base, extra) = (stages / levels, stages % levels);
+        let wide = match parts {
+            Parts::Complex => None,
+            Parts::Split | Parts::Join => {
+                Some(Encoder::with_slots(enc.params(), 2 * n).map_err(|_| {
+                    CkksError::ValueOutOfRange(format!(
+                        "{n} slots: the real and imaginary parts need 2n ≤ N/2 slots"
+                    ))
+                })?)
+            }
+        };
+        let one = Complex64::new(1.0, 0.0);
+        let (i, minus_i) = (Complex64::new(0.0, 1.0), Complex64::new(0.0, -1.0));
+        let halves = |a: Complex64, b: Complex64| -> Vec<Complex64> {
+            (0..2 * n).map(|k| if k < n { a } else { b }).collect()
+        };
         let mut factors = Vec::with_capacity(levels);
         let mut next = 0;
         for g in 0..levels {
@@ -180,6 +256,17 @@ impl HomomorphicDft {
                 m = stage(enc, len, inverse).compose(&m);
             }
             next += size;
+            let m = match parts {
+                Parts::Split if g == levels - 1 => {
+                    diagonal(halves(one, minus_i)).compose(&m.lift(2 * n))
+                }
+                Parts::Join if g == 0 => {
+                    let mut p = diagonal(halves(one, minus_i));
+                    p.d.insert(n, halves(i, one));
+                    m.lift(2 * n).compose(&p)
+                }
+                _ => m,
+            };
             factors.push(m.into_transform()?);
         }
         // CoeffsToSlots' 1/n stays out of the diagonals (entries of 2^-15
@@ -190,6 +277,8 @@ impl HomomorphicDft {
             direction,
             factors,
             normalization,
+            wide,
+            slots: n,
         })
     }
 
@@ -215,12 +304,18 @@ impl HomomorphicDft {
         r
     }
 
-    /// The transform in the clear.
+    /// The transform in the clear. A factor on 2n slots takes the n
+    /// values before it repeated, and the factor after it the first n of
+    /// its 2n (the rest repeat them); SlotsToCoeffs returns n values,
+    /// CoeffsToSlots 2n when it splits the parts.
     pub fn apply_clear(&self, x: &[Complex64]) -> Vec<Complex64> {
-        let y = self
-            .factors
-            .iter()
-            .fold(x.to_vec(), |v, f| f.apply_clear(&v));
+        let mut y = self.factors.iter().fold(x.to_vec(), |v, f| {
+            let v: Vec<Complex64> = v.iter().copied().cycle().take(f.slots()).collect();
+            f.apply_clear(&v)
+        });
+        if self.direction == DftDirection::SlotsToCoeffs {
+            y.truncate(self.slots);
+        }
         y.into_iter().map(|v| v * self.normalization).collect()
     }
 
@@ -265,6 +360,10 @@ impl HomomorphicDft {
                 out_scale
             } else {
                 c.scale() * step
+            };
+            let enc = match &self.wide {
+                Some(wide) if wide.slots() == f.slots() => wide,
+                _ => enc,
             };
             c = f.apply_to_scale(eval, enc, &c, target)?;
         }

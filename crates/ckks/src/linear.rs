@@ -155,6 +155,11 @@ impl LinearTransform {
         Self::new(n, diagonals)
     }
 
+    /// The slots it acts on.
+    pub fn slots(&self) -> usize {
+        self.slots
+    }
+
     /// The rotation (left) amounts the evaluation needs keys for.
     pub fn rotations(&self) -> Vec<i64> {
         let mut r: Vec<i64> = self

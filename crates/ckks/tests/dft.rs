@@ -110,3 +110,48 @@ fn coeffs_to_slots_then_slots_to_coeffs_on_ciphertexts() {
     // Not enough levels: refused before any work.
     assert!(stc.apply(&eval, &enc, &back).is_err());
 }
+
+/// Sparse slots with the parts apart: CoeffsToSlots' output y, added to
+/// its conjugate, is the real parts of the plain CoeffsToSlots' output in
+/// the first n of every 2n slots and the imaginary parts in the others
+/// (twice over), and SlotsToCoeffs takes that back to the slots, in the
+/// clear for every level count. Refused where 2n slots do not fit.
+#[test]
+fn split_parts_make_one_real_vector_and_join_again() {
+    let params = CkksParameters::new_insecure_for_tests(test_literal(9, 2), 40).unwrap();
+    let full = params.slots();
+    for n in [2, 8, full / 2] {
+        let enc = Encoder::with_slots(&params, n).unwrap();
+        let z = random(n);
+        for levels in 1..=n.trailing_zeros() as usize {
+            let cts = HomomorphicDft::coeffs_to_slots(&enc, levels).unwrap();
+            let split = HomomorphicDft::coeffs_to_slots_split(&enc, levels).unwrap();
+            let stc = HomomorphicDft::slots_to_coeffs_joined(&enc, levels).unwrap();
+            assert_eq!((split.levels(), stc.levels()), (levels, levels));
+            let u = cts.apply_clear(&z);
+            let y = split.apply_clear(&z);
+            assert_eq!(y.len(), 2 * n);
+            let parts: Vec<Complex64> = y.iter().map(|v| v + v.conj()).collect();
+            let want: Vec<Complex64> = (0..2 * n)
+                .map(|k| Complex64::new(2.0 * if k < n { u[k].re } else { u[k - n].im }, 0.0))
+                .collect();
+            let r = report(&want, &parts);
+            assert!(r.bits() > 40.0, "{n} slots, {levels} levels, split: {r}");
+            let halved: Vec<Complex64> = parts.iter().map(|v| v / 2.0).collect();
+            let back = stc.apply_clear(&halved);
+            assert_eq!(back.len(), n);
+            let r = report(&z, &back);
+            assert!(r.bits() > 40.0, "{n} slots, {levels} levels, joined: {r}");
+            // Twice the slots: rotations stay below 2n.
+            for r in split.rotations().into_iter().chain(stc.rotations()) {
+                assert!(r.unsigned_abs() < 2 * n as u64, "{n} slots: rotation {r}");
+            }
+        }
+    }
+    let enc = Encoder::new(&params);
+    assert!(matches!(
+        HomomorphicDft::coeffs_to_slots_split(&enc, 2),
+        Err(CkksError::ValueOutOfRange(_))
+    ));
+    assert!(HomomorphicDft::slots_to_coeffs_joined(&enc, 2).is_err());
+}
