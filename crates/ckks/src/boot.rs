@@ -883,6 +883,15 @@ mod tests {
     use super::*;
     use crate::params::test_literal;
 
+    /// The full-size circuit builds: its EvalMod walked on the preset's
+    /// primes (`EvalMod::check`), its DFTs, its output level.
+    #[test]
+    fn the_n16_preset_builds() {
+        let (_, boot) = BootPreset::N16.build().unwrap();
+        assert_eq!(boot.output_level(), BootPreset::N16.output_level());
+        assert!(!boot.one_eval_mod);
+    }
+
     #[test]
     fn the_n16_preset_is_within_lattigos_bound_for_its_secret() {
         let (literal, _, circuit) = BootPreset::N16.literal();
