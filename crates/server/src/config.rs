@@ -156,9 +156,10 @@ pub struct ServerConfig {
     /// Ask the C allocator (glibc) to keep freed memory for reuse instead of
     /// returning it to the OS (see [`crate::alloc::retain_freed_memory`]).
     /// Every job and upload allocates ciphertext-sized buffers of several
-    /// MiB; mapping them fresh costs page faults that, measured, were half
-    /// of decoding an uploaded ciphertext. The price is that the process
-    /// keeps its peak heap. Process-wide; on by default.
+    /// MiB (over a hundred at N = 2^17); mapping them fresh costs page
+    /// faults that, measured, were half of decoding an uploaded ciphertext.
+    /// The price is that the process keeps its peak heap. Process-wide; on
+    /// by default.
     pub retain_freed_memory: bool,
     /// Per-tenant limits.
     pub quota: Quota,
