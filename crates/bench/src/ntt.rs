@@ -8,16 +8,18 @@
 //! inverse leaves out the division by n (its users fold it elsewhere); ours
 //! includes it. The headline ratio is against tfhe-ntt's bare inverse (strict
 //! for us); `tfhe_ntt_inv_norm_us` adds its `normalize` for a like-for-like
-//! figure.
+//! figure. On x86-64 also AVX2 against AVX2: our AVX2 backend forced, and
+//! tfhe-ntt built without its AVX-512 feature (`bench/peers/tfhe-ntt-avx2`,
+//! [`crate::peers::tfhe_ntt_avx2`]): `ratio_tfhe_ntt_avx2`.
 
 use std::time::Duration;
 
-use hecloud_math::backend::{Backend, Scalar, default_backend};
+use hecloud_math::backend::{Backend, Scalar, Simd, SimdLevel, default_backend};
 use hecloud_math::prime::ntt_primes;
 use hecloud_math::{BaseConverter, Domain, NttTable, RnsBasis, Sampler};
 
 use crate::BenchOptions;
-use crate::peers::lattigo;
+use crate::peers::{lattigo, tfhe_ntt_avx2};
 use crate::report::{ResultLine, Table};
 use crate::timing::min_time;
 
@@ -76,6 +78,23 @@ pub fn run(opts: &BenchOptions) -> anyhow::Result<()> {
     let lat = |i: usize, f: fn(&lattigo::RingTimes) -> f64| {
         lattigo_times.as_ref().map_or(f64::NAN, |t| f(&t[i]) / 1e3)
     };
+    // AVX2 against AVX2, on any x86-64 CPU: our AVX2 backend forced, and
+    // tfhe-ntt built without AVX-512.
+    let avx2 = Simd::new(SimdLevel::Avx2);
+    let tfhe_avx2 = match avx2.map(|_| {
+        let single: Vec<(u32, u64)> = cases.iter().map(|&(l, _, q)| (l, q)).collect();
+        tfhe_ntt_avx2::ntt_times(&single, samples, batch.as_micros() as u64)
+    }) {
+        Some(Ok(t)) => Some(t),
+        Some(Err(e)) => {
+            eprintln!("warning: the tfhe-ntt AVX2 peer is unavailable, its columns are NA: {e}");
+            None
+        }
+        None => None,
+    };
+    let tf_avx2 = |i: usize, f: fn(&tfhe_ntt_avx2::NttTimes) -> f64| {
+        tfhe_avx2.as_ref().map_or(f64::NAN, |t| f(&t[i]) / 1e3)
+    };
 
     let mut table = Table::new(
         "ntt",
@@ -89,9 +108,13 @@ pub fn run(opts: &BenchOptions) -> anyhow::Result<()> {
             "lattigo_us",
             "ours/tfhe_ntt",
             "ours/lattigo",
+            "avx2_us",
+            "tfhe_ntt_avx2_us",
+            "avx2/tfhe_ntt_avx2",
         ],
     );
     let mut headline = None;
+    let mut headline_avx2 = (f64::NAN, f64::NAN, f64::NAN, f64::NAN);
     let mut rng = Sampler::from_os();
     for (i, &(log_n, bits, q)) in cases.iter().enumerate() {
         let n = 1usize << log_n;
@@ -110,9 +133,17 @@ pub fn run(opts: &BenchOptions) -> anyhow::Result<()> {
             plan.normalize(&mut a);
         });
         let (lat_f, lat_i) = (lat(i, |r| r.fwd_ns), lat(i, |r| r.inv_ns));
-        for (op, o, s, tf, la) in [
-            ("fwd", ours_f, scal_f, tf_f, lat_f),
-            ("inv", ours_i, scal_i, tf_i, lat_i),
+        let (avx2_f, avx2_i) = match &avx2 {
+            Some(b) => (
+                time(&mut || b.ntt_forward(&t, &mut a)),
+                time(&mut || b.ntt_inverse(&t, &mut a)),
+            ),
+            None => (f64::NAN, f64::NAN),
+        };
+        let (tfa_f, tfa_i) = (tf_avx2(i, |r| r.fwd_ns), tf_avx2(i, |r| r.inv_ns));
+        for (op, o, s, tf, la, av, tfa) in [
+            ("fwd", ours_f, scal_f, tf_f, lat_f, avx2_f, tfa_f),
+            ("inv", ours_i, scal_i, tf_i, lat_i, avx2_i, tfa_i),
         ] {
             table.push(vec![
                 n.to_string(),
@@ -124,10 +155,14 @@ pub fn run(opts: &BenchOptions) -> anyhow::Result<()> {
                 fmt(la),
                 format!("{:.2}", o / tf),
                 format!("{:.2}", o / la),
+                fmt(av),
+                fmt(tfa),
+                format!("{:.2}", av / tfa),
             ]);
         }
         if log_n == 16 && bits == 60 {
             headline = Some((q, ours_f, ours_i, tf_f, tf_i, tf_in, lat_f, lat_i));
+            headline_avx2 = (avx2_f, avx2_i, tfa_f, tfa_i);
         }
     }
     print!("{}", table.render());
@@ -212,6 +247,11 @@ pub fn run(opts: &BenchOptions) -> anyhow::Result<()> {
     r.push_f64("ratio_tfhe_ntt_inv_norm", oi / tin, 3);
     r.push_f64("ratio_lattigo", of / lf, 3);
     r.push_f64("ratio_lattigo_inv", oi / li, 3);
+    let (af, ai, taf, tai) = headline_avx2;
+    r.push_f64("avx2_us", af, 1);
+    r.push_f64("tfhe_ntt_avx2_us", taf, 1);
+    r.push_f64("ratio_tfhe_ntt_avx2", af / taf, 3);
+    r.push_f64("ratio_tfhe_ntt_avx2_inv", ai / tai, 3);
     println!("{r}");
     Ok(())
 }

@@ -271,6 +271,69 @@ pub mod seal_bfv {
     }
 }
 
+pub mod tfhe_ntt_avx2 {
+    //! tfhe-ntt 0.7.1 without its AVX-512 feature (`bench/peers/tfhe-ntt-avx2`),
+    //! the peer of our AVX2 backend on any x86-64 CPU: the workspace's
+    //! tfhe-ntt has AVX-512 on (tfhe's default features turn it on), and
+    //! picks it at run time where the CPU has it.
+
+    use super::*;
+
+    /// Fastest forward and inverse NTT of one limb, in ns.
+    #[derive(Debug, Clone, Copy, serde::Deserialize)]
+    pub struct NttTimes {
+        /// Forward NTT.
+        pub fwd_ns: f64,
+        /// Inverse NTT (without the division by n).
+        pub inv_ns: f64,
+    }
+
+    /// Builds the peer with cargo (crates.io on first use) and times each
+    /// (log n, q) on one thread: fastest of `samples` batches of at least
+    /// `batch_us` µs, as [`crate::timing::min_time`].
+    pub fn ntt_times(
+        cases: &[(u32, u64)],
+        samples: usize,
+        batch_us: u64,
+    ) -> anyhow::Result<Vec<NttTimes>> {
+        let dir = peer_dir("tfhe-ntt-avx2");
+        let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+        let status = Command::new(cargo)
+            .args([
+                "build",
+                "--release",
+                "--locked",
+                "--quiet",
+                "--target-dir",
+                "build",
+            ])
+            .current_dir(&dir)
+            .status()
+            .map_err(|e| anyhow::anyhow!("cannot run cargo: {e}"))?;
+        anyhow::ensure!(status.success(), "building {} failed", dir.display());
+        let mut args = vec![samples.to_string(), batch_us.to_string()];
+        args.extend(cases.iter().map(|(l, q)| format!("{l}:{q}")));
+        let out = Command::new(dir.join("build/release/tfhe-ntt-avx2-peer"))
+            .args(&args)
+            .output()?;
+        anyhow::ensure!(
+            out.status.success(),
+            "the tfhe-ntt AVX2 peer failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let times: Vec<NttTimes> = String::from_utf8(out.stdout)?
+            .lines()
+            .map(parse_json)
+            .collect::<anyhow::Result<_>>()?;
+        anyhow::ensure!(
+            times.len() == cases.len(),
+            "the tfhe-ntt AVX2 peer printed {} results",
+            times.len()
+        );
+        Ok(times)
+    }
+}
+
 pub mod lattigo {
     //! Lattigo v6.2.0 (Go), through `bench/peers/lattigo`.
 
