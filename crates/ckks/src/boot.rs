@@ -42,13 +42,12 @@ use std::sync::atomic::AtomicBool;
 
 use hecloud_math::{Domain, RnsPoly};
 use hecloud_rlwe::Ciphertext;
-use num_complex::Complex64;
 
 use crate::dft::HomomorphicDft;
 use crate::error::{CkksError, Result};
 use crate::evaluator::Evaluator;
 use crate::params::CkksParameters;
-use crate::polynomial::ChebyshevPolynomial;
+use crate::polynomial::{ChebyshevOps, ChebyshevPolynomial};
 
 /// The ciphertext at level 0 lifted to the top level: each coefficient of
 /// c₀ and c₁, centred mod q₀, is taken as an integer mod every prime of
@@ -211,17 +210,37 @@ impl EvalMod {
     /// fit the polynomials (an arcsine correction on primes far from the
     /// cosine's) is refused before any work rather than midway.
     pub fn check(&self, params: &CkksParameters, level: usize, scale: f64) -> Result<()> {
-        use crate::plan::{CtShape, Planner};
-        let planner = Planner::new(params);
+        use crate::plan::{CtShape, Planner, ShapeWalk};
+        crate::error::require_levels(level, self.depth())?;
+        let mut walk = ShapeWalk::new(Planner::new(params));
         let x = CtShape::new(level, scale * self.half_width);
-        let mut c = planner.chebyshev(&x, &self.cosine)?.out;
+        self.steps(&mut walk, &x, level - self.depth())?;
+        Ok(())
+    }
+
+    /// The steps of [`Self::apply`] on `ops`' values from `x` (at the
+    /// scale the cosine wants), ending at level `out_level`: written once
+    /// for ciphertexts and for [`Self::check`]'s shapes.
+    fn steps<O: ChebyshevOps<Error = CkksError>>(
+        &self,
+        ops: &mut O,
+        x: &O::Value,
+        out_level: usize,
+    ) -> Result<O::Value> {
+        let mut c = self.cosine.evaluate_with(ops, x)?;
         for _ in 0..self.double_angles {
-            c = planner.mul_relin_rescale(&c, &c)?.out;
+            let sq = ops.mul_relin_rescale(&c, &c)?;
+            let twice = ops.mul_int(&sq, 2)?;
+            c = ops.add_const(&twice, -1.0)?;
         }
         if let Some(arcsine) = &self.arcsine {
-            planner.chebyshev(&c, arcsine)?;
+            c = arcsine.evaluate_with(ops, &c)?;
+            // Its depth is a bound (degree 3 takes 2 levels of the 3): the
+            // result goes where `depth` says, as the circuit's layout
+            // expects.
+            c = ops.drop_level(&c, out_level)?;
         }
-        Ok(())
+        Ok(c)
     }
 
     /// sin(2πy)/2π in the clear: what [`Self::apply`] approximates
@@ -247,18 +266,8 @@ impl EvalMod {
         crate::error::require_levels(ct.level(), self.depth())?;
         let mut x = ct.clone();
         x.set_scale(ct.scale() * self.half_width);
-        let mut c = eval.evaluate_chebyshev_cancellable(&x, &self.cosine, cancel)?;
-        for _ in 0..self.double_angles {
-            let sq = eval.mul_relin_rescale(&c, &c)?;
-            c = eval.add_const(&eval.mul_int(&sq, 2)?, Complex64::new(-1.0, 0.0))?;
-        }
-        if let Some(arcsine) = &self.arcsine {
-            c = eval.evaluate_chebyshev_cancellable(&c, arcsine, cancel)?;
-            // Its depth is a bound (degree 3 takes 2 levels of the 3): the
-            // result goes where `depth` says, as the circuit's layout
-            // expects.
-            c.drop_to_level(ct.level() - self.depth())?;
-        }
+        let mut ops = crate::polynomial::Cancellable { eval, cancel };
+        let mut c = self.steps(&mut ops, &x, ct.level() - self.depth())?;
         c.set_scale(c.scale() * 2.0 * std::f64::consts::PI);
         Ok(c)
     }
@@ -909,6 +918,7 @@ mod tests {
         assert_eq!(literal.log_q.len() - 1 - depth, 9, "levels left");
     }
     use crate::{Encoder, KeySet};
+    use num_complex::Complex64;
 
     /// The correction in the clear: its Taylor coefficients against arcsin,
     /// its Chebyshev form against the Taylor polynomial (interpolation at

@@ -261,7 +261,7 @@ impl HomomorphicDft {
                     diagonal(halves(one, minus_i)).compose(&m.lift(2 * n))
                 }
                 Parts::Join if g == 0 => {
-                    let mut p = diagonal(halves(one, minus_i));
+                    let mut p = diagonal(halves(one, i));
                     p.d.insert(n, halves(i, one));
                     m.lift(2 * n).compose(&p)
                 }

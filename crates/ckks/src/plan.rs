@@ -439,11 +439,7 @@ impl<'a> Planner<'a> {
     /// assert!(Planner::new(&params).chebyshev(&CtShape::new(3, x.scale), &p).is_err());
     /// ```
     pub fn chebyshev(&self, ct: &CtShape, poly: &ChebyshevPolynomial) -> Result<PolynomialPlan> {
-        let mut walk = ShapeWalk {
-            planner: *self,
-            key_switches: 0,
-            rescales: 0,
-        };
+        let mut walk = ShapeWalk::new(*self);
         let out = poly.evaluate_with(&mut walk, ct)?;
         Ok(PolynomialPlan {
             out,
@@ -467,10 +463,21 @@ fn plain_covers(ct: &CtShape, pt: &PtShape) -> Result<()> {
 }
 
 /// The Chebyshev schedule on shapes, counting what it costs.
-struct ShapeWalk<'a> {
+pub(crate) struct ShapeWalk<'a> {
     planner: Planner<'a>,
     key_switches: u32,
     rescales: u32,
+}
+
+impl<'a> ShapeWalk<'a> {
+    /// A walk under `planner`'s parameters, with nothing counted yet.
+    pub(crate) fn new(planner: Planner<'a>) -> Self {
+        Self {
+            planner,
+            key_switches: 0,
+            rescales: 0,
+        }
+    }
 }
 
 impl ShapeWalk<'_> {

@@ -469,9 +469,9 @@ pub(crate) fn not_cancelled(cancel: &AtomicBool) -> Result<()> {
 
 /// The schedule on ciphertexts, giving up before a product once `cancel`
 /// is raised.
-struct Cancellable<'a> {
-    eval: &'a Evaluator,
-    cancel: &'a AtomicBool,
+pub(crate) struct Cancellable<'a> {
+    pub(crate) eval: &'a Evaluator,
+    pub(crate) cancel: &'a AtomicBool,
 }
 
 impl ChebyshevOps for Cancellable<'_> {
