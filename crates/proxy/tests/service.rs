@@ -699,6 +699,42 @@ async fn a_job_with_a_refresh_is_answered_by_the_proxy() {
     assert_eq!(f.enclave.crossings() - before, 2 + 1 + 1);
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_bgv_job_with_refreshes_is_answered_by_the_proxy() {
+    let f = fixture().await;
+    let t = BgvKeyDir::open(&f.carol_keys).unwrap().t();
+    let c = f.client(CAROL, true).await.unwrap();
+    // (refresh(x)^2 refreshed)^2 = x^4 mod t: each refresh is a request
+    // of the server to the key holder, answered inside the proxy's
+    // enclave with the tenant's BGV key (no client is connected to the
+    // server); the server re-randomizes it with the BGV public key the
+    // proxy uploaded.
+    let mut g = Graph::new();
+    let mut y = g.input(0);
+    for _ in 0..2 {
+        y = g.bgv_refresh(y, 2);
+        y = g.bgv_mul(y, y);
+    }
+    g.output("x4", y);
+    let x = random_ints(300, t);
+    let before = f.enclave.crossings();
+    let r = c
+        .run(vec![RunInput::Ints(x.clone())], &g, x.len())
+        .await
+        .unwrap();
+    let want: Vec<u64> = x
+        .iter()
+        .map(|&v| {
+            let sq = (v as u128 * v as u128) % t as u128;
+            ((sq * sq) % t as u128) as u64
+        })
+        .collect();
+    assert_eq!(r.int_outputs[0].2, want, "x^4 mod t");
+    // Encrypt, decrypt, the tenant's setup and the two refresh answers.
+    assert_eq!(r.crossings, 2);
+    assert_eq!(f.enclave.crossings() - before, 2 + 1 + 2);
+}
+
 /// A plain enclave that presents an SEV-SNP-shaped report whose report
 /// data is what it was asked to bind (`stale: false`) or another value (a
 /// replayed report for another key or nonce). Its signature is not checked
