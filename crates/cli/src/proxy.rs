@@ -47,8 +47,8 @@ pub struct ProxyArgs {
     /// Keep it private (mode 0600): it holds the server tokens.
     #[arg(long)]
     tenants: Option<PathBuf>,
-    /// Seals a client's clear key folder (`hecloud keygen`, CKKS or BGV) into the
-    /// store for a tenant, inside the enclave, before serving:
+    /// Seals a client's clear key folder (`hecloud keygen`, CKKS or BGV)
+    /// into the store for a tenant, inside the enclave, before serving:
     /// `TENANT=DIR` (repeatable). A tenant already in the store is kept.
     #[arg(long = "import-keys", value_name = "TENANT=DIR")]
     import_keys: Vec<String>,
