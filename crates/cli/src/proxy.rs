@@ -47,8 +47,8 @@ pub struct ProxyArgs {
     /// Keep it private (mode 0600): it holds the server tokens.
     #[arg(long)]
     tenants: Option<PathBuf>,
-    /// Seals a client's clear key folder (`hecloud keygen`, CKKS) into the
-    /// store for a tenant, inside the enclave, before serving:
+    /// Seals a client's clear key folder (`hecloud keygen`, CKKS or BGV)
+    /// into the store for a tenant, inside the enclave, before serving:
     /// `TENANT=DIR` (repeatable). A tenant already in the store is kept.
     #[arg(long = "import-keys", value_name = "TENANT=DIR")]
     import_keys: Vec<String>,
@@ -239,14 +239,20 @@ pub struct RunArgs {
     #[arg(long, env = "HECLOUD_PROXY_VCEK", value_name = "FILE")]
     vcek: Option<PathBuf>,
     /// The operation: `add` (slot-wise sum of the inputs), `mul` (product
-    /// of two), `square` (of one).
+    /// of two), `square` (of one); with `--ints`, the same mod t.
     #[arg(long, default_value = "add")]
     op: String,
+    /// The inputs are integers mod t, for a tenant holding BGV keys
+    /// (`hecloud keygen --preset bgv-…`): each below the preset's plaintext
+    /// modulus t (65537 for bgv-n13 … bgv-n15); the proxy refuses a value
+    /// not below it. Without it the inputs are reals (a CKKS tenant).
+    #[arg(long)]
+    ints: bool,
     /// Values of the result to print.
     #[arg(long, default_value_t = 8)]
     count: usize,
-    /// Input text files (reals, comma or whitespace separated), by
-    /// position.
+    /// Input text files (reals, or integers with `--ints`; comma or
+    /// whitespace separated), by position.
     #[arg(required = true)]
     inputs: Vec<PathBuf>,
 }
@@ -261,11 +267,25 @@ fn parse_values(text: &str) -> anyhow::Result<Vec<f64>> {
         .collect()
 }
 
-/// The graph of `op` over `n` inputs.
-fn op_graph(op: &str, n: usize) -> anyhow::Result<Graph> {
+fn parse_ints(text: &str) -> anyhow::Result<Vec<u64>> {
+    text.split(|c: char| c == ',' || c.is_whitespace())
+        .filter(|s| !s.is_empty())
+        .map(|s| {
+            s.parse::<u64>()
+                .with_context(|| format!("not an integer from 0 to 2^64 - 1: {s:?}"))
+        })
+        .collect()
+}
+
+/// The graph of `op` over `n` inputs: CKKS operations on reals, BGV ones
+/// (mod t) on integers (`ints`).
+fn op_graph(op: &str, n: usize, ints: bool) -> anyhow::Result<Graph> {
     let mut g = Graph::new();
     let inputs: Vec<_> = (0..n as u32).map(|i| g.input(i)).collect();
     let out = match (op, inputs.as_slice()) {
+        ("add", [_, ..]) if ints => g.bgv_sum(inputs.clone()),
+        ("mul", [a, b]) if ints => g.bgv_mul(*a, *b),
+        ("square", [a]) if ints => g.bgv_mul(*a, *a),
         ("add", [first, rest @ ..]) => rest.iter().fold(*first, |acc, x| g.add(acc, *x)),
         ("mul", [a, b]) => {
             let m = g.mul(*a, *b);
@@ -319,14 +339,17 @@ fn verify_policy(a: &RunArgs) -> anyhow::Result<VerifyPolicy> {
 
 /// `hecloud run --via-proxy`.
 pub fn run(a: RunArgs) -> anyhow::Result<()> {
-    let graph = op_graph(&a.op, a.inputs.len())?;
+    let graph = op_graph(&a.op, a.inputs.len(), a.ints)?;
     let mut inputs = vec![];
     for p in &a.inputs {
         let text =
             std::fs::read_to_string(p).with_context(|| format!("reading {}", p.display()))?;
-        inputs.push(RunInput::Values(
-            parse_values(&text).with_context(|| format!("reading {}", p.display()))?,
-        ));
+        let reading = || format!("reading {}", p.display());
+        inputs.push(if a.ints {
+            RunInput::Ints(parse_ints(&text).with_context(reading)?)
+        } else {
+            RunInput::Values(parse_values(&text).with_context(reading)?)
+        });
     }
     let ca = crate::cmd::ca_for(&a.via_proxy, &a.proxy_ca, "the proxy's CA")?;
     let policy = verify_policy(&a)?;
@@ -362,6 +385,10 @@ pub fn run(a: RunArgs) -> anyhow::Result<()> {
         eprintln!("job {} (through the proxy)", r.job_id);
         for (name, id, values) in &r.outputs {
             let shown: Vec<String> = values.iter().map(|v| format!("{v:.6}")).collect();
+            println!("{name} ({id}): {}", shown.join(" "));
+        }
+        for (name, id, values) in &r.int_outputs {
+            let shown: Vec<String> = values.iter().map(u64::to_string).collect();
             println!("{name} ({id}): {}", shown.join(" "));
         }
         anyhow::Ok(())
@@ -404,12 +431,35 @@ mod tests {
 
     #[test]
     fn graphs() {
-        assert!(op_graph("add", 3).is_ok());
-        assert!(op_graph("mul", 2).is_ok());
-        assert!(op_graph("mul", 3).is_err());
-        assert!(op_graph("square", 1).is_ok());
-        assert!(op_graph("add", 0).is_err());
-        assert!(op_graph("div", 2).is_err());
+        for ints in [false, true] {
+            assert!(op_graph("add", 3, ints).is_ok());
+            assert!(op_graph("add", 1, ints).is_ok());
+            assert!(op_graph("mul", 2, ints).is_ok());
+            assert!(op_graph("mul", 3, ints).is_err());
+            assert!(op_graph("square", 1, ints).is_ok());
+            assert!(op_graph("add", 0, ints).is_err());
+            assert!(op_graph("div", 2, ints).is_err());
+        }
+        // Integers get BGV operations, reals CKKS ones.
+        let names = |ints| {
+            op_graph("mul", 2, ints)
+                .unwrap()
+                .nodes
+                .iter()
+                .map(|op| op.name())
+                .collect::<Vec<_>>()
+        };
+        assert!(names(true).contains(&"bgv_mul"), "{:?}", names(true));
+        assert!(!names(false).iter().any(|n| n.starts_with("bgv")));
+    }
+
+    #[test]
+    fn integer_inputs() {
+        assert_eq!(parse_ints("1, 2 3\n65536").unwrap(), [1, 2, 3, 65536]);
+        for bad in ["-1", "1.5", "x", "18446744073709551616"] {
+            let e = format!("{:#}", parse_ints(bad).unwrap_err());
+            assert!(e.contains("not an integer"), "{bad}: {e}");
+        }
     }
 
     #[test]
@@ -440,6 +490,7 @@ mod tests {
             expect_measurement: m.map(String::from),
             vcek: v,
             op: "add".into(),
+            ints: false,
             count: 8,
             inputs: vec![],
         };

@@ -1,7 +1,9 @@
 //! The real binaries: `hecloud serve`, `hecloud proxy` in front of it with a
 //! key folder imported, and `hecloud run --via-proxy` adding fresh random
 //! vectors, checked against their plaintext sum; the unattested proxy is
-//! refused without `--allow-unattested`; no token reaches a log.
+//! refused without `--allow-unattested`; no token reaches a log. A BGV key
+//! folder through the same path: `--ints` inputs added and multiplied mod
+//! t, a value not below t refused.
 
 use std::io::{BufRead, BufReader};
 use std::path::Path;
@@ -88,10 +90,10 @@ fn write_values(path: &Path, v: &[f64]) {
     std::fs::write(path, text.join(" ")).unwrap();
 }
 
-#[test]
-fn run_via_proxy_adds_plaintext_inputs_and_an_unattested_proxy_needs_the_flag() {
-    let dir = tempfile::tempdir().unwrap();
-    let d = dir.path();
+/// `hecloud serve` and `hecloud proxy` in front of it, under `d`, with a
+/// key folder of `preset` made by `hecloud keygen` and imported for
+/// tenant alice: (server, proxy, the proxy's URL).
+fn serve_with_proxy(d: &Path, preset: &str) -> (Running, Running, String) {
     let (server_port, proxy_port) = (free_port(), free_port());
     let mut serve = hecloud();
     serve.args([
@@ -105,11 +107,17 @@ fn run_via_proxy_adds_plaintext_inputs_and_an_unattested_proxy_needs_the_flag() 
         "--tenant",
         &format!("alice:{SERVER_TOKEN}"),
     ]);
-    let _server = spawn_until(serve, "hecloud serving on ");
+    let server = spawn_until(serve, "hecloud serving on ");
 
     let keys = d.join("keys");
     let out = hecloud()
-        .args(["keygen", "--dir", keys.to_str().unwrap(), "--preset", "n13"])
+        .args([
+            "keygen",
+            "--dir",
+            keys.to_str().unwrap(),
+            "--preset",
+            preset,
+        ])
         .output()
         .unwrap();
     assert!(
@@ -138,13 +146,21 @@ fn run_via_proxy_adds_plaintext_inputs_and_an_unattested_proxy_needs_the_flag() 
         "--import-keys",
         &format!("alice={}", keys.display()),
     ]);
-    let _proxy = spawn_until(proxy, "hecloud proxy on ");
+    let proxy = spawn_until(proxy, "hecloud proxy on ");
+    (server, proxy, format!("https://localhost:{proxy_port}"))
+}
+
+#[test]
+fn run_via_proxy_adds_plaintext_inputs_and_an_unattested_proxy_needs_the_flag() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let (_server, _proxy, url) = serve_with_proxy(d, "n13");
+    let proxy_dir = d.join("proxy");
 
     let n = 5;
     let (x, y) = (random_values(n), random_values(n));
     write_values(&d.join("x.txt"), &x);
     write_values(&d.join("y.txt"), &y);
-    let url = format!("https://localhost:{proxy_port}");
     let ca = proxy_dir.join("tls/ca.pem");
     let run = |token: &str, extra: &[&str]| {
         let mut c = hecloud();
@@ -207,4 +223,101 @@ fn run_via_proxy_adds_plaintext_inputs_and_an_unattested_proxy_needs_the_flag() 
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("unknown or wrong proxy token"), "{err}");
+}
+
+/// The integers of `hecloud run`'s result line for output `name`.
+fn result_ints(stdout: &str, name: &str) -> Vec<u64> {
+    let line = stdout
+        .lines()
+        .find(|l| l.starts_with(&format!("{name} (")))
+        .unwrap_or_else(|| panic!("no {name} line in {stdout:?}"));
+    line.split("): ")
+        .nth(1)
+        .unwrap()
+        .split_whitespace()
+        .map(|v| v.parse().unwrap())
+        .collect()
+}
+
+#[test]
+fn run_via_proxy_takes_integers_for_a_bgv_key_folder() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let (_server, _proxy, url) = serve_with_proxy(d, "bgv-n13");
+    let ca = d.join("proxy/tls/ca.pem");
+    const T: u64 = 65537;
+    let n = 6;
+    let mut rng = hecloud_math::testing::rng();
+    let mut random = || -> Vec<u64> {
+        let mut v: Vec<u64> = (0..n)
+            .map(|_| rand_core::RngCore::next_u64(&mut rng) % T)
+            .collect();
+        v[0] = T - 1;
+        v
+    };
+    let (x, y) = (random(), random());
+    let write = |name: &str, v: &[u64]| {
+        let text: Vec<String> = v.iter().map(u64::to_string).collect();
+        std::fs::write(d.join(name), text.join(", ")).unwrap();
+    };
+    write("x.txt", &x);
+    write("y.txt", &y);
+    write("big.txt", &[1, T]);
+    let run = |op: &str, files: &[&str]| {
+        let mut c = hecloud();
+        c.args([
+            "run",
+            "--via-proxy",
+            &url,
+            "--proxy-ca",
+            ca.to_str().unwrap(),
+            "--token",
+            PROXY_TOKEN,
+            "--allow-unattested",
+            "--ints",
+            "--op",
+            op,
+            "--count",
+            &n.to_string(),
+        ]);
+        c.args(files.iter().map(|f| d.join(f)));
+        c.output().unwrap()
+    };
+    let m = |v: u128| (v % T as u128) as u64;
+    for (op, want) in [
+        (
+            "add",
+            (0..n)
+                .map(|i| m(x[i] as u128 + y[i] as u128))
+                .collect::<Vec<_>>(),
+        ),
+        (
+            "mul",
+            (0..n).map(|i| m(x[i] as u128 * y[i] as u128)).collect(),
+        ),
+    ] {
+        let out = run(op, &["x.txt", "y.txt"]);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{op}: {err}");
+        assert_eq!(
+            result_ints(&String::from_utf8_lossy(&out.stdout), op),
+            want,
+            "{op} mod t"
+        );
+    }
+    // A value not below t: refused, not wrapped; the proxy stays up.
+    let out = run("add", &["big.txt", "x.txt"]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("invalid-request") && err.contains("plaintext modulus"),
+        "{err}"
+    );
+    let out = run("add", &["x.txt"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(result_ints(&String::from_utf8_lossy(&out.stdout), "add"), x);
 }

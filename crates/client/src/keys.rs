@@ -395,39 +395,79 @@ impl KeyDir {
 /// public key when the session's refresh part names it (folders written
 /// before sessions had one leave it out), the session spec last.
 fn folder_uploads(dir: &Path, kinds: [ObjectKind; 3]) -> Result<Vec<(PathBuf, &'static str)>> {
-    let [relin, galois, public] = kinds.map(rpc::object_kind_name);
-    let mut v = vec![];
-    let mut gal: Vec<PathBuf> = std::fs::read_dir(dir)?
+    let names: Vec<String> = std::fs::read_dir(dir)?
         .flatten()
-        .map(|e| e.path())
-        .filter(|p| {
-            p.file_name()
-                .and_then(|n| n.to_str())
-                .is_some_and(|n| n.starts_with("galois-") && n.ends_with(".key"))
-        })
+        .filter_map(|e| e.file_name().to_str().map(str::to_string))
+        .collect();
+    let spec = SessionSpec::decode(&std::fs::read(dir.join("session.spec"))?).map_err(crypto)?;
+    Ok(
+        uploads_in_order(names.iter().map(String::as_str), &spec, kinds)
+            .into_iter()
+            .map(|(n, kind)| (dir.join(n), kind))
+            .collect(),
+    )
+}
+
+/// The upload kinds (`[relin, galois, public]`) of a key folder's
+/// evaluation and public keys under `spec`: the BGV kinds when the
+/// session is a BGV one, the CKKS kinds otherwise.
+pub fn key_kinds(spec: &SessionSpec) -> [ObjectKind; 3] {
+    if spec.bgv.is_some() {
+        [
+            ObjectKind::BgvRelinKey,
+            ObjectKind::BgvGaloisKey,
+            ObjectKind::BgvPublicKey,
+        ]
+    } else {
+        [
+            ObjectKind::CkksRelinKey,
+            ObjectKind::CkksGaloisKey,
+            ObjectKind::CkksPublicKey,
+        ]
+    }
+}
+
+/// Which of a key folder's files (`names`) a key holder uploads for the
+/// session `spec`, in upload order, with their kinds (`kinds`: `[relin,
+/// galois, public]` of its scheme, see [`key_kinds`]): `relin.key`, the
+/// `galois-<g>.key` files (sorted by name), the encapsulation keys of a
+/// bootstrappable folder (each of these when `names` holds it), then
+/// `public.key` when the session's refresh part names a public key, and
+/// `session.spec` last (these two whether or not `names` holds them: the
+/// session needs them). Never `secret.key`. For a folder held in memory
+/// (the encryption proxy's) as for one on disk.
+pub fn uploads_in_order<'a>(
+    names: impl IntoIterator<Item = &'a str>,
+    spec: &SessionSpec,
+    kinds: [ObjectKind; 3],
+) -> Vec<(&'a str, &'static str)> {
+    let [relin, galois, public] = kinds.map(rpc::object_kind_name);
+    let names: Vec<&str> = names.into_iter().collect();
+    let mut v = vec![];
+    let mut gal: Vec<&str> = names
+        .iter()
+        .copied()
+        .filter(|n| n.starts_with("galois-") && n.ends_with(".key"))
         .collect();
     gal.sort();
-    if dir.join("relin.key").exists() {
-        v.push((dir.join("relin.key"), relin));
+    if let Some(n) = names.iter().copied().find(|&n| n == "relin.key") {
+        v.push((n, relin));
     }
-    v.extend(gal.into_iter().map(|p| (p, galois)));
+    v.extend(gal.into_iter().map(|n| (n, galois)));
     for name in ["encaps-down.key", "encaps-up.key"] {
-        if dir.join(name).exists() {
-            v.push((
-                dir.join(name),
-                rpc::object_kind_name(ObjectKind::CkksSwitchingKey),
-            ));
+        if let Some(n) = names.iter().copied().find(|&n| n == name) {
+            v.push((n, rpc::object_kind_name(ObjectKind::CkksSwitchingKey)));
         }
     }
-    let spec = SessionSpec::decode(&std::fs::read(dir.join("session.spec"))?).map_err(crypto)?;
     if spec
         .refresh
+        .as_ref()
         .is_some_and(|r| r.ckks_public_key.is_some() || r.bgv_public_key.is_some())
     {
-        v.push((dir.join("public.key"), public));
+        v.push(("public.key", public));
     }
-    v.push((dir.join("session.spec"), rpc::SESSION_KIND));
-    Ok(v)
+    v.push(("session.spec", rpc::SESSION_KIND));
+    v
 }
 
 /// The id of the session spec in a key folder (CKKS or TFHE), without
@@ -897,6 +937,61 @@ mod tests {
         );
         // Refuses to overwrite.
         assert!(keygen(&kd, Preset::N13, &[]).is_err());
+    }
+
+    #[test]
+    fn uploads_in_order_name_the_kinds_of_the_folders_scheme() {
+        let dir = tempfile::tempdir().unwrap();
+        let bgv = dir.path().join("bgv");
+        bgv_keygen(&bgv, hecloud_bgv::Preset::N13, true, false).unwrap();
+        let spec = SessionSpec::decode(&std::fs::read(bgv.join("session.spec")).unwrap()).unwrap();
+        let kinds = key_kinds(&spec);
+        assert_eq!(kinds[0], ObjectKind::BgvRelinKey);
+        // A folder held in memory, its names in any order: the same
+        // uploads as the folder on disk.
+        let mut names: Vec<String> = std::fs::read_dir(&bgv)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
+        names.reverse();
+        let order = uploads_in_order(names.iter().map(String::as_str), &spec, kinds);
+        let on_disk = BgvKeyDir::open(&bgv).unwrap().uploads().unwrap();
+        assert_eq!(order.len(), on_disk.len());
+        for ((n, kind), (p, k)) in order.iter().zip(&on_disk) {
+            assert_eq!((bgv.join(n), kind), (p.clone(), k));
+        }
+        assert_eq!(order[0], ("relin.key", "bgv.relin_key"));
+        assert_eq!(order[order.len() - 2], ("public.key", "bgv.public_key"));
+        assert_eq!(order[order.len() - 1].0, "session.spec");
+        assert!(
+            order
+                .iter()
+                .all(|(n, _)| *n != "secret.key" && *n != "preset")
+        );
+        // A CKKS session gets the CKKS kinds.
+        let ckks = dir.path().join("ckks");
+        keygen(&ckks, Preset::N13, &[1]).unwrap();
+        let spec = SessionSpec::decode(&std::fs::read(ckks.join("session.spec")).unwrap()).unwrap();
+        let order = uploads_in_order(
+            [
+                "secret.key",
+                "galois-5.key",
+                "relin.key",
+                "public.key",
+                "preset",
+            ],
+            &spec,
+            key_kinds(&spec),
+        );
+        assert_eq!(
+            order,
+            [
+                ("relin.key", "ckks.relin_key"),
+                ("galois-5.key", "ckks.galois_key"),
+                ("public.key", "ckks.public_key"),
+                ("session.spec", "session"),
+            ]
+        );
     }
 
     #[test]

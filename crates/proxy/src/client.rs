@@ -117,8 +117,14 @@ type Rpc = proxy_client::ProxyClient<InterceptedService<Channel, Bearer>>;
 /// One input of [`ProxyClient::run`].
 #[derive(Debug, Clone)]
 pub enum RunInput {
-    /// Plaintext values, encrypted by the proxy.
+    /// Plaintext reals, encrypted by the proxy (a tenant holding CKKS
+    /// keys).
     Values(Vec<f64>),
+    /// Plaintext integers mod t, encrypted by the proxy (a tenant holding
+    /// BGV keys): at most N, each below the plaintext modulus t of the
+    /// tenant's preset (65537 for `bgv-n13` … `bgv-n15`). A value not
+    /// below t is refused ([`ErrorKind::InvalidRequest`]), never wrapped.
+    Ints(Vec<u64>),
     /// An object the server holds already ([`ProxyClient::put`]).
     Object(String),
 }
@@ -128,8 +134,12 @@ pub enum RunInput {
 pub struct RunOutput {
     /// The job's id on the server.
     pub job_id: String,
-    /// (name, object id, values) per output.
+    /// (name, object id, values) per output, for a tenant holding CKKS
+    /// keys (empty for a BGV tenant).
     pub outputs: Vec<(String, String, Vec<f64>)>,
+    /// (name, object id, integers mod t) per output, for a tenant holding
+    /// BGV keys (empty for a CKKS tenant).
+    pub int_outputs: Vec<(String, String, Vec<u64>)>,
     /// The input object ids on the server, by position.
     pub input_ids: Vec<String>,
     /// Enclave crossings the request took.
@@ -144,6 +154,14 @@ impl std::fmt::Debug for RunOutput {
                 "outputs",
                 &self
                     .outputs
+                    .iter()
+                    .map(|(n, id, v)| (n, id, v.len()))
+                    .collect::<Vec<_>>(),
+            )
+            .field(
+                "int_outputs",
+                &self
+                    .int_outputs
                     .iter()
                     .map(|(n, id, v)| (n, id, v.len()))
                     .collect::<Vec<_>>(),
@@ -395,8 +413,8 @@ impl ProxyClient {
         &self.info
     }
 
-    /// Encrypts and uploads vectors through the proxy: their object ids on
-    /// the server.
+    /// Encrypts and uploads real vectors through the proxy (a tenant
+    /// holding CKKS keys): their object ids on the server.
     pub async fn put(&self, vectors: &[Vec<f64>]) -> Result<Vec<String>> {
         Ok(self
             .rpc
@@ -406,6 +424,26 @@ impl ProxyClient {
                     .iter()
                     .map(|v| rpc::Vector { values: v.clone() })
                     .collect(),
+                int_vectors: vec![],
+            })
+            .await?
+            .into_inner()
+            .object_ids)
+    }
+
+    /// Encrypts and uploads integer vectors mod t through the proxy (a
+    /// tenant holding BGV keys; see [`RunInput::Ints`]): their object ids
+    /// on the server.
+    pub async fn put_ints(&self, vectors: &[Vec<u64>]) -> Result<Vec<String>> {
+        Ok(self
+            .rpc
+            .clone()
+            .put(rpc::PutRequest {
+                vectors: vec![],
+                int_vectors: vectors
+                    .iter()
+                    .map(|v| rpc::IntVector { values: v.clone() })
+                    .collect(),
             })
             .await?
             .into_inner()
@@ -414,7 +452,9 @@ impl ProxyClient {
 
     /// Runs `graph` on `inputs` (by position) in one request: the proxy
     /// encrypts, runs the job on the server and returns the outputs
-    /// decrypted, `count` values each (0: every slot).
+    /// decrypted, `count` values each (0: every slot): reals in
+    /// [`RunOutput::outputs`] for a CKKS tenant, integers in
+    /// [`RunOutput::int_outputs`] for a BGV tenant.
     pub async fn run(
         &self,
         inputs: Vec<RunInput>,
@@ -427,6 +467,9 @@ impl ProxyClient {
                 source: Some(match i {
                     RunInput::Values(values) => {
                         rpc::run_input::Source::Values(rpc::Vector { values })
+                    }
+                    RunInput::Ints(values) => {
+                        rpc::run_input::Source::Ints(rpc::IntVector { values })
                     }
                     RunInput::Object(id) => rpc::run_input::Source::ObjectId(id),
                 }),
@@ -443,21 +486,52 @@ impl ProxyClient {
             })
             .await?
             .into_inner();
+        let (mut outputs, mut int_outputs) = (vec![], vec![]);
+        for o in r.outputs {
+            if r.integers {
+                int_outputs.push((o.name, o.object_id, o.ints));
+            } else {
+                outputs.push((o.name, o.object_id, o.values));
+            }
+        }
         Ok(RunOutput {
             job_id: r.job_id,
-            outputs: r
-                .outputs
-                .into_iter()
-                .map(|o| (o.name, o.object_id, o.values))
-                .collect(),
+            outputs,
+            int_outputs,
             input_ids: r.input_ids,
             crossings: r.crossings,
         })
     }
 
     /// Downloads an object through the proxy and decrypts it: `count`
-    /// values (0: every slot).
+    /// reals (0: every slot). An object of a BGV tenant (integers) is
+    /// refused with [`ProxyClientError::Invalid`]: see
+    /// [`ProxyClient::get_ints`].
     pub async fn get(&self, object_id: &str, count: usize) -> Result<Vec<f64>> {
+        let r = self.get_reply(object_id, count).await?;
+        if r.integers {
+            return Err(ProxyClientError::Invalid(
+                "the object decrypts to integers (a BGV tenant): use get_ints".into(),
+            ));
+        }
+        Ok(r.values)
+    }
+
+    /// Downloads an object through the proxy and decrypts it: `count`
+    /// integers mod t (0: every slot). An object of a CKKS tenant (reals)
+    /// is refused with [`ProxyClientError::Invalid`]: see
+    /// [`ProxyClient::get`].
+    pub async fn get_ints(&self, object_id: &str, count: usize) -> Result<Vec<u64>> {
+        let r = self.get_reply(object_id, count).await?;
+        if !r.integers {
+            return Err(ProxyClientError::Invalid(
+                "the object decrypts to reals (a CKKS tenant): use get".into(),
+            ));
+        }
+        Ok(r.ints)
+    }
+
+    async fn get_reply(&self, object_id: &str, count: usize) -> Result<rpc::GetReply> {
         Ok(self
             .rpc
             .clone()
@@ -466,7 +540,6 @@ impl ProxyClient {
                 count: count as u64,
             })
             .await?
-            .into_inner()
-            .values)
+            .into_inner())
     }
 }

@@ -11,6 +11,12 @@
 //! enclave, an operation or a reply shows names and sizes, never a key or
 //! a value.
 //!
+//! A tenant's keys are CKKS keys (real vectors: [`EnclaveOp::EncryptReal`])
+//! or BGV keys (integer vectors mod t: [`EnclaveOp::EncryptInts`]), as its
+//! key folder's `preset` says; [`EnclaveOp::Decrypt`] decrypts under the
+//! tenant's scheme. Asking a tenant for the other scheme's operation is
+//! refused ([`ProxyError::WrongScheme`]).
+//!
 //! [`PlainEnclave`] is the implementation for development and machines
 //! without a TEE: it works fully, with its sealing key from a key file, and
 //! reports [`Attestation::Unattested`]. It protects the keys at rest only
@@ -22,6 +28,7 @@ use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 
+use hecloud_bgv::BgvParameters;
 use hecloud_ckks::{CkksParameters, Encoder, Preset};
 use hecloud_protocol::refresh::RefreshResponder;
 use hecloud_rlwe::{
@@ -87,8 +94,10 @@ impl std::fmt::Debug for Attestation {
 #[non_exhaustive]
 pub enum EnclaveOp {
     /// Unseals a tenant's key folder into the enclave (replacing keys the
-    /// tenant had loaded). The folder must hold a CKKS preset folder:
-    /// `preset`, `secret.key`, `public.key`.
+    /// tenant had loaded). The folder must hold a CKKS preset folder
+    /// (`preset` naming `n13` … `n17`) or a BGV one (`bgv-n13` …
+    /// `bgv-n16`), as `hecloud keygen` writes them: `preset`,
+    /// `secret.key`, `public.key`.
     LoadTenant {
         /// The tenant.
         tenant: String,
@@ -125,15 +134,31 @@ pub enum EnclaveOp {
     },
     /// Encrypts reals (slots beyond them 0) with the tenant's secret key (its
     /// uniform half a seed: half the bytes to upload) at
-    /// the top level and the default scale: the ciphertext's bytes.
+    /// the top level and the default scale: the ciphertext's bytes (a
+    /// `ckks.ciphertext`). A BGV tenant refuses it
+    /// ([`ProxyError::WrongScheme`]).
     EncryptReal {
         /// The tenant.
         tenant: String,
         /// At most N/2 finite values (zeroized on drop).
         values: Zeroizing<Vec<f64>>,
     },
-    /// Decrypts a ciphertext's bytes with the tenant's secret key: every
-    /// slot's real part. A ciphertext of another parameter set fails with
+    /// Encrypts integers mod t (slots beyond them 0) with a BGV tenant's
+    /// secret key (seeded, as [`EnclaveOp::EncryptReal`]) at the top level:
+    /// the ciphertext's bytes (a `bgv.ciphertext`). A value not below the
+    /// plaintext modulus t, or more values than the N slots, is refused
+    /// ([`ProxyError::Crypto`], naming the index, not the value); a CKKS
+    /// tenant refuses the operation ([`ProxyError::WrongScheme`]).
+    EncryptInts {
+        /// The tenant.
+        tenant: String,
+        /// At most N values, each below t (zeroized on drop).
+        values: Zeroizing<Vec<u64>>,
+    },
+    /// Decrypts a ciphertext's bytes with the tenant's secret key: for a
+    /// CKKS tenant every slot's real part ([`EnclaveReply::Reals`]), for a
+    /// BGV tenant every slot's integer mod t ([`EnclaveReply::Ints`]). A
+    /// ciphertext of another parameter set fails with
     /// [`ProxyError::ForeignParameters`].
     Decrypt {
         /// The tenant.
@@ -160,6 +185,7 @@ impl EnclaveOp {
             Self::SealFolder { .. } => "seal-folder",
             Self::PublicFiles { .. } => "public-files",
             Self::EncryptReal { .. } => "encrypt-real",
+            Self::EncryptInts { .. } => "encrypt-ints",
             Self::Decrypt { .. } => "decrypt",
             Self::AnswerRefresh { .. } => "answer-refresh",
         }
@@ -173,6 +199,7 @@ impl EnclaveOp {
             | Self::SealFolder { tenant, .. }
             | Self::PublicFiles { tenant, .. }
             | Self::EncryptReal { tenant, .. }
+            | Self::EncryptInts { tenant, .. }
             | Self::Decrypt { tenant, .. }
             | Self::AnswerRefresh { tenant, .. } => tenant,
         }
@@ -189,6 +216,7 @@ impl std::fmt::Debug for EnclaveOp {
             Self::SealFolder { files, .. } => d.field("files", &files.keys().collect::<Vec<_>>()),
             Self::PublicFiles { folder, .. } => d.field("files", &folder.files().len()),
             Self::EncryptReal { values, .. } => d.field("values", &values.len()),
+            Self::EncryptInts { values, .. } => d.field("values", &values.len()),
             Self::Decrypt { ciphertext, .. } => d.field("ciphertext_bytes", &ciphertext.len()),
             Self::AnswerRefresh { request, .. } => d.field("request_bytes", &request.len()),
         };
@@ -202,7 +230,7 @@ impl std::fmt::Debug for EnclaveOp {
 pub enum EnclaveReply {
     /// A tenant was loaded with keys of this preset.
     Loaded {
-        /// The preset name (`n13` ... `n17`).
+        /// The preset name (`n13` ... `n17`, `bgv-n13` ... `bgv-n16`).
         preset: String,
     },
     /// A tenant was unloaded (`false`: it was not loaded).
@@ -216,6 +244,9 @@ pub enum EnclaveReply {
     /// Decrypted reals, one per slot (zeroized on drop, redacted in
     /// `Debug`).
     Reals(Zeroizing<Vec<f64>>),
+    /// Decrypted integers mod t, one per slot, of a BGV tenant (zeroized
+    /// on drop, redacted in `Debug`).
+    Ints(Zeroizing<Vec<u64>>),
     /// A refresh reply's bytes.
     RefreshReply(Vec<u8>),
 }
@@ -232,6 +263,7 @@ impl std::fmt::Debug for EnclaveReply {
                 .finish(),
             Self::Ciphertext(b) => write!(f, "Ciphertext({} bytes)", b.len()),
             Self::Reals(v) => write!(f, "Reals({} values, redacted)", v.len()),
+            Self::Ints(v) => write!(f, "Ints({} values, redacted)", v.len()),
             Self::RefreshReply(b) => write!(f, "RefreshReply({} bytes)", b.len()),
         }
     }
@@ -263,14 +295,43 @@ pub trait Enclave: Send + Sync + std::fmt::Debug {
 
 /// A tenant's keys inside the enclave.
 struct Tenant {
-    preset: Preset,
-    params: Arc<CkksParameters>,
-    /// Built once: its tables take milliseconds at N = 2^16.
-    encoder: Encoder,
-    public_key: PublicKey,
-    secret_key: SecretKey,
+    /// The preset's name (`n13`, `bgv-n13`, ...).
+    preset: &'static str,
+    keys: SchemeKeys,
     responder: RefreshResponder,
 }
+
+/// A tenant's secret keys and what encrypts and decrypts with them, by
+/// scheme.
+enum SchemeKeys {
+    Ckks {
+        params: Arc<CkksParameters>,
+        /// Built once: its tables take milliseconds at N = 2^16.
+        encoder: Encoder,
+        secret_key: SecretKey,
+    },
+    Bgv {
+        params: Arc<BgvParameters>,
+        encoder: hecloud_bgv::Encoder,
+        /// The secret key (and a public and relinearization key made from
+        /// it, unused here); shared with the refresh responder.
+        keys: Arc<hecloud_bgv::KeySet>,
+    },
+}
+
+impl SchemeKeys {
+    fn scheme(&self) -> &'static str {
+        match self {
+            Self::Ckks { .. } => SCHEME_CKKS,
+            Self::Bgv { .. } => SCHEME_BGV,
+        }
+    }
+}
+
+/// The scheme name of real vectors ([`ProxyError::WrongScheme`]).
+pub const SCHEME_CKKS: &str = "CKKS (real vectors)";
+/// The scheme name of integer vectors ([`ProxyError::WrongScheme`]).
+pub const SCHEME_BGV: &str = "BGV (integer vectors mod t)";
 
 fn crypto<E: std::fmt::Display>(e: E) -> ProxyError {
     ProxyError::Crypto(e.to_string())
@@ -280,55 +341,127 @@ fn crypto<E: std::fmt::Display>(e: E) -> ProxyError {
 /// for the key pair to count as matching.
 const KEY_CHECK_TOLERANCE: f64 = 1e-3;
 
+/// The integers encrypted with a BGV folder's public key at load and
+/// decrypted with its secret key: they must come back for the key pair to
+/// count as matching (a wrong pair gives each one with probability 1/t).
+const BGV_KEY_CHECK: [u64; 8] = [1, 2, 3, 5, 8, 13, 21, 34];
+
+fn foreign_or_crypto(e: RlweError) -> ProxyError {
+    match e {
+        RlweError::Decode(DecodeError::ParameterHash) => ProxyError::ForeignParameters,
+        e => crypto(e),
+    }
+}
+
 impl Tenant {
-    /// The keys of an unsealed CKKS folder, checked to be a pair.
+    /// The keys of an unsealed CKKS or BGV folder, checked to be a pair.
     fn from_folder(folder: &UnsealedFolder) -> Result<Self> {
         let name = std::str::from_utf8(folder.require("preset")?)
             .map_err(|_| ProxyError::Unsupported("the preset file is not UTF-8".into()))?
             .trim()
             .to_string();
-        let preset = Preset::ALL
-            .into_iter()
-            .find(|p| p.name() == name)
-            .ok_or_else(|| {
-                ProxyError::Unsupported(format!(
-                    "preset {name:?} is not a CKKS preset ({}); BGV and TFHE folders are not held by the proxy yet",
-                    Preset::ALL.map(|p| p.name()).join(", ")
-                ))
-            })?;
+        if let Some(preset) = Preset::ALL.into_iter().find(|p| p.name() == name) {
+            return Self::ckks(folder, preset);
+        }
+        if let Some(preset) = hecloud_bgv::Preset::from_name(&name) {
+            return Self::bgv(folder, preset);
+        }
+        Err(ProxyError::Unsupported(format!(
+            "preset {name:?} is neither a CKKS preset ({}) nor a BGV one ({}); TFHE and bootstrappable folders are not held by the proxy yet",
+            Preset::ALL.map(|p| p.name()).join(", "),
+            hecloud_bgv::Preset::ALL.map(|p| p.name()).join(", ")
+        )))
+    }
+
+    fn ckks(folder: &UnsealedFolder, preset: Preset) -> Result<Self> {
         let params = preset.build().map_err(crypto)?;
         let secret = folder.require("secret.key")?;
         let sk = || SecretKey::import_bytes(params.rlwe(), secret).map_err(crypto);
         let public_key =
             PublicKey::from_bytes(params.rlwe(), folder.require("public.key")?).map_err(crypto)?;
         let t = Self {
-            preset,
+            preset: preset.name(),
             responder: RefreshResponder::new().with_ckks(params.clone(), sk()?),
-            secret_key: sk()?,
-            public_key,
-            encoder: Encoder::new(&params),
-            params,
+            keys: SchemeKeys::Ckks {
+                secret_key: sk()?,
+                encoder: Encoder::new(&params),
+                params: params.clone(),
+            },
         };
         // The server re-randomizes refreshes with the public key: it must
         // be the secret key's.
-        let pt = t
-            .encoder
-            .encode_real(&[1.0], t.params.max_level(), t.params.default_scale())
+        let pt = Encoder::new(&params)
+            .encode_real(&[1.0], params.max_level(), params.default_scale())
             .map_err(crypto)?;
-        let probe_ct = Encryptor::new(t.params.rlwe())
-            .encrypt_pk(&t.public_key, &pt)
+        let probe_ct = Encryptor::new(params.rlwe())
+            .encrypt_pk(&public_key, &pt)
             .map_err(crypto)?;
         let probe = t.decrypt(&probe_ct.to_bytes())?;
-        if (probe[0] - 1.0).abs() > KEY_CHECK_TOLERANCE {
-            return Err(ProxyError::Unsupported(
-                "the folder's public key does not belong to its secret key".into(),
+        let EnclaveReply::Reals(probe) = probe else {
+            return Err(ProxyError::Crypto(
+                "a CKKS tenant decrypted no reals".into(),
             ));
+        };
+        if (probe[0] - 1.0).abs() > KEY_CHECK_TOLERANCE {
+            return Err(mismatched_keys());
         }
         Ok(t)
     }
 
-    fn encrypt(&self, values: &[f64]) -> Result<Vec<u8>> {
-        let slots = self.params.slots();
+    fn bgv(folder: &UnsealedFolder, preset: hecloud_bgv::Preset) -> Result<Self> {
+        let params = preset.build().map_err(crypto)?;
+        let sk = SecretKey::import_bytes(params.rlwe(), folder.require("secret.key")?)
+            .map_err(crypto)?;
+        let public_key =
+            PublicKey::from_bytes(params.rlwe(), folder.require("public.key")?).map_err(crypto)?;
+        let keys = Arc::new(
+            hecloud_bgv::KeySet::from_secret_key(&params, sk, &[], false).map_err(crypto)?,
+        );
+        let encoder = hecloud_bgv::Encoder::new(&params);
+        // The server re-randomizes refreshes with the folder's public key
+        // (not the one the key set made): it must be the secret key's.
+        let pt = encoder.encode(&BGV_KEY_CHECK).map_err(crypto)?;
+        let probe_ct = hecloud_bgv::keys::encrypt_pk(&params, &public_key, &pt, params.max_level())
+            .map_err(crypto)?;
+        let t = Self {
+            preset: preset.name(),
+            responder: RefreshResponder::new().with_bgv(keys.clone()),
+            keys: SchemeKeys::Bgv {
+                params,
+                encoder,
+                keys,
+            },
+        };
+        let probe = t.decrypt(&probe_ct.to_bytes())?;
+        let EnclaveReply::Ints(probe) = probe else {
+            return Err(ProxyError::Crypto(
+                "a BGV tenant decrypted no integers".into(),
+            ));
+        };
+        if probe.get(..BGV_KEY_CHECK.len()) != Some(&BGV_KEY_CHECK[..]) {
+            return Err(mismatched_keys());
+        }
+        Ok(t)
+    }
+
+    fn wrong_scheme(&self, tenant: &str, asked: &'static str) -> ProxyError {
+        ProxyError::WrongScheme {
+            tenant: tenant.into(),
+            holds: self.keys.scheme(),
+            asked,
+        }
+    }
+
+    fn encrypt(&self, tenant: &str, values: &[f64]) -> Result<Vec<u8>> {
+        let SchemeKeys::Ckks {
+            params,
+            encoder,
+            secret_key,
+        } = &self.keys
+        else {
+            return Err(self.wrong_scheme(tenant, SCHEME_CKKS));
+        };
+        let slots = params.slots();
         if values.len() > slots {
             return Err(ProxyError::Crypto(format!(
                 "{} values for {slots} slots",
@@ -338,32 +471,81 @@ impl Tenant {
         if let Some(i) = values.iter().position(|v| !v.is_finite()) {
             return Err(ProxyError::Crypto(format!("value {i} is not finite")));
         }
-        let pt = self
-            .encoder
-            .encode_real(values, self.params.max_level(), self.params.default_scale())
+        let pt = encoder
+            .encode_real(values, params.max_level(), params.default_scale())
             .map_err(crypto)?;
         // With the secret key, as the client's own best path does: less
         // noise, and the uniform half travels as a seed (half the bytes to
         // the server).
-        Ok(Encryptor::new(self.params.rlwe())
-            .encrypt_sk(&self.secret_key, &pt)
+        Ok(Encryptor::new(params.rlwe())
+            .encrypt_sk(secret_key, &pt)
             .map_err(crypto)?
             .to_bytes())
     }
 
-    fn decrypt(&self, bytes: &[u8]) -> Result<Zeroizing<Vec<f64>>> {
-        let ct = Ciphertext::from_bytes(self.params.rlwe(), bytes).map_err(|e| match e {
-            RlweError::Decode(DecodeError::ParameterHash) => ProxyError::ForeignParameters,
-            e => crypto(e),
-        })?;
-        let pt = Decryptor::new(&self.secret_key)
-            .decrypt(&ct)
-            .map_err(crypto)?;
-        self.encoder
-            .decode_real(&pt)
-            .map(Zeroizing::new)
-            .map_err(crypto)
+    fn encrypt_ints(&self, tenant: &str, values: &[u64]) -> Result<Vec<u8>> {
+        let SchemeKeys::Bgv {
+            params,
+            encoder,
+            keys,
+        } = &self.keys
+        else {
+            return Err(self.wrong_scheme(tenant, SCHEME_BGV));
+        };
+        let (n, t) = (params.n(), params.t());
+        if values.len() > n {
+            return Err(ProxyError::Crypto(format!(
+                "{} values for {n} slots",
+                values.len()
+            )));
+        }
+        // Checked here so that the message names the index, never the
+        // value (the encoder's own error would carry it).
+        if let Some(i) = values.iter().position(|&v| v >= t) {
+            return Err(ProxyError::Crypto(format!(
+                "value {i} is not below the plaintext modulus t = {t}"
+            )));
+        }
+        let pt = encoder.encode(values).map_err(crypto)?;
+        Ok(keys
+            .encrypt_sk(&pt, params.max_level())
+            .map_err(crypto)?
+            .to_bytes())
     }
+
+    fn decrypt(&self, bytes: &[u8]) -> Result<EnclaveReply> {
+        match &self.keys {
+            SchemeKeys::Ckks {
+                params,
+                encoder,
+                secret_key,
+            } => {
+                let ct = Ciphertext::from_bytes(params.rlwe(), bytes).map_err(foreign_or_crypto)?;
+                let pt = Decryptor::new(secret_key).decrypt(&ct).map_err(crypto)?;
+                encoder
+                    .decode_real(&pt)
+                    .map(|v| EnclaveReply::Reals(Zeroizing::new(v)))
+                    .map_err(crypto)
+            }
+            SchemeKeys::Bgv {
+                params,
+                encoder,
+                keys,
+            } => {
+                let ct = Ciphertext::from_bytes(params.rlwe(), bytes).map_err(foreign_or_crypto)?;
+                // The plaintext zeroizes itself on drop.
+                let pt = keys.decrypt(&ct).map_err(crypto)?;
+                encoder
+                    .decode(&pt)
+                    .map(|v| EnclaveReply::Ints(Zeroizing::new(v)))
+                    .map_err(crypto)
+            }
+        }
+    }
+}
+
+fn mismatched_keys() -> ProxyError {
+    ProxyError::Unsupported("the folder's public key does not belong to its secret key".into())
 }
 
 /// The plain-process enclave: no TEE, sealing key from a key file,
@@ -379,11 +561,7 @@ impl std::fmt::Debug for PlainEnclave {
         let mut tenants: Vec<(String, &'static str)> = self
             .tenants
             .read()
-            .map(|t| {
-                t.iter()
-                    .map(|(n, t)| (n.clone(), t.preset.name()))
-                    .collect()
-            })
+            .map(|t| t.iter().map(|(n, t)| (n.clone(), t.preset)).collect())
             .unwrap_or_default();
         tenants.sort();
         f.debug_struct("PlainEnclave")
@@ -444,7 +622,7 @@ impl PlainEnclave {
                 let unsealed = folder.unseal(&self.key)?;
                 let t = Tenant::from_folder(&unsealed)?;
                 drop(unsealed);
-                let preset = t.preset.name().to_string();
+                let preset = t.preset.to_string();
                 self.write().insert(tenant, t);
                 Ok(EnclaveReply::Loaded { preset })
             }
@@ -483,11 +661,14 @@ impl PlainEnclave {
                 ))
             }
             EnclaveOp::EncryptReal { tenant, values } => self
-                .with_tenant(&tenant, |t| t.encrypt(&values))
+                .with_tenant(&tenant, |t| t.encrypt(&tenant, &values))
                 .map(EnclaveReply::Ciphertext),
-            EnclaveOp::Decrypt { tenant, ciphertext } => self
-                .with_tenant(&tenant, |t| t.decrypt(&ciphertext))
-                .map(EnclaveReply::Reals),
+            EnclaveOp::EncryptInts { tenant, values } => self
+                .with_tenant(&tenant, |t| t.encrypt_ints(&tenant, &values))
+                .map(EnclaveReply::Ciphertext),
+            EnclaveOp::Decrypt { tenant, ciphertext } => {
+                self.with_tenant(&tenant, |t| t.decrypt(&ciphertext))
+            }
             EnclaveOp::AnswerRefresh { tenant, request } => self
                 .with_tenant(&tenant, |t| Ok(t.responder.answer(&request)?))
                 .map(EnclaveReply::RefreshReply),
@@ -511,7 +692,9 @@ impl Enclave for PlainEnclave {
         let independent = batch.iter().all(|op| {
             matches!(
                 op,
-                EnclaveOp::EncryptReal { .. } | EnclaveOp::Decrypt { .. }
+                EnclaveOp::EncryptReal { .. }
+                    | EnclaveOp::EncryptInts { .. }
+                    | EnclaveOp::Decrypt { .. }
             )
         });
         if independent && batch.len() > 1 {

@@ -69,9 +69,21 @@ pub enum ProxyError {
         /// The missing file.
         file: String,
     },
-    /// A key folder this proxy cannot hold (not a CKKS preset folder).
+    /// A key folder this proxy cannot hold (neither a CKKS nor a BGV
+    /// preset folder, or keys that are not a pair).
     #[error("unsupported key folder: {0}")]
     Unsupported(String),
+    /// An operation of one scheme asked of a tenant whose keys are of
+    /// another: integers of a CKKS tenant, reals of a BGV tenant.
+    #[error("tenant {tenant:?} holds {holds} keys; it cannot encrypt {asked}")]
+    WrongScheme {
+        /// The tenant.
+        tenant: String,
+        /// The scheme of its keys.
+        holds: &'static str,
+        /// The scheme the operation needs.
+        asked: &'static str,
+    },
     /// A tenant whose keys are not loaded in the enclave.
     #[error("tenant {0:?} is not loaded")]
     UnknownTenant(String),

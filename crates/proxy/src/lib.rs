@@ -9,8 +9,9 @@
 //!   [`unseal()`]) and [`SealedKeyStore`], one sealed key folder per
 //!   tenant, unsealed into memory only;
 //! * [`enclave`]: the TEE boundary, the [`Enclave`] trait holding every
-//!   secret operation, one batch of operations per crossing, and
-//!   [`PlainEnclave`] for machines without a TEE;
+//!   secret operation (CKKS real vectors and BGV integer vectors), one
+//!   batch of operations per crossing, and [`PlainEnclave`] for machines
+//!   without a TEE;
 //! * [`attest`]: attestation reports through Linux configfs-tsm and the
 //!   client's verification of an SEV-SNP report (signature, chain to a
 //!   pinned AMD root, binding to the proxy's TLS key and its nonce, guest
@@ -68,6 +69,7 @@ pub use fusion::{FusionReport, measure_fusion};
 pub use seal::{SealedFolder, SealedKeyStore, SealingKey, UnsealedFolder, seal, unseal};
 pub use service::{ErrorKind, ProxyConfig, ProxyTenant, RunningProxy, ServiceError, TlsSource};
 /// The wrapper zeroizing plaintext values on drop in
-/// [`EnclaveOp::EncryptReal`] and [`EnclaveReply::Reals`] (re-exported so
+/// [`EnclaveOp::EncryptReal`], [`EnclaveOp::EncryptInts`],
+/// [`EnclaveReply::Reals`] and [`EnclaveReply::Ints`] (re-exported so
 /// that callers need not depend on `zeroize`).
 pub use zeroize::Zeroizing;

@@ -8,13 +8,20 @@
 //!   TLS public key and the client's nonce ([`crate::attest::report_data`]),
 //!   and the proxy's parameters. A client checks it before it sends its
 //!   token ([`crate::client::ProxyClient`]).
-//! * `Put`: plaintext vectors, encrypted in one enclave crossing, uploaded
-//!   to the server; their object ids.
+//! * `Put`: plaintext vectors (reals for a CKKS tenant, integers mod t for
+//!   a BGV tenant), encrypted in one enclave crossing, uploaded to the
+//!   server; their object ids.
 //! * `Run`: plaintext inputs and a graph in one request: one crossing to
 //!   encrypt, the uploads, the job (submitted once every input byte is
 //!   sent, so that the server starts it while it stores them), the
 //!   downloads, one crossing to decrypt; plaintext out.
 //! * `Get`: an object downloaded and decrypted in one crossing.
+//!
+//! A tenant's key folder says its scheme: CKKS (real vectors, uploaded as
+//! `ckks.ciphertext`) or BGV (integer vectors mod t, `bgv.ciphertext`).
+//! Outputs and objects decrypt under the tenant's scheme (`Output.values`
+//! or `Output.ints`); plaintext of the other scheme is refused with
+//! [`ErrorKind::InvalidRequest`], as is an integer not below t.
 //!
 //! On a tenant's first request the proxy unseals its key folder into the
 //! enclave and takes its public files from it (one crossing), uploads
@@ -38,10 +45,11 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
+use hecloud_client::keys::{key_kinds, uploads_in_order};
 use hecloud_client::{Client, ClientError, SessionHandle};
 use hecloud_protocol::refresh::CALLBACK_REFRESH;
-use hecloud_protocol::rpc::{self as srpc, JOB_KIND_GRAPH, JobState};
-use hecloud_protocol::{Graph, JobSubmission, Message, ObjectId, ObjectKind, SessionSpec};
+use hecloud_protocol::rpc::{JOB_KIND_GRAPH, JobState};
+use hecloud_protocol::{Graph, JobSubmission, Message, ObjectId, SessionSpec};
 use tokio::sync::{Mutex, oneshot};
 use tonic::metadata::MetadataValue;
 use tonic::transport::server::TcpIncoming;
@@ -63,8 +71,10 @@ pub const MAX_MESSAGE_BYTES: usize = 64 << 20;
 pub const ERROR_KIND_HEADER: &str = "hecloud-proxy-error";
 /// How long the server waits for a job's inputs still being stored.
 const AWAIT_INPUTS: Duration = Duration::from_secs(30);
-/// Upload kind of the ciphertexts the proxy makes.
-const CIPHERTEXT_KIND: &str = "ckks.ciphertext";
+/// Upload kind of the CKKS ciphertexts the proxy makes.
+const CKKS_CIPHERTEXT_KIND: &str = "ckks.ciphertext";
+/// Upload kind of the BGV ciphertexts the proxy makes.
+const BGV_CIPHERTEXT_KIND: &str = "bgv.ciphertext";
 
 /// Why a request failed, as the proxy tells its client (in the
 /// [`ERROR_KIND_HEADER`] metadata of the status).
@@ -74,7 +84,9 @@ pub enum ErrorKind {
     /// No, a malformed, an unknown or a wrong token.
     Unauthenticated,
     /// A request the proxy refuses (too many vectors, values that are not
-    /// finite, a graph that does not decode, a bad object id).
+    /// finite, integers not below the plaintext modulus, plaintext of
+    /// another scheme than the tenant's keys, a graph that does not
+    /// decode, a bad object id).
     InvalidRequest,
     /// The tenant's sealed key folder cannot be used: missing, tampered
     /// with, sealed under another key or for another tenant.
@@ -477,6 +489,7 @@ fn classify(e: ProxyError, crypto_kind: ErrorKind) -> Status {
         | ProxyError::InvalidName { .. }
         | ProxyError::Io(_) => ErrorKind::SealedKeys,
         ProxyError::ForeignParameters => ErrorKind::ForeignCiphertext,
+        ProxyError::WrongScheme { .. } => ErrorKind::InvalidRequest,
         ProxyError::Crypto(_) => crypto_kind,
         _ => ErrorKind::Internal,
     };
@@ -640,21 +653,14 @@ impl Inner {
         )
         .await
         .map_err(|e| server_fail("connecting to the server", e))?;
-        // Keys first, the session last (it names them).
-        let mut uploads: Vec<(&str, &Vec<u8>)> = vec![];
-        if let Some(b) = files.get("relin.key") {
-            uploads.push((srpc::object_kind_name(ObjectKind::CkksRelinKey), b));
-        }
-        for (n, b) in &files {
-            if n.starts_with("galois-") {
-                uploads.push((srpc::object_kind_name(ObjectKind::CkksGaloisKey), b));
-            }
-        }
-        if let Some(b) = files.get("public.key") {
-            uploads.push((srpc::object_kind_name(ObjectKind::CkksPublicKey), b));
-        }
-        uploads.push((srpc::SESSION_KIND, spec_bytes));
-        for (kind, bytes) in uploads {
+        // Keys first, the session last (it names them), of the kinds of
+        // the session's scheme: in the order and kinds the client SDK
+        // uploads a key folder.
+        let order = uploads_in_order(files.keys().map(String::as_str), &spec, key_kinds(&spec));
+        for (file, kind) in order {
+            let bytes = files.get(file).ok_or_else(|| {
+                sealed(format!("the key folder of tenant {name:?} has no {file}"))
+            })?;
             server
                 .upload(kind, Arc::new(bytes.clone()))
                 .await
@@ -691,43 +697,58 @@ impl Inner {
         })
     }
 
-    /// Encrypts the vectors in one crossing: their ciphertexts.
+    /// Encrypts the vectors in one crossing: their ciphertexts, each with
+    /// its upload kind.
     async fn encrypt(
         &self,
         tenant: &str,
-        vectors: Vec<Zeroizing<Vec<f64>>>,
+        vectors: Vec<Plain>,
         crossings: &AtomicU32,
-    ) -> Result<Vec<Vec<u8>>, Status> {
+    ) -> Result<Vec<Upload>, Status> {
         if vectors.is_empty() {
             return Ok(vec![]);
         }
+        let mut kinds = Vec::with_capacity(vectors.len());
         let batch = vectors
             .into_iter()
-            .map(|values| EnclaveOp::EncryptReal {
-                tenant: tenant.into(),
-                values,
+            .map(|v| match v {
+                Plain::Reals(values) => {
+                    kinds.push(CKKS_CIPHERTEXT_KIND);
+                    EnclaveOp::EncryptReal {
+                        tenant: tenant.into(),
+                        values,
+                    }
+                }
+                Plain::Ints(values) => {
+                    kinds.push(BGV_CIPHERTEXT_KIND);
+                    EnclaveOp::EncryptInts {
+                        tenant: tenant.into(),
+                        values,
+                    }
+                }
             })
             .collect();
         crossings.fetch_add(1, Ordering::Relaxed);
         self.cross(batch, ErrorKind::InvalidRequest)
             .await?
             .into_iter()
-            .map(|r| match r {
-                EnclaveReply::Ciphertext(b) => Ok(b),
+            .zip(kinds)
+            .map(|(r, kind)| match r {
+                EnclaveReply::Ciphertext(b) => Ok((kind, b)),
                 other => Err(ErrorKind::Internal.status(format!("the enclave answered {other:?}"))),
             })
             .collect()
     }
 
-    /// Decrypts ciphertexts in one crossing, keeping `count` values of
-    /// each (0: all).
+    /// Decrypts ciphertexts in one crossing under the tenant's scheme,
+    /// keeping `count` values of each (0: all).
     async fn decrypt(
         &self,
         tenant: &str,
         ciphertexts: Vec<Vec<u8>>,
         count: u64,
         crossings: &AtomicU32,
-    ) -> Result<Vec<Zeroizing<Vec<f64>>>, Status> {
+    ) -> Result<Vec<Plain>, Status> {
         if ciphertexts.is_empty() {
             return Ok(vec![]);
         }
@@ -742,26 +763,41 @@ impl Inner {
         self.cross(batch, ErrorKind::BadCiphertext)
             .await?
             .into_iter()
-            .map(|r| match r {
-                EnclaveReply::Reals(mut v) => {
-                    if count > 0 && (count as usize) < v.len() {
-                        v.truncate(count as usize);
+            .map(|r| {
+                let keep = |len: usize| {
+                    if count > 0 && (count as usize) < len {
+                        count as usize
+                    } else {
+                        len
                     }
-                    Ok(v)
+                };
+                match r {
+                    EnclaveReply::Reals(mut v) => {
+                        let n = keep(v.len());
+                        v.truncate(n);
+                        Ok(Plain::Reals(v))
+                    }
+                    EnclaveReply::Ints(mut v) => {
+                        let n = keep(v.len());
+                        v.truncate(n);
+                        Ok(Plain::Ints(v))
+                    }
+                    other => {
+                        Err(ErrorKind::Internal.status(format!("the enclave answered {other:?}")))
+                    }
                 }
-                other => Err(ErrorKind::Internal.status(format!("the enclave answered {other:?}"))),
             })
             .collect()
     }
 
     /// Uploads ciphertexts side by side: their object ids, in order.
-    async fn upload_all(server: &Client, cts: Vec<Vec<u8>>) -> Result<Vec<String>, Status> {
+    async fn upload_all(server: &Client, cts: Vec<Upload>) -> Result<Vec<String>, Status> {
         let mut set = tokio::task::JoinSet::new();
         let n = cts.len();
-        for (i, ct) in cts.into_iter().enumerate() {
+        for (i, (kind, ct)) in cts.into_iter().enumerate() {
             let c = server.clone();
             set.spawn(async move {
-                c.upload(CIPHERTEXT_KIND, Arc::new(ct))
+                c.upload(kind, Arc::new(ct))
                     .await
                     .map(|info| (i, info.object_id))
             });
@@ -782,20 +818,15 @@ impl Inner {
     /// [`Client::submit_awaiting_inputs`] starts while they are stored.
     async fn upload_announced(
         server: &Client,
-        cts: Vec<Vec<u8>>,
+        cts: Vec<Upload>,
     ) -> Result<(Vec<String>, Uploads), Status> {
         let mut set = tokio::task::JoinSet::new();
         let mut announced = Vec::with_capacity(cts.len());
-        for ct in cts {
+        for (kind, ct) in cts {
             let (tx, rx) = oneshot::channel();
             announced.push(rx);
             let c = server.clone();
-            set.spawn(async move {
-                c.upload(CIPHERTEXT_KIND, Arc::new(ct))
-                    .announce(tx)
-                    .await
-                    .map(|_| ())
-            });
+            set.spawn(async move { c.upload(kind, Arc::new(ct)).announce(tx).await.map(|_| ()) });
         }
         let mut ids = Vec::with_capacity(announced.len());
         for rx in announced {
@@ -886,14 +917,19 @@ impl Inner {
             );
         }
         let values = self.decrypt(name, bytes, job.count, &crossings).await?;
+        let integers = values.iter().any(|v| matches!(v, Plain::Ints(_)));
         let outputs = j
             .outputs
             .iter()
             .zip(values)
-            .map(|(o, v)| rpc::Output {
-                name: o.name.clone(),
-                object_id: o.object_id.clone(),
-                values: take_values(v),
+            .map(|(o, v)| {
+                let (values, ints) = v.take();
+                rpc::Output {
+                    name: o.name.clone(),
+                    object_id: o.object_id.clone(),
+                    values,
+                    ints,
+                }
             })
             .collect();
         Ok(rpc::RunReply {
@@ -901,6 +937,7 @@ impl Inner {
             outputs,
             input_ids,
             crossings: crossings.load(Ordering::Relaxed),
+            integers,
         })
     }
 
@@ -915,11 +952,35 @@ impl Inner {
     }
 }
 
+/// Plaintext values going into the enclave or coming out of it (zeroized
+/// on drop).
+#[derive(Clone)]
+enum Plain {
+    /// Reals (a CKKS tenant).
+    Reals(Zeroizing<Vec<f64>>),
+    /// Integers mod t (a BGV tenant).
+    Ints(Zeroizing<Vec<u64>>),
+}
+
+impl Plain {
+    /// Moves the values into a reply: (reals, integers), one of them
+    /// empty (the reply's buffers are the gRPC layer's, not zeroized).
+    fn take(self) -> (Vec<f64>, Vec<u64>) {
+        match self {
+            Self::Reals(mut v) => (std::mem::take(&mut *v), vec![]),
+            Self::Ints(mut v) => (vec![], std::mem::take(&mut *v)),
+        }
+    }
+}
+
+/// A ciphertext to upload and its object kind.
+type Upload = (&'static str, Vec<u8>);
+
 /// A parsed Run request, kept for a retry.
 struct RunJob {
     graph: Graph,
     /// The plaintext inputs, in order.
-    plain: Vec<Zeroizing<Vec<f64>>>,
+    plain: Vec<Plain>,
     /// Where each input comes from: an object id, or the next plaintext.
     known: Vec<Option<ObjectId>>,
     client_ref: String,
@@ -942,12 +1003,6 @@ fn object_id(s: &str) -> Result<ObjectId, Status> {
     ObjectId::from_hex(s).ok_or_else(|| {
         ErrorKind::InvalidRequest.status(format!("{s:?} is not an object id (64 hex digits)"))
     })
-}
-
-/// Moves decrypted values into a reply (the reply's buffer is the gRPC
-/// layer's, not zeroized).
-fn take_values(mut v: Zeroizing<Vec<f64>>) -> Vec<f64> {
-    std::mem::take(&mut *v)
 }
 
 #[tonic::async_trait]
@@ -998,11 +1053,17 @@ impl proxy_server::Proxy for ProxyService {
     async fn put(&self, req: Request<rpc::PutRequest>) -> Result<Response<rpc::PutReply>, Status> {
         let inner = &self.0;
         let t = inner.authenticate(&req)?;
-        let vectors: Vec<Zeroizing<Vec<f64>>> = req
-            .into_inner()
+        let req = req.into_inner();
+        // The reals, then the integers: the order of the object ids.
+        let vectors: Vec<Plain> = req
             .vectors
             .into_iter()
-            .map(|v| Zeroizing::new(v.values))
+            .map(|v| Plain::Reals(Zeroizing::new(v.values)))
+            .chain(
+                req.int_vectors
+                    .into_iter()
+                    .map(|v| Plain::Ints(Zeroizing::new(v.values))),
+            )
             .collect();
         inner.check_vectors(vectors.len())?;
         let put = |ready: Arc<Ready>| {
@@ -1031,13 +1092,18 @@ impl proxy_server::Proxy for ProxyService {
         for (i, input) in req.inputs.into_iter().enumerate() {
             match input.source {
                 Some(rpc::run_input::Source::Values(v)) => {
-                    plain.push(Zeroizing::new(v.values));
+                    plain.push(Plain::Reals(Zeroizing::new(v.values)));
+                    known.push(None);
+                }
+                Some(rpc::run_input::Source::Ints(v)) => {
+                    plain.push(Plain::Ints(Zeroizing::new(v.values)));
                     known.push(None);
                 }
                 Some(rpc::run_input::Source::ObjectId(id)) => known.push(Some(object_id(&id)?)),
                 None => {
-                    return Err(ErrorKind::InvalidRequest
-                        .status(format!("input {i} has neither values nor an object id")));
+                    return Err(ErrorKind::InvalidRequest.status(format!(
+                        "input {i} has neither values, integers nor an object id"
+                    )));
                 }
             }
         }
@@ -1075,7 +1141,12 @@ impl proxy_server::Proxy for ProxyService {
         let mut v = inner
             .decrypt(&t.config.name, vec![bytes], req.count, &crossings)
             .await?;
-        let values = v.pop().map(take_values).unwrap_or_default();
-        Ok(Response::new(rpc::GetReply { values }))
+        let integers = matches!(v.last(), Some(Plain::Ints(_)));
+        let (values, ints) = v.pop().map(Plain::take).unwrap_or_default();
+        Ok(Response::new(rpc::GetReply {
+            values,
+            ints,
+            integers,
+        }))
     }
 }

@@ -5,7 +5,7 @@
 
 use hecloud_ckks::Preset;
 use hecloud_ckks::refresh::MaskPolicy;
-use hecloud_client::keys::{KeyDir, keygen};
+use hecloud_client::keys::{BgvKeyDir, KeyDir, bgv_keygen, keygen};
 use hecloud_protocol::refresh::RefreshRound;
 use hecloud_proxy::enclave::REPORT_DATA_LEN;
 use hecloud_proxy::{
@@ -332,6 +332,16 @@ fn bad_loads_and_bad_input_are_typed_errors() {
     let e = in_batch(enclave.call_one(load("mixed", &f.store)), 0);
     assert!(matches!(e, ProxyError::Unsupported(_)), "{e:?}");
     // A folder of a preset the proxy does not hold.
+    let tfhe = dir.path().join("tfhe");
+    std::fs::create_dir(&tfhe).unwrap();
+    for n in ["secret.key", "public.key"] {
+        std::fs::copy(f.clear_dir.join(n), tfhe.join(n)).unwrap();
+    }
+    std::fs::write(tfhe.join("preset"), "tfhe").unwrap();
+    f.store.seal_folder_in(&enclave, "tfhe", &tfhe).unwrap();
+    let e = in_batch(enclave.call_one(load("tfhe", &f.store)), 0);
+    assert!(matches!(e, ProxyError::Unsupported(_)), "{e:?}");
+    // CKKS keys under a BGV preset's name.
     let bgv = dir.path().join("bgv");
     std::fs::create_dir(&bgv).unwrap();
     for n in ["secret.key", "public.key"] {
@@ -340,7 +350,10 @@ fn bad_loads_and_bad_input_are_typed_errors() {
     std::fs::write(bgv.join("preset"), "bgv-n13").unwrap();
     f.store.seal_folder_in(&enclave, "bgv", &bgv).unwrap();
     let e = in_batch(enclave.call_one(load("bgv", &f.store)), 0);
-    assert!(matches!(e, ProxyError::Unsupported(_)), "{e:?}");
+    assert!(
+        matches!(e, ProxyError::Crypto(_) | ProxyError::Unsupported(_)),
+        "{e:?}"
+    );
     // The enclave is still up and serving Alice.
     assert_eq!(enclave.tenants(), vec!["alice".to_string()]);
 }
@@ -614,4 +627,155 @@ fn measured_fusion_counts_one_crossing_against_one_per_operation() {
     );
     let e = in_batch(measure_fusion(&enclave, &batch), 2);
     assert!(matches!(e, ProxyError::Crypto(_)), "{e:?}");
+}
+
+/// A `bgv-n13` client key folder sealed for `carol` in `f`'s store: its
+/// clear folder.
+fn bgv_tenant(f: &Fixture, dir: &std::path::Path) -> BgvKeyDir {
+    let clear = dir.join("carol");
+    bgv_keygen(&clear, hecloud_bgv::Preset::N13, false, false).unwrap();
+    let sealer = PlainEnclave::from_key_file(&f.key_file).unwrap();
+    f.store.seal_folder_in(&sealer, "carol", &clear).unwrap();
+    BgvKeyDir::open(&clear).unwrap()
+}
+
+/// Fresh random integers below `t`.
+fn random_ints(n: usize, t: u64) -> Vec<u64> {
+    let mut b = vec![0u8; 8 * n];
+    SystemRandom::new().fill(&mut b).unwrap();
+    b.chunks(8)
+        .map(|c| u64::from_le_bytes(c.try_into().unwrap()) % t)
+        .collect()
+}
+
+#[test]
+fn a_bgv_tenant_encrypts_and_decrypts_integers_in_one_crossing_with_its_clear_folder() {
+    let f = fixture();
+    let dir = tempfile::tempdir().unwrap();
+    let clear = bgv_tenant(&f, dir.path());
+    let (t, n) = (clear.t(), clear.params.n());
+    let enclave = PlainEnclave::from_key_file(&f.key_file).unwrap();
+    match enclave.call_one(load("carol", &f.store)).unwrap() {
+        EnclaveReply::Loaded { preset } => assert_eq!(preset, "bgv-n13"),
+        other => panic!("{other:?}"),
+    }
+    // The enclave encrypts (two vectors, one crossing); the clear folder
+    // decrypts. The clear folder encrypts; the enclave decrypts.
+    let (x, y) = (random_ints(n, t), random_ints(100, t));
+    let before = enclave.crossings();
+    let replies = enclave
+        .call(
+            [&x, &y]
+                .map(|v| EnclaveOp::EncryptInts {
+                    tenant: "carol".into(),
+                    values: Zeroizing::new(v.clone()),
+                })
+                .to_vec(),
+        )
+        .unwrap();
+    assert_eq!(enclave.crossings(), before + 1);
+    let cts: Vec<Vec<u8>> = replies
+        .into_iter()
+        .map(|r| match r {
+            EnclaveReply::Ciphertext(b) => b,
+            other => panic!("{other:?}"),
+        })
+        .collect();
+    assert_eq!(clear.decrypt(&cts[0]).unwrap(), x);
+    let mut y_padded = y.clone();
+    y_padded.resize(n, 0);
+    assert_eq!(clear.decrypt(&cts[1]).unwrap(), y_padded);
+    let reply = enclave
+        .call_one(EnclaveOp::Decrypt {
+            tenant: "carol".into(),
+            ciphertext: clear.encrypt(&y).unwrap(),
+        })
+        .unwrap();
+    assert_eq!(format!("{reply:?}"), format!("Ints({n} values, redacted)"));
+    let EnclaveReply::Ints(got) = reply else {
+        panic!("not integers")
+    };
+    assert_eq!(*got, y_padded);
+
+    // Out of range (the value not echoed), too many values: refused.
+    for (values, what) in [
+        (vec![1, t], "value 1 is not below the plaintext modulus"),
+        (vec![u64::MAX], "value 0 is not below the plaintext modulus"),
+        (vec![0; n + 1], "values for"),
+    ] {
+        let e = in_batch(
+            enclave.call_one(EnclaveOp::EncryptInts {
+                tenant: "carol".into(),
+                values: Zeroizing::new(values),
+            }),
+            0,
+        );
+        assert!(matches!(e, ProxyError::Crypto(_)), "{e:?}");
+        assert!(e.to_string().contains(what), "{e}");
+        assert!(!e.to_string().contains(&u64::MAX.to_string()), "{e}");
+    }
+    // Reals for the BGV tenant, integers for the CKKS one.
+    enclave.call_one(load("alice", &f.store)).unwrap();
+    let e = in_batch(
+        enclave.call_one(EnclaveOp::EncryptReal {
+            tenant: "carol".into(),
+            values: Zeroizing::new(vec![1.0]),
+        }),
+        0,
+    );
+    assert!(matches!(e, ProxyError::WrongScheme { .. }), "{e:?}");
+    let e = in_batch(
+        enclave.call_one(EnclaveOp::EncryptInts {
+            tenant: "alice".into(),
+            values: Zeroizing::new(vec![1]),
+        }),
+        0,
+    );
+    assert!(matches!(e, ProxyError::WrongScheme { .. }), "{e:?}");
+    // A CKKS ciphertext given to the BGV tenant.
+    let e = in_batch(
+        enclave.call_one(EnclaveOp::Decrypt {
+            tenant: "carol".into(),
+            ciphertext: f.clear.encrypt(&[1.0]).unwrap(),
+        }),
+        0,
+    );
+    assert!(matches!(e, ProxyError::ForeignParameters), "{e:?}");
+    // Both still served.
+    match enclave
+        .call_one(EnclaveOp::EncryptInts {
+            tenant: "carol".into(),
+            values: Zeroizing::new(vec![3, 4]),
+        })
+        .unwrap()
+    {
+        EnclaveReply::Ciphertext(b) => assert_eq!(clear.decrypt(&b).unwrap()[..3], [3, 4, 0]),
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(enclave.tenants(), ["alice", "carol"]);
+}
+
+#[test]
+fn a_bgv_folder_whose_public_key_is_not_its_secret_keys_is_refused() {
+    let f = fixture();
+    let dir = tempfile::tempdir().unwrap();
+    let first = dir.path().join("first");
+    let second = dir.path().join("second");
+    for d in [&first, &second] {
+        bgv_keygen(d, hecloud_bgv::Preset::N13, false, false).unwrap();
+    }
+    let mixed = dir.path().join("mixed");
+    std::fs::create_dir(&mixed).unwrap();
+    for n in ["preset", "secret.key"] {
+        std::fs::copy(first.join(n), mixed.join(n)).unwrap();
+    }
+    std::fs::copy(second.join("public.key"), mixed.join("public.key")).unwrap();
+    let enclave = PlainEnclave::from_key_file(&f.key_file).unwrap();
+    f.store.seal_folder_in(&enclave, "mixed", &mixed).unwrap();
+    let e = in_batch(enclave.call_one(load("mixed", &f.store)), 0);
+    assert!(matches!(e, ProxyError::Unsupported(_)), "{e:?}");
+    assert!(enclave.tenants().is_empty());
+    // The matching folder loads.
+    f.store.seal_folder_in(&enclave, "first", &first).unwrap();
+    enclave.call_one(load("first", &f.store)).unwrap();
 }

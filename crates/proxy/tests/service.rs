@@ -2,7 +2,10 @@
 //! plaintext in, plaintext out, checked against plaintext arithmetic on
 //! fresh random inputs; tokens, attestation, tampered keys and foreign
 //! ciphertexts refused with typed errors while the proxy keeps serving;
-//! a job deeper than its parameters refreshed by the proxy.
+//! a job deeper than its parameters refreshed by the proxy; a BGV tenant's
+//! integer vectors through the same proxy, checked against plaintext
+//! arithmetic mod t, and integers and reals refused for a tenant of the
+//! other scheme.
 
 mod snp_chain;
 
@@ -12,7 +15,7 @@ use std::sync::Arc;
 use hecloud_ckks::params::test_literal;
 use hecloud_ckks::{CkksParameters, Encoder, KeySet, Preset};
 use hecloud_client::Client;
-use hecloud_client::keys::{KeyDir, keygen};
+use hecloud_client::keys::{BgvKeyDir, KeyDir, bgv_keygen, keygen};
 use hecloud_protocol::Graph;
 use hecloud_protocol::rpc::OPAQUE_KIND;
 use hecloud_proxy::attest::snp::SnpError;
@@ -30,6 +33,21 @@ const ALICE_SERVER: &str = "alice-server-token-0123";
 const BOB_SERVER: &str = "bob-server-token-012345";
 const ALICE: &str = "alice-proxy-token-0123";
 const BOB: &str = "bob-proxy-token-0123456";
+const CAROL_SERVER: &str = "carol-server-token-0123";
+const CAROL: &str = "carol-proxy-token-012345";
+
+/// Fresh random integers below `t`, with 0 and t − 1 among them.
+fn random_ints(n: usize, t: u64) -> Vec<u64> {
+    let mut b = vec![0u8; 8 * n];
+    SystemRandom::new().fill(&mut b).unwrap();
+    let mut v: Vec<u64> = b
+        .chunks(8)
+        .map(|c| u64::from_le_bytes(c.try_into().unwrap()) % t)
+        .collect();
+    v[0] = t - 1;
+    v[n / 2] = 0;
+    v
+}
 
 /// Fresh random reals in [lo, hi).
 fn random_reals(n: usize, lo: f64, hi: f64) -> Vec<f64> {
@@ -56,6 +74,8 @@ struct Fixture {
     proxy: RunningProxy,
     /// Alice's clear key folder (the test's independent decryptor).
     alice_keys: PathBuf,
+    /// Carol's clear BGV key folder (bgv-n13).
+    carol_keys: PathBuf,
     enclave: Arc<PlainEnclave>,
 }
 
@@ -124,13 +144,19 @@ fn server_config(dir: &std::path::Path, listen: std::net::SocketAddr) -> ServerC
                 token: Some(BOB_SERVER.into()),
                 token_blake3: None,
             },
+            TenantConfig {
+                name: "carol".into(),
+                token: Some(CAROL_SERVER.into()),
+                token_blake3: None,
+            },
         ],
         ..ServerConfig::default()
     }
 }
 
-/// A server with tenants alice and bob, their N = 2^13 key folders sealed
-/// in the proxy's store, and the proxy in front of the server.
+/// A server with tenants alice and bob, their N = 2^13 CKKS key folders
+/// sealed in the proxy's store, carol with a BGV key folder (`bgv-n13`,
+/// the smallest BGV preset), and the proxy in front of the server.
 async fn fixture() -> Fixture {
     fixture_with(|e| e).await
 }
@@ -156,6 +182,11 @@ async fn fixture_with(wrap: impl FnOnce(Arc<dyn Enclave>) -> Arc<dyn Enclave>) -
             .seal_folder_in(enclave.as_ref(), tenant, &clear)
             .unwrap();
     }
+    let carol_keys = dir.path().join("carol-keys");
+    bgv_keygen(&carol_keys, hecloud_bgv::Preset::N13, false, false).unwrap();
+    store
+        .seal_folder_in(enclave.as_ref(), "carol", &carol_keys)
+        .unwrap();
     let proxy = hecloud_proxy::service::start(
         ProxyConfig {
             listen: "127.0.0.1:0".parse().unwrap(),
@@ -166,6 +197,7 @@ async fn fixture_with(wrap: impl FnOnce(Arc<dyn Enclave>) -> Arc<dyn Enclave>) -
             tenants: vec![
                 ProxyTenant::new("alice", ALICE, ALICE_SERVER).unwrap(),
                 ProxyTenant::new("bob", BOB, BOB_SERVER).unwrap(),
+                ProxyTenant::new("carol", CAROL, CAROL_SERVER).unwrap(),
             ],
             max_vectors: DEFAULT_MAX_VECTORS,
         },
@@ -176,6 +208,7 @@ async fn fixture_with(wrap: impl FnOnce(Arc<dyn Enclave>) -> Arc<dyn Enclave>) -
     Fixture {
         enclave,
         alice_keys: dir.path().join("alice-keys"),
+        carol_keys,
         dir,
         server,
         proxy,
@@ -285,6 +318,214 @@ async fn run_adds_fresh_random_inputs_and_the_server_holds_real_ciphertexts() {
         "a graph with an input it lacks"
     );
     f.proxy.stop().await.unwrap();
+}
+
+/// x + y and x · y of BGV ciphertexts.
+fn bgv_add_mul_graph() -> Graph {
+    let mut g = Graph::new();
+    let (a, b) = (g.input(0), g.input(1));
+    let s = g.bgv_add(a, b);
+    let m = g.bgv_mul(a, b);
+    g.output("sum", s);
+    g.output("product", m);
+    g
+}
+
+/// `want` then zeros, as `got`'s `n` slots.
+fn padded(want: &[u64], n: usize) -> Vec<u64> {
+    let mut v = want.to_vec();
+    v.resize(n, 0);
+    v
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_bgv_tenant_adds_and_multiplies_integer_vectors_mod_t() {
+    let f = fixture().await;
+    let keys = BgvKeyDir::open(&f.carol_keys).unwrap();
+    let (t, n) = (keys.t(), keys.params.n());
+    assert_eq!((t, n), (65537, 8192));
+    let c = f.client(CAROL, true).await.unwrap();
+    let len = 1000;
+    let (x, y) = (random_ints(len, t), random_ints(len, t));
+    // The reference: plain arithmetic mod t, in u128.
+    let m = |v: u128| (v % t as u128) as u64;
+    let sum: Vec<u64> = x
+        .iter()
+        .zip(&y)
+        .map(|(&a, &b)| m(a as u128 + b as u128))
+        .collect();
+    let product: Vec<u64> = x
+        .iter()
+        .zip(&y)
+        .map(|(&a, &b)| m(a as u128 * b as u128))
+        .collect();
+
+    let r = c
+        .run(
+            vec![RunInput::Ints(x.clone()), RunInput::Ints(y.clone())],
+            &bgv_add_mul_graph(),
+            0,
+        )
+        .await
+        .unwrap();
+    assert!(r.outputs.is_empty(), "no reals from a BGV tenant");
+    assert_eq!(r.crossings, 2);
+    let mut outs = r.int_outputs.clone();
+    outs.sort_by(|a, b| a.0.cmp(&b.0));
+    assert_eq!(
+        outs.iter().map(|o| o.0.as_str()).collect::<Vec<_>>(),
+        ["product", "sum"]
+    );
+    assert_eq!(outs[0].2, padded(&product, n), "x · y mod t");
+    assert_eq!(outs[1].2, padded(&sum, n), "x + y mod t");
+
+    // The server holds BGV ciphertexts under carol's keys: her own clear
+    // key folder decrypts them.
+    let server = Client::connect(
+        &format!("https://localhost:{}", f.server.addr.port()),
+        CAROL_SERVER,
+        f.server.ca_pem.as_deref(),
+    )
+    .await
+    .unwrap();
+    let x_ct = server.download(&r.input_ids[0], None).await.unwrap();
+    assert_eq!(
+        keys.decrypt(&x_ct).unwrap(),
+        padded(&x, n),
+        "x on the server"
+    );
+    let sum_ct = server.download(&outs[1].1, None).await.unwrap();
+    assert_eq!(keys.decrypt(&sum_ct).unwrap(), padded(&sum, n));
+
+    // Put then Get; and Run on a stored object plus fresh integers, `len`
+    // values returned.
+    let z = random_ints(300, t);
+    let ids = c.put_ints(&[z.clone(), y.clone()]).await.unwrap();
+    assert_eq!(ids.len(), 2);
+    assert_eq!(c.get_ints(&ids[0], 300).await.unwrap(), z, "get z");
+    assert_eq!(c.get_ints(&ids[1], 0).await.unwrap(), padded(&y, n));
+    let r = c
+        .run(
+            vec![RunInput::Object(ids[0].clone()), RunInput::Ints(x.clone())],
+            &bgv_add_mul_graph(),
+            len,
+        )
+        .await
+        .unwrap();
+    assert_eq!(r.input_ids[0], ids[0]);
+    let zx: Vec<u64> = (0..len)
+        .map(|i| m(x[i] as u128 + z.get(i).copied().unwrap_or(0) as u128))
+        .collect();
+    let got = r.int_outputs.iter().find(|o| o.0 == "sum").unwrap();
+    assert_eq!(got.2, zx, "z + x mod t");
+    f.proxy.stop().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn integers_out_of_range_or_of_the_wrong_scheme_are_refused_and_the_proxy_stays_up() {
+    let f = fixture().await;
+    let t = BgvKeyDir::open(&f.carol_keys).unwrap().t();
+    let carol = f.client(CAROL, true).await.unwrap();
+    let alice = f.client(ALICE, true).await.unwrap();
+    let invalid = |r: (Option<ErrorKind>, Code, String), what: &str| {
+        let (kind, code, message) = r;
+        assert_eq!(
+            (kind, code),
+            (Some(ErrorKind::InvalidRequest), Code::InvalidArgument),
+            "{what}: {message}"
+        );
+        message
+    };
+    // Values not below t, never wrapped; the value is not echoed.
+    let secretish = 0xdead_beef_cafe_u64;
+    for (values, at) in [
+        (vec![1, 2, t], 2),
+        (vec![secretish, 1], 0),
+        (vec![5, u64::MAX], 1),
+    ] {
+        let message = invalid(
+            refused(carol.put_ints(std::slice::from_ref(&values)).await),
+            "out of range",
+        );
+        assert!(
+            message.contains("plaintext modulus") && message.contains(&format!("value {at} ")),
+            "{message}"
+        );
+        for v in [secretish, u64::MAX] {
+            assert!(!message.contains(&v.to_string()), "{message}");
+        }
+        invalid(
+            refused(
+                carol
+                    .run(
+                        vec![RunInput::Ints(values.clone()), RunInput::Ints(vec![1])],
+                        &bgv_add_mul_graph(),
+                        0,
+                    )
+                    .await,
+            ),
+            "out of range in run",
+        );
+    }
+    // More values than slots.
+    invalid(
+        refused(carol.put_ints(&[vec![1; 8193]]).await),
+        "too many values",
+    );
+    // Reals for a BGV tenant, integers for a CKKS tenant.
+    let message = invalid(refused(carol.put(&[vec![1.0, 2.0]]).await), "reals for BGV");
+    assert!(message.contains("BGV"), "{message}");
+    invalid(
+        refused(
+            carol
+                .run(
+                    vec![RunInput::Values(vec![1.0]), RunInput::Values(vec![2.0])],
+                    &add_graph(),
+                    0,
+                )
+                .await,
+        ),
+        "reals for BGV in run",
+    );
+    let message = invalid(
+        refused(alice.put_ints(&[vec![1, 2]]).await),
+        "ints for CKKS",
+    );
+    assert!(message.contains("CKKS"), "{message}");
+    invalid(
+        refused(
+            alice
+                .run(
+                    vec![RunInput::Ints(vec![1]), RunInput::Ints(vec![2])],
+                    &bgv_add_mul_graph(),
+                    0,
+                )
+                .await,
+        ),
+        "ints for CKKS in run",
+    );
+    // Objects asked back in the other scheme's form: refused by the client.
+    let alice_ids = alice.put(&[vec![0.25]]).await.unwrap();
+    let carol_ids = carol.put_ints(&[vec![7]]).await.unwrap();
+    assert!(matches!(
+        alice.get_ints(&alice_ids[0], 1).await,
+        Err(ProxyClientError::Invalid(_))
+    ));
+    assert!(matches!(
+        carol.get(&carol_ids[0], 1).await,
+        Err(ProxyClientError::Invalid(_))
+    ));
+    // The proxy is up and serves both.
+    let v = random_ints(50, t);
+    let ids = carol.put_ints(std::slice::from_ref(&v)).await.unwrap();
+    assert_eq!(carol.get_ints(&ids[0], 50).await.unwrap(), v);
+    assert_eq!(carol.get_ints(&carol_ids[0], 2).await.unwrap(), [7, 0]);
+    close(
+        &[0.25],
+        &alice.get(&alice_ids[0], 1).await.unwrap(),
+        1e-3,
+        "alice",
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -456,6 +697,42 @@ async fn a_job_with_a_refresh_is_answered_by_the_proxy() {
     // refresh answer.
     assert_eq!(r.crossings, 2);
     assert_eq!(f.enclave.crossings() - before, 2 + 1 + 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_bgv_job_with_refreshes_is_answered_by_the_proxy() {
+    let f = fixture().await;
+    let t = BgvKeyDir::open(&f.carol_keys).unwrap().t();
+    let c = f.client(CAROL, true).await.unwrap();
+    // (refresh(x)^2 refreshed)^2 = x^4 mod t: each refresh is a request
+    // of the server to the key holder, answered inside the proxy's
+    // enclave with the tenant's BGV key (no client is connected to the
+    // server); the server re-randomizes it with the BGV public key the
+    // proxy uploaded.
+    let mut g = Graph::new();
+    let mut y = g.input(0);
+    for _ in 0..2 {
+        y = g.bgv_refresh(y, 2);
+        y = g.bgv_mul(y, y);
+    }
+    g.output("x4", y);
+    let x = random_ints(300, t);
+    let before = f.enclave.crossings();
+    let r = c
+        .run(vec![RunInput::Ints(x.clone())], &g, x.len())
+        .await
+        .unwrap();
+    let want: Vec<u64> = x
+        .iter()
+        .map(|&v| {
+            let sq = (v as u128 * v as u128) % t as u128;
+            ((sq * sq) % t as u128) as u64
+        })
+        .collect();
+    assert_eq!(r.int_outputs[0].2, want, "x^4 mod t");
+    // Encrypt, decrypt, the tenant's setup and the two refresh answers.
+    assert_eq!(r.crossings, 2);
+    assert_eq!(f.enclave.crossings() - before, 2 + 1 + 2);
 }
 
 /// A plain enclave that presents an SEV-SNP-shaped report whose report
