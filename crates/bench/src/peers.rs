@@ -41,10 +41,18 @@ pub fn run_go(bin: &Path, args: &[String]) -> anyhow::Result<String> {
 /// [`run_go`] on `threads` goroutines (`GOMAXPROCS`), for figures taken
 /// with that many threads on both sides.
 pub fn run_go_threads(bin: &Path, args: &[String], threads: usize) -> anyhow::Result<String> {
-    let out = Command::new(bin)
-        .args(args)
-        .env("GOMAXPROCS", threads.max(1).to_string())
-        .output()?;
+    stdout_of(
+        Command::new(bin)
+            .args(args)
+            .env("GOMAXPROCS", threads.max(1).to_string()),
+        bin,
+    )
+}
+
+/// Runs a peer's command: its standard output, or its standard error in
+/// the failure.
+fn stdout_of(cmd: &mut Command, bin: &Path) -> anyhow::Result<String> {
+    let out = cmd.output()?;
     anyhow::ensure!(
         out.status.success(),
         "{} failed: {}",
@@ -57,6 +65,25 @@ pub fn run_go_threads(bin: &Path, args: &[String], threads: usize) -> anyhow::Re
 /// Reads one JSON object line that a peer printed.
 pub fn parse_json<T: serde::de::DeserializeOwned>(line: &str) -> anyhow::Result<T> {
     serde_json::from_str(line.trim()).map_err(|e| anyhow::anyhow!("peer printed {line:?}: {e}"))
+}
+
+/// Reads a peer's JSON lines, one per case asked: refused unless there are
+/// exactly `expected` of them.
+fn parse_json_lines<T: serde::de::DeserializeOwned>(
+    text: &str,
+    expected: usize,
+    peer: &str,
+) -> anyhow::Result<Vec<T>> {
+    let all: Vec<T> = text
+        .lines()
+        .map(parse_json)
+        .collect::<anyhow::Result<_>>()?;
+    anyhow::ensure!(
+        all.len() == expected,
+        "{peer} printed {} results for {expected} cases",
+        all.len()
+    );
+    Ok(all)
 }
 
 /// The TenSEAL version the SEAL peers are written against.
@@ -313,24 +340,9 @@ pub mod tfhe_ntt_avx2 {
         anyhow::ensure!(status.success(), "building {} failed", dir.display());
         let mut args = vec![samples.to_string(), batch_us.to_string()];
         args.extend(cases.iter().map(|(l, q)| format!("{l}:{q}")));
-        let out = Command::new(dir.join("build/release/tfhe-ntt-avx2-peer"))
-            .args(&args)
-            .output()?;
-        anyhow::ensure!(
-            out.status.success(),
-            "the tfhe-ntt AVX2 peer failed: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let times: Vec<NttTimes> = String::from_utf8(out.stdout)?
-            .lines()
-            .map(parse_json)
-            .collect::<anyhow::Result<_>>()?;
-        anyhow::ensure!(
-            times.len() == cases.len(),
-            "the tfhe-ntt AVX2 peer printed {} results",
-            times.len()
-        );
-        Ok(times)
+        let bin = dir.join("build/release/tfhe-ntt-avx2-peer");
+        let text = stdout_of(Command::new(&bin).args(&args), &bin)?;
+        parse_json_lines(&text, cases.len(), "the tfhe-ntt AVX2 peer")
     }
 }
 
@@ -369,17 +381,7 @@ pub mod lattigo {
             samples.into(),
         ];
         all.extend(args);
-        let text = run_go(&bin, &all)?;
-        let times: Vec<RingTimes> = text
-            .lines()
-            .map(parse_json)
-            .collect::<anyhow::Result<_>>()?;
-        anyhow::ensure!(
-            times.len() == specs.len(),
-            "Lattigo peer printed {} results",
-            times.len()
-        );
-        Ok(times)
+        parse_json_lines(&run_go(&bin, &all)?, specs.len(), "the Lattigo peer")
     }
 }
 
