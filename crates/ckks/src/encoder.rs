@@ -261,51 +261,58 @@ impl Encoder {
     }
 
     /// Plaintext polynomial coefficients as centered floats divided by the
-    /// scale. Uses as few primes as the CRT needs: the value must stay below
-    /// 2^(log2 scale + 55) in magnitude (else the exact multi-prime path runs).
+    /// scale. Reads only the primes up to [`CkksParameters::decoding_level`]
+    /// (one or two for the usual scales): the value must stay below
+    /// 2^(log2 scale + 55) in magnitude.
     fn decode_coefficients(&self, pt: &Plaintext) -> Result<Vec<f64>> {
         if pt.params().hash() != self.params.rlwe().hash() {
             return Err(hecloud_rlwe::RlweError::ParameterMismatch.into());
         }
         let scale = pt.scale();
-        let mut p = pt.poly().clone();
-        p.to_coefficient();
-        let moduli = p.basis().moduli().to_vec();
         let n = self.params.n();
-        let need = scale.log2() + 55.0;
-        let q0 = moduli[0].value();
-        if (q0 as f64).log2() > need || moduli.len() == 1 {
-            return Ok(p
+        let level = self.params.decoding_level(scale, pt.level());
+        let basis = self.params.rlwe().q_at(level)?;
+        let mut p = RnsPoly::from_buffer_unchecked(
+            basis,
+            pt.poly().domain(),
+            pt.poly().data()[..(level + 1) * n].to_vec(),
+        );
+        p.to_coefficient();
+        let moduli = basis.moduli();
+        match moduli {
+            [m0] => Ok(p
                 .limb(0)
                 .iter()
-                .map(|&x| moduli[0].center(x) as f64 / scale)
-                .collect());
+                .map(|&x| m0.center(x) as f64 / scale)
+                .collect()),
+            [m0, m1] => {
+                // Two-prime CRT in 128-bit integers.
+                let (q0, q1) = (m0.value(), m1.value());
+                let q0_inv_mod_q1 = m1.inv(m1.reduce(q0))?;
+                let big = q0 as u128 * q1 as u128;
+                let half = big / 2;
+                let (l0, l1) = (p.limb(0), p.limb(1));
+                Ok((0..n)
+                    .map(|j| {
+                        // x = x0 + q0·((x1 − x0)·q0^-1 mod q1)
+                        let t = m1.mul(m1.sub(l1[j], m1.reduce(l0[j])), q0_inv_mod_q1);
+                        let x = l0[j] as u128 + q0 as u128 * t as u128;
+                        let v = if x > half {
+                            -((big - x) as f64)
+                        } else {
+                            x as f64
+                        };
+                        v / scale
+                    })
+                    .collect())
+            }
+            // Exact big-integer CRT over the primes read.
+            _ => Ok(p
+                .to_bigint_centered()?
+                .iter()
+                .map(|x| num_traits_to_f64(x) / scale)
+                .collect()),
         }
-        let q1 = moduli[1].value();
-        if ((q0 as f64) * (q1 as f64)).log2() > need {
-            // Two-prime CRT in 128-bit integers.
-            let m1 = moduli[1];
-            let q0_inv_mod_q1 = m1.inv(m1.reduce(q0))?;
-            let big = q0 as u128 * q1 as u128;
-            let half = big / 2;
-            let (l0, l1) = (p.limb(0), p.limb(1));
-            return Ok((0..n)
-                .map(|j| {
-                    // x = x0 + q0·((x1 − x0)·q0^-1 mod q1)
-                    let t = m1.mul(m1.sub(l1[j], m1.reduce(l0[j])), q0_inv_mod_q1);
-                    let x = l0[j] as u128 + q0 as u128 * t as u128;
-                    let v = if x > half {
-                        -((big - x) as f64)
-                    } else {
-                        x as f64
-                    };
-                    v / scale
-                })
-                .collect());
-        }
-        // Exact big-integer CRT over all limbs.
-        let big = p.to_bigint_centered()?;
-        Ok(big.iter().map(|x| num_traits_to_f64(x) / scale).collect())
     }
 
     /// Decodes a plaintext into `slots` complex numbers.

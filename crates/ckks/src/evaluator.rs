@@ -95,21 +95,7 @@ impl Evaluator {
     pub fn drop_level(&self, ct: &Ciphertext, level: usize) -> Result<Ciphertext> {
         self.check(ct)?;
         self.planner().drop_level(&CtShape::of(ct), level)?;
-        if ct.is_seeded() || level == ct.level() {
-            // A seeded prefix stays seeded: keep the metadata as it is.
-            let mut out = ct.clone();
-            out.drop_to_level(level)?;
-            return Ok(out);
-        }
-        // Only the kept limbs are copied.
-        let rl = self.params.rlwe();
-        let (basis, len) = (rl.q_at(level)?, (level + 1) * self.params.n());
-        let polys = ct
-            .polys()
-            .iter()
-            .map(|p| RnsPoly::from_buffer_unchecked(basis, Domain::Ntt, p.data()[..len].to_vec()))
-            .collect();
-        Ok(Ciphertext::new(rl, polys, level, ct.scale())?.with_metadata_of(ct))
+        Ok(ct.to_level(level)?)
     }
 
     /// Copies of `a` and `b` at the lower of their levels.

@@ -78,8 +78,15 @@ impl KeySet {
         Ok(Encryptor::new(self.params.rlwe()).encrypt_sk(&self.sk, pt)?)
     }
 
-    /// Decryption.
+    /// Decryption, over the primes decoding reads
+    /// ([`CkksParameters::decoding_level`]): the plaintext may be at a
+    /// lower level than `ct`, with the same decoded values.
     pub fn decrypt(&self, ct: &Ciphertext) -> Result<Plaintext> {
-        Ok(Decryptor::new(&self.sk).decrypt(ct)?)
+        let level = self.params.decoding_level(ct.scale(), ct.level());
+        let dec = Decryptor::new(&self.sk);
+        if level == ct.level() {
+            return Ok(dec.decrypt(ct)?);
+        }
+        Ok(dec.decrypt(&ct.to_level(level)?)?)
     }
 }

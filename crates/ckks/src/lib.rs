@@ -45,6 +45,6 @@ pub use encoder::Encoder;
 pub use error::{CkksError, Result};
 pub use evaluator::{EvaluationKeys, Evaluator};
 pub use keys::KeySet;
-pub use params::{CkksParameters, Preset};
+pub use params::{CkksParameters, DECODE_HEADROOM_BITS, Preset};
 pub use plan::{CtShape, Planner, PtShape, Step};
 pub use precision::PrecisionReport;

@@ -73,6 +73,33 @@ impl CkksParameters {
         self.log_scale
     }
 
+    /// The lowest level (at most `level`) whose modulus still holds any
+    /// value decoding accepts at `scale`: decoding reads the primes up to
+    /// it and no further, so decryption needs no more, and a ciphertext
+    /// that is only to be decrypted can drop to it first.
+    ///
+    /// Decoding accepts values below 2^(log2 scale + 55) in magnitude
+    /// ([`DECODE_HEADROOM_BITS`]); where no prefix holds that, `level`.
+    ///
+    /// ```
+    /// use hecloud_ckks::{CkksParameters, params::test_literal};
+    /// // q_0 of 60 bits and 45-bit primes: at scale 2^40, two primes.
+    /// let params = CkksParameters::new_insecure_for_tests(test_literal(10, 4), 40).unwrap();
+    /// assert_eq!(params.decoding_level(2f64.powi(40), 4), 1);
+    /// assert_eq!(params.decoding_level(2f64.powi(40), 0), 0);
+    /// ```
+    pub fn decoding_level(&self, scale: f64, level: usize) -> usize {
+        let need = scale.log2() + DECODE_HEADROOM_BITS;
+        let mut bits = 0.0;
+        for l in 0..level {
+            bits += self.q_f64(l).log2();
+            if bits > need {
+                return l;
+            }
+        }
+        level
+    }
+
     /// The prime q_l as a float (the exact factor a rescale divides by).
     pub fn q_f64(&self, level: usize) -> f64 {
         self.rlwe
@@ -81,6 +108,10 @@ impl CkksParameters {
             .unwrap_or(f64::NAN)
     }
 }
+
+/// Bits above the scale that a decoded value may use: decoding reads as
+/// many primes as a value of 2^(log2 scale + this) needs.
+pub const DECODE_HEADROOM_BITS: f64 = 55.0;
 
 /// A small insecure literal for tests and examples: N = 2^log_n, a 60-bit
 /// q_0, `levels` primes of 45 bits, two 60-bit special primes.

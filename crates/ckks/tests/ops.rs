@@ -93,6 +93,45 @@ fn encode_decode_roundtrip_full_and_sparse() {
     ));
 }
 
+/// Decryption stops at the primes decoding reads, and they hold the
+/// value: the plaintext's coefficients are the full decryption's, exactly,
+/// on each decoding path (one prime, two, three) and for values up to 2^50
+/// times the scale.
+#[test]
+fn decryption_reads_only_the_primes_decoding_needs() {
+    let f = fixture();
+    for (log_scale, bound, level) in [
+        (4, 1.0, 0),
+        (30, 1.0, 1),
+        (45, 1.0, 1),
+        (45, 2f64.powi(50), 1),
+        (66, 1.0, 2),
+    ] {
+        let scale = 2f64.powi(log_scale);
+        assert_eq!(f.params.decoding_level(scale, 4), level, "2^{log_scale}");
+        let v = random_vec(f.params.slots(), bound);
+        let ct = f
+            .keys
+            .encrypt_sk(&f.enc.encode(&v, 4, scale).unwrap())
+            .unwrap();
+        let pt = f.keys.decrypt(&ct).unwrap();
+        assert_eq!(pt.level(), level, "2^{log_scale}");
+        let full = hecloud_rlwe::Decryptor::new(f.keys.secret_key())
+            .decrypt(&ct)
+            .unwrap();
+        let coeffs = |pt: &hecloud_rlwe::Plaintext| {
+            let mut p = pt.poly().clone();
+            p.to_coefficient();
+            p.to_bigint_centered().unwrap()
+        };
+        assert_eq!(coeffs(&pt), coeffs(&full), "2^{log_scale}, bound {bound}");
+        if log_scale >= 30 && bound == 1.0 {
+            let r = report(&v, &f.enc.decode(&pt).unwrap());
+            assert!(r.bits() > 20.0, "2^{log_scale}: {r}");
+        }
+    }
+}
+
 /// Coefficients on both sides of 2^64 (the encoder's vectorised path
 /// below, 128-bit reductions above), positive and negative: the residues
 /// agree with the exact integer of a constant and every vector comes back.

@@ -214,6 +214,32 @@ impl Ciphertext {
         self.seed = None;
     }
 
+    /// A copy at `level` ≤ the current one that copies only the limbs it
+    /// keeps (at N = 2^17 a full copy is tens of megabytes); a seeded `c_1`
+    /// stays seeded, the metadata is kept.
+    pub fn to_level(&self, level: usize) -> Result<Ciphertext> {
+        if level > self.level {
+            return Err(RlweError::LevelOutOfRange {
+                level,
+                max: self.level,
+            });
+        }
+        let (basis, len) = (self.params.q_at(level)?, (level + 1) * self.params.n());
+        let polys = self
+            .polys
+            .iter()
+            .map(|p| RnsPoly::from_buffer_unchecked(basis, Domain::Ntt, p.data()[..len].to_vec()))
+            .collect();
+        Ok(Ciphertext {
+            params: self.params.clone(),
+            polys,
+            level,
+            scale: self.scale,
+            factor: self.factor,
+            seed: self.seed,
+        })
+    }
+
     /// Drops limbs down to `level` (no rounding: a pure modulus drop).
     pub fn drop_to_level(&mut self, level: usize) -> Result<()> {
         if level > self.level {
