@@ -63,9 +63,9 @@ pub struct RunningServer {
     sweeper: tokio::task::JoinHandle<()>,
     /// Key-holder sessions, closed when the server stops.
     hub: Arc<hub::SessionHub>,
-    /// The store, to see that every holder has let it go (and with it the
-    /// data dir's lock) once stopped.
-    store: std::sync::Weak<store::Store>,
+    /// The store's folder, whose lock says when every holder of the store
+    /// has let it go once stopped.
+    data_dir: std::path::PathBuf,
 }
 
 impl RunningServer {
@@ -118,13 +118,14 @@ impl RunningServer {
             }
         };
         let _ = (&mut self.sweeper).await;
-        let store = self.store.clone();
+        let data_dir = std::mem::take(&mut self.data_dir);
         drop(self);
         let deadline = std::time::Instant::now() + STOP_RELEASE_WAIT;
-        while store.strong_count() > 0 && std::time::Instant::now() < deadline {
+        let held = || store::folder_is_locked(&data_dir);
+        while held() && std::time::Instant::now() < deadline {
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
-        if store.strong_count() > 0 {
+        if held() {
             tracing::warn!("a job still holds the data dir after the server stopped");
         }
         served
@@ -149,7 +150,7 @@ pub async fn start(config: ServerConfig) -> Result<RunningServer> {
     }
     // Locks the data dir: a second server on it is refused here.
     let store = Arc::new(store::Store::open(&config.data_dir)?);
-    let store_ref = Arc::downgrade(&store);
+    let data_dir = store.root().to_path_buf();
     // Bound before any job is resumed: a server that cannot listen must
     // not use up an attempt of each interrupted job.
     let listener = tokio::net::TcpListener::bind(config.listen).await?;
@@ -231,7 +232,7 @@ pub async fn start(config: ServerConfig) -> Result<RunningServer> {
         jobs,
         waiting,
         sweeper,
-        store: store_ref,
+        data_dir,
         hub: hub_ref,
     })
 }

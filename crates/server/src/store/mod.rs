@@ -98,6 +98,20 @@ fn make_private(_: &Path, _: u32) -> std::io::Result<()> {
     Ok(())
 }
 
+/// Whether a store holds the folder `root`'s lock: a store's count of
+/// holders reaches zero before its fields (the metadata connection, then
+/// the lock) are dropped, so only the lock says when the folder is free.
+pub(crate) fn folder_is_locked(root: &Path) -> bool {
+    match File::options()
+        .read(true)
+        .write(true)
+        .open(root.join("lock"))
+    {
+        Ok(f) => matches!(f.try_lock(), Err(fs::TryLockError::WouldBlock)),
+        Err(_) => false,
+    }
+}
+
 /// Takes the exclusive lock of the store folder `root`.
 fn lock_folder(root: &Path) -> Result<File> {
     let mut o = File::options();
