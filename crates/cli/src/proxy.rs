@@ -8,12 +8,13 @@ use std::sync::Arc;
 use anyhow::Context;
 use clap::Args;
 use hecloud_protocol::Graph;
+use hecloud_proxy::attest::ConfigfsTsm;
 use hecloud_proxy::attest::snp::{MEASUREMENT_LEN, cert_der};
 use hecloud_proxy::attest::{AttestError, Verified, VerifyPolicy};
 use hecloud_proxy::service::DEFAULT_MAX_VECTORS;
 use hecloud_proxy::{
-    PlainEnclave, ProxyClient, ProxyConfig, ProxyTenant, RunInput, SealedKeyStore, SealingKey,
-    TlsSource, Zeroizing,
+    CvmEnclave, Enclave, PlainEnclave, ProxyClient, ProxyConfig, ProxyTenant, RunInput,
+    SealedKeyStore, SealingKey, TlsSource, Zeroizing,
 };
 
 /// `hecloud proxy` options.
@@ -55,6 +56,23 @@ pub struct ProxyArgs {
     /// Most vectors (inputs) in one request.
     #[arg(long, default_value_t = DEFAULT_MAX_VECTORS)]
     max_vectors: usize,
+    /// Where the secret operations run: `plain` (a plain process,
+    /// unattested: clients must pass `--allow-unattested`) or `cvm` (inside
+    /// an AMD SEV-SNP or Intel TDX confidential VM: attestation reports from
+    /// configfs-tsm; on SEV-SNP the sealing key is derived by the secure
+    /// processor from the chip and this proxy's launch measurement, unless
+    /// `--sealing-key` names a file).
+    #[arg(long, value_enum, default_value_t = EnclaveKind::Plain)]
+    enclave: EnclaveKind,
+}
+
+/// `hecloud proxy --enclave`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum EnclaveKind {
+    /// A plain process, unattested.
+    Plain,
+    /// Inside a confidential VM (configfs-tsm reports).
+    Cvm,
 }
 
 fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
@@ -132,7 +150,7 @@ fn warn_if_shared(path: &Path) {
 }
 
 /// The sealing key file, made on first start.
-fn sealing_key(path: &Path) -> anyhow::Result<PlainEnclave> {
+fn sealing_key_file(path: &Path) -> anyhow::Result<SealingKey> {
     if !path.exists() {
         if let Some(parent) = path.parent() {
             std::fs::create_dir_all(parent)?;
@@ -140,8 +158,45 @@ fn sealing_key(path: &Path) -> anyhow::Result<PlainEnclave> {
         SealingKey::generate()?.write_file(path)?;
         eprintln!("made a new sealing key {}", path.display());
     }
-    PlainEnclave::from_key_file(path)
+    SealingKey::from_file(path)
         .with_context(|| format!("reading the sealing key {}", path.display()))
+}
+
+/// The enclave `--enclave` asks for, and how the proxy announces itself.
+fn open_enclave(a: &ProxyArgs) -> anyhow::Result<(Arc<dyn Enclave>, String)> {
+    let key_file = || {
+        sealing_key_file(
+            &a.sealing_key
+                .clone()
+                .unwrap_or_else(|| a.dir.join("sealing.key")),
+        )
+    };
+    match a.enclave {
+        EnclaveKind::Plain => Ok((
+            Arc::new(PlainEnclave::new(key_file()?)),
+            "UNATTESTED: a plain process, no TEE; clients must pass --allow-unattested".into(),
+        )),
+        EnclaveKind::Cvm => {
+            let tsm = ConfigfsTsm::default();
+            let provider = CvmEnclave::probe(&tsm)
+                .context("--enclave cvm: reading an attestation report from configfs-tsm")?;
+            let device = Path::new(hecloud_proxy::cvm::SEV_GUEST_DEVICE);
+            let (key, sealing) = if a.sealing_key.is_none() && device.exists() {
+                let key = hecloud_proxy::cvm::snp_derived_sealing_key(device, 0)
+                    .context("deriving the sealing key from the SEV-SNP secure processor")?;
+                (key, "sealing key derived by the SEV-SNP secure processor")
+            } else {
+                (
+                    key_file()?,
+                    "sealing key from a file (keep it on the VM's encrypted disk)",
+                )
+            };
+            Ok((
+                Arc::new(CvmEnclave::new(Arc::new(PlainEnclave::new(key)), tsm)),
+                format!("attested: configfs-tsm reports from {provider}; {sealing}"),
+            ))
+        }
+    }
 }
 
 /// `hecloud proxy`.
@@ -152,11 +207,7 @@ pub fn serve(a: ProxyArgs) -> anyhow::Result<()> {
     // the call does nothing).
     hecloud_server::alloc::retain_freed_memory();
     let store_dir = a.store.clone().unwrap_or_else(|| a.dir.join("keys"));
-    let enclave = Arc::new(sealing_key(
-        &a.sealing_key
-            .clone()
-            .unwrap_or_else(|| a.dir.join("sealing.key")),
-    )?);
+    let (enclave, announce) = open_enclave(&a)?;
     let store = SealedKeyStore::new(&store_dir);
     for spec in &a.import_keys {
         let (tenant, dir) = spec
@@ -194,8 +245,7 @@ pub fn serve(a: ProxyArgs) -> anyhow::Result<()> {
     runtime()?.block_on(async move {
         let p = hecloud_proxy::service::start(config, enclave).await?;
         eprintln!(
-            "hecloud proxy on {} in front of {} (UNATTESTED: a plain process, no TEE; \
-             clients must pass --allow-unattested); clients trust {}",
+            "hecloud proxy on {} in front of {} ({announce}); clients trust {}",
             p.addr,
             a.server,
             tls_dir.join("ca.pem").display()

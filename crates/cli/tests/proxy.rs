@@ -321,3 +321,28 @@ fn run_via_proxy_takes_integers_for_a_bgv_key_folder() {
     );
     assert_eq!(result_ints(&String::from_utf8_lossy(&out.stdout), "add"), x);
 }
+
+/// `--enclave cvm` outside a confidential VM stops at once with the
+/// reason, before it makes a sealing key or serves anything.
+#[test]
+fn an_enclave_in_a_confidential_vm_is_refused_outside_one() {
+    if Path::new("/sys/kernel/config/tsm/report").exists() {
+        eprintln!("this machine offers configfs-tsm: nothing to check");
+        return;
+    }
+    let d = tempfile::tempdir().unwrap();
+    let out = hecloud()
+        .args([
+            "proxy",
+            "--enclave",
+            "cvm",
+            "--dir",
+            d.path().to_str().unwrap(),
+        ])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("configfs-tsm is not there"), "{err}");
+    assert!(!d.path().join("sealing.key").exists());
+}

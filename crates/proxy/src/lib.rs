@@ -55,6 +55,7 @@
 
 pub mod attest;
 pub mod client;
+pub mod cvm;
 pub mod enclave;
 pub mod error;
 pub mod fusion;
@@ -63,6 +64,7 @@ pub mod seal;
 pub mod service;
 
 pub use client::{ProxyClient, ProxyClientError, RunInput, RunOutput};
+pub use cvm::{CvmEnclave, ReportSource};
 pub use enclave::{Attestation, Enclave, EnclaveOp, EnclaveReply, PlainEnclave};
 pub use error::{ProxyError, Result};
 pub use fusion::{FusionReport, measure_fusion};

@@ -22,8 +22,8 @@ use hecloud_proxy::attest::snp::SnpError;
 use hecloud_proxy::attest::{AttestError, Verified, VerifyPolicy};
 use hecloud_proxy::service::{DEFAULT_MAX_VECTORS, ErrorKind};
 use hecloud_proxy::{
-    Attestation, Enclave, PlainEnclave, ProxyClient, ProxyClientError, ProxyConfig, ProxyTenant,
-    RunInput, RunningProxy, SealedKeyStore, TlsSource,
+    Attestation, CvmEnclave, Enclave, PlainEnclave, ProxyClient, ProxyClientError, ProxyConfig,
+    ProxyTenant, ReportSource, RunInput, RunningProxy, SealedKeyStore, TlsSource,
 };
 use hecloud_server::{RunningServer, ServerConfig, TenantConfig};
 use ring::rand::{SecureRandom, SystemRandom};
@@ -735,31 +735,19 @@ async fn a_bgv_job_with_refreshes_is_answered_by_the_proxy() {
     assert_eq!(f.enclave.crossings() - before, 2 + 1 + 2);
 }
 
-/// A plain enclave that presents an SEV-SNP-shaped report whose report
-/// data is what it was asked to bind (`stale: false`) or another value (a
-/// replayed report for another key or nonce). Its signature is not checked
-/// by the client (see `attest`): this tests the binding only.
+/// SEV-SNP reports signed by the test chain's VCEK, whose report data is
+/// what the proxy asked to bind (`stale: false`) or another value (a
+/// replayed report for another key or nonce): the reports of a
+/// [`CvmEnclave`] in a confidential VM on a chip of the test chain.
 #[derive(Debug)]
-struct ReportingEnclave {
-    inner: Arc<dyn Enclave>,
+struct TestReports {
     /// The test chain whose VCEK signs the reports.
     chain: Arc<snp_chain::Chain>,
     stale: bool,
 }
 
-impl Enclave for ReportingEnclave {
-    fn call(
-        &self,
-        batch: Vec<hecloud_proxy::EnclaveOp>,
-    ) -> hecloud_proxy::Result<Vec<hecloud_proxy::EnclaveReply>> {
-        self.inner.call(batch)
-    }
-
-    fn crossings(&self) -> u64 {
-        self.inner.crossings()
-    }
-
-    fn attestation(
+impl ReportSource for TestReports {
+    fn report(
         &self,
         report_data: &[u8; hecloud_proxy::enclave::REPORT_DATA_LEN],
     ) -> hecloud_proxy::Result<Attestation> {
@@ -777,19 +765,20 @@ impl Enclave for ReportingEnclave {
     }
 }
 
+/// The proxy's enclave in a confidential VM of the test chain.
+fn in_a_cvm(
+    chain: &Arc<snp_chain::Chain>,
+    stale: bool,
+) -> impl FnOnce(Arc<dyn Enclave>) -> Arc<dyn Enclave> {
+    let chain = chain.clone();
+    move |ops| Arc::new(CvmEnclave::new(ops, TestReports { chain, stale }))
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_report_binding_the_proxy_key_and_nonce_is_accepted_and_a_stale_one_refused() {
     let chain = Arc::new(snp_chain::Chain::new("Test"));
     let policy = chain.policy(Some(snp_chain::MEASUREMENT));
-    let c2 = chain.clone();
-    let f = fixture_with(|inner| {
-        Arc::new(ReportingEnclave {
-            inner,
-            chain: c2,
-            stale: false,
-        })
-    })
-    .await;
+    let f = fixture_with(in_a_cvm(&chain, false)).await;
     // No allow flag needed: the report is signed by a VCEK that chains to
     // the pinned (test) root, and binds this proxy's TLS key and this
     // client's fresh nonce.
@@ -819,15 +808,7 @@ async fn a_report_binding_the_proxy_key_and_nonce_is_accepted_and_a_stale_one_re
         }
     }
 
-    let c2 = chain.clone();
-    let f = fixture_with(|inner| {
-        Arc::new(ReportingEnclave {
-            inner,
-            chain: c2,
-            stale: true,
-        })
-    })
-    .await;
+    let f = fixture_with(in_a_cvm(&chain, true)).await;
     let mut allowing = policy.clone();
     allowing.allow_unattested = true;
     for p in [&policy, &allowing] {
@@ -1087,15 +1068,7 @@ async fn start_mitm(
 async fn a_proxy_announcing_another_tls_key_than_its_connection_is_refused_before_the_token() {
     let chain = Arc::new(snp_chain::Chain::new("Test"));
     let policy = chain.policy(Some(snp_chain::MEASUREMENT));
-    let c2 = chain.clone();
-    let f = fixture_with(|inner| {
-        Arc::new(ReportingEnclave {
-            inner,
-            chain: c2,
-            stale: false,
-        })
-    })
-    .await;
+    let f = fixture_with(in_a_cvm(&chain, false)).await;
     // The proxy announces the key of the certificate it presents.
     let leaf_pem =
         std::fs::read_to_string(hecloud_server::tls::paths(&f.dir.path().join("proxy-tls")).1)
@@ -1283,15 +1256,7 @@ async fn over_http_only_an_allowed_unattested_proxy_is_accepted() {
     // connection without TLS, and is refused under any policy.
     let chain = Arc::new(snp_chain::Chain::new("Test"));
     let policy = chain.policy(Some(snp_chain::MEASUREMENT));
-    let c2 = chain.clone();
-    let f = fixture_with(|inner| {
-        Arc::new(ReportingEnclave {
-            inner,
-            chain: c2,
-            stale: false,
-        })
-    })
-    .await;
+    let f = fixture_with(in_a_cvm(&chain, false)).await;
     let (port, seen2, front) = start_mitm(&f, None).await;
     let url = format!("http://127.0.0.1:{port}");
     let mut allowing = policy.clone();
