@@ -76,6 +76,29 @@ pub enum ProxyClientError {
     /// A bad argument on the client side.
     #[error("{0}")]
     Invalid(String),
+    /// The proxy speaks another protocol version than this client
+    /// ([`rpc::PROTOCOL_VERSION`]); nothing but the nonce was sent.
+    #[error(
+        "the proxy speaks protocol version {proxy}, this client {client}: update the older side"
+    )]
+    Incompatible {
+        /// The proxy's version.
+        proxy: u32,
+        /// This client's.
+        client: u32,
+    },
+}
+
+/// Refuses a proxy speaking another protocol version: its replies could
+/// carry what this client does not read (or miss what it expects).
+fn check_protocol(proxy: u32) -> Result<()> {
+    if proxy == rpc::PROTOCOL_VERSION {
+        return Ok(());
+    }
+    Err(ProxyClientError::Incompatible {
+        proxy,
+        client: rpc::PROTOCOL_VERSION,
+    })
 }
 
 impl From<Status> for ProxyClientError {
@@ -367,9 +390,11 @@ impl ProxyClient {
         let info = proxy_client::ProxyClient::new(channel.clone())
             .info(rpc::InfoRequest {
                 nonce: nonce.to_vec(),
+                protocol_version: rpc::PROTOCOL_VERSION,
             })
             .await?
             .into_inner();
+        check_protocol(info.protocol_version)?;
         let attestation = attestation_of(info.attestation.clone())?;
         let verified = match pin {
             // The key of the certificate presented on this connection (every
@@ -541,5 +566,23 @@ impl ProxyClient {
             })
             .await?
             .into_inner())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_proxy_of_another_protocol_version_is_refused() {
+        check_protocol(rpc::PROTOCOL_VERSION).unwrap();
+        for v in [0, 1, rpc::PROTOCOL_VERSION + 1] {
+            match check_protocol(v) {
+                Err(ProxyClientError::Incompatible { proxy, client }) => {
+                    assert_eq!((proxy, client), (v, rpc::PROTOCOL_VERSION));
+                }
+                other => panic!("version {v} passed: {other:?}"),
+            }
+        }
     }
 }

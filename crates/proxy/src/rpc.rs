@@ -3,8 +3,11 @@
 //! generated at build time.
 #![allow(missing_docs, clippy::all)]
 
-/// Version of the proxy's RPC protocol spoken by this build.
-pub const PROTOCOL_VERSION: u32 = 1;
+/// Version of the proxy's RPC protocol spoken by this build. Client and
+/// proxy must speak the same: each refuses the other's before any data
+/// moves. 2: integer vectors (`IntVector`, `Output.ints`), which a
+/// version-1 client would read as empty real vectors.
+pub const PROTOCOL_VERSION: u32 = 2;
 
 tonic::include_proto!("hecloud.proxy.v1");
 

@@ -102,11 +102,14 @@ pub enum ErrorKind {
     JobFailed,
     /// Anything else inside the proxy.
     Internal,
+    /// The client speaks another protocol version
+    /// ([`rpc::PROTOCOL_VERSION`]).
+    Incompatible,
 }
 
 impl ErrorKind {
     /// Every kind.
-    pub const ALL: [Self; 8] = [
+    pub const ALL: [Self; 9] = [
         Self::Unauthenticated,
         Self::InvalidRequest,
         Self::SealedKeys,
@@ -115,6 +118,7 @@ impl ErrorKind {
         Self::Server,
         Self::JobFailed,
         Self::Internal,
+        Self::Incompatible,
     ];
 
     /// The wire name.
@@ -128,6 +132,7 @@ impl ErrorKind {
             Self::Server => "server",
             Self::JobFailed => "job-failed",
             Self::Internal => "internal",
+            Self::Incompatible => "incompatible",
         }
     }
 
@@ -141,7 +146,7 @@ impl ErrorKind {
         match self {
             Self::Unauthenticated => Code::Unauthenticated,
             Self::InvalidRequest => Code::InvalidArgument,
-            Self::SealedKeys => Code::FailedPrecondition,
+            Self::SealedKeys | Self::Incompatible => Code::FailedPrecondition,
             Self::ForeignCiphertext | Self::BadCiphertext => Code::DataLoss,
             Self::Server => Code::Unavailable,
             Self::JobFailed => Code::Aborted,
@@ -1011,13 +1016,23 @@ impl proxy_server::Proxy for ProxyService {
         &self,
         req: Request<rpc::InfoRequest>,
     ) -> Result<Response<rpc::InfoReply>, Status> {
-        let nonce: [u8; crate::attest::CLIENT_NONCE_LEN] =
-            req.into_inner().nonce.try_into().map_err(|_| {
-                ErrorKind::InvalidRequest.status(format!(
-                    "the nonce must have {} bytes",
-                    crate::attest::CLIENT_NONCE_LEN
-                ))
-            })?;
+        let req = req.into_inner();
+        if req.protocol_version != rpc::PROTOCOL_VERSION {
+            return Err(ErrorKind::Incompatible.status(format!(
+                "this proxy speaks protocol version {}, the client {}: update the client",
+                rpc::PROTOCOL_VERSION,
+                match req.protocol_version {
+                    0 => "1 (or none)".to_string(),
+                    v => v.to_string(),
+                }
+            )));
+        }
+        let nonce: [u8; crate::attest::CLIENT_NONCE_LEN] = req.nonce.try_into().map_err(|_| {
+            ErrorKind::InvalidRequest.status(format!(
+                "the nonce must have {} bytes",
+                crate::attest::CLIENT_NONCE_LEN
+            ))
+        })?;
         let inner = self.0.clone();
         let data = crate::attest::report_data(&inner.tls_public_key, &nonce);
         let attestation = tokio::task::spawn_blocking(move || inner.enclave.attestation(&data))

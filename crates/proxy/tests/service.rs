@@ -1273,3 +1273,39 @@ async fn over_http_only_an_allowed_unattested_proxy_is_accepted() {
     assert!(seen.lock().unwrap().is_empty() && seen2.lock().unwrap().is_empty());
     front.abort();
 }
+
+/// Client and proxy speak one protocol version: the proxy refuses an
+/// `Info` of another (or of a version-1 client, which sends none) with a
+/// typed error naming both, before any attestation or token.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_client_of_another_protocol_version_is_refused() {
+    use hecloud_proxy::rpc::{InfoRequest, PROTOCOL_VERSION, proxy_client};
+    let f = fixture().await;
+    let channel = tonic::transport::Endpoint::from_shared(f.proxy.url()).unwrap();
+    let channel = hecloud_client::trusting_ca(channel, f.proxy.ca_pem.as_deref().unwrap())
+        .unwrap()
+        .connect()
+        .await
+        .unwrap();
+    let mut raw = proxy_client::ProxyClient::new(channel);
+    let info = |protocol_version| InfoRequest {
+        nonce: vec![7; 32],
+        protocol_version,
+    };
+    for v in [0, 1, PROTOCOL_VERSION + 1] {
+        let e = raw.info(info(v)).await.unwrap_err();
+        assert_eq!(e.code(), Code::FailedPrecondition, "{v}: {e:?}");
+        assert_eq!(
+            e.metadata()
+                .get(hecloud_proxy::service::ERROR_KIND_HEADER)
+                .unwrap(),
+            ErrorKind::Incompatible.as_str(),
+            "{v}"
+        );
+        assert!(e.message().contains("protocol version 2"), "{e:?}");
+    }
+    let reply = raw.info(info(PROTOCOL_VERSION)).await.unwrap().into_inner();
+    assert_eq!(reply.protocol_version, PROTOCOL_VERSION);
+    // And the proxy is still up for a client of its version.
+    f.client(ALICE, true).await.unwrap();
+}
