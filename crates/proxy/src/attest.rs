@@ -37,13 +37,19 @@
 //!   (0 by default), and the launch measurement (offset 0x90) equals the
 //!   expected one when the client gives one; when it gives none,
 //!   [`snp::SnpVerified::measurement_pinned`] says so (any guest image on
-//!   a genuine AMD chip then passes).
+//!   a genuine AMD chip then passes);
+//! * each component of `REPORTED_TCB` (offset 0x180) is at least the
+//!   client's minimum ([`snp::SnpPolicy::min_tcb`]), read in the layout of
+//!   the report's CPU family (`CPUID_FAM_ID`, 0x188: Milan and Genoa, or
+//!   Turin with its FMC byte; an unknown family is refused); without a
+//!   minimum [`snp::SnpVerified::min_tcb_checked`] says so.
 //!
-//! NOT verified: minimum TCB versions (the reported TCB is returned, not
-//! compared), certificate revocation (AMD's CRL), the other policy bits
-//! (SMT, migration agent, ...), the host data, ID key and author key
-//! digests, reports signed by a VLEK, and TDX quotes: `tdx_guest` and any
-//! other provider are refused ([`AttestError::UnsupportedProvider`]).
+//! NOT verified: `CURRENT_TCB`, `COMMITTED_TCB` and `LAUNCH_TCB` (returned
+//! or ignored, not compared), certificate revocation (AMD's CRL), the
+//! other policy bits (SMT, migration agent, ...), the host data, ID key
+//! and author key digests, reports signed by a VLEK, and TDX quotes:
+//! `tdx_guest` and any other provider are refused
+//! ([`AttestError::UnsupportedProvider`]).
 //! A proxy that sends no certificate table is verified only with a VCEK
 //! given to the client; without one it is refused ([`snp::SnpError::NoVcek`]).
 
@@ -279,7 +285,8 @@ pub struct VerifyPolicy {
 }
 
 impl VerifyPolicy {
-    /// AMD's roots, VMPL 0, no measurement pinned, no VCEK given; an
+    /// AMD's roots, VMPL 0, no measurement pinned, no minimum TCB, no
+    /// VCEK given; an
     /// unattested proxy is accepted only if `allow_unattested`.
     pub fn new(allow_unattested: bool) -> Self {
         Self {

@@ -6,7 +6,8 @@
 mod snp_chain;
 
 use hecloud_proxy::attest::snp::{
-    self, CertTable, GUID_ARK, GUID_ASK, GUID_VCEK, SnpError, TrustedRoot, VcekSource,
+    self, CertTable, GUID_ARK, GUID_ASK, GUID_VCEK, MinTcb, SnpError, TcbComponent, TcbLayout,
+    TcbVersion, TrustedRoot, VcekSource,
 };
 use hecloud_proxy::attest::*;
 use hecloud_proxy::{Attestation, ProxyError};
@@ -77,16 +78,23 @@ fn a_valid_report_verifies_and_says_what_was_verified() {
     assert_eq!((r.version, r.policy, r.vmpl), (3, POLICY, 0));
     assert_eq!(r.measurement, MEASUREMENT);
     assert!(r.measurement_pinned);
-    assert_eq!(r.reported_tcb.raw, 0x1b00_0000_0000_0304);
+    assert_eq!(r.reported_tcb.raw, snp_chain::TCB);
+    assert_eq!(r.reported_tcb.layout, TcbLayout::MilanGenoa);
     assert_eq!(
         (
+            r.reported_tcb.fmc(),
             r.reported_tcb.boot_loader(),
             r.reported_tcb.tee(),
             r.reported_tcb.snp(),
             r.reported_tcb.microcode()
         ),
-        (4, 3, 0, 0x1b)
+        (None, 4, 3, 0x16, 0xd1)
     );
+    assert_eq!(
+        (r.current_tcb, r.committed_tcb),
+        (r.reported_tcb, r.reported_tcb)
+    );
+    assert!(!r.min_tcb_checked);
     // Not pinned: still verified, and it says so.
     let Verified::SevSnp { report: r, .. } = verify(
         &sev(report.clone(), Some(chain.table())),
@@ -532,4 +540,256 @@ fn configfs_tsm_reads_report_provider_and_auxblob() {
         tsm.report_in("../e1", &rd),
         Err(ProxyError::InvalidName { .. })
     ));
+}
+
+/// A report of `chain` with `tcb` as REPORTED_TCB and CPU family `family`,
+/// re-signed.
+fn report_tcb(chain: &Chain, data: &[u8; 64], family: u8, tcb: u64) -> Vec<u8> {
+    let mut r = chain.report(data);
+    r[0x180..0x188].copy_from_slice(&tcb.to_le_bytes());
+    r[0x188] = family;
+    chain.sign(&mut r);
+    r
+}
+
+#[test]
+fn tcb_layouts_follow_the_cpu_family() {
+    // Each component in its own byte, so that a misplaced byte shows.
+    let raw = u64::from_le_bytes([10, 11, 12, 13, 14, 15, 16, 17]);
+    let milan = TcbVersion {
+        raw,
+        layout: TcbLayout::MilanGenoa,
+    };
+    let turin = TcbVersion {
+        raw,
+        layout: TcbLayout::Turin,
+    };
+    let parts = |t: TcbVersion| (t.fmc(), t.boot_loader(), t.tee(), t.snp(), t.microcode());
+    assert_eq!(parts(milan), (None, 10, 11, 16, 17));
+    assert_eq!(parts(turin), (Some(10), 11, 12, 13, 17));
+    assert_eq!(TcbLayout::of(2, 0).unwrap(), TcbLayout::MilanGenoa);
+    assert_eq!(TcbLayout::of(2, 0x1A).unwrap(), TcbLayout::MilanGenoa);
+    assert_eq!(TcbLayout::of(3, 0x19).unwrap(), TcbLayout::MilanGenoa);
+    assert_eq!(TcbLayout::of(5, 0x1A).unwrap(), TcbLayout::Turin);
+    for family in [0, 0x17, 0x1B, 0xFF] {
+        assert_eq!(
+            TcbLayout::of(3, family),
+            Err(SnpError::UnknownCpuFamily(family))
+        );
+    }
+    // A signed report of an unknown family is refused; a Turin one is read
+    // in the Turin layout.
+    let chain = Chain::new("Test");
+    let (tls, n) = (b"tls-key".as_slice(), nonce());
+    let data = report_data(tls, &n);
+    let policy = chain.policy(None);
+    let r = report_tcb(&chain, &data, 0x1B, raw);
+    assert_eq!(
+        snp_err(verify(&sev(r, Some(chain.table())), tls, &n, &policy)),
+        SnpError::UnknownCpuFamily(0x1B)
+    );
+    let r = report_tcb(&chain, &data, 0x1A, raw);
+    let Verified::SevSnp { report, .. } =
+        verify(&sev(r, Some(chain.table())), tls, &n, &policy).unwrap()
+    else {
+        panic!()
+    };
+    assert_eq!(report.reported_tcb, turin);
+}
+
+#[test]
+fn min_tcb_parses_and_refuses_malformed_text() {
+    let m: MinTcb = "bootloader=3,tee=0,snp=8,microcode=115".parse().unwrap();
+    assert_eq!(
+        m,
+        MinTcb {
+            fmc: 0,
+            boot_loader: 3,
+            tee: 0,
+            snp: 8,
+            microcode: 115
+        }
+    );
+    let m: MinTcb = " UCODE=255 , bl=1,fmc=2 ".parse().unwrap();
+    assert_eq!(
+        (m.microcode, m.boot_loader, m.fmc, m.tee, m.snp),
+        (255, 1, 2, 0, 0)
+    );
+    for bad in [
+        "",
+        " ",
+        "snp",
+        "snp=",
+        "snp=256",
+        "snp=-1",
+        "snp=+1",
+        "snp=0x10",
+        "snp=1.5",
+        "cpu=1",
+        "snp=1,snp=2",
+        "snp=1,",
+        "snp=1;tee=2",
+    ] {
+        let e = bad.parse::<MinTcb>().unwrap_err();
+        assert!(
+            e.to_string().contains("malformed minimum TCB"),
+            "{bad:?}: {e}"
+        );
+    }
+}
+
+#[test]
+fn reported_tcb_below_a_minimum_is_refused() {
+    let chain = Chain::new("Test");
+    let (tls, n) = (b"tls-key".as_slice(), nonce());
+    let data = report_data(tls, &n);
+    let good = chain.report(&data);
+    let tcb = TcbVersion {
+        raw: snp_chain::TCB,
+        layout: TcbLayout::MilanGenoa,
+    };
+    let at = |min: MinTcb| {
+        let mut p = chain.policy(Some(MEASUREMENT));
+        p.snp.min_tcb = Some(min);
+        p
+    };
+    let exact = MinTcb {
+        fmc: 0,
+        boot_loader: tcb.boot_loader(),
+        tee: tcb.tee(),
+        snp: tcb.snp(),
+        microcode: tcb.microcode(),
+    };
+    // Exactly the reported levels pass, and say a minimum was checked; an
+    // FMC minimum does not apply to a Milan or Genoa report.
+    for min in [exact, MinTcb::default(), MinTcb { fmc: 200, ..exact }] {
+        let Verified::SevSnp { report, .. } =
+            verify(&sev(good.clone(), Some(chain.table())), tls, &n, &at(min)).unwrap()
+        else {
+            panic!()
+        };
+        assert!(report.min_tcb_checked);
+    }
+    // One above in any component: refused, naming it.
+    for (component, min) in [
+        (
+            TcbComponent::BootLoader,
+            MinTcb {
+                boot_loader: 5,
+                ..exact
+            },
+        ),
+        (TcbComponent::Tee, MinTcb { tee: 4, ..exact }),
+        (TcbComponent::Snp, MinTcb { snp: 0x17, ..exact }),
+        (
+            TcbComponent::Microcode,
+            MinTcb {
+                microcode: 0xd2,
+                ..exact
+            },
+        ),
+        (
+            TcbComponent::Microcode,
+            MinTcb {
+                microcode: 255,
+                ..MinTcb::default()
+            },
+        ),
+    ] {
+        let found = tcb.get(component).unwrap();
+        assert_eq!(
+            snp_err(verify(
+                &sev(good.clone(), Some(chain.table())),
+                tls,
+                &n,
+                &at(min)
+            )),
+            SnpError::TcbBelowMinimum {
+                component,
+                found,
+                minimum: min.get(component)
+            }
+        );
+    }
+    // Turin: the same bytes read otherwise, and the FMC minimum applies.
+    let raw = u64::from_le_bytes([10, 11, 12, 13, 0, 0, 0, 17]);
+    let turin = report_tcb(&chain, &data, 0x1A, raw);
+    let turin_min = MinTcb {
+        fmc: 10,
+        boot_loader: 11,
+        tee: 12,
+        snp: 13,
+        microcode: 17,
+    };
+    assert!(
+        verify(
+            &sev(turin.clone(), Some(chain.table())),
+            tls,
+            &n,
+            &at(turin_min)
+        )
+        .is_ok()
+    );
+    for (component, min) in [
+        (
+            TcbComponent::Fmc,
+            MinTcb {
+                fmc: 11,
+                ..turin_min
+            },
+        ),
+        (
+            TcbComponent::BootLoader,
+            MinTcb {
+                boot_loader: 12,
+                ..turin_min
+            },
+        ),
+        (
+            TcbComponent::Tee,
+            MinTcb {
+                tee: 13,
+                ..turin_min
+            },
+        ),
+        (
+            TcbComponent::Snp,
+            MinTcb {
+                snp: 14,
+                ..turin_min
+            },
+        ),
+        (
+            TcbComponent::Microcode,
+            MinTcb {
+                microcode: 18,
+                ..turin_min
+            },
+        ),
+    ] {
+        assert_eq!(
+            snp_err(verify(
+                &sev(turin.clone(), Some(chain.table())),
+                tls,
+                &n,
+                &at(min)
+            )),
+            SnpError::TcbBelowMinimum {
+                component,
+                found: min.get(component) - 1,
+                minimum: min.get(component)
+            }
+        );
+    }
+    // Without a minimum any TCB passes, and it says so.
+    let Verified::SevSnp { report, .. } = verify(
+        &sev(turin, Some(chain.table())),
+        tls,
+        &n,
+        &chain.policy(None),
+    )
+    .unwrap() else {
+        panic!()
+    };
+    assert!(!report.min_tcb_checked);
 }

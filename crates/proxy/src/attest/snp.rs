@@ -51,6 +51,21 @@ pub const SUPPORTED_VERSIONS: std::ops::RangeInclusive<u32> = 2..=5;
 pub const SIG_ALGO_ECDSA_P384_SHA384: u32 = 1;
 /// The `DEBUG` bit of the guest policy.
 pub const POLICY_DEBUG: u64 = 1 << 19;
+/// Byte offset of `CURRENT_TCB`.
+pub const CURRENT_TCB_AT: usize = 0x38;
+/// Byte offset of `REPORTED_TCB`.
+pub const REPORTED_TCB_AT: usize = 0x180;
+/// Byte offset of `CPUID_FAM_ID` (report version 3 and later; reserved,
+/// zero, in version 2).
+pub const CPUID_FAM_ID_AT: usize = 0x188;
+/// Byte offset of `CHIP_ID`.
+pub const CHIP_ID_AT: usize = 0x1A0;
+/// Byte offset of `COMMITTED_TCB`.
+pub const COMMITTED_TCB_AT: usize = 0x1E0;
+/// CPUID family of Milan and Genoa (19h).
+pub const CPUID_FAMILY_MILAN_GENOA: u8 = 0x19;
+/// CPUID family of Turin (1Ah).
+pub const CPUID_FAMILY_TURIN: u8 = 0x1A;
 /// Largest certificate table read (the certificates take a few KiB; the
 /// kernel's buffer may be padded with zeros after them).
 pub const MAX_CERT_TABLE: usize = 1 << 20;
@@ -157,6 +172,25 @@ pub enum SnpError {
         /// The expected, hex.
         want: String,
     },
+    /// A report (version 3 or later) of a CPU family whose TCB layout this
+    /// verifier does not know (it knows 19h, Milan and Genoa, and 1Ah,
+    /// Turin).
+    #[error(
+        "the report names CPU family {0:#04x}, whose TCB layout is unknown here (19h: Milan, Genoa; 1Ah: Turin)"
+    )]
+    UnknownCpuFamily(u8),
+    /// A component of `REPORTED_TCB` below the policy's minimum.
+    #[error(
+        "the reported TCB's {component} security patch level is {found}, below the minimum {minimum}"
+    )]
+    TcbBelowMinimum {
+        /// Which component.
+        component: TcbComponent,
+        /// The report's level.
+        found: u8,
+        /// The policy's minimum.
+        minimum: u8,
+    },
 }
 
 type Result<T> = std::result::Result<T, SnpError>;
@@ -165,45 +199,261 @@ fn hex(b: &[u8]) -> String {
     b.iter().map(|x| format!("{x:02x}")).collect()
 }
 
-/// A TCB version as the report carries it (`u64`). The byte fields are
-/// those of Milan and Genoa (boot loader, TEE, SNP, microcode); Turin lays
-/// them out otherwise, so [`TcbVersion::raw`] is kept.
+/// How the bytes of a `TCB_VERSION` are laid out; it depends on the CPU
+/// generation, which a report of version 3 or later names
+/// (`CPUID_FAM_ID`, 0x188).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TcbLayout {
+    /// Milan and Genoa (family 19h, and every version 2 report): boot
+    /// loader in byte 0, TEE 1, SNP 6, microcode 7.
+    MilanGenoa,
+    /// Turin (family 1Ah): FMC in byte 0, boot loader 1, TEE 2, SNP 3,
+    /// microcode 7.
+    Turin,
+}
+
+impl TcbLayout {
+    /// The layout of a report of `version` naming `cpuid_family`: Milan
+    /// and Genoa for version 2 (which has no family field and predates
+    /// Turin) and for family 19h, Turin for family 1Ah; any other family
+    /// is refused ([`SnpError::UnknownCpuFamily`]).
+    pub fn of(version: u32, cpuid_family: u8) -> Result<Self> {
+        match (version, cpuid_family) {
+            (..=2, _) | (_, CPUID_FAMILY_MILAN_GENOA) => Ok(Self::MilanGenoa),
+            (_, CPUID_FAMILY_TURIN) => Ok(Self::Turin),
+            (_, f) => Err(SnpError::UnknownCpuFamily(f)),
+        }
+    }
+
+    /// The byte of `component` in this layout (`None`: FMC on Milan and
+    /// Genoa, which have none).
+    pub fn byte_of(self, component: TcbComponent) -> Option<usize> {
+        use TcbComponent::*;
+        match (self, component) {
+            (Self::MilanGenoa, Fmc) => None,
+            (Self::MilanGenoa, BootLoader) => Some(0),
+            (Self::MilanGenoa, Tee) => Some(1),
+            (Self::MilanGenoa, Snp) => Some(6),
+            (Self::Turin, Fmc) => Some(0),
+            (Self::Turin, BootLoader) => Some(1),
+            (Self::Turin, Tee) => Some(2),
+            (Self::Turin, Snp) => Some(3),
+            (_, Microcode) => Some(7),
+        }
+    }
+}
+
+/// A component of a TCB version: a security patch level (SPL).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum TcbComponent {
+    /// The FMC's (Turin only).
+    Fmc,
+    /// The PSP boot loader's.
+    BootLoader,
+    /// The PSP OS's (TEE).
+    Tee,
+    /// The SNP firmware's.
+    Snp,
+    /// The microcode's.
+    Microcode,
+}
+
+impl TcbComponent {
+    /// Every component, in the order they are checked and shown.
+    pub const ALL: [Self; 5] = [
+        Self::Fmc,
+        Self::BootLoader,
+        Self::Tee,
+        Self::Snp,
+        Self::Microcode,
+    ];
+
+    /// The component's name as `--min-tcb` takes it (`fmc`, `bootloader`,
+    /// `tee`, `snp`, `microcode`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Fmc => "fmc",
+            Self::BootLoader => "bootloader",
+            Self::Tee => "tee",
+            Self::Snp => "snp",
+            Self::Microcode => "microcode",
+        }
+    }
+}
+
+impl fmt::Display for TcbComponent {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// A TCB version as the report carries it (`u64`), read in its CPU
+/// generation's layout.
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub struct TcbVersion {
     /// The raw value.
     pub raw: u64,
+    /// How its bytes are laid out.
+    pub layout: TcbLayout,
 }
 
 impl TcbVersion {
-    /// Boot loader security patch level (byte 0).
+    /// The security patch level of `component` (`None`: FMC on Milan and
+    /// Genoa).
+    pub fn get(&self, component: TcbComponent) -> Option<u8> {
+        self.layout
+            .byte_of(component)
+            .map(|i| self.raw.to_le_bytes()[i])
+    }
+    /// FMC security patch level (Turin only).
+    pub fn fmc(&self) -> Option<u8> {
+        self.get(TcbComponent::Fmc)
+    }
+    /// Boot loader security patch level.
     pub fn boot_loader(&self) -> u8 {
-        self.raw.to_le_bytes()[0]
+        self.get(TcbComponent::BootLoader).unwrap_or_default()
     }
-    /// PSP OS (TEE) security patch level (byte 1).
+    /// PSP OS (TEE) security patch level.
     pub fn tee(&self) -> u8 {
-        self.raw.to_le_bytes()[1]
+        self.get(TcbComponent::Tee).unwrap_or_default()
     }
-    /// SNP firmware security patch level (byte 6).
+    /// SNP firmware security patch level.
     pub fn snp(&self) -> u8 {
-        self.raw.to_le_bytes()[6]
+        self.get(TcbComponent::Snp).unwrap_or_default()
     }
-    /// Microcode patch level (byte 7).
+    /// Microcode patch level.
     pub fn microcode(&self) -> u8 {
-        self.raw.to_le_bytes()[7]
+        self.get(TcbComponent::Microcode).unwrap_or_default()
     }
 }
 
 impl fmt::Debug for TcbVersion {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "TcbVersion({:#018x}: bl {}, tee {}, snp {}, ucode {})",
-            self.raw,
-            self.boot_loader(),
-            self.tee(),
-            self.snp(),
-            self.microcode()
-        )
+        write!(f, "TcbVersion({:#018x}, {:?}:", self.raw, self.layout)?;
+        for c in TcbComponent::ALL {
+            if let Some(v) = self.get(c) {
+                write!(f, " {c} {v}")?;
+            }
+        }
+        f.write_str(")")
+    }
+}
+
+/// Minimum security patch levels of `REPORTED_TCB`, per component (0: no
+/// minimum for it). The FMC minimum applies to Turin reports only (Milan
+/// and Genoa have no FMC).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct MinTcb {
+    /// FMC (Turin only).
+    pub fmc: u8,
+    /// PSP boot loader.
+    pub boot_loader: u8,
+    /// PSP OS (TEE).
+    pub tee: u8,
+    /// SNP firmware.
+    pub snp: u8,
+    /// Microcode.
+    pub microcode: u8,
+}
+
+impl MinTcb {
+    /// The minimum of `component`.
+    pub fn get(&self, component: TcbComponent) -> u8 {
+        match component {
+            TcbComponent::Fmc => self.fmc,
+            TcbComponent::BootLoader => self.boot_loader,
+            TcbComponent::Tee => self.tee,
+            TcbComponent::Snp => self.snp,
+            TcbComponent::Microcode => self.microcode,
+        }
+    }
+
+    fn slot(&mut self, component: TcbComponent) -> &mut u8 {
+        match component {
+            TcbComponent::Fmc => &mut self.fmc,
+            TcbComponent::BootLoader => &mut self.boot_loader,
+            TcbComponent::Tee => &mut self.tee,
+            TcbComponent::Snp => &mut self.snp,
+            TcbComponent::Microcode => &mut self.microcode,
+        }
+    }
+
+    /// Checks `tcb` against the minimums: the first component below its
+    /// minimum is [`SnpError::TcbBelowMinimum`].
+    pub fn check(&self, tcb: &TcbVersion) -> Result<()> {
+        for component in TcbComponent::ALL {
+            let minimum = self.get(component);
+            if let Some(found) = tcb.get(component)
+                && found < minimum
+            {
+                return Err(SnpError::TcbBelowMinimum {
+                    component,
+                    found,
+                    minimum,
+                });
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Why a `--min-tcb` text does not parse.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "malformed minimum TCB {text:?}: {reason} (expected comma-separated component=level, \
+     components fmc, bootloader, tee, snp, microcode, levels 0 to 255, e.g. \
+     bootloader=3,tee=0,snp=8,microcode=115)"
+)]
+pub struct MinTcbParseError {
+    /// The text given.
+    pub text: String,
+    /// What is wrong with it.
+    pub reason: String,
+}
+
+impl std::str::FromStr for MinTcb {
+    type Err = MinTcbParseError;
+
+    /// Parses `component=level` pairs separated by commas, such as
+    /// `bootloader=3,tee=0,snp=8,microcode=115`: components `fmc`,
+    /// `bootloader` (or `bl`), `tee`, `snp`, `microcode` (or `ucode`),
+    /// case-insensitive, each at most once; levels decimal, 0 to 255;
+    /// components not named have no minimum.
+    fn from_str(text: &str) -> std::result::Result<Self, Self::Err> {
+        let err = |reason: String| MinTcbParseError {
+            text: text.into(),
+            reason,
+        };
+        if text.trim().is_empty() {
+            return Err(err("it is empty".into()));
+        }
+        let mut out = Self::default();
+        let mut seen = vec![];
+        for pair in text.split(',') {
+            let pair = pair.trim();
+            let (name, level) = pair
+                .split_once('=')
+                .ok_or_else(|| err(format!("{pair:?} is not component=level")))?;
+            let component = match name.trim().to_ascii_lowercase().as_str() {
+                "fmc" => TcbComponent::Fmc,
+                "bootloader" | "bl" => TcbComponent::BootLoader,
+                "tee" => TcbComponent::Tee,
+                "snp" => TcbComponent::Snp,
+                "microcode" | "ucode" => TcbComponent::Microcode,
+                other => return Err(err(format!("unknown component {other:?}"))),
+            };
+            if seen.contains(&component) {
+                return Err(err(format!("{component} is given twice")));
+            }
+            seen.push(component);
+            let level = level.trim();
+            *out.slot(component) = level
+                .parse::<u8>()
+                .ok()
+                .filter(|_| level.bytes().all(|b| b.is_ascii_digit()))
+                .ok_or_else(|| err(format!("{component} level {level:?} is not 0 to 255")))?;
+        }
+        Ok(out)
     }
 }
 
@@ -226,10 +476,16 @@ pub struct Report<'a> {
     pub report_data: [u8; REPORT_DATA_LEN],
     /// `MEASUREMENT` (0x90): the launch measurement.
     pub measurement: [u8; MEASUREMENT_LEN],
-    /// `REPORTED_TCB` (0x180): the TCB the VCEK is derived from.
-    pub reported_tcb: TcbVersion,
-    /// `CHIP_ID` (0x1A0; zeros when the guest masks it).
+    /// `CURRENT_TCB` (0x38), raw.
+    pub current_tcb: u64,
+    /// `REPORTED_TCB` (0x180), raw: the TCB the VCEK is derived from.
+    pub reported_tcb: u64,
+    /// `CPUID_FAM_ID` (0x188; zero in version 2).
+    pub cpuid_family: u8,
+    /// `CHIP_ID` (0x1A0; zeros when the host masks it).
     pub chip_id: [u8; 64],
+    /// `COMMITTED_TCB` (0x1E0), raw.
+    pub committed_tcb: u64,
     /// The signed bytes `[0, 0x2A0)`.
     pub signed: &'a [u8],
     /// The signature as ring reads it: r then s, 48 bytes each, big-endian.
@@ -243,7 +499,8 @@ impl fmt::Debug for Report<'_> {
             .field("policy", &format_args!("{:#x}", self.policy))
             .field("vmpl", &self.vmpl)
             .field("measurement", &hex(&self.measurement))
-            .field("reported_tcb", &self.reported_tcb)
+            .field("reported_tcb", &format_args!("{:#018x}", self.reported_tcb))
+            .field("cpuid_family", &format_args!("{:#04x}", self.cpuid_family))
             .finish_non_exhaustive()
     }
 }
@@ -299,13 +556,19 @@ impl<'a> Report<'a> {
             measurement: b[MEASUREMENT_AT..MEASUREMENT_AT + MEASUREMENT_LEN]
                 .try_into()
                 .expect("48 bytes"),
-            reported_tcb: TcbVersion {
-                raw: u64_at(b, 0x180),
-            },
-            chip_id: b[0x1A0..0x1E0].try_into().expect("64 bytes"),
+            current_tcb: u64_at(b, CURRENT_TCB_AT),
+            reported_tcb: u64_at(b, REPORTED_TCB_AT),
+            cpuid_family: b[CPUID_FAM_ID_AT],
+            chip_id: b[CHIP_ID_AT..CHIP_ID_AT + 64].try_into().expect("64 bytes"),
+            committed_tcb: u64_at(b, COMMITTED_TCB_AT),
             signed: &b[..SIGNATURE_AT],
             signature,
         })
+    }
+
+    /// The layout of the report's TCB versions ([`TcbLayout::of`]).
+    pub fn tcb_layout(&self) -> Result<TcbLayout> {
+        TcbLayout::of(self.version, self.cpuid_family)
     }
 }
 
@@ -484,6 +747,9 @@ pub struct SnpPolicy {
     pub measurement: Option<[u8; MEASUREMENT_LEN]>,
     /// The VMPL the report must come from (0: the most privileged).
     pub vmpl: u32,
+    /// Minimum security patch levels of `REPORTED_TCB`; `None`: any
+    /// (reported as not checked in [`SnpVerified::min_tcb_checked`]).
+    pub min_tcb: Option<MinTcb>,
     /// A VCEK (DER) given to the client; preferred to the proxy's.
     pub vcek: Option<Vec<u8>>,
     /// The pinned roots ([`TrustedRoot::amd`] by default).
@@ -495,6 +761,7 @@ impl Default for SnpPolicy {
         Self {
             measurement: None,
             vmpl: 0,
+            min_tcb: None,
             vcek: None,
             roots: TrustedRoot::amd(),
         }
@@ -506,6 +773,7 @@ impl fmt::Debug for SnpPolicy {
         f.debug_struct("SnpPolicy")
             .field("measurement", &self.measurement.as_ref().map(|m| hex(m)))
             .field("vmpl", &self.vmpl)
+            .field("min_tcb", &self.min_tcb)
             .field("vcek", &self.vcek.is_some())
             .field("roots", &self.roots)
             .finish()
@@ -539,8 +807,17 @@ pub struct SnpVerified {
     /// Whether the measurement was compared with an expected value; when
     /// `false` any guest image on a genuine AMD chip passes.
     pub measurement_pinned: bool,
-    /// The reported TCB (not compared with a minimum).
+    /// The reported TCB (the one the VCEK is derived from).
     pub reported_tcb: TcbVersion,
+    /// Whether the reported TCB was compared with a minimum
+    /// ([`SnpPolicy::min_tcb`]); when `false` a chip at any patch level
+    /// passes.
+    pub min_tcb_checked: bool,
+    /// The TCB the firmware runs at (`CURRENT_TCB`; not compared).
+    pub current_tcb: TcbVersion,
+    /// The TCB the firmware cannot roll back below (`COMMITTED_TCB`; not
+    /// compared).
+    pub committed_tcb: TcbVersion,
     /// The guest's security version number.
     pub guest_svn: u32,
 }
@@ -556,6 +833,9 @@ impl fmt::Debug for SnpVerified {
             .field("measurement", &hex(&self.measurement))
             .field("measurement_pinned", &self.measurement_pinned)
             .field("reported_tcb", &self.reported_tcb)
+            .field("min_tcb_checked", &self.min_tcb_checked)
+            .field("current_tcb", &self.current_tcb)
+            .field("committed_tcb", &self.committed_tcb)
             .field("guest_svn", &self.guest_svn)
             .finish()
     }
@@ -675,8 +955,9 @@ fn check_signed_by(
 /// proxy; ASK from the table or else the pinned root's; the ARK pinned,
 /// and a table's ARK byte-equal to a pinned one); the report's signature
 /// under the VCEK; then its claims: `REPORT_DATA` equal to
-/// `expected_data`, the debug bit off, the VMPL and the measurement as
-/// `policy` says.
+/// `expected_data`, the debug bit off, the VMPL, the measurement and the
+/// minimum `REPORTED_TCB` as `policy` says. The TCB layout follows the
+/// report's CPU family ([`TcbLayout::of`]); an unknown family is refused.
 pub fn verify_report(
     report: &[u8],
     certs: Option<&[u8]>,
@@ -709,6 +990,10 @@ pub fn verify_report(
     UnparsedPublicKey::new(&ECDSA_P384_SHA384_FIXED, point)
         .verify(r.signed, &r.signature)
         .map_err(|_| SnpError::BadSignature)?;
+    // The report is AMD's from here on: its CPU family says how to read
+    // its TCB versions.
+    let layout = r.tcb_layout()?;
+    let tcb = |raw| TcbVersion { raw, layout };
 
     if r.report_data != *expected_data {
         return Err(SnpError::ReportDataMismatch);
@@ -730,6 +1015,10 @@ pub fn verify_report(
             want: hex(want),
         });
     }
+    let reported_tcb = tcb(r.reported_tcb);
+    if let Some(min) = &policy.min_tcb {
+        min.check(&reported_tcb)?;
+    }
     Ok(SnpVerified {
         product,
         vcek_source,
@@ -738,7 +1027,10 @@ pub fn verify_report(
         vmpl: r.vmpl,
         measurement: r.measurement,
         measurement_pinned: policy.measurement.is_some(),
-        reported_tcb: r.reported_tcb,
+        reported_tcb,
+        min_tcb_checked: policy.min_tcb.is_some(),
+        current_tcb: tcb(r.current_tcb),
+        committed_tcb: tcb(r.committed_tcb),
         guest_svn: r.guest_svn,
     })
 }

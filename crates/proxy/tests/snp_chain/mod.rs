@@ -17,6 +17,14 @@ use ring::signature::{ECDSA_P384_SHA384_FIXED_SIGNING, EcdsaKeyPair};
 pub const MEASUREMENT: [u8; 48] = [0x5a; 48];
 /// A guest policy without the debug bit (SMT allowed, reserved bit 17).
 pub const POLICY: u64 = 0x30000;
+/// The reported (and current, committed) TCB of test reports, Milan and
+/// Genoa layout: boot loader 4, TEE 3, SNP 0x16, microcode 0xd1 (above
+/// 127, so that its DER INTEGER takes two bytes).
+pub const TCB: u64 = 0xd116_0000_0000_0304;
+/// The CPU family of test reports (19h: Milan, Genoa).
+pub const FAMILY: u8 = 0x19;
+/// The chip id of test reports.
+pub const CHIP_ID: [u8; 64] = [0xc1; 64];
 
 fn params(cn: &str, ca: bool) -> CertificateParams {
     let mut p = CertificateParams::new(vec![]).unwrap();
@@ -114,11 +122,13 @@ impl Chain {
         r[0..4].copy_from_slice(&3u32.to_le_bytes());
         r[8..16].copy_from_slice(&policy.to_le_bytes());
         r[0x34..0x38].copy_from_slice(&1u32.to_le_bytes());
-        r[0x38..0x40].copy_from_slice(&0x1b00_0000_0000_0304u64.to_le_bytes());
+        r[0x38..0x40].copy_from_slice(&TCB.to_le_bytes());
         r[REPORT_DATA_AT..REPORT_DATA_AT + 64].copy_from_slice(data);
         r[MEASUREMENT_AT..MEASUREMENT_AT + 48].copy_from_slice(measurement);
-        r[0x180..0x188].copy_from_slice(&0x1b00_0000_0000_0304u64.to_le_bytes());
-        r[0x1A0..0x1E0].copy_from_slice(&[0xc1; 64]);
+        r[0x180..0x188].copy_from_slice(&TCB.to_le_bytes());
+        r[0x188] = FAMILY;
+        r[0x1A0..0x1E0].copy_from_slice(&CHIP_ID);
+        r[0x1E0..0x1E8].copy_from_slice(&TCB.to_le_bytes());
         self.sign(&mut r);
         r
     }
