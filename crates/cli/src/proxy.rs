@@ -240,6 +240,11 @@ pub struct RunArgs {
     /// at any patch level passes (a note says so).
     #[arg(long, env = "HECLOUD_PROXY_MIN_TCB", value_name = "LEVELS")]
     min_tcb: Option<String>,
+    /// Accepts an SEV-SNP report whose CHIP_ID the host masks (zeros):
+    /// the VCEK then cannot be matched to the chip (its TCB still is).
+    /// Refused otherwise.
+    #[arg(long)]
+    allow_masked_chip_id: bool,
     /// The proxy chip's VCEK certificate (DER or PEM, e.g. from AMD's key
     /// distribution service), for a proxy whose host provisions no
     /// certificates; it is checked against AMD's pinned roots like one the
@@ -331,6 +336,7 @@ fn parse_measurement(hex: &str) -> anyhow::Result<[u8; MEASUREMENT_LEN]> {
 /// The client's attestation policy from `hecloud run`'s options.
 fn verify_policy(a: &RunArgs) -> anyhow::Result<VerifyPolicy> {
     let mut policy = VerifyPolicy::new(a.allow_unattested);
+    policy.snp.allow_masked_chip_id = a.allow_masked_chip_id;
     if let Some(hex) = &a.expect_measurement {
         policy.snp.measurement = Some(parse_measurement(hex)?);
     }
@@ -393,6 +399,12 @@ pub fn run(a: RunArgs) -> anyhow::Result<()> {
             other => eprintln!("the proxy's attestation: {other:?}"),
         }
         if let Verified::SevSnp { report, .. } = c.verified() {
+            if !report.chip_id_checked {
+                eprintln!(
+                    "warning: the proxy's CHIP_ID is masked: its VCEK was not matched to the chip \
+                     (allowed by --allow-masked-chip-id)"
+                );
+            }
             if report.min_tcb_checked {
                 eprintln!(
                     "the proxy's reported TCB {:?} meets --min-tcb",
@@ -509,6 +521,7 @@ mod tests {
         std::fs::write(&vcek, b"\x30\x03\x02\x01\x01").unwrap();
         let args = |m: Option<&str>, v: Option<PathBuf>| RunArgs {
             min_tcb: None,
+            allow_masked_chip_id: false,
             via_proxy: "https://localhost:7444".into(),
             token: "t".into(),
             proxy_ca: "ca.pem".into(),
@@ -529,6 +542,10 @@ mod tests {
         assert!(verify_policy(&args(Some("00"), None)).is_err());
         // --min-tcb: parsed into the policy, malformed text refused.
         assert_eq!(p.snp.min_tcb, None);
+        assert!(!p.snp.allow_masked_chip_id);
+        let mut a = args(None, None);
+        a.allow_masked_chip_id = true;
+        assert!(verify_policy(&a).unwrap().snp.allow_masked_chip_id);
         let mut a = args(None, None);
         a.min_tcb = Some("bootloader=3,tee=0,snp=8,microcode=115".into());
         assert_eq!(

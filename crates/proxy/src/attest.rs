@@ -30,6 +30,13 @@
 //!   to a pinned root ([`snp::TrustedRoot::amd`]: AMD's Milan, Genoa and
 //!   Turin roots, built in); each certificate within its validity period;
 //! * the report's signature over its bytes `[0, 0x2A0)` under the VCEK;
+//! * the VCEK was issued for this report's chip and TCB: its AMD
+//!   extensions `blSPL`, `teeSPL`, `snpSPL`, `ucodeSPL` (and `fmcSPL` on
+//!   Turin) equal the components of `REPORTED_TCB`, and its `hwID` equals
+//!   `CHIP_ID` (offset 0x1A0; the first 8 bytes on Turin); a VCEK without
+//!   these extensions is refused, and so is a report whose chip id is
+//!   masked (zeros) unless [`snp::SnpPolicy::allow_masked_chip_id`] (then
+//!   [`snp::SnpVerified::chip_id_checked`] is `false`);
 //! * the binding: `REPORT_DATA` (offset 0x50) equals [`report_data`] of the
 //!   TLS key and this client's nonce, so a replayed (stale) or relayed
 //!   report fails;
@@ -45,7 +52,8 @@
 //!   minimum [`snp::SnpVerified::min_tcb_checked`] says so.
 //!
 //! NOT verified: `CURRENT_TCB`, `COMMITTED_TCB` and `LAUNCH_TCB` (returned
-//! or ignored, not compared), certificate revocation (AMD's CRL), the
+//! or ignored, not compared), the VCEK's other AMD extensions (product
+//! name, reserved levels), certificate revocation (AMD's CRL), the
 //! other policy bits (SMT, migration agent, ...), the host data, ID key
 //! and author key digests, reports signed by a VLEK, and TDX quotes:
 //! `tdx_guest` and any other provider are refused

@@ -13,7 +13,10 @@ use hecloud_proxy::attest::*;
 use hecloud_proxy::{Attestation, ProxyError};
 use ring::digest::{SHA512, digest};
 use ring::rand::{SecureRandom, SystemRandom};
-use snp_chain::{Chain, MEASUREMENT, POLICY};
+use snp_chain::{
+    CHIP_ID, Chain, Ext, MEASUREMENT, OID_BL_SPL, OID_FMC_SPL, OID_HWID, OID_SNP_SPL, OID_TEE_SPL,
+    OID_UCODE_SPL, POLICY, der_int, extensions,
+};
 
 fn nonce() -> [u8; CLIENT_NONCE_LEN] {
     let mut n = [0u8; CLIENT_NONCE_LEN];
@@ -588,13 +591,33 @@ fn tcb_layouts_follow_the_cpu_family() {
         snp_err(verify(&sev(r, Some(chain.table())), tls, &n, &policy)),
         SnpError::UnknownCpuFamily(0x1B)
     );
-    let r = report_tcb(&chain, &data, 0x1A, raw);
-    let Verified::SevSnp { report, .. } =
-        verify(&sev(r, Some(chain.table())), tls, &n, &policy).unwrap()
-    else {
+    let turin_chain = Chain::with_extensions("Test", turin_extensions(raw));
+    let r = report_tcb(&turin_chain, &data, 0x1A, raw);
+    let Verified::SevSnp { report, .. } = verify(
+        &sev(r, Some(turin_chain.table())),
+        tls,
+        &n,
+        &turin_chain.policy(None),
+    )
+    .unwrap() else {
         panic!()
     };
     assert_eq!(report.reported_tcb, turin);
+}
+
+/// The VCEK extensions of a Turin chip at `raw` (FMC byte 0, boot loader
+/// 1, TEE 2, SNP 3, microcode 7) with an 8-byte hwID, the first bytes of
+/// [`CHIP_ID`].
+fn turin_extensions(raw: u64) -> Vec<Ext> {
+    let b = raw.to_le_bytes();
+    vec![
+        (OID_FMC_SPL.to_vec(), der_int(b[0])),
+        (OID_BL_SPL.to_vec(), der_int(b[1])),
+        (OID_TEE_SPL.to_vec(), der_int(b[2])),
+        (OID_SNP_SPL.to_vec(), der_int(b[3])),
+        (OID_UCODE_SPL.to_vec(), der_int(b[7])),
+        (OID_HWID.to_vec(), CHIP_ID[..8].to_vec()),
+    ]
 }
 
 #[test]
@@ -648,11 +671,12 @@ fn reported_tcb_below_a_minimum_is_refused() {
         raw: snp_chain::TCB,
         layout: TcbLayout::MilanGenoa,
     };
-    let at = |min: MinTcb| {
+    let at_of = |chain: &Chain, min: MinTcb| {
         let mut p = chain.policy(Some(MEASUREMENT));
         p.snp.min_tcb = Some(min);
         p
     };
+    let at = |min: MinTcb| at_of(&chain, min);
     let exact = MinTcb {
         fmc: 0,
         boot_loader: tcb.boot_loader(),
@@ -713,6 +737,8 @@ fn reported_tcb_below_a_minimum_is_refused() {
     }
     // Turin: the same bytes read otherwise, and the FMC minimum applies.
     let raw = u64::from_le_bytes([10, 11, 12, 13, 0, 0, 0, 17]);
+    let chain = Chain::with_extensions("Test", turin_extensions(raw));
+    let at = |min: MinTcb| at_of(&chain, min);
     let turin = report_tcb(&chain, &data, 0x1A, raw);
     let turin_min = MinTcb {
         fmc: 10,
@@ -792,4 +818,237 @@ fn reported_tcb_below_a_minimum_is_refused() {
         panic!()
     };
     assert!(!report.min_tcb_checked);
+}
+
+/// [`extensions`] with the extension of OID `oid` replaced by `content`
+/// (removed when `None`).
+fn replaced(mut exts: Vec<Ext>, oid: &[u64], content: Option<Vec<u8>>) -> Vec<Ext> {
+    let at = exts.iter().position(|(o, _)| o == oid).unwrap();
+    match content {
+        Some(c) => exts[at].1 = c,
+        None => {
+            exts.remove(at);
+        }
+    }
+    exts
+}
+
+#[test]
+fn the_vceks_tcb_and_chip_id_must_be_the_reports() {
+    let (tls, n) = (b"tls-key".as_slice(), nonce());
+    let data = report_data(tls, &n);
+    // A VCEK with `exts`, signing a report of `chip` (and the test TCB).
+    let verify_with = |exts: Vec<Ext>, chip: [u8; 64], masked_ok: bool| {
+        let chain = Chain::with_extensions("Test", exts);
+        let mut r = chain.report(&data);
+        r[0x1A0..0x1E0].copy_from_slice(&chip);
+        chain.sign(&mut r);
+        let mut policy = chain.policy(Some(MEASUREMENT));
+        policy.snp.allow_masked_chip_id = masked_ok;
+        verify(&sev(r, Some(chain.table())), tls, &n, &policy)
+    };
+    let checked = |v: Verified| match v {
+        Verified::SevSnp { report, .. } => report.chip_id_checked,
+        v => panic!("{v:?}"),
+    };
+    // Matching: passes, chip id compared. hwID as a DER OCTET STRING too.
+    assert!(checked(verify_with(extensions(), CHIP_ID, false).unwrap()));
+    let mut octets = vec![4, 64];
+    octets.extend_from_slice(&CHIP_ID);
+    assert!(checked(
+        verify_with(
+            replaced(extensions(), &OID_HWID, Some(octets)),
+            CHIP_ID,
+            false
+        )
+        .unwrap()
+    ));
+    // Each TCB component off by one, either way: refused, naming it.
+    for (oid, component, report) in [
+        (OID_BL_SPL, TcbComponent::BootLoader, 4u8),
+        (OID_TEE_SPL, TcbComponent::Tee, 3),
+        (OID_SNP_SPL, TcbComponent::Snp, 0x16),
+        (OID_UCODE_SPL, TcbComponent::Microcode, 0xd1),
+    ] {
+        for vcek in [report - 1, report + 1] {
+            let exts = replaced(extensions(), &oid, Some(der_int(vcek)));
+            assert_eq!(
+                snp_err(verify_with(exts, CHIP_ID, false)),
+                SnpError::VcekTcbMismatch {
+                    component,
+                    vcek,
+                    report
+                }
+            );
+        }
+    }
+    // Another chip's VCEK (one byte off, first or last), or the report of
+    // another chip.
+    for at in [0, 63] {
+        let mut other = CHIP_ID;
+        other[at] ^= 0x10;
+        let exts = replaced(extensions(), &OID_HWID, Some(other.to_vec()));
+        assert!(matches!(
+            snp_err(verify_with(exts, CHIP_ID, false)),
+            SnpError::VcekChipIdMismatch { .. }
+        ));
+        assert!(matches!(
+            snp_err(verify_with(extensions(), other, false)),
+            SnpError::VcekChipIdMismatch { .. }
+        ));
+    }
+    // A missing extension, each.
+    for (oid, name) in [
+        (OID_BL_SPL.to_vec(), "blSPL"),
+        (OID_TEE_SPL.to_vec(), "teeSPL"),
+        (OID_SNP_SPL.to_vec(), "snpSPL"),
+        (OID_UCODE_SPL.to_vec(), "ucodeSPL"),
+        (OID_HWID.to_vec(), "hwID"),
+    ] {
+        assert_eq!(
+            snp_err(verify_with(
+                replaced(extensions(), &oid, None),
+                CHIP_ID,
+                false
+            )),
+            SnpError::VcekMissingExtension(name)
+        );
+    }
+    // No AMD extension at all (a VCEK as this test chain had before).
+    assert!(matches!(
+        snp_err(verify_with(vec![], CHIP_ID, false)),
+        SnpError::VcekMissingExtension(_)
+    ));
+    // Malformed levels: not minimal, too large, negative, another type,
+    // trailing bytes, empty.
+    for bad in [
+        vec![2, 2, 0, 4],
+        vec![2, 2, 1, 0],
+        vec![2, 1, 0xfc],
+        vec![4, 1, 4],
+        vec![2, 1, 4, 0],
+        vec![],
+    ] {
+        let exts = replaced(extensions(), &OID_BL_SPL, Some(bad.clone()));
+        assert!(
+            matches!(
+                snp_err(verify_with(exts, CHIP_ID, false)),
+                SnpError::VcekMalformedExtension {
+                    extension: "blSPL",
+                    ..
+                }
+            ),
+            "{bad:?}"
+        );
+    }
+    // Malformed hwID: short, long, an OCTET STRING of the wrong length.
+    for bad in [
+        CHIP_ID[..63].to_vec(),
+        [&CHIP_ID[..], &[0]].concat(),
+        [&[4, 8][..], &CHIP_ID[..8]].concat(),
+    ] {
+        let exts = replaced(extensions(), &OID_HWID, Some(bad));
+        assert!(matches!(
+            snp_err(verify_with(exts, CHIP_ID, false)),
+            SnpError::VcekMalformedExtension {
+                extension: "hwID",
+                ..
+            }
+        ));
+    }
+    // A duplicated extension: refused (by x509-parser or here).
+    let mut twice = extensions();
+    twice.push((OID_SNP_SPL.to_vec(), der_int(0x16)));
+    assert!(matches!(
+        snp_err(verify_with(twice, CHIP_ID, false)),
+        SnpError::VcekMalformedExtension { .. } | SnpError::Certificate { which: "VCEK", .. }
+    ));
+    // A masked chip id: refused unless allowed, then not compared.
+    assert_eq!(
+        snp_err(verify_with(extensions(), [0; 64], false)),
+        SnpError::ChipIdMasked
+    );
+    assert!(!checked(verify_with(extensions(), [0; 64], true).unwrap()));
+    // ... but the TCB is still compared then, and a missing hwID refused.
+    let exts = replaced(extensions(), &OID_SNP_SPL, Some(der_int(0x15)));
+    assert!(matches!(
+        snp_err(verify_with(exts, [0; 64], true)),
+        SnpError::VcekTcbMismatch { .. }
+    ));
+    let exts = replaced(extensions(), &OID_HWID, None);
+    assert_eq!(
+        snp_err(verify_with(exts, [0; 64], true)),
+        SnpError::VcekMissingExtension("hwID")
+    );
+    // A VCEK given to the client is checked the same way.
+    let chain = Chain::with_extensions(
+        "Test",
+        replaced(extensions(), &OID_TEE_SPL, Some(der_int(9))),
+    );
+    let mut policy = chain.policy(None);
+    policy.snp.vcek = Some(chain.vcek.clone());
+    policy.snp.roots[0].ask = Some(chain.ask.clone());
+    assert_eq!(
+        snp_err(verify(&sev(chain.report(&data), None), tls, &n, &policy)),
+        SnpError::VcekTcbMismatch {
+            component: TcbComponent::Tee,
+            vcek: 9,
+            report: 3
+        }
+    );
+}
+
+#[test]
+fn a_turin_vcek_names_its_fmc_level_and_an_8_byte_hwid() {
+    let (tls, n) = (b"tls-key".as_slice(), nonce());
+    let data = report_data(tls, &n);
+    let raw = u64::from_le_bytes([10, 11, 12, 13, 0, 0, 0, 17]);
+    let verify_with = |exts: Vec<Ext>, chip: [u8; 64]| {
+        let chain = Chain::with_extensions("Test", exts);
+        let mut r = report_tcb(&chain, &data, 0x1A, raw);
+        r[0x1A0..0x1E0].copy_from_slice(&chip);
+        chain.sign(&mut r);
+        verify(&sev(r, Some(chain.table())), tls, &n, &chain.policy(None))
+    };
+    assert!(verify_with(turin_extensions(raw), CHIP_ID).is_ok());
+    // The hwID is the chip id's first 8 bytes: the rest is not compared.
+    let mut tail = CHIP_ID;
+    tail[8] ^= 1;
+    assert!(verify_with(turin_extensions(raw), tail).is_ok());
+    let mut head = CHIP_ID;
+    head[7] ^= 1;
+    assert!(matches!(
+        snp_err(verify_with(turin_extensions(raw), head)),
+        SnpError::VcekChipIdMismatch { .. }
+    ));
+    // A 64-byte hwID is not a Turin one.
+    let exts = replaced(turin_extensions(raw), &OID_HWID, Some(CHIP_ID.to_vec()));
+    assert!(matches!(
+        snp_err(verify_with(exts, CHIP_ID)),
+        SnpError::VcekMalformedExtension {
+            extension: "hwID",
+            ..
+        }
+    ));
+    // fmcSPL: compared, and required.
+    let exts = replaced(turin_extensions(raw), &OID_FMC_SPL, Some(der_int(9)));
+    assert_eq!(
+        snp_err(verify_with(exts, CHIP_ID)),
+        SnpError::VcekTcbMismatch {
+            component: TcbComponent::Fmc,
+            vcek: 9,
+            report: 10
+        }
+    );
+    let exts = replaced(turin_extensions(raw), &OID_FMC_SPL, None);
+    assert_eq!(
+        snp_err(verify_with(exts, CHIP_ID)),
+        SnpError::VcekMissingExtension("fmcSPL")
+    );
+    // The Turin levels are read from Turin bytes: the Milan and Genoa
+    // extensions of the same report do not match.
+    assert!(matches!(
+        snp_err(verify_with(extensions(), CHIP_ID)),
+        SnpError::VcekTcbMismatch { .. } | SnpError::VcekMissingExtension("fmcSPL")
+    ));
 }

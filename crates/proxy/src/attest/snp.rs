@@ -66,6 +66,12 @@ pub const COMMITTED_TCB_AT: usize = 0x1E0;
 pub const CPUID_FAMILY_MILAN_GENOA: u8 = 0x19;
 /// CPUID family of Turin (1Ah).
 pub const CPUID_FAMILY_TURIN: u8 = 0x1A;
+/// OID arcs of the VCEK's `hwID` extension (1.3.6.1.4.1.3704.1.4): the
+/// chip id the VCEK was issued for (64 bytes; 8 on Turin), in AMD's
+/// VCEK certificate and KDS interface specification.
+pub const OID_VCEK_HWID: [u64; 9] = [1, 3, 6, 1, 4, 1, 3704, 1, 4];
+/// Length of the `hwID` of a Turin VCEK (the first bytes of the chip id).
+pub const TURIN_HWID_LEN: usize = 8;
 /// Largest certificate table read (the certificates take a few KiB; the
 /// kernel's buffer may be padded with zeros after them).
 pub const MAX_CERT_TABLE: usize = 1 << 20;
@@ -179,6 +185,46 @@ pub enum SnpError {
         "the report names CPU family {0:#04x}, whose TCB layout is unknown here (19h: Milan, Genoa; 1Ah: Turin)"
     )]
     UnknownCpuFamily(u8),
+    /// The VCEK lacks one of AMD's extensions that a genuine VCEK carries
+    /// (the TCB it was issued for, per component, and the chip id).
+    #[error("the VCEK has no {0} extension (a genuine VCEK has one)")]
+    VcekMissingExtension(&'static str),
+    /// One of AMD's extensions of the VCEK does not parse, or is given
+    /// twice.
+    #[error("the VCEK's {extension} extension is malformed: {reason}")]
+    VcekMalformedExtension {
+        /// The extension (`blSPL`, `hwID`, ...).
+        extension: &'static str,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// The VCEK was issued for another TCB than the report's
+    /// `REPORTED_TCB`, in one component.
+    #[error(
+        "the VCEK was issued for {component} security patch level {vcek}, the report's REPORTED_TCB has {report}"
+    )]
+    VcekTcbMismatch {
+        /// Which component.
+        component: TcbComponent,
+        /// The VCEK's level.
+        vcek: u8,
+        /// The report's level.
+        report: u8,
+    },
+    /// The VCEK was issued for another chip than the report's `CHIP_ID`.
+    #[error("the VCEK was issued for chip {vcek}, the report comes from chip {report}")]
+    VcekChipIdMismatch {
+        /// The VCEK's `hwID`, hex.
+        vcek: String,
+        /// The report's `CHIP_ID` (as many bytes as the `hwID` has), hex.
+        report: String,
+    },
+    /// The report's `CHIP_ID` is zeros (the host masks it), so the VCEK
+    /// cannot be matched to the chip, and the policy does not allow that.
+    #[error(
+        "the report's CHIP_ID is masked (zeros): the VCEK cannot be matched to the chip; refusing unless masked chip ids are allowed"
+    )]
+    ChipIdMasked,
     /// A component of `REPORTED_TCB` below the policy's minimum.
     #[error(
         "the reported TCB's {component} security patch level is {found}, below the minimum {minimum}"
@@ -267,6 +313,32 @@ impl TcbComponent {
         Self::Snp,
         Self::Microcode,
     ];
+
+    /// The OID arcs of the VCEK extension naming this component's level
+    /// (1.3.6.1.4.1.3704.1.3.n: blSPL 1, teeSPL 2, snpSPL 3, ucodeSPL 8,
+    /// fmcSPL 9), a DER INTEGER.
+    pub fn vcek_oid(self) -> [u64; 10] {
+        let last = match self {
+            Self::BootLoader => 1,
+            Self::Tee => 2,
+            Self::Snp => 3,
+            Self::Microcode => 8,
+            Self::Fmc => 9,
+        };
+        [1, 3, 6, 1, 4, 1, 3704, 1, 3, last]
+    }
+
+    /// The name of the VCEK extension of this component (`blSPL`,
+    /// `teeSPL`, `snpSPL`, `ucodeSPL`, `fmcSPL`).
+    pub fn vcek_extension(self) -> &'static str {
+        match self {
+            Self::Fmc => "fmcSPL",
+            Self::BootLoader => "blSPL",
+            Self::Tee => "teeSPL",
+            Self::Snp => "snpSPL",
+            Self::Microcode => "ucodeSPL",
+        }
+    }
 
     /// The component's name as `--min-tcb` takes it (`fmc`, `bootloader`,
     /// `tee`, `snp`, `microcode`).
@@ -750,6 +822,10 @@ pub struct SnpPolicy {
     /// Minimum security patch levels of `REPORTED_TCB`; `None`: any
     /// (reported as not checked in [`SnpVerified::min_tcb_checked`]).
     pub min_tcb: Option<MinTcb>,
+    /// Accept a report whose `CHIP_ID` is masked (zeros): the VCEK's
+    /// `hwID` is then not compared (reported in
+    /// [`SnpVerified::chip_id_checked`]). Refused by default.
+    pub allow_masked_chip_id: bool,
     /// A VCEK (DER) given to the client; preferred to the proxy's.
     pub vcek: Option<Vec<u8>>,
     /// The pinned roots ([`TrustedRoot::amd`] by default).
@@ -762,6 +838,7 @@ impl Default for SnpPolicy {
             measurement: None,
             vmpl: 0,
             min_tcb: None,
+            allow_masked_chip_id: false,
             vcek: None,
             roots: TrustedRoot::amd(),
         }
@@ -774,6 +851,7 @@ impl fmt::Debug for SnpPolicy {
             .field("measurement", &self.measurement.as_ref().map(|m| hex(m)))
             .field("vmpl", &self.vmpl)
             .field("min_tcb", &self.min_tcb)
+            .field("allow_masked_chip_id", &self.allow_masked_chip_id)
             .field("vcek", &self.vcek.is_some())
             .field("roots", &self.roots)
             .finish()
@@ -813,6 +891,11 @@ pub struct SnpVerified {
     /// ([`SnpPolicy::min_tcb`]); when `false` a chip at any patch level
     /// passes.
     pub min_tcb_checked: bool,
+    /// Whether the VCEK's `hwID` was compared with the report's
+    /// `CHIP_ID`: `false` only for a masked chip id the policy allowed
+    /// ([`SnpPolicy::allow_masked_chip_id`]). The VCEK's TCB extensions
+    /// are always compared with `REPORTED_TCB`.
+    pub chip_id_checked: bool,
     /// The TCB the firmware runs at (`CURRENT_TCB`; not compared).
     pub current_tcb: TcbVersion,
     /// The TCB the firmware cannot roll back below (`COMMITTED_TCB`; not
@@ -834,6 +917,7 @@ impl fmt::Debug for SnpVerified {
             .field("measurement_pinned", &self.measurement_pinned)
             .field("reported_tcb", &self.reported_tcb)
             .field("min_tcb_checked", &self.min_tcb_checked)
+            .field("chip_id_checked", &self.chip_id_checked)
             .field("current_tcb", &self.current_tcb)
             .field("committed_tcb", &self.committed_tcb)
             .field("guest_svn", &self.guest_svn)
@@ -954,7 +1038,9 @@ fn check_signed_by(
 /// chain (VCEK from `policy.vcek` or else `certs`, the table from the
 /// proxy; ASK from the table or else the pinned root's; the ARK pinned,
 /// and a table's ARK byte-equal to a pinned one); the report's signature
-/// under the VCEK; then its claims: `REPORT_DATA` equal to
+/// under the VCEK; the VCEK's extensions against the report (its TCB
+/// levels equal to `REPORTED_TCB`'s, its `hwID` to `CHIP_ID`:
+/// missing extensions refused); then its claims: `REPORT_DATA` equal to
 /// `expected_data`, the debug bit off, the VMPL, the measurement and the
 /// minimum `REPORTED_TCB` as `policy` says. The TCB layout follows the
 /// report's CPU family ([`TcbLayout::of`]); an unknown family is refused.
@@ -994,6 +1080,8 @@ pub fn verify_report(
     // its TCB versions.
     let layout = r.tcb_layout()?;
     let tcb = |raw| TcbVersion { raw, layout };
+    let reported_tcb = tcb(r.reported_tcb);
+    let chip_id_checked = check_vcek_extensions(&vcek, &reported_tcb, &r.chip_id, policy)?;
 
     if r.report_data != *expected_data {
         return Err(SnpError::ReportDataMismatch);
@@ -1015,7 +1103,6 @@ pub fn verify_report(
             want: hex(want),
         });
     }
-    let reported_tcb = tcb(r.reported_tcb);
     if let Some(min) = &policy.min_tcb {
         min.check(&reported_tcb)?;
     }
@@ -1029,10 +1116,109 @@ pub fn verify_report(
         measurement_pinned: policy.measurement.is_some(),
         reported_tcb,
         min_tcb_checked: policy.min_tcb.is_some(),
+        chip_id_checked,
         current_tcb: tcb(r.current_tcb),
         committed_tcb: tcb(r.committed_tcb),
         guest_svn: r.guest_svn,
     })
+}
+
+/// The value of the VCEK's one extension with OID `oid`.
+fn vcek_extension<'a>(
+    vcek: &'a X509Certificate<'_>,
+    oid: &[u64],
+    name: &'static str,
+) -> Result<&'a [u8]> {
+    let mut found = vcek.extensions().iter().filter(|e| {
+        e.oid
+            .iter()
+            .is_some_and(|arcs| arcs.eq(oid.iter().copied()))
+    });
+    let ext = found.next().ok_or(SnpError::VcekMissingExtension(name))?;
+    if found.next().is_some() {
+        return Err(SnpError::VcekMalformedExtension {
+            extension: name,
+            reason: "given more than once".into(),
+        });
+    }
+    Ok(ext.value)
+}
+
+/// A DER INTEGER from 0 to 255 (minimal encoding), alone.
+fn der_u8(v: &[u8]) -> Option<u8> {
+    match v {
+        [0x02, 0x01, x] if *x < 0x80 => Some(*x),
+        [0x02, 0x02, 0x00, x] if *x >= 0x80 => Some(*x),
+        _ => None,
+    }
+}
+
+/// Checks the VCEK's AMD extensions against a (signature-verified)
+/// report: each TCB level extension of the report's layout (`blSPL`,
+/// `teeSPL`, `snpSPL`, `ucodeSPL`, and `fmcSPL` on Turin; DER INTEGERs)
+/// equals that component of `reported_tcb`, and `hwID` (the chip id, 64
+/// bytes, or the first 8 on Turin; raw, as AMD's key distribution service
+/// writes it, or a DER OCTET STRING) equals `chip_id`. Any of them
+/// missing is refused: a genuine VCEK has them all. A masked (all-zero)
+/// `chip_id` is refused ([`SnpError::ChipIdMasked`]) unless
+/// `policy.allow_masked_chip_id`; the result says whether the chip id was
+/// compared.
+fn check_vcek_extensions(
+    vcek: &X509Certificate<'_>,
+    reported_tcb: &TcbVersion,
+    chip_id: &[u8; 64],
+    policy: &SnpPolicy,
+) -> Result<bool> {
+    for component in TcbComponent::ALL {
+        let Some(report) = reported_tcb.get(component) else {
+            continue;
+        };
+        let name = component.vcek_extension();
+        let value = vcek_extension(vcek, &component.vcek_oid(), name)?;
+        let vcek_level = der_u8(value).ok_or_else(|| SnpError::VcekMalformedExtension {
+            extension: name,
+            reason: format!("not a DER INTEGER from 0 to 255 ({})", hex(value)),
+        })?;
+        if vcek_level != report {
+            return Err(SnpError::VcekTcbMismatch {
+                component,
+                vcek: vcek_level,
+                report,
+            });
+        }
+    }
+    let len = match reported_tcb.layout {
+        TcbLayout::MilanGenoa => chip_id.len(),
+        TcbLayout::Turin => TURIN_HWID_LEN,
+    };
+    let value = vcek_extension(vcek, &OID_VCEK_HWID, "hwID")?;
+    let hwid = match value {
+        v if v.len() == len => v,
+        [0x04, l, v @ ..] if usize::from(*l) == len && v.len() == len => v,
+        v => {
+            return Err(SnpError::VcekMalformedExtension {
+                extension: "hwID",
+                reason: format!(
+                    "{} bytes, not a chip id of {len} bytes (raw or a DER OCTET STRING)",
+                    v.len()
+                ),
+            });
+        }
+    };
+    if chip_id.iter().all(|&b| b == 0) {
+        return if policy.allow_masked_chip_id {
+            Ok(false)
+        } else {
+            Err(SnpError::ChipIdMasked)
+        };
+    }
+    if hwid != &chip_id[..len] {
+        return Err(SnpError::VcekChipIdMismatch {
+            vcek: hex(hwid),
+            report: hex(&chip_id[..len]),
+        });
+    }
+    Ok(true)
 }
 
 /// Checks a pinned root on its own: its ARK parses, is valid now and is
