@@ -245,6 +245,14 @@ pub struct RunArgs {
     /// Refused otherwise.
     #[arg(long)]
     allow_masked_chip_id: bool,
+    /// Refuses an SEV-SNP proxy whose platform has SMT enabled (the
+    /// report's PLATFORM_INFO), a side-channel concern. Accepted otherwise.
+    #[arg(long)]
+    refuse_smt: bool,
+    /// Refuses an SEV-SNP proxy whose guest policy allows a migration
+    /// agent (MIGRATE_MA). Accepted otherwise.
+    #[arg(long)]
+    refuse_migration_agent: bool,
     /// The proxy chip's VCEK certificate (DER or PEM, e.g. from AMD's key
     /// distribution service), for a proxy whose host provisions no
     /// certificates; it is checked against AMD's pinned roots like one the
@@ -337,6 +345,8 @@ fn parse_measurement(hex: &str) -> anyhow::Result<[u8; MEASUREMENT_LEN]> {
 fn verify_policy(a: &RunArgs) -> anyhow::Result<VerifyPolicy> {
     let mut policy = VerifyPolicy::new(a.allow_unattested);
     policy.snp.allow_masked_chip_id = a.allow_masked_chip_id;
+    policy.snp.refuse_smt = a.refuse_smt;
+    policy.snp.refuse_migration_agent = a.refuse_migration_agent;
     if let Some(hex) = &a.expect_measurement {
         policy.snp.measurement = Some(parse_measurement(hex)?);
     }
@@ -522,6 +532,8 @@ mod tests {
         let args = |m: Option<&str>, v: Option<PathBuf>| RunArgs {
             min_tcb: None,
             allow_masked_chip_id: false,
+            refuse_smt: false,
+            refuse_migration_agent: false,
             via_proxy: "https://localhost:7444".into(),
             token: "t".into(),
             proxy_ca: "ca.pem".into(),
@@ -546,6 +558,12 @@ mod tests {
         let mut a = args(None, None);
         a.allow_masked_chip_id = true;
         assert!(verify_policy(&a).unwrap().snp.allow_masked_chip_id);
+        assert!(!p.snp.refuse_smt && !p.snp.refuse_migration_agent);
+        a.refuse_smt = true;
+        let q = verify_policy(&a).unwrap();
+        assert!(q.snp.refuse_smt && !q.snp.refuse_migration_agent);
+        a.refuse_migration_agent = true;
+        assert!(verify_policy(&a).unwrap().snp.refuse_migration_agent);
         let mut a = args(None, None);
         a.min_tcb = Some("bootloader=3,tee=0,snp=8,microcode=115".into());
         assert_eq!(

@@ -40,8 +40,11 @@
 //! * the binding: `REPORT_DATA` (offset 0x50) equals [`report_data`] of the
 //!   TLS key and this client's nonce, so a replayed (stale) or relayed
 //!   report fails;
-//! * the guest policy's debug bit is off, the VMPL is the expected one
-//!   (0 by default), and the launch measurement (offset 0x90) equals the
+//! * the guest policy's debug bit is off; when the client asks
+//!   ([`snp::SnpPolicy::refuse_migration_agent`],
+//!   [`snp::SnpPolicy::refuse_smt`]), its `MIGRATE_MA` bit is off and the
+//!   platform's SMT is disabled (`PLATFORM_INFO`, 0x40); the VMPL is the
+//!   expected one (0 by default), and the launch measurement (offset 0x90) equals the
 //!   expected one when the client gives one; when it gives none,
 //!   [`snp::SnpVerified::measurement_pinned`] says so (any guest image on
 //!   a genuine AMD chip then passes);
@@ -54,7 +57,9 @@
 //! NOT verified: `CURRENT_TCB`, `COMMITTED_TCB` and `LAUNCH_TCB` (returned
 //! or ignored, not compared), the VCEK's other AMD extensions (product
 //! name, reserved levels), certificate revocation (AMD's CRL), the
-//! other policy bits (SMT, migration agent, ...), the host data, ID key
+//! policy's SMT and migration agent bits unless the client asks, the
+//! other policy bits (ABI version, single socket, ...) and platform info
+//! bits (TSME, ciphertext hiding, ...), the host data, ID key
 //! and author key digests, reports signed by a VLEK, and TDX quotes:
 //! `tdx_guest` and any other provider are refused
 //! ([`AttestError::UnsupportedProvider`]).

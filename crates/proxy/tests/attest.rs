@@ -1052,3 +1052,47 @@ fn a_turin_vcek_names_its_fmc_level_and_an_8_byte_hwid() {
         SnpError::VcekTcbMismatch { .. } | SnpError::VcekMissingExtension("fmcSPL")
     ));
 }
+
+#[test]
+fn smt_and_migration_agent_are_refused_when_asked() {
+    let chain = Chain::new("Test");
+    let (tls, n) = (b"tls-key".as_slice(), nonce());
+    let data = report_data(tls, &n);
+    // A report with guest policy `policy` and PLATFORM_INFO `info`.
+    let report = |policy: u64, info: u64| {
+        let mut r = chain.report_with(&data, &MEASUREMENT, policy);
+        r[0x40..0x48].copy_from_slice(&info.to_le_bytes());
+        chain.sign(&mut r);
+        r
+    };
+    let run = |r: Vec<u8>, smt: bool, ma: bool| {
+        let mut p = chain.policy(Some(MEASUREMENT));
+        p.snp.refuse_smt = smt;
+        p.snp.refuse_migration_agent = ma;
+        verify(&sev(r, Some(chain.table())), tls, &n, &p)
+    };
+    const MA: u64 = 1 << 18;
+    const SMT_EN: u64 = 1;
+    // Not asked (the default): both pass, and the details show them.
+    let Verified::SevSnp { report: v, .. } =
+        run(report(POLICY | MA, SMT_EN | 0b100), false, false).unwrap()
+    else {
+        panic!()
+    };
+    assert_eq!((v.policy, v.platform_info), (POLICY | MA, SMT_EN | 0b100));
+    // Asked: SMT enabled on the platform is refused, whatever the guest
+    // policy's SMT bit; other platform bits are not SMT.
+    assert_eq!(
+        snp_err(run(report(POLICY, SMT_EN | 0b100), true, false)),
+        SnpError::SmtEnabled(SMT_EN | 0b100)
+    );
+    assert!(run(report(POLICY, 0b110), true, false).is_ok());
+    assert!(run(report(POLICY & !(1 << 16), 0), true, true).is_ok());
+    // Asked: a guest policy allowing a migration agent is refused.
+    assert_eq!(
+        snp_err(run(report(POLICY | MA, 0), false, true)),
+        SnpError::MigrationAgentAllowed(POLICY | MA)
+    );
+    assert!(run(report(POLICY, SMT_EN), false, true).is_ok());
+    assert!(run(report(POLICY, 0), true, true).is_ok());
+}

@@ -51,6 +51,14 @@ pub const SUPPORTED_VERSIONS: std::ops::RangeInclusive<u32> = 2..=5;
 pub const SIG_ALGO_ECDSA_P384_SHA384: u32 = 1;
 /// The `DEBUG` bit of the guest policy.
 pub const POLICY_DEBUG: u64 = 1 << 19;
+/// The `SMT` bit of the guest policy: the guest may run with SMT enabled.
+pub const POLICY_SMT: u64 = 1 << 16;
+/// The `MIGRATE_MA` bit of the guest policy: a migration agent may be
+/// associated with the guest.
+pub const POLICY_MIGRATE_MA: u64 = 1 << 18;
+/// The `SMT_EN` bit of `PLATFORM_INFO` (0x40): SMT is enabled on the
+/// platform.
+pub const PLATFORM_SMT_EN: u64 = 1;
 /// Byte offset of `CURRENT_TCB`.
 pub const CURRENT_TCB_AT: usize = 0x38;
 /// Byte offset of `REPORTED_TCB`.
@@ -178,6 +186,14 @@ pub enum SnpError {
         /// The expected, hex.
         want: String,
     },
+    /// SMT is enabled on the platform (`PLATFORM_INFO`'s `SMT_EN`) and the
+    /// policy refuses it ([`SnpPolicy::refuse_smt`]).
+    #[error("SMT is enabled on the proxy's platform (platform info {0:#x}); refusing it as asked")]
+    SmtEnabled(u64),
+    /// The guest policy allows a migration agent (`MIGRATE_MA`) and the
+    /// verifier's policy refuses it ([`SnpPolicy::refuse_migration_agent`]).
+    #[error("the guest policy allows a migration agent (policy {0:#x}); refusing it as asked")]
+    MigrationAgentAllowed(u64),
     /// A report (version 3 or later) of a CPU family whose TCB layout this
     /// verifier does not know (it knows 19h, Milan and Genoa, and 1Ah,
     /// Turin).
@@ -550,6 +566,8 @@ pub struct Report<'a> {
     pub measurement: [u8; MEASUREMENT_LEN],
     /// `CURRENT_TCB` (0x38), raw.
     pub current_tcb: u64,
+    /// `PLATFORM_INFO` (0x40).
+    pub platform_info: u64,
     /// `REPORTED_TCB` (0x180), raw: the TCB the VCEK is derived from.
     pub reported_tcb: u64,
     /// `CPUID_FAM_ID` (0x188; zero in version 2).
@@ -629,6 +647,7 @@ impl<'a> Report<'a> {
                 .try_into()
                 .expect("48 bytes"),
             current_tcb: u64_at(b, CURRENT_TCB_AT),
+            platform_info: u64_at(b, 0x40),
             reported_tcb: u64_at(b, REPORTED_TCB_AT),
             cpuid_family: b[CPUID_FAM_ID_AT],
             chip_id: b[CHIP_ID_AT..CHIP_ID_AT + 64].try_into().expect("64 bytes"),
@@ -822,6 +841,13 @@ pub struct SnpPolicy {
     /// Minimum security patch levels of `REPORTED_TCB`; `None`: any
     /// (reported as not checked in [`SnpVerified::min_tcb_checked`]).
     pub min_tcb: Option<MinTcb>,
+    /// Refuse a report from a platform with SMT enabled (`PLATFORM_INFO`'s
+    /// `SMT_EN`, whatever the guest policy's `SMT` bit says). Off by
+    /// default.
+    pub refuse_smt: bool,
+    /// Refuse a guest whose policy allows a migration agent
+    /// (`MIGRATE_MA`). Off by default.
+    pub refuse_migration_agent: bool,
     /// Accept a report whose `CHIP_ID` is masked (zeros): the VCEK's
     /// `hwID` is then not compared (reported in
     /// [`SnpVerified::chip_id_checked`]). Refused by default.
@@ -839,6 +865,8 @@ impl Default for SnpPolicy {
             vmpl: 0,
             min_tcb: None,
             allow_masked_chip_id: false,
+            refuse_smt: false,
+            refuse_migration_agent: false,
             vcek: None,
             roots: TrustedRoot::amd(),
         }
@@ -852,6 +880,8 @@ impl fmt::Debug for SnpPolicy {
             .field("vmpl", &self.vmpl)
             .field("min_tcb", &self.min_tcb)
             .field("allow_masked_chip_id", &self.allow_masked_chip_id)
+            .field("refuse_smt", &self.refuse_smt)
+            .field("refuse_migration_agent", &self.refuse_migration_agent)
             .field("vcek", &self.vcek.is_some())
             .field("roots", &self.roots)
             .finish()
@@ -876,8 +906,11 @@ pub struct SnpVerified {
     pub vcek_source: VcekSource,
     /// The report's version.
     pub version: u32,
-    /// The guest policy (its debug bit is off).
+    /// The guest policy (its debug bit is off; its `MIGRATE_MA` bit too
+    /// when [`SnpPolicy::refuse_migration_agent`]).
     pub policy: u64,
+    /// `PLATFORM_INFO` (`SMT_EN` off when [`SnpPolicy::refuse_smt`]).
+    pub platform_info: u64,
     /// The report's VMPL (the expected one).
     pub vmpl: u32,
     /// The launch measurement.
@@ -912,6 +945,7 @@ impl fmt::Debug for SnpVerified {
             .field("vcek_source", &self.vcek_source)
             .field("version", &self.version)
             .field("policy", &format_args!("{:#x}", self.policy))
+            .field("platform_info", &format_args!("{:#x}", self.platform_info))
             .field("vmpl", &self.vmpl)
             .field("measurement", &hex(&self.measurement))
             .field("measurement_pinned", &self.measurement_pinned)
@@ -1041,8 +1075,9 @@ fn check_signed_by(
 /// under the VCEK; the VCEK's extensions against the report (its TCB
 /// levels equal to `REPORTED_TCB`'s, its `hwID` to `CHIP_ID`:
 /// missing extensions refused); then its claims: `REPORT_DATA` equal to
-/// `expected_data`, the debug bit off, the VMPL, the measurement and the
-/// minimum `REPORTED_TCB` as `policy` says. The TCB layout follows the
+/// `expected_data`, the debug bit off (and, when `policy` asks, the
+/// migration agent bit and the platform's SMT), the VMPL, the measurement
+/// and the minimum `REPORTED_TCB` as `policy` says. The TCB layout follows the
 /// report's CPU family ([`TcbLayout::of`]); an unknown family is refused.
 pub fn verify_report(
     report: &[u8],
@@ -1089,6 +1124,12 @@ pub fn verify_report(
     if r.policy & POLICY_DEBUG != 0 {
         return Err(SnpError::DebugGuest(r.policy));
     }
+    if policy.refuse_migration_agent && r.policy & POLICY_MIGRATE_MA != 0 {
+        return Err(SnpError::MigrationAgentAllowed(r.policy));
+    }
+    if policy.refuse_smt && r.platform_info & PLATFORM_SMT_EN != 0 {
+        return Err(SnpError::SmtEnabled(r.platform_info));
+    }
     if r.vmpl != policy.vmpl {
         return Err(SnpError::Vmpl {
             got: r.vmpl,
@@ -1111,6 +1152,7 @@ pub fn verify_report(
         vcek_source,
         version: r.version,
         policy: r.policy,
+        platform_info: r.platform_info,
         vmpl: r.vmpl,
         measurement: r.measurement,
         measurement_pinned: policy.measurement.is_some(),
