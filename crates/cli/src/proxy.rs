@@ -9,7 +9,7 @@ use anyhow::Context;
 use clap::Args;
 use hecloud_protocol::Graph;
 use hecloud_proxy::attest::ConfigfsTsm;
-use hecloud_proxy::attest::snp::{MEASUREMENT_LEN, cert_der};
+use hecloud_proxy::attest::snp::{MEASUREMENT_LEN, MinTcb, cert_der};
 use hecloud_proxy::attest::{AttestError, Verified, VerifyPolicy};
 use hecloud_proxy::service::DEFAULT_MAX_VECTORS;
 use hecloud_proxy::{
@@ -282,6 +282,27 @@ pub struct RunArgs {
     /// warning says so).
     #[arg(long, env = "HECLOUD_PROXY_MEASUREMENT", value_name = "HEX")]
     expect_measurement: Option<String>,
+    /// Minimum security patch levels of the report's REPORTED_TCB, as
+    /// comma-separated component=level pairs (components bootloader, tee,
+    /// snp, microcode, and fmc for Turin; levels 0 to 255; components not
+    /// named have no minimum), e.g. `bootloader=3,tee=0,snp=8,microcode=115`.
+    /// A report below it in any component is refused. Without it a chip
+    /// at any patch level passes (a note says so).
+    #[arg(long, env = "HECLOUD_PROXY_MIN_TCB", value_name = "LEVELS")]
+    min_tcb: Option<String>,
+    /// Accepts an SEV-SNP report whose CHIP_ID the host masks (zeros):
+    /// the VCEK then cannot be matched to the chip (its TCB still is).
+    /// Refused otherwise.
+    #[arg(long)]
+    allow_masked_chip_id: bool,
+    /// Refuses an SEV-SNP proxy whose platform has SMT enabled (the
+    /// report's PLATFORM_INFO), a side-channel concern. Accepted otherwise.
+    #[arg(long)]
+    refuse_smt: bool,
+    /// Refuses an SEV-SNP proxy whose guest policy allows a migration
+    /// agent (MIGRATE_MA). Accepted otherwise.
+    #[arg(long)]
+    refuse_migration_agent: bool,
     /// The proxy chip's VCEK certificate (DER or PEM, e.g. from AMD's key
     /// distribution service), for a proxy whose host provisions no
     /// certificates; it is checked against AMD's pinned roots like one the
@@ -373,8 +394,14 @@ fn parse_measurement(hex: &str) -> anyhow::Result<[u8; MEASUREMENT_LEN]> {
 /// The client's attestation policy from `hecloud run`'s options.
 fn verify_policy(a: &RunArgs) -> anyhow::Result<VerifyPolicy> {
     let mut policy = VerifyPolicy::new(a.allow_unattested);
+    policy.snp.allow_masked_chip_id = a.allow_masked_chip_id;
+    policy.snp.refuse_smt = a.refuse_smt;
+    policy.snp.refuse_migration_agent = a.refuse_migration_agent;
     if let Some(hex) = &a.expect_measurement {
         policy.snp.measurement = Some(parse_measurement(hex)?);
+    }
+    if let Some(text) = &a.min_tcb {
+        policy.snp.min_tcb = Some(text.parse::<MinTcb>().context("--min-tcb")?);
     }
     if let Some(path) = &a.vcek {
         let bytes = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
@@ -430,6 +457,26 @@ pub fn run(a: RunArgs) -> anyhow::Result<()> {
                 report.measurement_hex()
             ),
             other => eprintln!("the proxy's attestation: {other:?}"),
+        }
+        if let Verified::SevSnp { report, .. } = c.verified() {
+            if !report.chip_id_checked {
+                eprintln!(
+                    "warning: the proxy's CHIP_ID is masked: its VCEK was not matched to the chip \
+                     (allowed by --allow-masked-chip-id)"
+                );
+            }
+            if report.min_tcb_checked {
+                eprintln!(
+                    "the proxy's reported TCB {:?} meets --min-tcb",
+                    report.reported_tcb
+                );
+            } else {
+                eprintln!(
+                    "note: the proxy's reported TCB {:?} was not compared with a minimum: \
+                     pass --min-tcb",
+                    report.reported_tcb
+                );
+            }
         }
         let r = c.run(inputs, &graph, a.count).await?;
         eprintln!("job {} (through the proxy)", r.job_id);
@@ -533,6 +580,10 @@ mod tests {
         let vcek = dir.path().join("vcek.der");
         std::fs::write(&vcek, b"\x30\x03\x02\x01\x01").unwrap();
         let args = |m: Option<&str>, v: Option<PathBuf>| RunArgs {
+            min_tcb: None,
+            allow_masked_chip_id: false,
+            refuse_smt: false,
+            refuse_migration_agent: false,
             via_proxy: "https://localhost:7444".into(),
             token: "t".into(),
             proxy_ca: "ca.pem".into(),
@@ -551,6 +602,38 @@ mod tests {
         assert_eq!(p.snp.measurement, Some([0xa1; 48]));
         assert_eq!(p.snp.vcek.as_deref(), Some(&b"\x30\x03\x02\x01\x01"[..]));
         assert!(verify_policy(&args(Some("00"), None)).is_err());
+        // --min-tcb: parsed into the policy, malformed text refused.
+        assert_eq!(p.snp.min_tcb, None);
+        assert!(!p.snp.allow_masked_chip_id);
+        let mut a = args(None, None);
+        a.allow_masked_chip_id = true;
+        assert!(verify_policy(&a).unwrap().snp.allow_masked_chip_id);
+        assert!(!p.snp.refuse_smt && !p.snp.refuse_migration_agent);
+        a.refuse_smt = true;
+        let q = verify_policy(&a).unwrap();
+        assert!(q.snp.refuse_smt && !q.snp.refuse_migration_agent);
+        a.refuse_migration_agent = true;
+        assert!(verify_policy(&a).unwrap().snp.refuse_migration_agent);
+        let mut a = args(None, None);
+        a.min_tcb = Some("bootloader=3,tee=0,snp=8,microcode=115".into());
+        assert_eq!(
+            verify_policy(&a).unwrap().snp.min_tcb,
+            Some(MinTcb {
+                fmc: 0,
+                boot_loader: 3,
+                tee: 0,
+                snp: 8,
+                microcode: 115
+            })
+        );
+        for bad in ["", "snp=300", "snp:8", "cpu=1", "snp=1,snp=1"] {
+            a.min_tcb = Some(bad.into());
+            let e = format!("{:#}", verify_policy(&a).unwrap_err());
+            assert!(
+                e.contains("--min-tcb") && e.contains("malformed minimum TCB"),
+                "{bad:?}: {e}"
+            );
+        }
         assert!(verify_policy(&args(None, Some(dir.path().join("absent")))).is_err());
     }
 }

@@ -30,20 +30,39 @@
 //!   to a pinned root ([`snp::TrustedRoot::amd`]: AMD's Milan, Genoa and
 //!   Turin roots, built in); each certificate within its validity period;
 //! * the report's signature over its bytes `[0, 0x2A0)` under the VCEK;
+//! * the VCEK was issued for this report's chip and TCB: its AMD
+//!   extensions `blSPL`, `teeSPL`, `snpSPL`, `ucodeSPL` (and `fmcSPL` on
+//!   Turin) equal the components of `REPORTED_TCB`, and its `hwID` equals
+//!   `CHIP_ID` (offset 0x1A0; the first 8 bytes on Turin); a VCEK without
+//!   these extensions is refused, and so is a report whose chip id is
+//!   masked (zeros) unless [`snp::SnpPolicy::allow_masked_chip_id`] (then
+//!   [`snp::SnpVerified::chip_id_checked`] is `false`);
 //! * the binding: `REPORT_DATA` (offset 0x50) equals [`report_data`] of the
 //!   TLS key and this client's nonce, so a replayed (stale) or relayed
 //!   report fails;
-//! * the guest policy's debug bit is off, the VMPL is the expected one
-//!   (0 by default), and the launch measurement (offset 0x90) equals the
+//! * the guest policy's debug bit is off; when the client asks
+//!   ([`snp::SnpPolicy::refuse_migration_agent`],
+//!   [`snp::SnpPolicy::refuse_smt`]), its `MIGRATE_MA` bit is off and the
+//!   platform's SMT is disabled (`PLATFORM_INFO`, 0x40); the VMPL is the
+//!   expected one (0 by default), and the launch measurement (offset 0x90) equals the
 //!   expected one when the client gives one; when it gives none,
 //!   [`snp::SnpVerified::measurement_pinned`] says so (any guest image on
-//!   a genuine AMD chip then passes).
+//!   a genuine AMD chip then passes);
+//! * each component of `REPORTED_TCB` (offset 0x180) is at least the
+//!   client's minimum ([`snp::SnpPolicy::min_tcb`]), read in the layout of
+//!   the report's CPU family (`CPUID_FAM_ID`, 0x188: Milan and Genoa, or
+//!   Turin with its FMC byte; an unknown family is refused); without a
+//!   minimum [`snp::SnpVerified::min_tcb_checked`] says so.
 //!
-//! NOT verified: minimum TCB versions (the reported TCB is returned, not
-//! compared), certificate revocation (AMD's CRL), the other policy bits
-//! (SMT, migration agent, ...), the host data, ID key and author key
-//! digests, reports signed by a VLEK, and TDX quotes: `tdx_guest` and any
-//! other provider are refused ([`AttestError::UnsupportedProvider`]).
+//! NOT verified: `CURRENT_TCB`, `COMMITTED_TCB` and `LAUNCH_TCB` (returned
+//! or ignored, not compared), the VCEK's other AMD extensions (product
+//! name, reserved levels), certificate revocation (AMD's CRL), the
+//! policy's SMT and migration agent bits unless the client asks, the
+//! other policy bits (ABI version, single socket, ...) and platform info
+//! bits (TSME, ciphertext hiding, ...), the host data, ID key
+//! and author key digests, reports signed by a VLEK, and TDX quotes:
+//! `tdx_guest` and any other provider are refused
+//! ([`AttestError::UnsupportedProvider`]).
 //! A proxy that sends no certificate table is verified only with a VCEK
 //! given to the client; without one it is refused ([`snp::SnpError::NoVcek`]).
 
@@ -279,7 +298,8 @@ pub struct VerifyPolicy {
 }
 
 impl VerifyPolicy {
-    /// AMD's roots, VMPL 0, no measurement pinned, no VCEK given; an
+    /// AMD's roots, VMPL 0, no measurement pinned, no minimum TCB, no
+    /// VCEK given; an
     /// unattested proxy is accepted only if `allow_unattested`.
     pub fn new(allow_unattested: bool) -> Self {
         Self {

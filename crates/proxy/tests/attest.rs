@@ -6,13 +6,17 @@
 mod snp_chain;
 
 use hecloud_proxy::attest::snp::{
-    self, CertTable, GUID_ARK, GUID_ASK, GUID_VCEK, SnpError, TrustedRoot, VcekSource,
+    self, CertTable, GUID_ARK, GUID_ASK, GUID_VCEK, MinTcb, SnpError, TcbComponent, TcbLayout,
+    TcbVersion, TrustedRoot, VcekSource,
 };
 use hecloud_proxy::attest::*;
 use hecloud_proxy::{Attestation, ProxyError};
 use ring::digest::{SHA512, digest};
 use ring::rand::{SecureRandom, SystemRandom};
-use snp_chain::{Chain, MEASUREMENT, POLICY};
+use snp_chain::{
+    CHIP_ID, Chain, Ext, MEASUREMENT, OID_BL_SPL, OID_FMC_SPL, OID_HWID, OID_SNP_SPL, OID_TEE_SPL,
+    OID_UCODE_SPL, POLICY, der_int, extensions,
+};
 
 fn nonce() -> [u8; CLIENT_NONCE_LEN] {
     let mut n = [0u8; CLIENT_NONCE_LEN];
@@ -77,16 +81,23 @@ fn a_valid_report_verifies_and_says_what_was_verified() {
     assert_eq!((r.version, r.policy, r.vmpl), (3, POLICY, 0));
     assert_eq!(r.measurement, MEASUREMENT);
     assert!(r.measurement_pinned);
-    assert_eq!(r.reported_tcb.raw, 0x1b00_0000_0000_0304);
+    assert_eq!(r.reported_tcb.raw, snp_chain::TCB);
+    assert_eq!(r.reported_tcb.layout, TcbLayout::MilanGenoa);
     assert_eq!(
         (
+            r.reported_tcb.fmc(),
             r.reported_tcb.boot_loader(),
             r.reported_tcb.tee(),
             r.reported_tcb.snp(),
             r.reported_tcb.microcode()
         ),
-        (4, 3, 0, 0x1b)
+        (None, 4, 3, 0x16, 0xd1)
     );
+    assert_eq!(
+        (r.current_tcb, r.committed_tcb),
+        (r.reported_tcb, r.reported_tcb)
+    );
+    assert!(!r.min_tcb_checked);
     // Not pinned: still verified, and it says so.
     let Verified::SevSnp { report: r, .. } = verify(
         &sev(report.clone(), Some(chain.table())),
@@ -532,4 +543,556 @@ fn configfs_tsm_reads_report_provider_and_auxblob() {
         tsm.report_in("../e1", &rd),
         Err(ProxyError::InvalidName { .. })
     ));
+}
+
+/// A report of `chain` with `tcb` as REPORTED_TCB and CPU family `family`,
+/// re-signed.
+fn report_tcb(chain: &Chain, data: &[u8; 64], family: u8, tcb: u64) -> Vec<u8> {
+    let mut r = chain.report(data);
+    r[0x180..0x188].copy_from_slice(&tcb.to_le_bytes());
+    r[0x188] = family;
+    chain.sign(&mut r);
+    r
+}
+
+#[test]
+fn tcb_layouts_follow_the_cpu_family() {
+    // Each component in its own byte, so that a misplaced byte shows.
+    let raw = u64::from_le_bytes([10, 11, 12, 13, 14, 15, 16, 17]);
+    let milan = TcbVersion {
+        raw,
+        layout: TcbLayout::MilanGenoa,
+    };
+    let turin = TcbVersion {
+        raw,
+        layout: TcbLayout::Turin,
+    };
+    let parts = |t: TcbVersion| (t.fmc(), t.boot_loader(), t.tee(), t.snp(), t.microcode());
+    assert_eq!(parts(milan), (None, 10, 11, 16, 17));
+    assert_eq!(parts(turin), (Some(10), 11, 12, 13, 17));
+    assert_eq!(TcbLayout::of(2, 0).unwrap(), TcbLayout::MilanGenoa);
+    assert_eq!(TcbLayout::of(2, 0x1A).unwrap(), TcbLayout::MilanGenoa);
+    assert_eq!(TcbLayout::of(3, 0x19).unwrap(), TcbLayout::MilanGenoa);
+    assert_eq!(TcbLayout::of(5, 0x1A).unwrap(), TcbLayout::Turin);
+    for family in [0, 0x17, 0x1B, 0xFF] {
+        assert_eq!(
+            TcbLayout::of(3, family),
+            Err(SnpError::UnknownCpuFamily(family))
+        );
+    }
+    // A signed report of an unknown family is refused; a Turin one is read
+    // in the Turin layout.
+    let chain = Chain::new("Test");
+    let (tls, n) = (b"tls-key".as_slice(), nonce());
+    let data = report_data(tls, &n);
+    let policy = chain.policy(None);
+    let r = report_tcb(&chain, &data, 0x1B, raw);
+    assert_eq!(
+        snp_err(verify(&sev(r, Some(chain.table())), tls, &n, &policy)),
+        SnpError::UnknownCpuFamily(0x1B)
+    );
+    let turin_chain = Chain::with_extensions("Test", turin_extensions(raw));
+    let r = report_tcb(&turin_chain, &data, 0x1A, raw);
+    let Verified::SevSnp { report, .. } = verify(
+        &sev(r, Some(turin_chain.table())),
+        tls,
+        &n,
+        &turin_chain.policy(None),
+    )
+    .unwrap() else {
+        panic!()
+    };
+    assert_eq!(report.reported_tcb, turin);
+}
+
+/// The VCEK extensions of a Turin chip at `raw` (FMC byte 0, boot loader
+/// 1, TEE 2, SNP 3, microcode 7) with an 8-byte hwID, the first bytes of
+/// [`CHIP_ID`].
+fn turin_extensions(raw: u64) -> Vec<Ext> {
+    let b = raw.to_le_bytes();
+    vec![
+        (OID_FMC_SPL.to_vec(), der_int(b[0])),
+        (OID_BL_SPL.to_vec(), der_int(b[1])),
+        (OID_TEE_SPL.to_vec(), der_int(b[2])),
+        (OID_SNP_SPL.to_vec(), der_int(b[3])),
+        (OID_UCODE_SPL.to_vec(), der_int(b[7])),
+        (OID_HWID.to_vec(), CHIP_ID[..8].to_vec()),
+    ]
+}
+
+#[test]
+fn min_tcb_parses_and_refuses_malformed_text() {
+    let m: MinTcb = "bootloader=3,tee=0,snp=8,microcode=115".parse().unwrap();
+    assert_eq!(
+        m,
+        MinTcb {
+            fmc: 0,
+            boot_loader: 3,
+            tee: 0,
+            snp: 8,
+            microcode: 115
+        }
+    );
+    let m: MinTcb = " UCODE=255 , bl=1,fmc=2 ".parse().unwrap();
+    assert_eq!(
+        (m.microcode, m.boot_loader, m.fmc, m.tee, m.snp),
+        (255, 1, 2, 0, 0)
+    );
+    for bad in [
+        "",
+        " ",
+        "snp",
+        "snp=",
+        "snp=256",
+        "snp=-1",
+        "snp=+1",
+        "snp=0x10",
+        "snp=1.5",
+        "cpu=1",
+        "snp=1,snp=2",
+        "snp=1,",
+        "snp=1;tee=2",
+    ] {
+        let e = bad.parse::<MinTcb>().unwrap_err();
+        assert!(
+            e.to_string().contains("malformed minimum TCB"),
+            "{bad:?}: {e}"
+        );
+    }
+}
+
+#[test]
+fn reported_tcb_below_a_minimum_is_refused() {
+    let chain = Chain::new("Test");
+    let (tls, n) = (b"tls-key".as_slice(), nonce());
+    let data = report_data(tls, &n);
+    let good = chain.report(&data);
+    let tcb = TcbVersion {
+        raw: snp_chain::TCB,
+        layout: TcbLayout::MilanGenoa,
+    };
+    let at_of = |chain: &Chain, min: MinTcb| {
+        let mut p = chain.policy(Some(MEASUREMENT));
+        p.snp.min_tcb = Some(min);
+        p
+    };
+    let at = |min: MinTcb| at_of(&chain, min);
+    let exact = MinTcb {
+        fmc: 0,
+        boot_loader: tcb.boot_loader(),
+        tee: tcb.tee(),
+        snp: tcb.snp(),
+        microcode: tcb.microcode(),
+    };
+    // Exactly the reported levels pass, and say a minimum was checked; an
+    // FMC minimum does not apply to a Milan or Genoa report.
+    for min in [exact, MinTcb::default(), MinTcb { fmc: 200, ..exact }] {
+        let Verified::SevSnp { report, .. } =
+            verify(&sev(good.clone(), Some(chain.table())), tls, &n, &at(min)).unwrap()
+        else {
+            panic!()
+        };
+        assert!(report.min_tcb_checked);
+    }
+    // One above in any component: refused, naming it.
+    for (component, min) in [
+        (
+            TcbComponent::BootLoader,
+            MinTcb {
+                boot_loader: 5,
+                ..exact
+            },
+        ),
+        (TcbComponent::Tee, MinTcb { tee: 4, ..exact }),
+        (TcbComponent::Snp, MinTcb { snp: 0x17, ..exact }),
+        (
+            TcbComponent::Microcode,
+            MinTcb {
+                microcode: 0xd2,
+                ..exact
+            },
+        ),
+        (
+            TcbComponent::Microcode,
+            MinTcb {
+                microcode: 255,
+                ..MinTcb::default()
+            },
+        ),
+    ] {
+        let found = tcb.get(component).unwrap();
+        assert_eq!(
+            snp_err(verify(
+                &sev(good.clone(), Some(chain.table())),
+                tls,
+                &n,
+                &at(min)
+            )),
+            SnpError::TcbBelowMinimum {
+                component,
+                found,
+                minimum: min.get(component)
+            }
+        );
+    }
+    // Turin: the same bytes read otherwise, and the FMC minimum applies.
+    let raw = u64::from_le_bytes([10, 11, 12, 13, 0, 0, 0, 17]);
+    let chain = Chain::with_extensions("Test", turin_extensions(raw));
+    let at = |min: MinTcb| at_of(&chain, min);
+    let turin = report_tcb(&chain, &data, 0x1A, raw);
+    let turin_min = MinTcb {
+        fmc: 10,
+        boot_loader: 11,
+        tee: 12,
+        snp: 13,
+        microcode: 17,
+    };
+    assert!(
+        verify(
+            &sev(turin.clone(), Some(chain.table())),
+            tls,
+            &n,
+            &at(turin_min)
+        )
+        .is_ok()
+    );
+    for (component, min) in [
+        (
+            TcbComponent::Fmc,
+            MinTcb {
+                fmc: 11,
+                ..turin_min
+            },
+        ),
+        (
+            TcbComponent::BootLoader,
+            MinTcb {
+                boot_loader: 12,
+                ..turin_min
+            },
+        ),
+        (
+            TcbComponent::Tee,
+            MinTcb {
+                tee: 13,
+                ..turin_min
+            },
+        ),
+        (
+            TcbComponent::Snp,
+            MinTcb {
+                snp: 14,
+                ..turin_min
+            },
+        ),
+        (
+            TcbComponent::Microcode,
+            MinTcb {
+                microcode: 18,
+                ..turin_min
+            },
+        ),
+    ] {
+        assert_eq!(
+            snp_err(verify(
+                &sev(turin.clone(), Some(chain.table())),
+                tls,
+                &n,
+                &at(min)
+            )),
+            SnpError::TcbBelowMinimum {
+                component,
+                found: min.get(component) - 1,
+                minimum: min.get(component)
+            }
+        );
+    }
+    // Without a minimum any TCB passes, and it says so.
+    let Verified::SevSnp { report, .. } = verify(
+        &sev(turin, Some(chain.table())),
+        tls,
+        &n,
+        &chain.policy(None),
+    )
+    .unwrap() else {
+        panic!()
+    };
+    assert!(!report.min_tcb_checked);
+}
+
+/// [`extensions`] with the extension of OID `oid` replaced by `content`
+/// (removed when `None`).
+fn replaced(mut exts: Vec<Ext>, oid: &[u64], content: Option<Vec<u8>>) -> Vec<Ext> {
+    let at = exts.iter().position(|(o, _)| o == oid).unwrap();
+    match content {
+        Some(c) => exts[at].1 = c,
+        None => {
+            exts.remove(at);
+        }
+    }
+    exts
+}
+
+#[test]
+fn the_vceks_tcb_and_chip_id_must_be_the_reports() {
+    let (tls, n) = (b"tls-key".as_slice(), nonce());
+    let data = report_data(tls, &n);
+    // A VCEK with `exts`, signing a report of `chip` (and the test TCB).
+    let verify_with = |exts: Vec<Ext>, chip: [u8; 64], masked_ok: bool| {
+        let chain = Chain::with_extensions("Test", exts);
+        let mut r = chain.report(&data);
+        r[0x1A0..0x1E0].copy_from_slice(&chip);
+        chain.sign(&mut r);
+        let mut policy = chain.policy(Some(MEASUREMENT));
+        policy.snp.allow_masked_chip_id = masked_ok;
+        verify(&sev(r, Some(chain.table())), tls, &n, &policy)
+    };
+    let checked = |v: Verified| match v {
+        Verified::SevSnp { report, .. } => report.chip_id_checked,
+        v => panic!("{v:?}"),
+    };
+    // Matching: passes, chip id compared. hwID as a DER OCTET STRING too.
+    assert!(checked(verify_with(extensions(), CHIP_ID, false).unwrap()));
+    let mut octets = vec![4, 64];
+    octets.extend_from_slice(&CHIP_ID);
+    assert!(checked(
+        verify_with(
+            replaced(extensions(), &OID_HWID, Some(octets)),
+            CHIP_ID,
+            false
+        )
+        .unwrap()
+    ));
+    // Each TCB component off by one, either way: refused, naming it.
+    for (oid, component, report) in [
+        (OID_BL_SPL, TcbComponent::BootLoader, 4u8),
+        (OID_TEE_SPL, TcbComponent::Tee, 3),
+        (OID_SNP_SPL, TcbComponent::Snp, 0x16),
+        (OID_UCODE_SPL, TcbComponent::Microcode, 0xd1),
+    ] {
+        for vcek in [report - 1, report + 1] {
+            let exts = replaced(extensions(), &oid, Some(der_int(vcek)));
+            assert_eq!(
+                snp_err(verify_with(exts, CHIP_ID, false)),
+                SnpError::VcekTcbMismatch {
+                    component,
+                    vcek,
+                    report
+                }
+            );
+        }
+    }
+    // Another chip's VCEK (one byte off, first or last), or the report of
+    // another chip.
+    for at in [0, 63] {
+        let mut other = CHIP_ID;
+        other[at] ^= 0x10;
+        let exts = replaced(extensions(), &OID_HWID, Some(other.to_vec()));
+        assert!(matches!(
+            snp_err(verify_with(exts, CHIP_ID, false)),
+            SnpError::VcekChipIdMismatch { .. }
+        ));
+        assert!(matches!(
+            snp_err(verify_with(extensions(), other, false)),
+            SnpError::VcekChipIdMismatch { .. }
+        ));
+    }
+    // A missing extension, each.
+    for (oid, name) in [
+        (OID_BL_SPL.to_vec(), "blSPL"),
+        (OID_TEE_SPL.to_vec(), "teeSPL"),
+        (OID_SNP_SPL.to_vec(), "snpSPL"),
+        (OID_UCODE_SPL.to_vec(), "ucodeSPL"),
+        (OID_HWID.to_vec(), "hwID"),
+    ] {
+        assert_eq!(
+            snp_err(verify_with(
+                replaced(extensions(), &oid, None),
+                CHIP_ID,
+                false
+            )),
+            SnpError::VcekMissingExtension(name)
+        );
+    }
+    // No AMD extension at all (a VCEK as this test chain had before).
+    assert!(matches!(
+        snp_err(verify_with(vec![], CHIP_ID, false)),
+        SnpError::VcekMissingExtension(_)
+    ));
+    // Malformed levels: not minimal, too large, negative, another type,
+    // trailing bytes, empty.
+    for bad in [
+        vec![2, 2, 0, 4],
+        vec![2, 2, 1, 0],
+        vec![2, 1, 0xfc],
+        vec![4, 1, 4],
+        vec![2, 1, 4, 0],
+        vec![],
+    ] {
+        let exts = replaced(extensions(), &OID_BL_SPL, Some(bad.clone()));
+        assert!(
+            matches!(
+                snp_err(verify_with(exts, CHIP_ID, false)),
+                SnpError::VcekMalformedExtension {
+                    extension: "blSPL",
+                    ..
+                }
+            ),
+            "{bad:?}"
+        );
+    }
+    // Malformed hwID: short, long, an OCTET STRING of the wrong length.
+    for bad in [
+        CHIP_ID[..63].to_vec(),
+        [&CHIP_ID[..], &[0]].concat(),
+        [&[4, 8][..], &CHIP_ID[..8]].concat(),
+    ] {
+        let exts = replaced(extensions(), &OID_HWID, Some(bad));
+        assert!(matches!(
+            snp_err(verify_with(exts, CHIP_ID, false)),
+            SnpError::VcekMalformedExtension {
+                extension: "hwID",
+                ..
+            }
+        ));
+    }
+    // A duplicated extension: refused (by x509-parser or here).
+    let mut twice = extensions();
+    twice.push((OID_SNP_SPL.to_vec(), der_int(0x16)));
+    assert!(matches!(
+        snp_err(verify_with(twice, CHIP_ID, false)),
+        SnpError::VcekMalformedExtension { .. } | SnpError::Certificate { which: "VCEK", .. }
+    ));
+    // A masked chip id: refused unless allowed, then not compared.
+    assert_eq!(
+        snp_err(verify_with(extensions(), [0; 64], false)),
+        SnpError::ChipIdMasked
+    );
+    assert!(!checked(verify_with(extensions(), [0; 64], true).unwrap()));
+    // ... but the TCB is still compared then, and a missing hwID refused.
+    let exts = replaced(extensions(), &OID_SNP_SPL, Some(der_int(0x15)));
+    assert!(matches!(
+        snp_err(verify_with(exts, [0; 64], true)),
+        SnpError::VcekTcbMismatch { .. }
+    ));
+    let exts = replaced(extensions(), &OID_HWID, None);
+    assert_eq!(
+        snp_err(verify_with(exts, [0; 64], true)),
+        SnpError::VcekMissingExtension("hwID")
+    );
+    // A VCEK given to the client is checked the same way.
+    let chain = Chain::with_extensions(
+        "Test",
+        replaced(extensions(), &OID_TEE_SPL, Some(der_int(9))),
+    );
+    let mut policy = chain.policy(None);
+    policy.snp.vcek = Some(chain.vcek.clone());
+    policy.snp.roots[0].ask = Some(chain.ask.clone());
+    assert_eq!(
+        snp_err(verify(&sev(chain.report(&data), None), tls, &n, &policy)),
+        SnpError::VcekTcbMismatch {
+            component: TcbComponent::Tee,
+            vcek: 9,
+            report: 3
+        }
+    );
+}
+
+#[test]
+fn a_turin_vcek_names_its_fmc_level_and_an_8_byte_hwid() {
+    let (tls, n) = (b"tls-key".as_slice(), nonce());
+    let data = report_data(tls, &n);
+    let raw = u64::from_le_bytes([10, 11, 12, 13, 0, 0, 0, 17]);
+    let verify_with = |exts: Vec<Ext>, chip: [u8; 64]| {
+        let chain = Chain::with_extensions("Test", exts);
+        let mut r = report_tcb(&chain, &data, 0x1A, raw);
+        r[0x1A0..0x1E0].copy_from_slice(&chip);
+        chain.sign(&mut r);
+        verify(&sev(r, Some(chain.table())), tls, &n, &chain.policy(None))
+    };
+    assert!(verify_with(turin_extensions(raw), CHIP_ID).is_ok());
+    // The hwID is the chip id's first 8 bytes: the rest is not compared.
+    let mut tail = CHIP_ID;
+    tail[8] ^= 1;
+    assert!(verify_with(turin_extensions(raw), tail).is_ok());
+    let mut head = CHIP_ID;
+    head[7] ^= 1;
+    assert!(matches!(
+        snp_err(verify_with(turin_extensions(raw), head)),
+        SnpError::VcekChipIdMismatch { .. }
+    ));
+    // A 64-byte hwID is not a Turin one.
+    let exts = replaced(turin_extensions(raw), &OID_HWID, Some(CHIP_ID.to_vec()));
+    assert!(matches!(
+        snp_err(verify_with(exts, CHIP_ID)),
+        SnpError::VcekMalformedExtension {
+            extension: "hwID",
+            ..
+        }
+    ));
+    // fmcSPL: compared, and required.
+    let exts = replaced(turin_extensions(raw), &OID_FMC_SPL, Some(der_int(9)));
+    assert_eq!(
+        snp_err(verify_with(exts, CHIP_ID)),
+        SnpError::VcekTcbMismatch {
+            component: TcbComponent::Fmc,
+            vcek: 9,
+            report: 10
+        }
+    );
+    let exts = replaced(turin_extensions(raw), &OID_FMC_SPL, None);
+    assert_eq!(
+        snp_err(verify_with(exts, CHIP_ID)),
+        SnpError::VcekMissingExtension("fmcSPL")
+    );
+    // The Turin levels are read from Turin bytes: the Milan and Genoa
+    // extensions of the same report do not match.
+    assert!(matches!(
+        snp_err(verify_with(extensions(), CHIP_ID)),
+        SnpError::VcekTcbMismatch { .. } | SnpError::VcekMissingExtension("fmcSPL")
+    ));
+}
+
+#[test]
+fn smt_and_migration_agent_are_refused_when_asked() {
+    let chain = Chain::new("Test");
+    let (tls, n) = (b"tls-key".as_slice(), nonce());
+    let data = report_data(tls, &n);
+    // A report with guest policy `policy` and PLATFORM_INFO `info`.
+    let report = |policy: u64, info: u64| {
+        let mut r = chain.report_with(&data, &MEASUREMENT, policy);
+        r[0x40..0x48].copy_from_slice(&info.to_le_bytes());
+        chain.sign(&mut r);
+        r
+    };
+    let run = |r: Vec<u8>, smt: bool, ma: bool| {
+        let mut p = chain.policy(Some(MEASUREMENT));
+        p.snp.refuse_smt = smt;
+        p.snp.refuse_migration_agent = ma;
+        verify(&sev(r, Some(chain.table())), tls, &n, &p)
+    };
+    const MA: u64 = 1 << 18;
+    const SMT_EN: u64 = 1;
+    // Not asked (the default): both pass, and the details show them.
+    let Verified::SevSnp { report: v, .. } =
+        run(report(POLICY | MA, SMT_EN | 0b100), false, false).unwrap()
+    else {
+        panic!()
+    };
+    assert_eq!((v.policy, v.platform_info), (POLICY | MA, SMT_EN | 0b100));
+    // Asked: SMT enabled on the platform is refused, whatever the guest
+    // policy's SMT bit; other platform bits are not SMT.
+    assert_eq!(
+        snp_err(run(report(POLICY, SMT_EN | 0b100), true, false)),
+        SnpError::SmtEnabled(SMT_EN | 0b100)
+    );
+    assert!(run(report(POLICY, 0b110), true, false).is_ok());
+    assert!(run(report(POLICY & !(1 << 16), 0), true, true).is_ok());
+    // Asked: a guest policy allowing a migration agent is refused.
+    assert_eq!(
+        snp_err(run(report(POLICY | MA, 0), false, true)),
+        SnpError::MigrationAgentAllowed(POLICY | MA)
+    );
+    assert!(run(report(POLICY, SMT_EN), false, true).is_ok());
+    assert!(run(report(POLICY, 0), true, true).is_ok());
 }

@@ -51,6 +51,35 @@ pub const SUPPORTED_VERSIONS: std::ops::RangeInclusive<u32> = 2..=5;
 pub const SIG_ALGO_ECDSA_P384_SHA384: u32 = 1;
 /// The `DEBUG` bit of the guest policy.
 pub const POLICY_DEBUG: u64 = 1 << 19;
+/// The `SMT` bit of the guest policy: the guest may run with SMT enabled.
+pub const POLICY_SMT: u64 = 1 << 16;
+/// The `MIGRATE_MA` bit of the guest policy: a migration agent may be
+/// associated with the guest.
+pub const POLICY_MIGRATE_MA: u64 = 1 << 18;
+/// The `SMT_EN` bit of `PLATFORM_INFO` (0x40): SMT is enabled on the
+/// platform.
+pub const PLATFORM_SMT_EN: u64 = 1;
+/// Byte offset of `CURRENT_TCB`.
+pub const CURRENT_TCB_AT: usize = 0x38;
+/// Byte offset of `REPORTED_TCB`.
+pub const REPORTED_TCB_AT: usize = 0x180;
+/// Byte offset of `CPUID_FAM_ID` (report version 3 and later; reserved,
+/// zero, in version 2).
+pub const CPUID_FAM_ID_AT: usize = 0x188;
+/// Byte offset of `CHIP_ID`.
+pub const CHIP_ID_AT: usize = 0x1A0;
+/// Byte offset of `COMMITTED_TCB`.
+pub const COMMITTED_TCB_AT: usize = 0x1E0;
+/// CPUID family of Milan and Genoa (19h).
+pub const CPUID_FAMILY_MILAN_GENOA: u8 = 0x19;
+/// CPUID family of Turin (1Ah).
+pub const CPUID_FAMILY_TURIN: u8 = 0x1A;
+/// OID arcs of the VCEK's `hwID` extension (1.3.6.1.4.1.3704.1.4): the
+/// chip id the VCEK was issued for (64 bytes; 8 on Turin), in AMD's
+/// VCEK certificate and KDS interface specification.
+pub const OID_VCEK_HWID: [u64; 9] = [1, 3, 6, 1, 4, 1, 3704, 1, 4];
+/// Length of the `hwID` of a Turin VCEK (the first bytes of the chip id).
+pub const TURIN_HWID_LEN: usize = 8;
 /// Largest certificate table read (the certificates take a few KiB; the
 /// kernel's buffer may be padded with zeros after them).
 pub const MAX_CERT_TABLE: usize = 1 << 20;
@@ -157,6 +186,73 @@ pub enum SnpError {
         /// The expected, hex.
         want: String,
     },
+    /// SMT is enabled on the platform (`PLATFORM_INFO`'s `SMT_EN`) and the
+    /// policy refuses it ([`SnpPolicy::refuse_smt`]).
+    #[error("SMT is enabled on the proxy's platform (platform info {0:#x}); refusing it as asked")]
+    SmtEnabled(u64),
+    /// The guest policy allows a migration agent (`MIGRATE_MA`) and the
+    /// verifier's policy refuses it ([`SnpPolicy::refuse_migration_agent`]).
+    #[error("the guest policy allows a migration agent (policy {0:#x}); refusing it as asked")]
+    MigrationAgentAllowed(u64),
+    /// A report (version 3 or later) of a CPU family whose TCB layout this
+    /// verifier does not know (it knows 19h, Milan and Genoa, and 1Ah,
+    /// Turin).
+    #[error(
+        "the report names CPU family {0:#04x}, whose TCB layout is unknown here (19h: Milan, Genoa; 1Ah: Turin)"
+    )]
+    UnknownCpuFamily(u8),
+    /// The VCEK lacks one of AMD's extensions that a genuine VCEK carries
+    /// (the TCB it was issued for, per component, and the chip id).
+    #[error("the VCEK has no {0} extension (a genuine VCEK has one)")]
+    VcekMissingExtension(&'static str),
+    /// One of AMD's extensions of the VCEK does not parse, or is given
+    /// twice.
+    #[error("the VCEK's {extension} extension is malformed: {reason}")]
+    VcekMalformedExtension {
+        /// The extension (`blSPL`, `hwID`, ...).
+        extension: &'static str,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// The VCEK was issued for another TCB than the report's
+    /// `REPORTED_TCB`, in one component.
+    #[error(
+        "the VCEK was issued for {component} security patch level {vcek}, the report's REPORTED_TCB has {report}"
+    )]
+    VcekTcbMismatch {
+        /// Which component.
+        component: TcbComponent,
+        /// The VCEK's level.
+        vcek: u8,
+        /// The report's level.
+        report: u8,
+    },
+    /// The VCEK was issued for another chip than the report's `CHIP_ID`.
+    #[error("the VCEK was issued for chip {vcek}, the report comes from chip {report}")]
+    VcekChipIdMismatch {
+        /// The VCEK's `hwID`, hex.
+        vcek: String,
+        /// The report's `CHIP_ID` (as many bytes as the `hwID` has), hex.
+        report: String,
+    },
+    /// The report's `CHIP_ID` is zeros (the host masks it), so the VCEK
+    /// cannot be matched to the chip, and the policy does not allow that.
+    #[error(
+        "the report's CHIP_ID is masked (zeros): the VCEK cannot be matched to the chip; refusing unless masked chip ids are allowed"
+    )]
+    ChipIdMasked,
+    /// A component of `REPORTED_TCB` below the policy's minimum.
+    #[error(
+        "the reported TCB's {component} security patch level is {found}, below the minimum {minimum}"
+    )]
+    TcbBelowMinimum {
+        /// Which component.
+        component: TcbComponent,
+        /// The report's level.
+        found: u8,
+        /// The policy's minimum.
+        minimum: u8,
+    },
 }
 
 type Result<T> = std::result::Result<T, SnpError>;
@@ -165,45 +261,287 @@ fn hex(b: &[u8]) -> String {
     b.iter().map(|x| format!("{x:02x}")).collect()
 }
 
-/// A TCB version as the report carries it (`u64`). The byte fields are
-/// those of Milan and Genoa (boot loader, TEE, SNP, microcode); Turin lays
-/// them out otherwise, so [`TcbVersion::raw`] is kept.
+/// How the bytes of a `TCB_VERSION` are laid out; it depends on the CPU
+/// generation, which a report of version 3 or later names
+/// (`CPUID_FAM_ID`, 0x188).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TcbLayout {
+    /// Milan and Genoa (family 19h, and every version 2 report): boot
+    /// loader in byte 0, TEE 1, SNP 6, microcode 7.
+    MilanGenoa,
+    /// Turin (family 1Ah): FMC in byte 0, boot loader 1, TEE 2, SNP 3,
+    /// microcode 7.
+    Turin,
+}
+
+impl TcbLayout {
+    /// The layout of a report of `version` naming `cpuid_family`: Milan
+    /// and Genoa for version 2 (which has no family field and predates
+    /// Turin) and for family 19h, Turin for family 1Ah; any other family
+    /// is refused ([`SnpError::UnknownCpuFamily`]).
+    pub fn of(version: u32, cpuid_family: u8) -> Result<Self> {
+        match (version, cpuid_family) {
+            (..=2, _) | (_, CPUID_FAMILY_MILAN_GENOA) => Ok(Self::MilanGenoa),
+            (_, CPUID_FAMILY_TURIN) => Ok(Self::Turin),
+            (_, f) => Err(SnpError::UnknownCpuFamily(f)),
+        }
+    }
+
+    /// The byte of `component` in this layout (`None`: FMC on Milan and
+    /// Genoa, which have none).
+    pub fn byte_of(self, component: TcbComponent) -> Option<usize> {
+        use TcbComponent::*;
+        match (self, component) {
+            (Self::MilanGenoa, Fmc) => None,
+            (Self::MilanGenoa, BootLoader) => Some(0),
+            (Self::MilanGenoa, Tee) => Some(1),
+            (Self::MilanGenoa, Snp) => Some(6),
+            (Self::Turin, Fmc) => Some(0),
+            (Self::Turin, BootLoader) => Some(1),
+            (Self::Turin, Tee) => Some(2),
+            (Self::Turin, Snp) => Some(3),
+            (_, Microcode) => Some(7),
+        }
+    }
+}
+
+/// A component of a TCB version: a security patch level (SPL).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum TcbComponent {
+    /// The FMC's (Turin only).
+    Fmc,
+    /// The PSP boot loader's.
+    BootLoader,
+    /// The PSP OS's (TEE).
+    Tee,
+    /// The SNP firmware's.
+    Snp,
+    /// The microcode's.
+    Microcode,
+}
+
+impl TcbComponent {
+    /// Every component, in the order they are checked and shown.
+    pub const ALL: [Self; 5] = [
+        Self::Fmc,
+        Self::BootLoader,
+        Self::Tee,
+        Self::Snp,
+        Self::Microcode,
+    ];
+
+    /// The OID arcs of the VCEK extension naming this component's level
+    /// (1.3.6.1.4.1.3704.1.3.n: blSPL 1, teeSPL 2, snpSPL 3, ucodeSPL 8,
+    /// fmcSPL 9), a DER INTEGER.
+    pub fn vcek_oid(self) -> [u64; 10] {
+        let last = match self {
+            Self::BootLoader => 1,
+            Self::Tee => 2,
+            Self::Snp => 3,
+            Self::Microcode => 8,
+            Self::Fmc => 9,
+        };
+        [1, 3, 6, 1, 4, 1, 3704, 1, 3, last]
+    }
+
+    /// The name of the VCEK extension of this component (`blSPL`,
+    /// `teeSPL`, `snpSPL`, `ucodeSPL`, `fmcSPL`).
+    pub fn vcek_extension(self) -> &'static str {
+        match self {
+            Self::Fmc => "fmcSPL",
+            Self::BootLoader => "blSPL",
+            Self::Tee => "teeSPL",
+            Self::Snp => "snpSPL",
+            Self::Microcode => "ucodeSPL",
+        }
+    }
+
+    /// The component's name as `--min-tcb` takes it (`fmc`, `bootloader`,
+    /// `tee`, `snp`, `microcode`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Fmc => "fmc",
+            Self::BootLoader => "bootloader",
+            Self::Tee => "tee",
+            Self::Snp => "snp",
+            Self::Microcode => "microcode",
+        }
+    }
+}
+
+impl fmt::Display for TcbComponent {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// A TCB version as the report carries it (`u64`), read in its CPU
+/// generation's layout.
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub struct TcbVersion {
     /// The raw value.
     pub raw: u64,
+    /// How its bytes are laid out.
+    pub layout: TcbLayout,
 }
 
 impl TcbVersion {
-    /// Boot loader security patch level (byte 0).
+    /// The security patch level of `component` (`None`: FMC on Milan and
+    /// Genoa).
+    pub fn get(&self, component: TcbComponent) -> Option<u8> {
+        self.layout
+            .byte_of(component)
+            .map(|i| self.raw.to_le_bytes()[i])
+    }
+    /// FMC security patch level (Turin only).
+    pub fn fmc(&self) -> Option<u8> {
+        self.get(TcbComponent::Fmc)
+    }
+    /// Boot loader security patch level.
     pub fn boot_loader(&self) -> u8 {
-        self.raw.to_le_bytes()[0]
+        self.get(TcbComponent::BootLoader).unwrap_or_default()
     }
-    /// PSP OS (TEE) security patch level (byte 1).
+    /// PSP OS (TEE) security patch level.
     pub fn tee(&self) -> u8 {
-        self.raw.to_le_bytes()[1]
+        self.get(TcbComponent::Tee).unwrap_or_default()
     }
-    /// SNP firmware security patch level (byte 6).
+    /// SNP firmware security patch level.
     pub fn snp(&self) -> u8 {
-        self.raw.to_le_bytes()[6]
+        self.get(TcbComponent::Snp).unwrap_or_default()
     }
-    /// Microcode patch level (byte 7).
+    /// Microcode patch level.
     pub fn microcode(&self) -> u8 {
-        self.raw.to_le_bytes()[7]
+        self.get(TcbComponent::Microcode).unwrap_or_default()
     }
 }
 
 impl fmt::Debug for TcbVersion {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "TcbVersion({:#018x}: bl {}, tee {}, snp {}, ucode {})",
-            self.raw,
-            self.boot_loader(),
-            self.tee(),
-            self.snp(),
-            self.microcode()
-        )
+        write!(f, "TcbVersion({:#018x}, {:?}:", self.raw, self.layout)?;
+        for c in TcbComponent::ALL {
+            if let Some(v) = self.get(c) {
+                write!(f, " {c} {v}")?;
+            }
+        }
+        f.write_str(")")
+    }
+}
+
+/// Minimum security patch levels of `REPORTED_TCB`, per component (0: no
+/// minimum for it). The FMC minimum applies to Turin reports only (Milan
+/// and Genoa have no FMC).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct MinTcb {
+    /// FMC (Turin only).
+    pub fmc: u8,
+    /// PSP boot loader.
+    pub boot_loader: u8,
+    /// PSP OS (TEE).
+    pub tee: u8,
+    /// SNP firmware.
+    pub snp: u8,
+    /// Microcode.
+    pub microcode: u8,
+}
+
+impl MinTcb {
+    /// The minimum of `component`.
+    pub fn get(&self, component: TcbComponent) -> u8 {
+        match component {
+            TcbComponent::Fmc => self.fmc,
+            TcbComponent::BootLoader => self.boot_loader,
+            TcbComponent::Tee => self.tee,
+            TcbComponent::Snp => self.snp,
+            TcbComponent::Microcode => self.microcode,
+        }
+    }
+
+    fn slot(&mut self, component: TcbComponent) -> &mut u8 {
+        match component {
+            TcbComponent::Fmc => &mut self.fmc,
+            TcbComponent::BootLoader => &mut self.boot_loader,
+            TcbComponent::Tee => &mut self.tee,
+            TcbComponent::Snp => &mut self.snp,
+            TcbComponent::Microcode => &mut self.microcode,
+        }
+    }
+
+    /// Checks `tcb` against the minimums: the first component below its
+    /// minimum is [`SnpError::TcbBelowMinimum`].
+    pub fn check(&self, tcb: &TcbVersion) -> Result<()> {
+        for component in TcbComponent::ALL {
+            let minimum = self.get(component);
+            if let Some(found) = tcb.get(component)
+                && found < minimum
+            {
+                return Err(SnpError::TcbBelowMinimum {
+                    component,
+                    found,
+                    minimum,
+                });
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Why a `--min-tcb` text does not parse.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "malformed minimum TCB {text:?}: {reason} (expected comma-separated component=level, \
+     components fmc, bootloader, tee, snp, microcode, levels 0 to 255, e.g. \
+     bootloader=3,tee=0,snp=8,microcode=115)"
+)]
+pub struct MinTcbParseError {
+    /// The text given.
+    pub text: String,
+    /// What is wrong with it.
+    pub reason: String,
+}
+
+impl std::str::FromStr for MinTcb {
+    type Err = MinTcbParseError;
+
+    /// Parses `component=level` pairs separated by commas, such as
+    /// `bootloader=3,tee=0,snp=8,microcode=115`: components `fmc`,
+    /// `bootloader` (or `bl`), `tee`, `snp`, `microcode` (or `ucode`),
+    /// case-insensitive, each at most once; levels decimal, 0 to 255;
+    /// components not named have no minimum.
+    fn from_str(text: &str) -> std::result::Result<Self, Self::Err> {
+        let err = |reason: String| MinTcbParseError {
+            text: text.into(),
+            reason,
+        };
+        if text.trim().is_empty() {
+            return Err(err("it is empty".into()));
+        }
+        let mut out = Self::default();
+        let mut seen = vec![];
+        for pair in text.split(',') {
+            let pair = pair.trim();
+            let (name, level) = pair
+                .split_once('=')
+                .ok_or_else(|| err(format!("{pair:?} is not component=level")))?;
+            let component = match name.trim().to_ascii_lowercase().as_str() {
+                "fmc" => TcbComponent::Fmc,
+                "bootloader" | "bl" => TcbComponent::BootLoader,
+                "tee" => TcbComponent::Tee,
+                "snp" => TcbComponent::Snp,
+                "microcode" | "ucode" => TcbComponent::Microcode,
+                other => return Err(err(format!("unknown component {other:?}"))),
+            };
+            if seen.contains(&component) {
+                return Err(err(format!("{component} is given twice")));
+            }
+            seen.push(component);
+            let level = level.trim();
+            *out.slot(component) = level
+                .parse::<u8>()
+                .ok()
+                .filter(|_| level.bytes().all(|b| b.is_ascii_digit()))
+                .ok_or_else(|| err(format!("{component} level {level:?} is not 0 to 255")))?;
+        }
+        Ok(out)
     }
 }
 
@@ -226,10 +564,18 @@ pub struct Report<'a> {
     pub report_data: [u8; REPORT_DATA_LEN],
     /// `MEASUREMENT` (0x90): the launch measurement.
     pub measurement: [u8; MEASUREMENT_LEN],
-    /// `REPORTED_TCB` (0x180): the TCB the VCEK is derived from.
-    pub reported_tcb: TcbVersion,
-    /// `CHIP_ID` (0x1A0; zeros when the guest masks it).
+    /// `CURRENT_TCB` (0x38), raw.
+    pub current_tcb: u64,
+    /// `PLATFORM_INFO` (0x40).
+    pub platform_info: u64,
+    /// `REPORTED_TCB` (0x180), raw: the TCB the VCEK is derived from.
+    pub reported_tcb: u64,
+    /// `CPUID_FAM_ID` (0x188; zero in version 2).
+    pub cpuid_family: u8,
+    /// `CHIP_ID` (0x1A0; zeros when the host masks it).
     pub chip_id: [u8; 64],
+    /// `COMMITTED_TCB` (0x1E0), raw.
+    pub committed_tcb: u64,
     /// The signed bytes `[0, 0x2A0)`.
     pub signed: &'a [u8],
     /// The signature as ring reads it: r then s, 48 bytes each, big-endian.
@@ -243,7 +589,8 @@ impl fmt::Debug for Report<'_> {
             .field("policy", &format_args!("{:#x}", self.policy))
             .field("vmpl", &self.vmpl)
             .field("measurement", &hex(&self.measurement))
-            .field("reported_tcb", &self.reported_tcb)
+            .field("reported_tcb", &format_args!("{:#018x}", self.reported_tcb))
+            .field("cpuid_family", &format_args!("{:#04x}", self.cpuid_family))
             .finish_non_exhaustive()
     }
 }
@@ -299,13 +646,20 @@ impl<'a> Report<'a> {
             measurement: b[MEASUREMENT_AT..MEASUREMENT_AT + MEASUREMENT_LEN]
                 .try_into()
                 .expect("48 bytes"),
-            reported_tcb: TcbVersion {
-                raw: u64_at(b, 0x180),
-            },
-            chip_id: b[0x1A0..0x1E0].try_into().expect("64 bytes"),
+            current_tcb: u64_at(b, CURRENT_TCB_AT),
+            platform_info: u64_at(b, 0x40),
+            reported_tcb: u64_at(b, REPORTED_TCB_AT),
+            cpuid_family: b[CPUID_FAM_ID_AT],
+            chip_id: b[CHIP_ID_AT..CHIP_ID_AT + 64].try_into().expect("64 bytes"),
+            committed_tcb: u64_at(b, COMMITTED_TCB_AT),
             signed: &b[..SIGNATURE_AT],
             signature,
         })
+    }
+
+    /// The layout of the report's TCB versions ([`TcbLayout::of`]).
+    pub fn tcb_layout(&self) -> Result<TcbLayout> {
+        TcbLayout::of(self.version, self.cpuid_family)
     }
 }
 
@@ -484,6 +838,20 @@ pub struct SnpPolicy {
     pub measurement: Option<[u8; MEASUREMENT_LEN]>,
     /// The VMPL the report must come from (0: the most privileged).
     pub vmpl: u32,
+    /// Minimum security patch levels of `REPORTED_TCB`; `None`: any
+    /// (reported as not checked in [`SnpVerified::min_tcb_checked`]).
+    pub min_tcb: Option<MinTcb>,
+    /// Refuse a report from a platform with SMT enabled (`PLATFORM_INFO`'s
+    /// `SMT_EN`, whatever the guest policy's `SMT` bit says). Off by
+    /// default.
+    pub refuse_smt: bool,
+    /// Refuse a guest whose policy allows a migration agent
+    /// (`MIGRATE_MA`). Off by default.
+    pub refuse_migration_agent: bool,
+    /// Accept a report whose `CHIP_ID` is masked (zeros): the VCEK's
+    /// `hwID` is then not compared (reported in
+    /// [`SnpVerified::chip_id_checked`]). Refused by default.
+    pub allow_masked_chip_id: bool,
     /// A VCEK (DER) given to the client; preferred to the proxy's.
     pub vcek: Option<Vec<u8>>,
     /// The pinned roots ([`TrustedRoot::amd`] by default).
@@ -495,6 +863,10 @@ impl Default for SnpPolicy {
         Self {
             measurement: None,
             vmpl: 0,
+            min_tcb: None,
+            allow_masked_chip_id: false,
+            refuse_smt: false,
+            refuse_migration_agent: false,
             vcek: None,
             roots: TrustedRoot::amd(),
         }
@@ -506,6 +878,10 @@ impl fmt::Debug for SnpPolicy {
         f.debug_struct("SnpPolicy")
             .field("measurement", &self.measurement.as_ref().map(|m| hex(m)))
             .field("vmpl", &self.vmpl)
+            .field("min_tcb", &self.min_tcb)
+            .field("allow_masked_chip_id", &self.allow_masked_chip_id)
+            .field("refuse_smt", &self.refuse_smt)
+            .field("refuse_migration_agent", &self.refuse_migration_agent)
             .field("vcek", &self.vcek.is_some())
             .field("roots", &self.roots)
             .finish()
@@ -530,8 +906,11 @@ pub struct SnpVerified {
     pub vcek_source: VcekSource,
     /// The report's version.
     pub version: u32,
-    /// The guest policy (its debug bit is off).
+    /// The guest policy (its debug bit is off; its `MIGRATE_MA` bit too
+    /// when [`SnpPolicy::refuse_migration_agent`]).
     pub policy: u64,
+    /// `PLATFORM_INFO` (`SMT_EN` off when [`SnpPolicy::refuse_smt`]).
+    pub platform_info: u64,
     /// The report's VMPL (the expected one).
     pub vmpl: u32,
     /// The launch measurement.
@@ -539,8 +918,22 @@ pub struct SnpVerified {
     /// Whether the measurement was compared with an expected value; when
     /// `false` any guest image on a genuine AMD chip passes.
     pub measurement_pinned: bool,
-    /// The reported TCB (not compared with a minimum).
+    /// The reported TCB (the one the VCEK is derived from).
     pub reported_tcb: TcbVersion,
+    /// Whether the reported TCB was compared with a minimum
+    /// ([`SnpPolicy::min_tcb`]); when `false` a chip at any patch level
+    /// passes.
+    pub min_tcb_checked: bool,
+    /// Whether the VCEK's `hwID` was compared with the report's
+    /// `CHIP_ID`: `false` only for a masked chip id the policy allowed
+    /// ([`SnpPolicy::allow_masked_chip_id`]). The VCEK's TCB extensions
+    /// are always compared with `REPORTED_TCB`.
+    pub chip_id_checked: bool,
+    /// The TCB the firmware runs at (`CURRENT_TCB`; not compared).
+    pub current_tcb: TcbVersion,
+    /// The TCB the firmware cannot roll back below (`COMMITTED_TCB`; not
+    /// compared).
+    pub committed_tcb: TcbVersion,
     /// The guest's security version number.
     pub guest_svn: u32,
 }
@@ -552,10 +945,15 @@ impl fmt::Debug for SnpVerified {
             .field("vcek_source", &self.vcek_source)
             .field("version", &self.version)
             .field("policy", &format_args!("{:#x}", self.policy))
+            .field("platform_info", &format_args!("{:#x}", self.platform_info))
             .field("vmpl", &self.vmpl)
             .field("measurement", &hex(&self.measurement))
             .field("measurement_pinned", &self.measurement_pinned)
             .field("reported_tcb", &self.reported_tcb)
+            .field("min_tcb_checked", &self.min_tcb_checked)
+            .field("chip_id_checked", &self.chip_id_checked)
+            .field("current_tcb", &self.current_tcb)
+            .field("committed_tcb", &self.committed_tcb)
             .field("guest_svn", &self.guest_svn)
             .finish()
     }
@@ -674,9 +1072,13 @@ fn check_signed_by(
 /// chain (VCEK from `policy.vcek` or else `certs`, the table from the
 /// proxy; ASK from the table or else the pinned root's; the ARK pinned,
 /// and a table's ARK byte-equal to a pinned one); the report's signature
-/// under the VCEK; then its claims: `REPORT_DATA` equal to
-/// `expected_data`, the debug bit off, the VMPL and the measurement as
-/// `policy` says.
+/// under the VCEK; the VCEK's extensions against the report (its TCB
+/// levels equal to `REPORTED_TCB`'s, its `hwID` to `CHIP_ID`:
+/// missing extensions refused); then its claims: `REPORT_DATA` equal to
+/// `expected_data`, the debug bit off (and, when `policy` asks, the
+/// migration agent bit and the platform's SMT), the VMPL, the measurement
+/// and the minimum `REPORTED_TCB` as `policy` says. The TCB layout follows the
+/// report's CPU family ([`TcbLayout::of`]); an unknown family is refused.
 pub fn verify_report(
     report: &[u8],
     certs: Option<&[u8]>,
@@ -709,12 +1111,24 @@ pub fn verify_report(
     UnparsedPublicKey::new(&ECDSA_P384_SHA384_FIXED, point)
         .verify(r.signed, &r.signature)
         .map_err(|_| SnpError::BadSignature)?;
+    // The report is AMD's from here on: its CPU family says how to read
+    // its TCB versions.
+    let layout = r.tcb_layout()?;
+    let tcb = |raw| TcbVersion { raw, layout };
+    let reported_tcb = tcb(r.reported_tcb);
+    let chip_id_checked = check_vcek_extensions(&vcek, &reported_tcb, &r.chip_id, policy)?;
 
     if r.report_data != *expected_data {
         return Err(SnpError::ReportDataMismatch);
     }
     if r.policy & POLICY_DEBUG != 0 {
         return Err(SnpError::DebugGuest(r.policy));
+    }
+    if policy.refuse_migration_agent && r.policy & POLICY_MIGRATE_MA != 0 {
+        return Err(SnpError::MigrationAgentAllowed(r.policy));
+    }
+    if policy.refuse_smt && r.platform_info & PLATFORM_SMT_EN != 0 {
+        return Err(SnpError::SmtEnabled(r.platform_info));
     }
     if r.vmpl != policy.vmpl {
         return Err(SnpError::Vmpl {
@@ -730,17 +1144,123 @@ pub fn verify_report(
             want: hex(want),
         });
     }
+    if let Some(min) = &policy.min_tcb {
+        min.check(&reported_tcb)?;
+    }
     Ok(SnpVerified {
         product,
         vcek_source,
         version: r.version,
         policy: r.policy,
+        platform_info: r.platform_info,
         vmpl: r.vmpl,
         measurement: r.measurement,
         measurement_pinned: policy.measurement.is_some(),
-        reported_tcb: r.reported_tcb,
+        reported_tcb,
+        min_tcb_checked: policy.min_tcb.is_some(),
+        chip_id_checked,
+        current_tcb: tcb(r.current_tcb),
+        committed_tcb: tcb(r.committed_tcb),
         guest_svn: r.guest_svn,
     })
+}
+
+/// The value of the VCEK's one extension with OID `oid`.
+fn vcek_extension<'a>(
+    vcek: &'a X509Certificate<'_>,
+    oid: &[u64],
+    name: &'static str,
+) -> Result<&'a [u8]> {
+    let mut found = vcek.extensions().iter().filter(|e| {
+        e.oid
+            .iter()
+            .is_some_and(|arcs| arcs.eq(oid.iter().copied()))
+    });
+    let ext = found.next().ok_or(SnpError::VcekMissingExtension(name))?;
+    if found.next().is_some() {
+        return Err(SnpError::VcekMalformedExtension {
+            extension: name,
+            reason: "given more than once".into(),
+        });
+    }
+    Ok(ext.value)
+}
+
+/// A DER INTEGER from 0 to 255 (minimal encoding), alone.
+fn der_u8(v: &[u8]) -> Option<u8> {
+    match v {
+        [0x02, 0x01, x] if *x < 0x80 => Some(*x),
+        [0x02, 0x02, 0x00, x] if *x >= 0x80 => Some(*x),
+        _ => None,
+    }
+}
+
+/// Checks the VCEK's AMD extensions against a (signature-verified)
+/// report: each TCB level extension of the report's layout (`blSPL`,
+/// `teeSPL`, `snpSPL`, `ucodeSPL`, and `fmcSPL` on Turin; DER INTEGERs)
+/// equals that component of `reported_tcb`, and `hwID` (the chip id, 64
+/// bytes, or the first 8 on Turin; raw, as AMD's key distribution service
+/// writes it, or a DER OCTET STRING) equals `chip_id`. Any of them
+/// missing is refused: a genuine VCEK has them all. A masked (all-zero)
+/// `chip_id` is refused ([`SnpError::ChipIdMasked`]) unless
+/// `policy.allow_masked_chip_id`; the result says whether the chip id was
+/// compared.
+fn check_vcek_extensions(
+    vcek: &X509Certificate<'_>,
+    reported_tcb: &TcbVersion,
+    chip_id: &[u8; 64],
+    policy: &SnpPolicy,
+) -> Result<bool> {
+    for component in TcbComponent::ALL {
+        let Some(report) = reported_tcb.get(component) else {
+            continue;
+        };
+        let name = component.vcek_extension();
+        let value = vcek_extension(vcek, &component.vcek_oid(), name)?;
+        let vcek_level = der_u8(value).ok_or_else(|| SnpError::VcekMalformedExtension {
+            extension: name,
+            reason: format!("not a DER INTEGER from 0 to 255 ({})", hex(value)),
+        })?;
+        if vcek_level != report {
+            return Err(SnpError::VcekTcbMismatch {
+                component,
+                vcek: vcek_level,
+                report,
+            });
+        }
+    }
+    let len = match reported_tcb.layout {
+        TcbLayout::MilanGenoa => chip_id.len(),
+        TcbLayout::Turin => TURIN_HWID_LEN,
+    };
+    let value = vcek_extension(vcek, &OID_VCEK_HWID, "hwID")?;
+    let hwid = match value {
+        v if v.len() == len => v,
+        [0x04, l, v @ ..] if usize::from(*l) == len && v.len() == len => v,
+        v => {
+            return Err(SnpError::VcekMalformedExtension {
+                extension: "hwID",
+                reason: format!(
+                    "{} bytes, not a chip id of {len} bytes (raw or a DER OCTET STRING)",
+                    v.len()
+                ),
+            });
+        }
+    };
+    if chip_id.iter().all(|&b| b == 0) {
+        return if policy.allow_masked_chip_id {
+            Ok(false)
+        } else {
+            Err(SnpError::ChipIdMasked)
+        };
+    }
+    if hwid != &chip_id[..len] {
+        return Err(SnpError::VcekChipIdMismatch {
+            vcek: hex(hwid),
+            report: hex(&chip_id[..len]),
+        });
+    }
+    Ok(true)
 }
 
 /// Checks a pinned root on its own: its ARK parses, is valid now and is

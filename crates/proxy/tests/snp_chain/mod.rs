@@ -8,7 +8,8 @@ use hecloud_proxy::attest::snp::{
     SIGNATURE_AT, SnpPolicy, TrustedRoot, signature_field,
 };
 use rcgen::{
-    BasicConstraints, CertificateParams, DnType, IsCa, Issuer, KeyPair, PKCS_ECDSA_P384_SHA384,
+    BasicConstraints, CertificateParams, CustomExtension, DnType, IsCa, Issuer, KeyPair,
+    PKCS_ECDSA_P384_SHA384,
 };
 use ring::rand::SystemRandom;
 use ring::signature::{ECDSA_P384_SHA384_FIXED_SIGNING, EcdsaKeyPair};
@@ -17,6 +18,14 @@ use ring::signature::{ECDSA_P384_SHA384_FIXED_SIGNING, EcdsaKeyPair};
 pub const MEASUREMENT: [u8; 48] = [0x5a; 48];
 /// A guest policy without the debug bit (SMT allowed, reserved bit 17).
 pub const POLICY: u64 = 0x30000;
+/// The reported (and current, committed) TCB of test reports, Milan and
+/// Genoa layout: boot loader 4, TEE 3, SNP 0x16, microcode 0xd1 (above
+/// 127, so that its DER INTEGER takes two bytes).
+pub const TCB: u64 = 0xd116_0000_0000_0304;
+/// The CPU family of test reports (19h: Milan, Genoa).
+pub const FAMILY: u8 = 0x19;
+/// The chip id of test reports.
+pub const CHIP_ID: [u8; 64] = [0xc1; 64];
 
 fn params(cn: &str, ca: bool) -> CertificateParams {
     let mut p = CertificateParams::new(vec![]).unwrap();
@@ -25,6 +34,44 @@ fn params(cn: &str, ca: bool) -> CertificateParams {
         p.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
     }
     p
+}
+
+/// OID arcs of AMD's VCEK extensions, written out here (not taken from the
+/// crate) so that the tests check the crate's OIDs.
+pub const OID_BL_SPL: [u64; 10] = [1, 3, 6, 1, 4, 1, 3704, 1, 3, 1];
+/// teeSPL.
+pub const OID_TEE_SPL: [u64; 10] = [1, 3, 6, 1, 4, 1, 3704, 1, 3, 2];
+/// snpSPL.
+pub const OID_SNP_SPL: [u64; 10] = [1, 3, 6, 1, 4, 1, 3704, 1, 3, 3];
+/// ucodeSPL.
+pub const OID_UCODE_SPL: [u64; 10] = [1, 3, 6, 1, 4, 1, 3704, 1, 3, 8];
+/// fmcSPL (Turin).
+pub const OID_FMC_SPL: [u64; 10] = [1, 3, 6, 1, 4, 1, 3704, 1, 3, 9];
+/// hwID.
+pub const OID_HWID: [u64; 9] = [1, 3, 6, 1, 4, 1, 3704, 1, 4];
+
+/// A level as a DER INTEGER (a leading zero byte from 0x80 on).
+pub fn der_int(v: u8) -> Vec<u8> {
+    if v < 0x80 {
+        vec![2, 1, v]
+    } else {
+        vec![2, 2, 0, v]
+    }
+}
+
+/// A VCEK extension: OID arcs and DER content.
+pub type Ext = (Vec<u64>, Vec<u8>);
+
+/// The VCEK extensions matching [`TCB`] and [`CHIP_ID`] (Milan and Genoa
+/// layout), hwID raw as AMD's key distribution service writes it.
+pub fn extensions() -> Vec<Ext> {
+    vec![
+        (OID_BL_SPL.to_vec(), der_int(4)),
+        (OID_TEE_SPL.to_vec(), der_int(3)),
+        (OID_SNP_SPL.to_vec(), der_int(0x16)),
+        (OID_UCODE_SPL.to_vec(), der_int(0xd1)),
+        (OID_HWID.to_vec(), CHIP_ID.to_vec()),
+    ]
 }
 
 /// ARK → ASK → VCEK, DER.
@@ -37,8 +84,13 @@ pub struct Chain {
 }
 
 impl Chain {
-    /// A fresh chain named `name`.
+    /// A fresh chain named `name`, its VCEK with [`extensions`].
     pub fn new(name: &str) -> Self {
+        Self::with_extensions(name, extensions())
+    }
+
+    /// A fresh chain named `name`, its VCEK with the extensions `exts`.
+    pub fn with_extensions(name: &str, exts: Vec<Ext>) -> Self {
         let ark_key = KeyPair::generate_for(&PKCS_ECDSA_P384_SHA384).unwrap();
         let ark_params = params(&format!("ARK-{name}"), true);
         let ark = ark_params.self_signed(&ark_key).unwrap().der().to_vec();
@@ -52,7 +104,12 @@ impl Chain {
             .to_vec();
         let ask_issuer = Issuer::new(ask_params, &ask_key);
         let vcek_key = KeyPair::generate_for(&PKCS_ECDSA_P384_SHA384).unwrap();
-        let vcek = params("SEV-VCEK", false)
+        let mut vcek_params = params("SEV-VCEK", false);
+        vcek_params.custom_extensions = exts
+            .iter()
+            .map(|(oid, content)| CustomExtension::from_oid_content(oid, content.clone()))
+            .collect();
+        let vcek = vcek_params
             .signed_by(&vcek_key, &ask_issuer)
             .unwrap()
             .der()
@@ -114,11 +171,13 @@ impl Chain {
         r[0..4].copy_from_slice(&3u32.to_le_bytes());
         r[8..16].copy_from_slice(&policy.to_le_bytes());
         r[0x34..0x38].copy_from_slice(&1u32.to_le_bytes());
-        r[0x38..0x40].copy_from_slice(&0x1b00_0000_0000_0304u64.to_le_bytes());
+        r[0x38..0x40].copy_from_slice(&TCB.to_le_bytes());
         r[REPORT_DATA_AT..REPORT_DATA_AT + 64].copy_from_slice(data);
         r[MEASUREMENT_AT..MEASUREMENT_AT + 48].copy_from_slice(measurement);
-        r[0x180..0x188].copy_from_slice(&0x1b00_0000_0000_0304u64.to_le_bytes());
-        r[0x1A0..0x1E0].copy_from_slice(&[0xc1; 64]);
+        r[0x180..0x188].copy_from_slice(&TCB.to_le_bytes());
+        r[0x188] = FAMILY;
+        r[0x1A0..0x1E0].copy_from_slice(&CHIP_ID);
+        r[0x1E0..0x1E8].copy_from_slice(&TCB.to_le_bytes());
         self.sign(&mut r);
         r
     }
