@@ -7,7 +7,7 @@
 use std::sync::Arc;
 
 use hecloud_math::{Domain, MathError, RnsPoly, backend::default_backend};
-use hecloud_rlwe::keyswitch::{add_times_p_assign, key_switch_ext, mod_down_rescale};
+use hecloud_rlwe::keyswitch::{add_times_p_assign, key_switch_ext, mod_down_rescale_pair};
 use hecloud_rlwe::pool::{pooled_uninit, recycle};
 use hecloud_rlwe::{Ciphertext, GaloisKeys, Plaintext, RelinearizationKey, RlweError, ops};
 use num_complex::Complex64;
@@ -445,13 +445,7 @@ impl Evaluator {
         let mut ext = key_switch_ext(rl, &d2, &rlk.0)?;
         add_times_p_assign(rl, &mut ext.c0, &d0)?;
         add_times_p_assign(rl, &mut ext.c1, &d1)?;
-        // Side by side: each ModDown alone leaves threads idle (a handful
-        // of P limbs to bring back, limb groups that do not divide evenly).
-        let (c0, c1) = rayon::join(
-            || mod_down_rescale(rl, level, &ext.c0),
-            || mod_down_rescale(rl, level, &ext.c1),
-        );
-        let (c0, c1) = (c0?, c1?);
+        let (c0, c1) = mod_down_rescale_pair(rl, level, &ext.c0, &ext.c1)?;
         for p in [d0, d1, d2, ext.c0, ext.c1] {
             recycle(p);
         }

@@ -5,7 +5,9 @@ use std::sync::Arc;
 use hecloud_math::{Domain, RnsPoly};
 
 use crate::keys::galois_element_for_rotation;
-use crate::keyswitch::{key_switch_ext, lift_times_p, mod_down, mod_down_rescale};
+use crate::keyswitch::{
+    key_switch_ext, lift_times_p, mod_down, mod_down_pair, mod_down_rescale, mod_down_rescale_pair,
+};
 use crate::params::tests::small;
 use crate::*;
 
@@ -193,6 +195,65 @@ fn fused_mod_down_rescale_matches_separate_steps() {
         )
         .is_err()
     );
+}
+
+/// ⌊a / b⌋ for b > 0.
+fn num_integer_floor(a: &num_bigint::BigInt, b: &num_bigint::BigInt) -> num_bigint::BigInt {
+    let (q, r) = (a / b, a % b);
+    if r.sign() == num_bigint::Sign::Minus {
+        q - 1
+    } else {
+        q
+    }
+}
+
+/// The components of a ciphertext divided together give what each gives
+/// alone, bit for bit, and exact big-integer division by P gives, to the
+/// rounding, on the threaded path (N = 2^12) too.
+#[test]
+fn paired_mod_downs_match_single_ones() {
+    // Nine levels: several groups of target limbs per component.
+    for log_n in [10, 12] {
+        let (params, sk) = setup(log_n, 9, None);
+        let mut kg = KeyGenerator::new(&params);
+        let rlk = kg.gen_relinearization_key(&sk).unwrap();
+        let mut s = hecloud_math::testing::sampler();
+        let level = params.max_level();
+        let d = s.uniform_poly(params.q_at(level).unwrap(), Domain::Ntt);
+        let ext = key_switch_ext(&params, &d, &rlk.0).unwrap();
+        let (a, b) = mod_down_pair(&params, level, &ext.c0, &ext.c1).unwrap();
+        assert_eq!(a, mod_down(&params, level, &ext.c0).unwrap(), "2^{log_n}");
+        assert_eq!(b, mod_down(&params, level, &ext.c1).unwrap(), "2^{log_n}");
+        let (a, b) = mod_down_rescale_pair(&params, level, &ext.c0, &ext.c1).unwrap();
+        assert_eq!(a, mod_down_rescale(&params, level, &ext.c0).unwrap());
+        assert_eq!(b, mod_down_rescale(&params, level, &ext.c1).unwrap());
+        // Against exact big-integer division: ⌊x / P⌉ in every limb.
+        let centered = |p: &RnsPoly| {
+            let mut p = p.clone();
+            p.to_coefficient();
+            p.to_bigint_centered().unwrap()
+        };
+        let big_p: num_bigint::BigInt = params
+            .p_basis()
+            .moduli()
+            .iter()
+            .map(|m| num_bigint::BigInt::from(m.value()))
+            .product();
+        let (a, b) = mod_down_pair(&params, level, &ext.c0, &ext.c1).unwrap();
+        for (x, got) in [(&ext.c0, a), (&ext.c1, b)] {
+            for (xi, gi) in centered(x).iter().zip(&centered(&got)) {
+                // round(x / P) = ⌊(2x + P) / 2P⌋.
+                let want = num_integer_floor(&(2 * xi + &big_p), &(2 * &big_p));
+                let diff = &want - gi;
+                assert!(
+                    diff >= (-1).into() && diff <= 1.into(),
+                    "2^{log_n}: {want} vs {gi}"
+                );
+            }
+        }
+        // A component over another basis is refused.
+        assert!(mod_down_pair(&params, level, &ext.c0, &d).is_err());
+    }
 }
 
 #[test]
