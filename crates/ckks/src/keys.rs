@@ -82,11 +82,23 @@ impl KeySet {
     /// ([`CkksParameters::decoding_level`]): the plaintext may be at a
     /// lower level than `ct`, with the same decoded values.
     pub fn decrypt(&self, ct: &Ciphertext) -> Result<Plaintext> {
-        let level = self.params.decoding_level(ct.scale(), ct.level());
-        let dec = Decryptor::new(&self.sk);
-        if level == ct.level() {
-            return Ok(dec.decrypt(ct)?);
-        }
-        Ok(dec.decrypt(&ct.to_level(level)?)?)
+        decrypt_for_decoding(&self.params, &self.sk, ct)
     }
+}
+
+/// Decrypts `ct` under `sk` over the primes decoding reads
+/// ([`CkksParameters::decoding_level`]): the plaintext may be at a lower
+/// level than `ct`, with the same decoded values. At N = 2^17 that is two
+/// limbs' products with the secret instead of fifty.
+pub fn decrypt_for_decoding(
+    params: &CkksParameters,
+    sk: &SecretKey,
+    ct: &Ciphertext,
+) -> Result<Plaintext> {
+    let level = params.decoding_level(ct.scale(), ct.level());
+    let dec = Decryptor::new(sk);
+    if level == ct.level() {
+        return Ok(dec.decrypt(ct)?);
+    }
+    Ok(dec.decrypt(&ct.to_level(level)?)?)
 }

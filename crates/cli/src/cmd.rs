@@ -174,7 +174,7 @@ pub fn keygen(
     bits_in_slots: bool,
     rotations: &[i64],
     refresh: &keys::RefreshOptions,
-    prefer_bootstrap: bool,
+    boot: &keys::BootOptions,
 ) -> anyhow::Result<()> {
     anyhow::ensure!(
         !bits_in_slots || preset.starts_with("bgv-"),
@@ -189,8 +189,8 @@ pub fn keygen(
         "--lambda-s is for CKKS: the BGV mask hides perfectly"
     );
     anyhow::ensure!(
-        !prefer_bootstrap || preset.starts_with("boot-"),
-        "--prefer-bootstrap is for bootstrappable presets (boot-n16, boot-test-n12)"
+        *boot == keys::BootOptions::default() || preset.starts_with("boot-"),
+        "--prefer-bootstrap and --boot-slots are for bootstrappable presets (boot-n16, boot-test-n12)"
     );
     if preset == keys::TFHE_PRESET {
         let r = keys::tfhe_keygen(dir)?;
@@ -207,7 +207,7 @@ pub fn keygen(
             preset.name()
         ));
         spinner.enable_steady_tick(Duration::from_millis(100));
-        let r = keys::boot_keygen(dir, preset, rotations, refresh, prefer_bootstrap)?;
+        let r = keys::boot_keygen(dir, preset, rotations, refresh, boot)?;
         spinner.finish_and_clear();
         return report_keygen(dir, &r);
     }

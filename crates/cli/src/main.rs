@@ -78,6 +78,12 @@ enum Command {
         /// refresh (jobs that must not wait for a key holder).
         #[arg(long)]
         prefer_bootstrap: bool,
+        /// With a `boot-` preset: the bootstrapping circuit takes
+        /// ciphertexts of this many slots (a power of two from 2 to N/4:
+        /// sparse packing, a faster bootstrap); `encrypt` and `decrypt`
+        /// with this folder then take that many values. Default: N/2.
+        #[arg(long)]
+        boot_slots: Option<usize>,
     },
     /// Encrypts real numbers (a text file, comma or whitespace separated),
     /// with a BGV key folder unsigned integers below t (one per slot) or,
@@ -213,6 +219,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             lambda_s,
             circuit_private,
             prefer_bootstrap,
+            boot_slots,
         } => cmd::keygen(
             &dir,
             &preset,
@@ -223,7 +230,10 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 lambda_s,
                 circuit_private,
             },
-            prefer_bootstrap,
+            &hecloud_client::keys::BootOptions {
+                prefer_over_refresh: prefer_bootstrap,
+                slots: boot_slots,
+            },
         ),
         Command::Encrypt {
             keys,

@@ -30,7 +30,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use hecloud_circuits::{BitEngine, EncryptedUint, TFHE_PARAMS, TfheEngine};
-use hecloud_ckks::boot::{BootPreset, EncapsulationKeys};
+use hecloud_ckks::boot::{BootPreset, BootstrapLiteral, Bootstrapper, EncapsulationKeys};
 use hecloud_ckks::refresh::MaskPolicy;
 use hecloud_ckks::{CkksParameters, Encoder, KeySet, Preset};
 use hecloud_protocol::fs::write_private;
@@ -39,7 +39,7 @@ use hecloud_protocol::{
     BootstrapSpec, CkksParamSpec, Message, Object, ObjectId, ObjectKind, ParamSpec, RefreshSpec,
     SessionParams, SessionSpec, TfheParamSpec, rpc,
 };
-use hecloud_rlwe::{Ciphertext, Decryptor, Encryptor, PublicKey, SecretKey};
+use hecloud_rlwe::{Ciphertext, Encryptor, PublicKey, SecretKey};
 use num_bigint::BigUint;
 
 use crate::{ClientError, Result};
@@ -102,6 +102,17 @@ pub struct KeygenReport {
     pub files: Vec<(PathBuf, u64)>,
     /// The session id.
     pub session: ObjectId,
+}
+
+/// A bootstrappable folder's choices ([`boot_keygen`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct BootOptions {
+    /// Where a job runs out of levels, the server bootstraps even when
+    /// the folder's key holder could refresh.
+    pub prefer_over_refresh: bool,
+    /// Slots of the ciphertexts bootstrapped (a power of two from 2 to
+    /// N/4); `None` (or N/2): full slots.
+    pub slots: Option<usize>,
 }
 
 /// How the server is to mask this folder's ciphertexts when it asks the
@@ -170,15 +181,25 @@ pub fn keygen_with(
 /// circuit and those keys; its refresh part stays, so a key holder can
 /// still refresh unless `prefer_bootstrap` says the planner bootstraps
 /// anyway. At N = 2^16 this is about 3.3 GiB of keys to upload.
+///
+/// With `options.slots`, the circuit bootstraps ciphertexts of that many
+/// slots (sparse packing: a power of two from 2 to N/4, fewer rotations in
+/// the DFTs, one EvalMod for the real and imaginary parts); [`KeyDir`]
+/// then encodes and decodes that many slots.
 pub fn boot_keygen(
     dir: &Path,
     preset: BootPreset,
     rotations: &[i64],
     refresh: &RefreshOptions,
-    prefer_bootstrap: bool,
+    options: &BootOptions,
 ) -> Result<KeygenReport> {
     refuse_overwrite(dir)?;
-    let (params, boot) = preset.build().map_err(crypto)?;
+    let params = preset.params().map_err(crypto)?;
+    let circuit = BootstrapLiteral {
+        slots: options.slots.filter(|&n| n != params.slots()),
+        ..preset.literal().2
+    };
+    let boot = Bootstrapper::new(&params, circuit).map_err(crypto)?;
     let refresh = refresh.spec(MaskPolicy::circuit_private(&params).flood_bits)?;
     let mut rots = boot.rotations();
     rots.extend_from_slice(rotations);
@@ -186,7 +207,6 @@ pub fn boot_keygen(
     rots.dedup();
     std::fs::create_dir_all(dir)?;
     let mut keys = KeySet::generate(&params, &rots, true).map_err(crypto)?;
-    let circuit = *boot.literal();
     let encapsulation = match circuit.ephemeral_hamming {
         Some(h) => {
             Some(EncapsulationKeys::generate(&params, keys.secret_key(), h).map_err(crypto)?)
@@ -210,7 +230,7 @@ pub fn boot_keygen(
         circuit,
         to_sparse_key,
         from_sparse_key,
-        prefer_over_refresh: prefer_bootstrap,
+        prefer_over_refresh: options.prefer_over_refresh,
     });
     folder.finish(&spec, preset.name())
 }
@@ -313,6 +333,9 @@ pub struct KeyDir {
     /// The level [`Self::encrypt`] encrypts at: the top, or in a
     /// bootstrappable folder the level bootstrapping leaves.
     pub encrypt_level: usize,
+    /// The slots [`Self::encrypt`] encodes and [`Self::decrypt`] decodes:
+    /// N/2, or a sparse bootstrappable folder's.
+    pub slots: usize,
     dir: PathBuf,
 }
 
@@ -329,9 +352,17 @@ impl KeyDir {
     pub fn open(dir: &Path) -> Result<Self> {
         let name = std::fs::read_to_string(dir.join("preset"))?;
         let (params, encrypt_level) = ckks_params_named(name.trim())?;
+        // A sparse bootstrapping circuit packs its ciphertexts sparsely.
+        let spec =
+            SessionSpec::decode(&std::fs::read(dir.join("session.spec"))?).map_err(crypto)?;
+        let slots = spec
+            .bootstrap
+            .and_then(|b| b.circuit.slots)
+            .unwrap_or(params.slots());
         Ok(Self {
             params,
             encrypt_level,
+            slots,
             dir: dir.to_path_buf(),
         })
     }
@@ -362,15 +393,21 @@ impl KeyDir {
         session_of(&self.dir)
     }
 
-    /// Encrypts reals (full slots, zero padded) with the public key, at
-    /// [`Self::encrypt_level`].
+    /// The encoder of [`Self::slots`] slots.
+    fn encoder(&self) -> Result<Encoder> {
+        Encoder::with_slots(&self.params, self.slots).map_err(crypto)
+    }
+
+    /// Encrypts reals ([`Self::slots`] of them, zero padded) with the
+    /// public key, at [`Self::encrypt_level`].
     pub fn encrypt(&self, values: &[f64]) -> Result<Vec<u8>> {
         let pk = PublicKey::from_bytes(
             self.params.rlwe(),
             &std::fs::read(self.dir.join("public.key"))?,
         )
         .map_err(crypto)?;
-        let pt = Encoder::new(&self.params)
+        let pt = self
+            .encoder()?
             .encode_real(values, self.encrypt_level, self.params.default_scale())
             .map_err(crypto)?;
         Ok(Encryptor::new(self.params.rlwe())
@@ -385,8 +422,9 @@ impl KeyDir {
         let sk = SecretKey::import_bytes(self.params.rlwe(), &raw).map_err(crypto)?;
         drop(raw);
         let ct = Ciphertext::from_bytes(self.params.rlwe(), bytes).map_err(crypto)?;
-        let pt = Decryptor::new(&sk).decrypt(&ct).map_err(crypto)?;
-        Encoder::new(&self.params).decode_real(&pt).map_err(crypto)
+        let pt =
+            hecloud_ckks::keys::decrypt_for_decoding(&self.params, &sk, &ct).map_err(crypto)?;
+        self.encoder()?.decode_real(&pt).map_err(crypto)
     }
 }
 

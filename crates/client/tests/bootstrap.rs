@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use common::*;
 use hecloud_ckks::boot::BootPreset;
-use hecloud_client::keys::{self, KeyDir, RefreshOptions};
+use hecloud_client::keys::{self, BootOptions, KeyDir, RefreshOptions};
 use hecloud_protocol::rpc::{JOB_KIND_GRAPH, JobState};
 use hecloud_protocol::{Graph, JobSubmission, Message, ObjectId};
 use hecloud_server::Quota;
@@ -24,7 +24,7 @@ async fn a_deep_job_is_bootstrapped_by_the_server_when_no_key_holder_is_online()
         BootPreset::TestN12,
         &[],
         &RefreshOptions::default(),
-        false,
+        &BootOptions::default(),
     )
     .unwrap();
     let names: Vec<String> = report
@@ -77,5 +77,69 @@ async fn a_deep_job_is_bootstrapped_by_the_server_when_no_key_holder_is_online()
     for (v, got) in x.iter().zip(&y) {
         let want = v.powi(64);
         assert!((want - got).abs() / want < 3e-3, "{want} vs {got}");
+    }
+}
+
+/// A sparse bootstrappable folder (`BootOptions::slots`): the server
+/// bootstraps 256-slot ciphertexts with the sparse circuit the session
+/// names, and the folder encodes and decodes 256 slots. Random values
+/// against their plaintext square after two bootstraps; a vector longer
+/// than the slots is refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_sparse_bootstrappable_folder_is_bootstrapped_at_its_slots() {
+    let setup = server(Quota::default(), 1).await;
+    let client = connect(&setup, ALICE).await;
+    let folder = tempfile::tempdir().unwrap();
+    keys::boot_keygen(
+        folder.path(),
+        BootPreset::TestN12,
+        &[],
+        &RefreshOptions::default(),
+        &BootOptions {
+            prefer_over_refresh: true,
+            slots: Some(256),
+        },
+    )
+    .unwrap();
+    let dir = KeyDir::open(folder.path()).unwrap();
+    assert_eq!(dir.slots, 256);
+    assert!(dir.encrypt(&random_values(257)).is_err());
+    for (path, kind) in dir.uploads().unwrap() {
+        client
+            .upload(kind, Arc::new(std::fs::read(&path).unwrap()))
+            .await
+            .unwrap();
+    }
+    // random_values is uniform in ±10: here 0.1 to 0.9.
+    let x: Vec<f64> = random_values(256).iter().map(|v| 0.5 + 0.04 * v).collect();
+    let input = client
+        .upload("ckks.ciphertext", Arc::new(dir.encrypt(&x).unwrap()))
+        .await
+        .unwrap();
+    // Four squarings on three levels: at least one bootstrap.
+    let mut g = Graph::new();
+    let mut y = g.input(0);
+    for _ in 0..4 {
+        let m = g.mul(y, y);
+        y = g.rescale(m);
+    }
+    g.output("y", y);
+    let job = JobSubmission {
+        session: dir.session().unwrap(),
+        graph: g,
+        inputs: vec![ObjectId::from_hex(&input.object_id).unwrap()],
+    };
+    let j = client
+        .submit(JOB_KIND_GRAPH, job.encode(), "")
+        .await
+        .unwrap();
+    let j = client.wait(&j.job_id, &|_| {}).await.unwrap();
+    assert_eq!(j.state, JobState::Succeeded as i32, "{j:?}");
+    let out = client.job_output(&j.outputs[0], None).await.unwrap();
+    let y = dir.decrypt(&out).unwrap();
+    assert_eq!(y.len(), 256);
+    for (v, got) in x.iter().zip(&y) {
+        let want = v.powi(16);
+        assert!((want - got).abs() < 1e-3, "{want} vs {got}");
     }
 }

@@ -31,9 +31,7 @@ use std::sync::{Arc, RwLock};
 use hecloud_bgv::BgvParameters;
 use hecloud_ckks::{CkksParameters, Encoder, Preset};
 use hecloud_protocol::refresh::RefreshResponder;
-use hecloud_rlwe::{
-    Ciphertext, DecodeError, Decryptor, Encryptor, PublicKey, RlweError, SecretKey,
-};
+use hecloud_rlwe::{Ciphertext, DecodeError, Encryptor, PublicKey, RlweError, SecretKey};
 use zeroize::Zeroizing;
 
 use crate::error::{ProxyError, Result};
@@ -521,7 +519,8 @@ impl Tenant {
                 secret_key,
             } => {
                 let ct = Ciphertext::from_bytes(params.rlwe(), bytes).map_err(foreign_or_crypto)?;
-                let pt = Decryptor::new(secret_key).decrypt(&ct).map_err(crypto)?;
+                let pt = hecloud_ckks::keys::decrypt_for_decoding(params, secret_key, &ct)
+                    .map_err(crypto)?;
                 encoder
                     .decode_real(&pt)
                     .map(|v| EnclaveReply::Reals(Zeroizing::new(v)))
