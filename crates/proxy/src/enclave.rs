@@ -29,7 +29,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 
 use hecloud_bgv::BgvParameters;
+use hecloud_ckks::boot::BootPreset;
 use hecloud_ckks::{CkksParameters, Encoder, Preset};
+use hecloud_protocol::{Message, SessionSpec};
 use hecloud_protocol::refresh::RefreshResponder;
 use hecloud_rlwe::{Ciphertext, DecodeError, Encryptor, PublicKey, RlweError, SecretKey};
 use zeroize::Zeroizing;
@@ -93,9 +95,10 @@ impl std::fmt::Debug for Attestation {
 pub enum EnclaveOp {
     /// Unseals a tenant's key folder into the enclave (replacing keys the
     /// tenant had loaded). The folder must hold a CKKS preset folder
-    /// (`preset` naming `n13` … `n17`) or a BGV one (`bgv-n13` …
-    /// `bgv-n16`), as `hecloud keygen` writes them: `preset`,
-    /// `secret.key`, `public.key`.
+    /// (`preset` naming `n13` … `n17`, or a bootstrappable `boot-n16`,
+    /// `boot-test-n12`, whose session spec says the slots) or a BGV one
+    /// (`bgv-n13` … `bgv-n16`), as `hecloud keygen` writes them:
+    /// `preset`, `secret.key`, `public.key`.
     LoadTenant {
         /// The tenant.
         tenant: String,
@@ -304,8 +307,12 @@ struct Tenant {
 enum SchemeKeys {
     Ckks {
         params: Arc<CkksParameters>,
-        /// Built once: its tables take milliseconds at N = 2^16.
+        /// Built once: its tables take milliseconds at N = 2^16. Of the
+        /// folder's slots: N/2, or a sparse bootstrapping circuit's.
         encoder: Encoder,
+        /// Where fresh encryptions go: the top, or in a bootstrappable
+        /// folder the level bootstrapping leaves.
+        level: usize,
         secret_key: SecretKey,
     },
     Bgv {
@@ -359,38 +366,63 @@ impl Tenant {
             .trim()
             .to_string();
         if let Some(preset) = Preset::ALL.into_iter().find(|p| p.name() == name) {
-            return Self::ckks(folder, preset);
+            let params = preset.build().map_err(crypto)?;
+            let level = params.max_level();
+            return Self::ckks(folder, preset.name(), params, level);
+        }
+        if let Some(preset) = BootPreset::ALL.into_iter().find(|p| p.name() == name) {
+            let params = preset.params().map_err(crypto)?;
+            return Self::ckks(folder, preset.name(), params, preset.output_level());
         }
         if let Some(preset) = hecloud_bgv::Preset::from_name(&name) {
             return Self::bgv(folder, preset);
         }
         Err(ProxyError::Unsupported(format!(
-            "preset {name:?} is neither a CKKS preset ({}) nor a BGV one ({}); TFHE and bootstrappable folders are not held by the proxy yet",
+            "preset {name:?} is neither a CKKS preset ({}, {}) nor a BGV one ({}); TFHE folders are not held by the proxy yet",
             Preset::ALL.map(|p| p.name()).join(", "),
+            BootPreset::ALL.map(|p| p.name()).join(", "),
             hecloud_bgv::Preset::ALL.map(|p| p.name()).join(", ")
         )))
     }
 
-    fn ckks(folder: &UnsealedFolder, preset: Preset) -> Result<Self> {
-        let params = preset.build().map_err(crypto)?;
+    /// A CKKS tenant (`preset` named by its folder) encrypting at `level`.
+    fn ckks(
+        folder: &UnsealedFolder,
+        preset: &'static str,
+        params: Arc<CkksParameters>,
+        level: usize,
+    ) -> Result<Self> {
+        // A sparse bootstrapping circuit packs its ciphertexts sparsely.
+        let slots = match folder.get("session.spec") {
+            Some(b) => SessionSpec::decode(b)
+                .map_err(crypto)?
+                .bootstrap
+                .and_then(|b| b.circuit.slots),
+            None => None,
+        };
+        let encoder = match slots {
+            Some(n) => Encoder::with_slots(&params, n).map_err(crypto)?,
+            None => Encoder::new(&params),
+        };
         let secret = folder.require("secret.key")?;
         let sk = || SecretKey::import_bytes(params.rlwe(), secret).map_err(crypto);
         let public_key =
             PublicKey::from_bytes(params.rlwe(), folder.require("public.key")?).map_err(crypto)?;
+        // The server re-randomizes refreshes with the public key: it must
+        // be the secret key's.
+        let pt = encoder
+            .encode_real(&[1.0], level, params.default_scale())
+            .map_err(crypto)?;
         let t = Self {
-            preset: preset.name(),
+            preset,
             responder: RefreshResponder::new().with_ckks(params.clone(), sk()?),
             keys: SchemeKeys::Ckks {
                 secret_key: sk()?,
-                encoder: Encoder::new(&params),
+                encoder,
+                level,
                 params: params.clone(),
             },
         };
-        // The server re-randomizes refreshes with the public key: it must
-        // be the secret key's.
-        let pt = Encoder::new(&params)
-            .encode_real(&[1.0], params.max_level(), params.default_scale())
-            .map_err(crypto)?;
         let probe_ct = Encryptor::new(params.rlwe())
             .encrypt_pk(&public_key, &pt)
             .map_err(crypto)?;
@@ -454,12 +486,13 @@ impl Tenant {
         let SchemeKeys::Ckks {
             params,
             encoder,
+            level,
             secret_key,
         } = &self.keys
         else {
             return Err(self.wrong_scheme(tenant, SCHEME_CKKS));
         };
-        let slots = params.slots();
+        let slots = encoder.slots();
         if values.len() > slots {
             return Err(ProxyError::Crypto(format!(
                 "{} values for {slots} slots",
@@ -470,7 +503,7 @@ impl Tenant {
             return Err(ProxyError::Crypto(format!("value {i} is not finite")));
         }
         let pt = encoder
-            .encode_real(values, params.max_level(), params.default_scale())
+            .encode_real(values, *level, params.default_scale())
             .map_err(crypto)?;
         // With the secret key, as the client's own best path does: less
         // noise, and the uniform half travels as a seed (half the bytes to
@@ -517,6 +550,7 @@ impl Tenant {
                 params,
                 encoder,
                 secret_key,
+                ..
             } => {
                 let ct = Ciphertext::from_bytes(params.rlwe(), bytes).map_err(foreign_or_crypto)?;
                 let pt = hecloud_ckks::keys::decrypt_for_decoding(params, secret_key, &ct)

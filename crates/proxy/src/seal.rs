@@ -448,12 +448,20 @@ pub const REQUIRED_FILES: [&str; 3] = ["preset", "secret.key", "public.key"];
 /// Whether a key folder's file is public: one the host may hold in the
 /// clear and upload to the server. An allow list of the names
 /// `hecloud_client::keys` writes: `preset`, `public.key`, `relin.key`,
-/// `galois-<g>.key` (`g` decimal digits), `session.spec` and the TFHE
-/// `server.key`. Everything else, `secret.key` first, is secret.
+/// `galois-<g>.key` (`g` decimal digits), `session.spec`, the TFHE
+/// `server.key` and a bootstrappable folder's encapsulation keys
+/// (`encaps-down.key`, `encaps-up.key`: switching keys, evaluation keys
+/// like the others). Everything else, `secret.key` first, is secret.
 pub fn is_public_file(name: &str) -> bool {
     matches!(
         name,
-        "preset" | "public.key" | "relin.key" | "session.spec" | "server.key"
+        "preset"
+            | "public.key"
+            | "relin.key"
+            | "session.spec"
+            | "server.key"
+            | "encaps-down.key"
+            | "encaps-up.key"
     ) || name
         .strip_prefix("galois-")
         .and_then(|g| g.strip_suffix(".key"))

@@ -150,6 +150,9 @@ fn server_config(dir: &std::path::Path, listen: std::net::SocketAddr) -> ServerC
                 token_blake3: None,
             },
         ],
+        // The bootstrappable folder of the tests is boot-test-n12
+        // (insecure, small); every other folder here is a 128-bit preset.
+        allow_insecure_params: true,
         ..ServerConfig::default()
     }
 }
@@ -1308,4 +1311,54 @@ async fn a_client_of_another_protocol_version_is_refused() {
     assert_eq!(reply.protocol_version, PROTOCOL_VERSION);
     // And the proxy is still up for a client of its version.
     f.client(ALICE, true).await.unwrap();
+}
+
+/// A bootstrappable folder (`boot-test-n12`, sparse at 256 slots, the
+/// server preferring bootstrapping) held by the proxy: plaintext in, a
+/// job deeper than the folder's levels bootstrapped by the server,
+/// plaintext out, against the plaintext powers; more values than the
+/// circuit's slots are refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_bootstrappable_folder_runs_a_job_deeper_than_its_levels() {
+    let f = fixture().await;
+    // Bob's folder, before his first request, becomes a bootstrappable one.
+    std::fs::remove_dir_all(f.store().join("bob")).unwrap();
+    let boot_keys = f.dir.path().join("bob-boot-keys");
+    hecloud_client::keys::boot_keygen(
+        &boot_keys,
+        hecloud_ckks::boot::BootPreset::TestN12,
+        &[],
+        &hecloud_client::keys::RefreshOptions::default(),
+        &hecloud_client::keys::BootOptions {
+            prefer_over_refresh: true,
+            slots: Some(256),
+        },
+    )
+    .unwrap();
+    SealedKeyStore::new(f.store())
+        .seal_folder_in(f.enclave.as_ref(), "bob", &boot_keys)
+        .unwrap();
+    let c = f.client(BOB, true).await.unwrap();
+    // random_reals(n, lo, hi): here 0.1 to 0.9.
+    let x = random_reals(256, 0.1, 0.9);
+    // Four squarings on the folder's two levels: bootstrapped.
+    let mut g = Graph::new();
+    let mut y = g.input(0);
+    for _ in 0..4 {
+        let m = g.mul(y, y);
+        y = g.rescale(m);
+    }
+    g.output("y", y);
+    let r = c
+        .run(vec![RunInput::Values(x.clone())], &g, 256)
+        .await
+        .unwrap();
+    let want: Vec<f64> = x.iter().map(|v| v.powi(16)).collect();
+    close(&want, &r.outputs[0].2, 1e-3, "x^16 through a bootstrap");
+    let (kind, _, msg) = refused(
+        c.run(vec![RunInput::Values(random_reals(257, 0.1, 0.9))], &g, 257)
+            .await,
+    );
+    assert_eq!(kind, Some(ErrorKind::InvalidRequest), "{msg}");
+    assert!(msg.contains("257 values for 256 slots"), "{msg}");
 }
