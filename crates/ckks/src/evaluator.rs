@@ -539,12 +539,9 @@ fn tensor(a0: &RnsPoly, a1: &RnsPoly, b0: &RnsPoly, b1: &RnsPoly) -> Result<[Rns
     let work = |(i, ((o0, o1), o2)): (usize, OutputLimbs)| {
         let m = &basis.moduli()[i];
         let (x0, x1, y0, y1) = (a0.limb(i), a1.limb(i), b0.limb(i), b1.limb(i));
-        o0.copy_from_slice(x0);
-        be.mul_pointwise(m, o0, y0);
-        o2.copy_from_slice(x1);
-        be.mul_pointwise(m, o2, y1);
-        o1.copy_from_slice(x0);
-        be.mul_pointwise(m, o1, y1);
+        be.mul_pointwise_into(m, o0, x0, y0);
+        be.mul_pointwise_into(m, o2, x1, y1);
+        be.mul_pointwise_into(m, o1, x0, y1);
         be.mul_add_pointwise(m, x1, y0, o1);
     };
     let (o0, o1, o2) = (d0.data_mut(), d1.data_mut(), d2.data_mut());

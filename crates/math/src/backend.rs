@@ -40,6 +40,15 @@ pub trait Backend: Send + Sync + std::fmt::Debug {
         }
     }
 
+    /// `out[i] = a[i]·b[i] mod q`: [`Self::mul_pointwise`] into a third
+    /// buffer, without first copying `a` there (a pass over memory less:
+    /// the tensor product of a ciphertext multiplication).
+    fn mul_pointwise_into(&self, q: &Modulus, out: &mut [u64], a: &[u64], b: &[u64]) {
+        for ((o, x), y) in out.iter_mut().zip(a).zip(b) {
+            *o = q.mul(*x, *y);
+        }
+    }
+
     /// `acc[i] = acc[i] + a[i]·b[i] mod q` (key-switching inner products).
     fn mul_add_pointwise(&self, q: &Modulus, a: &[u64], b: &[u64], acc: &mut [u64]) {
         for ((o, x), y) in acc.iter_mut().zip(a).zip(b) {
@@ -366,6 +375,22 @@ impl Backend for Simd {
         Scalar.mul_pointwise(q, a, b);
     }
 
+    fn mul_pointwise_into(&self, q: &Modulus, out: &mut [u64], a: &[u64], b: &[u64]) {
+        #[cfg(target_arch = "x86_64")]
+        if self.level == SimdLevel::Avx512Ifma && q.value() < crate::ntt::avx512ifma::MAX_MODULUS {
+            // SAFETY: `Simd::new` checked the CPU supports AVX-512 IFMA.
+            unsafe { crate::ntt::avx512ifma::mul_pointwise_into(q, out, a, b) };
+            return;
+        }
+        #[cfg(target_arch = "x86_64")]
+        if self.fp(q.value()) {
+            // SAFETY: `Simd::new` checked the CPU supports AVX2 and FMA.
+            unsafe { crate::ntt::avx2fma::mul_pointwise_into(q, out, a, b) };
+            return;
+        }
+        Scalar.mul_pointwise_into(q, out, a, b);
+    }
+
     fn mul_add_pointwise(&self, q: &Modulus, a: &[u64], b: &[u64], acc: &mut [u64]) {
         #[cfg(target_arch = "x86_64")]
         if self.level == SimdLevel::Avx512Ifma && q.value() < crate::ntt::avx512ifma::MAX_MODULUS {
@@ -641,6 +666,11 @@ pub mod parity {
                     if x != y {
                         return Err(format!("mul_pointwise differs ({ctx})"));
                     }
+                    let mut z = vec![0; n];
+                    backend.mul_pointwise_into(&m, &mut z, a, &b);
+                    if x != z {
+                        return Err(format!("mul_pointwise_into differs ({ctx})"));
+                    }
                     Scalar.mul_add_pointwise(&m, a, &b, &mut x);
                     backend.mul_add_pointwise(&m, a, &b, &mut y);
                     if x != y {
@@ -701,6 +731,11 @@ pub mod parity {
                 backend.mul_pointwise(&m, &mut y, &b);
                 if x != y {
                     return Err(format!("mul_pointwise differs ({ctx})"));
+                }
+                let mut z = vec![0; n];
+                backend.mul_pointwise_into(&m, &mut z, &a, &b);
+                if x != z {
+                    return Err(format!("mul_pointwise_into differs ({ctx})"));
                 }
                 Scalar.mul_add_pointwise(&m, &a, &b, &mut x);
                 backend.mul_add_pointwise(&m, &a, &b, &mut y);

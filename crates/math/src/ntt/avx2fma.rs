@@ -477,6 +477,27 @@ pub(crate) fn mul_pointwise(m: &Modulus, a: &mut [u64], b: &[u64]) {
     }
 }
 
+/// `out[i] = a[i]·b[i] mod q` for q < 2^50 (tail in scalar code).
+#[target_feature(enable = "avx2,fma")]
+pub(crate) fn mul_pointwise_into(m: &Modulus, out: &mut [u64], a: &[u64], b: &[u64]) {
+    let k = Q::new(m.value());
+    let len = out.len().min(a.len()).min(b.len());
+    let (out, a, b) = (&mut out[..len], &a[..len], &b[..len]);
+    let mut oc = out.chunks_exact_mut(LANES);
+    let (mut ac, mut bc) = (a.chunks_exact(LANES), b.chunks_exact(LANES));
+    for ((o, x), y) in (&mut oc).zip(&mut ac).zip(&mut bc) {
+        store_u64(o, k.canonical(k.mul(load_u64(x), load_u64(y))));
+    }
+    for ((o, x), y) in oc
+        .into_remainder()
+        .iter_mut()
+        .zip(ac.remainder())
+        .zip(bc.remainder())
+    {
+        *o = m.mul(*x, *y);
+    }
+}
+
 /// `acc[i] = acc[i] + a[i]·b[i] mod q` for q < 2^50 (tail in scalar code).
 #[target_feature(enable = "avx2,fma")]
 pub(crate) fn mul_add_pointwise(m: &Modulus, a: &[u64], b: &[u64], acc: &mut [u64]) {

@@ -83,6 +83,26 @@ pub(crate) fn mul_pointwise(m: &crate::Modulus, a: &mut [u64], b: &[u64]) {
     }
 }
 
+/// `out[i] = a[i]·b[i] mod q` for q < 2^50 (tail in scalar code).
+#[target_feature(enable = "avx512f,avx512dq,avx512ifma")]
+pub(crate) fn mul_pointwise_into(m: &crate::Modulus, out: &mut [u64], a: &[u64], b: &[u64]) {
+    let c = Barrett52::new(m.value());
+    let zero = _mm512_setzero_si512();
+    let mut oc = out.chunks_exact_mut(LANES);
+    let (mut ac, mut bc) = (a.chunks_exact(LANES), b.chunks_exact(LANES));
+    for ((o, x), y) in (&mut oc).zip(&mut ac).zip(&mut bc) {
+        store(o, mul_add_mod(load(x), load(y), zero, &c));
+    }
+    for ((o, x), y) in oc
+        .into_remainder()
+        .iter_mut()
+        .zip(ac.remainder())
+        .zip(bc.remainder())
+    {
+        *o = m.mul(*x, *y);
+    }
+}
+
 /// `acc[i] = acc[i] + a[i]·b[i] mod q` for q < 2^50 (tail in scalar code).
 #[target_feature(enable = "avx512f,avx512dq,avx512ifma")]
 pub(crate) fn mul_add_pointwise(m: &crate::Modulus, a: &[u64], b: &[u64], acc: &mut [u64]) {
