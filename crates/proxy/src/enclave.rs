@@ -31,8 +31,8 @@ use std::sync::{Arc, RwLock};
 use hecloud_bgv::BgvParameters;
 use hecloud_ckks::boot::BootPreset;
 use hecloud_ckks::{CkksParameters, Encoder, Preset};
-use hecloud_protocol::{Message, SessionSpec};
 use hecloud_protocol::refresh::RefreshResponder;
+use hecloud_protocol::{Message, SessionSpec};
 use hecloud_rlwe::{Ciphertext, DecodeError, Encryptor, PublicKey, RlweError, SecretKey};
 use zeroize::Zeroizing;
 
