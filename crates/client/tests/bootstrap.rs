@@ -14,6 +14,41 @@ use hecloud_protocol::rpc::{JOB_KIND_GRAPH, JobState};
 use hecloud_protocol::{Graph, JobSubmission, Message, ObjectId};
 use hecloud_server::Quota;
 
+/// `x` encrypted with `dir`, squared `times` times by a job on the server
+/// (no key holder online: it bootstraps where the levels run out), and
+/// decrypted.
+async fn square_on_the_server(
+    client: &hecloud_client::Client,
+    dir: &KeyDir,
+    x: &[f64],
+    times: usize,
+) -> Vec<f64> {
+    let input = client
+        .upload("ckks.ciphertext", Arc::new(dir.encrypt(x).unwrap()))
+        .await
+        .unwrap();
+    let mut g = Graph::new();
+    let mut y = g.input(0);
+    for _ in 0..times {
+        let m = g.mul(y, y);
+        y = g.rescale(m);
+    }
+    g.output("y", y);
+    let job = JobSubmission {
+        session: dir.session().unwrap(),
+        graph: g,
+        inputs: vec![ObjectId::from_hex(&input.object_id).unwrap()],
+    };
+    let j = client
+        .submit(JOB_KIND_GRAPH, job.encode(), "")
+        .await
+        .unwrap();
+    let j = client.wait(&j.job_id, &|_| {}).await.unwrap();
+    assert_eq!(j.state, JobState::Succeeded as i32, "{j:?}");
+    let out = client.job_output(&j.outputs[0], None).await.unwrap();
+    dir.decrypt(&out).unwrap()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_deep_job_is_bootstrapped_by_the_server_when_no_key_holder_is_online() {
     let setup = server(Quota::default(), 1).await;
@@ -47,31 +82,8 @@ async fn a_deep_job_is_bootstrapped_by_the_server_when_no_key_holder_is_online()
         .iter()
         .map(|v| 0.975 + 0.0025 * v)
         .collect();
-    let input = client
-        .upload("ckks.ciphertext", Arc::new(dir.encrypt(&x).unwrap()))
-        .await
-        .unwrap();
     // Six squarings on three levels: two bootstraps, planned by the server.
-    let mut g = Graph::new();
-    let mut y = g.input(0);
-    for _ in 0..6 {
-        let m = g.mul(y, y);
-        y = g.rescale(m);
-    }
-    g.output("y", y);
-    let job = JobSubmission {
-        session: dir.session().unwrap(),
-        graph: g,
-        inputs: vec![ObjectId::from_hex(&input.object_id).unwrap()],
-    };
-    let j = client
-        .submit(JOB_KIND_GRAPH, job.encode(), "")
-        .await
-        .unwrap();
-    let j = client.wait(&j.job_id, &|_| {}).await.unwrap();
-    assert_eq!(j.state, JobState::Succeeded as i32, "{j:?}");
-    let out = client.job_output(&j.outputs[0], None).await.unwrap();
-    let y = dir.decrypt(&out).unwrap();
+    let y = square_on_the_server(&client, &dir, &x, 6).await;
     // Each bootstrap of near-constant slots is low by about 1e-4 (EvalMod's
     // sine), and later squarings multiply it: see boot_exec.rs.
     for (v, got) in x.iter().zip(&y) {
@@ -112,31 +124,8 @@ async fn a_sparse_bootstrappable_folder_is_bootstrapped_at_its_slots() {
     }
     // random_values is uniform in ±10: here 0.1 to 0.9.
     let x: Vec<f64> = random_values(256).iter().map(|v| 0.5 + 0.04 * v).collect();
-    let input = client
-        .upload("ckks.ciphertext", Arc::new(dir.encrypt(&x).unwrap()))
-        .await
-        .unwrap();
     // Four squarings on three levels: at least one bootstrap.
-    let mut g = Graph::new();
-    let mut y = g.input(0);
-    for _ in 0..4 {
-        let m = g.mul(y, y);
-        y = g.rescale(m);
-    }
-    g.output("y", y);
-    let job = JobSubmission {
-        session: dir.session().unwrap(),
-        graph: g,
-        inputs: vec![ObjectId::from_hex(&input.object_id).unwrap()],
-    };
-    let j = client
-        .submit(JOB_KIND_GRAPH, job.encode(), "")
-        .await
-        .unwrap();
-    let j = client.wait(&j.job_id, &|_| {}).await.unwrap();
-    assert_eq!(j.state, JobState::Succeeded as i32, "{j:?}");
-    let out = client.job_output(&j.outputs[0], None).await.unwrap();
-    let y = dir.decrypt(&out).unwrap();
+    let y = square_on_the_server(&client, &dir, &x, 4).await;
     assert_eq!(y.len(), 256);
     for (v, got) in x.iter().zip(&y) {
         let want = v.powi(16);
