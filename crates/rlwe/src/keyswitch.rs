@@ -591,8 +591,9 @@ pub fn mod_down(params: &Parameters, level: usize, x: &RnsPoly) -> Result<RnsPol
     divide_out_one(x, &removed, level + 1, tables, target)
 }
 
-/// [`mod_down`] of a ciphertext's two components, divided together (see
-/// [`divide_out`]'s note on threads).
+/// [`mod_down`] of a ciphertext's two components, divided together: one
+/// parallel loop over both components' limbs, where two ModDowns side by
+/// side split unevenly over the threads and contend for the caches.
 pub fn mod_down_pair(
     params: &Parameters,
     level: usize,
@@ -626,8 +627,8 @@ pub fn mod_down_rescale(params: &Parameters, level: usize, x: &RnsPoly) -> Resul
     divide_out_one(x, &removed, level, tables, target)
 }
 
-/// [`mod_down_rescale`] of a ciphertext's two components, divided together
-/// (see [`divide_out`]'s note on threads).
+/// [`mod_down_rescale`] of a ciphertext's two components, divided
+/// together, as [`mod_down_pair`].
 pub fn mod_down_rescale_pair(
     params: &Parameters,
     level: usize,
