@@ -80,6 +80,42 @@ impl KeySet {
         })
     }
 
+    /// Keys around an existing secret key with no evaluation keys (its
+    /// public key only): for a key holder that decrypts and re-encrypts
+    /// (a refresh responder), where a relinearization key, hundreds of
+    /// megabytes at N = 2^16, would go unused. An evaluator over
+    /// [`Self::evaluation_keys`] then refuses products and rotations.
+    ///
+    /// ```
+    /// use hecloud_bgv::{BgvParameters, Encoder, KeySet, params::test_literal};
+    /// let params = BgvParameters::new_insecure_for_tests(test_literal(10, 2, 65537)).unwrap();
+    /// let full = KeySet::generate(&params, &[], false).unwrap();
+    /// let sk = hecloud_rlwe::SecretKey::from_coefficients(
+    ///     params.rlwe(),
+    ///     &full.secret_key().export_coefficients(),
+    /// )
+    /// .unwrap();
+    /// let holder = KeySet::for_key_holder(&params, sk).unwrap();
+    /// assert!(holder.evaluation_keys().relin.is_none());
+    /// let enc = Encoder::new(&params);
+    /// let ct = full.encrypt(&enc.encode(&[4, 5]).unwrap()).unwrap();
+    /// assert_eq!(&enc.decode(&holder.decrypt(&ct).unwrap()).unwrap()[..2], &[4, 5]);
+    /// ```
+    pub fn for_key_holder(params: &Arc<BgvParameters>, sk: SecretKey) -> Result<Self> {
+        let mut kg = KeyGenerator::new(params.rlwe());
+        let pk = kg.gen_public_key(&sk)?;
+        let galois = kg.gen_galois_keys(&sk, &[], false)?;
+        Ok(Self {
+            params: params.clone(),
+            sk,
+            pk,
+            eval: Arc::new(EvaluationKeys {
+                relin: None,
+                galois,
+            }),
+        })
+    }
+
     /// The parameters.
     pub fn params(&self) -> &Arc<BgvParameters> {
         &self.params

@@ -318,8 +318,8 @@ enum SchemeKeys {
     Bgv {
         params: Arc<BgvParameters>,
         encoder: hecloud_bgv::Encoder,
-        /// The secret key (and a public and relinearization key made from
-        /// it, unused here); shared with the refresh responder.
+        /// The secret key (and the public key made from it, unused here:
+        /// no evaluation keys); shared with the refresh responder.
         keys: Arc<hecloud_bgv::KeySet>,
     },
 }
@@ -444,9 +444,7 @@ impl Tenant {
             .map_err(crypto)?;
         let public_key =
             PublicKey::from_bytes(params.rlwe(), folder.require("public.key")?).map_err(crypto)?;
-        let keys = Arc::new(
-            hecloud_bgv::KeySet::from_secret_key(&params, sk, &[], false).map_err(crypto)?,
-        );
+        let keys = Arc::new(hecloud_bgv::KeySet::for_key_holder(&params, sk).map_err(crypto)?);
         let encoder = hecloud_bgv::Encoder::new(&params);
         // The server re-randomizes refreshes with the folder's public key
         // (not the one the key set made): it must be the secret key's.
