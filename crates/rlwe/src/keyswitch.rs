@@ -429,8 +429,8 @@ pub fn key_switch_hoisted_ext(
 }
 
 /// Divides each x of `xs` (NTT over Q_l ∪ P, limbs `removed` to be divided
-/// out) by the product R of the removed primes onto the first `keep`
-/// primes, rounding to the nearest integer: the residue x mod R is taken
+/// out) by the product R of the removed primes onto the basis `target`
+/// (the first primes of Q), rounding to the nearest integer: the residue x mod R is taken
 /// centered, with the exact basis extension (the overflow count
 /// v = round(Σ y_m / r_m) computed in floating point and subtracted), so the
 /// result is ⌊x / R⌉ without the bias of a fast (floor-type) conversion. A
@@ -446,7 +446,6 @@ pub fn key_switch_hoisted_ext(
 fn divide_out(
     xs: &[&RnsPoly],
     removed: &[usize],
-    keep: usize,
     tables: &ModDownTables,
     target: &Arc<RnsBasis>,
 ) -> Result<Vec<RnsPoly>> {
@@ -485,7 +484,7 @@ fn divide_out(
         .max()
         .unwrap_or(64);
     // x mod R in the centered representative: −R folded into v's weight.
-    let weights: Vec<Vec<u64>> = (0..keep)
+    let weights: Vec<Vec<u64>> = (0..target.len())
         .map(|i| {
             let mut w = tables.phat_mod_q[i].clone();
             w.push(target.moduli()[i].neg(tables.r_mod_q[i]));
@@ -520,7 +519,6 @@ fn divide_out(
             );
         }
     };
-    debug_assert_eq!(target.len(), keep);
     let mut outs: Vec<RnsPoly> = xs
         .iter()
         .map(|_| pooled_uninit(target, Domain::Ntt))
@@ -550,33 +548,6 @@ fn divide_out(
     Ok(outs)
 }
 
-/// The one output of [`divide_out`] on one input.
-fn divide_out_one(
-    x: &RnsPoly,
-    removed: &[usize],
-    keep: usize,
-    tables: &ModDownTables,
-    target: &Arc<RnsBasis>,
-) -> Result<RnsPoly> {
-    let mut out = divide_out(&[x], removed, keep, tables, target)?;
-    Ok(out.pop().expect("one output per input"))
-}
-
-/// The two outputs of [`divide_out`] on two inputs.
-fn divide_out_two(
-    x: [&RnsPoly; 2],
-    removed: &[usize],
-    keep: usize,
-    tables: &ModDownTables,
-    target: &Arc<RnsBasis>,
-) -> Result<(RnsPoly, RnsPoly)> {
-    let mut out = divide_out(&x, removed, keep, tables, target)?.into_iter();
-    match (out.next(), out.next()) {
-        (Some(a), Some(b)) => Ok((a, b)),
-        _ => unreachable!("one output per input"),
-    }
-}
-
 fn check_ext(params: &Parameters, x: &RnsPoly, level: usize) -> Result<()> {
     if **x.basis() != **params.qp_at(level)? || x.domain() != Domain::Ntt {
         return Err(RlweError::ParameterMismatch);
@@ -584,11 +555,32 @@ fn check_ext(params: &Parameters, x: &RnsPoly, level: usize) -> Result<()> {
     Ok(())
 }
 
+/// What a ModDown divides out at a level: the removed limbs, their
+/// tables, and the basis the result is over.
+type DividePlan<'a> = (Vec<usize>, &'a ModDownTables, &'a Arc<RnsBasis>);
+
+/// Checks each of `xs` against Q_l ∪ P at `level`, then divides them out
+/// together under `plan` ([`divide_out`]).
+fn divide_down<const K: usize>(
+    params: &Parameters,
+    level: usize,
+    xs: [&RnsPoly; K],
+    plan: for<'a> fn(&'a Parameters, usize) -> Result<DividePlan<'a>>,
+) -> Result<[RnsPoly; K]> {
+    for x in xs {
+        check_ext(params, x, level)?;
+    }
+    let (removed, tables, target) = plan(params, level)?;
+    let out = divide_out(&xs, &removed, tables, target)?;
+    Ok(out
+        .try_into()
+        .unwrap_or_else(|_| unreachable!("one output per input")))
+}
+
 /// ModDown: x over Q_l ∪ P (NTT) ↦ ≈ x / P over Q_l (NTT).
 pub fn mod_down(params: &Parameters, level: usize, x: &RnsPoly) -> Result<RnsPoly> {
-    check_ext(params, x, level)?;
-    let (removed, tables, target) = mod_down_plan(params, level)?;
-    divide_out_one(x, &removed, level + 1, tables, target)
+    let [y] = divide_down(params, level, [x], mod_down_plan)?;
+    Ok(y)
 }
 
 /// [`mod_down`] of a ciphertext's two components, divided together: one
@@ -600,16 +592,11 @@ pub fn mod_down_pair(
     x0: &RnsPoly,
     x1: &RnsPoly,
 ) -> Result<(RnsPoly, RnsPoly)> {
-    check_ext(params, x0, level)?;
-    check_ext(params, x1, level)?;
-    let (removed, tables, target) = mod_down_plan(params, level)?;
-    divide_out_two([x0, x1], &removed, level + 1, tables, target)
+    let [y0, y1] = divide_down(params, level, [x0, x1], mod_down_plan)?;
+    Ok((y0, y1))
 }
 
-fn mod_down_plan(
-    params: &Parameters,
-    level: usize,
-) -> Result<(Vec<usize>, &ModDownTables, &Arc<RnsBasis>)> {
+fn mod_down_plan(params: &Parameters, level: usize) -> Result<DividePlan<'_>> {
     let lt = params.level(level)?;
     let k = params.p_basis().len();
     Ok((
@@ -622,9 +609,8 @@ fn mod_down_plan(
 /// Fused ModDown and rescale: x over Q_l ∪ P (NTT) ↦ ≈ x / (q_l·P) over
 /// Q_{l−1} (NTT), saving the NTTs of a separate rescale.
 pub fn mod_down_rescale(params: &Parameters, level: usize, x: &RnsPoly) -> Result<RnsPoly> {
-    check_ext(params, x, level)?;
-    let (removed, tables, target) = mod_down_rescale_plan(params, level)?;
-    divide_out_one(x, &removed, level, tables, target)
+    let [y] = divide_down(params, level, [x], mod_down_rescale_plan)?;
+    Ok(y)
 }
 
 /// [`mod_down_rescale`] of a ciphertext's two components, divided
@@ -635,16 +621,11 @@ pub fn mod_down_rescale_pair(
     x0: &RnsPoly,
     x1: &RnsPoly,
 ) -> Result<(RnsPoly, RnsPoly)> {
-    check_ext(params, x0, level)?;
-    check_ext(params, x1, level)?;
-    let (removed, tables, target) = mod_down_rescale_plan(params, level)?;
-    divide_out_two([x0, x1], &removed, level, tables, target)
+    let [y0, y1] = divide_down(params, level, [x0, x1], mod_down_rescale_plan)?;
+    Ok((y0, y1))
 }
 
-fn mod_down_rescale_plan(
-    params: &Parameters,
-    level: usize,
-) -> Result<(Vec<usize>, &ModDownTables, &Arc<RnsBasis>)> {
+fn mod_down_rescale_plan(params: &Parameters, level: usize) -> Result<DividePlan<'_>> {
     if level == 0 {
         return Err(RlweError::LevelsExhausted { level, need: 1 });
     }
