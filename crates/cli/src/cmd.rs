@@ -276,12 +276,12 @@ fn report_keygen(dir: &Path, r: &keys::KeygenReport) -> anyhow::Result<()> {
 }
 
 /// The comma- or whitespace-separated words of an input file.
-fn words(text: &str) -> impl Iterator<Item = &str> {
+pub(crate) fn words(text: &str) -> impl Iterator<Item = &str> {
     text.split(|c: char| c == ',' || c.is_whitespace())
         .filter(|s| !s.is_empty())
 }
 
-fn parse_values(text: &str) -> anyhow::Result<Vec<f64>> {
+pub(crate) fn parse_values(text: &str) -> anyhow::Result<Vec<f64>> {
     words(text)
         .map(|s| {
             s.parse::<f64>()

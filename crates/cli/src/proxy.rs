@@ -328,19 +328,8 @@ pub struct RunArgs {
     inputs: Vec<PathBuf>,
 }
 
-fn parse_values(text: &str) -> anyhow::Result<Vec<f64>> {
-    text.split(|c: char| c == ',' || c.is_whitespace())
-        .filter(|s| !s.is_empty())
-        .map(|s| {
-            s.parse::<f64>()
-                .with_context(|| format!("not a number: {s:?}"))
-        })
-        .collect()
-}
-
 fn parse_ints(text: &str) -> anyhow::Result<Vec<u64>> {
-    text.split(|c: char| c == ',' || c.is_whitespace())
-        .filter(|s| !s.is_empty())
+    crate::cmd::words(text)
         .map(|s| {
             s.parse::<u64>()
                 .with_context(|| format!("not an integer from 0 to 2^64 - 1: {s:?}"))
@@ -425,7 +414,7 @@ pub fn run(a: RunArgs) -> anyhow::Result<()> {
         inputs.push(if a.ints {
             RunInput::Ints(parse_ints(&text).with_context(reading)?)
         } else {
-            RunInput::Values(parse_values(&text).with_context(reading)?)
+            RunInput::Values(crate::cmd::parse_values(&text).with_context(reading)?)
         });
     }
     let ca = crate::cmd::ca_for(&a.via_proxy, &a.proxy_ca, "the proxy's CA")?;
