@@ -84,7 +84,7 @@ pub fn parse_boot_preset(name: &str) -> Result<BootPreset> {
 /// The CKKS parameters a folder's preset name stands for, a CKKS preset
 /// (`n13` … `n17`) or a bootstrappable one (`boot-…`), and the level
 /// fresh encryptions go at (the top, or the bootstrapping's output level).
-fn ckks_params_named(name: &str) -> Result<(Arc<CkksParameters>, usize)> {
+pub fn ckks_params_named(name: &str) -> Result<(Arc<CkksParameters>, usize)> {
     if name.starts_with("boot-") {
         let preset = parse_boot_preset(name)?;
         Ok((preset.params().map_err(crypto)?, preset.output_level()))
@@ -355,10 +355,7 @@ impl KeyDir {
         // A sparse bootstrapping circuit packs its ciphertexts sparsely.
         let spec =
             SessionSpec::decode(&std::fs::read(dir.join("session.spec"))?).map_err(crypto)?;
-        let slots = spec
-            .bootstrap
-            .and_then(|b| b.circuit.slots)
-            .unwrap_or(params.slots());
+        let slots = spec.sparse_slots().unwrap_or(params.slots());
         Ok(Self {
             params,
             encrypt_level,

@@ -655,6 +655,12 @@ impl SessionSpec {
         ObjectId::of(&self.encode())
     }
 
+    /// The slots the session's CKKS ciphertexts are packed in when its
+    /// bootstrapping circuit is sparse; `None`: N/2 (full slots).
+    pub fn sparse_slots(&self) -> Option<usize> {
+        self.bootstrap.as_ref().and_then(|b| b.circuit.slots)
+    }
+
     fn has_bgv_part(&self) -> bool {
         self.bgv.is_some() || self.bgv_relin_key.is_some() || !self.bgv_galois_keys.is_empty()
     }

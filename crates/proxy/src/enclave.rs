@@ -297,7 +297,7 @@ pub trait Enclave: Send + Sync + std::fmt::Debug {
 /// A tenant's keys inside the enclave.
 struct Tenant {
     /// The preset's name (`n13`, `bgv-n13`, ...).
-    preset: &'static str,
+    preset: String,
     keys: SchemeKeys,
     responder: RefreshResponder,
 }
@@ -365,17 +365,13 @@ impl Tenant {
             .map_err(|_| ProxyError::Unsupported("the preset file is not UTF-8".into()))?
             .trim()
             .to_string();
-        if let Some(preset) = Preset::ALL.into_iter().find(|p| p.name() == name) {
-            let params = preset.build().map_err(crypto)?;
-            let level = params.max_level();
-            return Self::ckks(folder, preset.name(), params, level);
-        }
-        if let Some(preset) = BootPreset::ALL.into_iter().find(|p| p.name() == name) {
-            let params = preset.params().map_err(crypto)?;
-            return Self::ckks(folder, preset.name(), params, preset.output_level());
-        }
         if let Some(preset) = hecloud_bgv::Preset::from_name(&name) {
             return Self::bgv(folder, preset);
+        }
+        // A CKKS or bootstrappable preset, at the level its fresh
+        // encryptions go (the client SDK's rule).
+        if let Ok((params, level)) = hecloud_client::keys::ckks_params_named(&name) {
+            return Self::ckks(folder, name, params, level);
         }
         Err(ProxyError::Unsupported(format!(
             "preset {name:?} is neither a CKKS preset ({}, {}) nor a BGV one ({}); TFHE folders are not held by the proxy yet",
@@ -388,16 +384,12 @@ impl Tenant {
     /// A CKKS tenant (`preset` named by its folder) encrypting at `level`.
     fn ckks(
         folder: &UnsealedFolder,
-        preset: &'static str,
+        preset: String,
         params: Arc<CkksParameters>,
         level: usize,
     ) -> Result<Self> {
-        // A sparse bootstrapping circuit packs its ciphertexts sparsely.
         let slots = match folder.get("session.spec") {
-            Some(b) => SessionSpec::decode(b)
-                .map_err(crypto)?
-                .bootstrap
-                .and_then(|b| b.circuit.slots),
+            Some(b) => SessionSpec::decode(b).map_err(crypto)?.sparse_slots(),
             None => None,
         };
         let encoder = match slots {
@@ -452,7 +444,7 @@ impl Tenant {
         let probe_ct = hecloud_bgv::keys::encrypt_pk(&params, &public_key, &pt, params.max_level())
             .map_err(crypto)?;
         let t = Self {
-            preset: preset.name(),
+            preset: preset.name().into(),
             responder: RefreshResponder::new().with_bgv(keys.clone()),
             keys: SchemeKeys::Bgv {
                 params,
@@ -589,10 +581,14 @@ pub struct PlainEnclave {
 
 impl std::fmt::Debug for PlainEnclave {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let mut tenants: Vec<(String, &'static str)> = self
+        let mut tenants: Vec<(String, String)> = self
             .tenants
             .read()
-            .map(|t| t.iter().map(|(n, t)| (n.clone(), t.preset)).collect())
+            .map(|t| {
+                t.iter()
+                    .map(|(n, t)| (n.clone(), t.preset.clone()))
+                    .collect()
+            })
             .unwrap_or_default();
         tenants.sort();
         f.debug_struct("PlainEnclave")
@@ -653,7 +649,7 @@ impl PlainEnclave {
                 let unsealed = folder.unseal(&self.key)?;
                 let t = Tenant::from_folder(&unsealed)?;
                 drop(unsealed);
-                let preset = t.preset.to_string();
+                let preset = t.preset.clone();
                 self.write().insert(tenant, t);
                 Ok(EnclaveReply::Loaded { preset })
             }
