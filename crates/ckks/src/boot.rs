@@ -243,6 +243,50 @@ impl EvalMod {
         Ok(c)
     }
 
+    /// What [`Self::apply`] computes, in the clear (exact arithmetic but
+    /// for f64 rounding): the interpolant, the double angles and the
+    /// arcsine correction at y, divided by 2π as the scale does.
+    pub fn eval_clear(&self, y: f64) -> f64 {
+        let mut c = self.cosine.eval(y / self.half_width);
+        for _ in 0..self.double_angles {
+            c = 2.0 * c * c - 1.0;
+        }
+        if let Some(arcsine) = &self.arcsine {
+            c = arcsine.eval(c);
+        }
+        c / (2.0 * std::f64::consts::PI)
+    }
+
+    /// What [`Self::eval_clear`] should give at y: the sine's
+    /// [`Self::reference`], or y − round(y) with the arcsine correction.
+    fn target(&self, y: f64) -> f64 {
+        if self.arcsine.is_some() {
+            y - y.round()
+        } else {
+            Self::reference(y)
+        }
+    }
+
+    /// The largest error of the approximation itself (noise aside), on a
+    /// grid of inputs y = I + δ: every integer |I| ≤ bound (at most 257 of
+    /// them, evenly spaced, for a larger bound) and 17 values
+    /// |δ| ≤ `max_delta` each, against [`Self::reference`] (or y − round(y)
+    /// with the arcsine correction). Each double angle multiplies the
+    /// interpolant's error by up to 4, so a low-degree cosine with many
+    /// double angles can lose most of the message.
+    pub fn approximation_error(&self, max_delta: f64) -> f64 {
+        let bound = (self.half_width - 1.0) as i64;
+        let stride = (2 * bound / 256).max(1);
+        let mut worst = 0.0f64;
+        for i in (-bound..=bound).step_by(stride as usize) {
+            for k in -8..=8 {
+                let y = i as f64 + max_delta * f64::from(k) / 8.0;
+                worst = worst.max((self.eval_clear(y) - self.target(y)).abs());
+            }
+        }
+        worst
+    }
+
     /// sin(2πy)/2π in the clear: what [`Self::apply`] approximates
     /// without the arcsine correction (with it: y − round(y), for y within
     /// 1/4 of an integer).
@@ -533,8 +577,10 @@ pub struct Bootstrapper {
 
 impl Bootstrapper {
     /// The circuit of `literal` for `params`. Refused: DFT level counts out
-    /// of range, an [`EvalMod`] it cannot build, a message ratio outside
-    /// 1..=30, or a circuit deeper than the parameters' top level.
+    /// of range, an [`EvalMod`] it cannot build or one that approximates
+    /// y mod 1 to fewer than [`Self::MIN_EVAL_MOD_BITS`] of the message, a
+    /// message ratio outside 1..=30, or a circuit deeper than the
+    /// parameters' top level.
     pub fn new(params: &Arc<CkksParameters>, literal: BootstrapLiteral) -> Result<Self> {
         let encoder = match literal.slots {
             Some(slots) => crate::Encoder::with_slots(params, slots)?,
@@ -574,6 +620,20 @@ impl Bootstrapper {
             encoder,
             literal,
         };
+        let bits = boot.eval_mod_precision_bits();
+        if bits < Self::MIN_EVAL_MOD_BITS {
+            return Err(CkksError::ValueOutOfRange(format!(
+                "an EvalMod (bound {}, degree {}, {} double angles, arcsine degree {}) that \
+                 approximates y mod 1 to {bits:.1} bits of a message 2^{} below q0 \
+                 (at least {} needed): raise the degree or take fewer double angles",
+                literal.eval_mod_bound,
+                literal.eval_mod_degree,
+                literal.double_angles,
+                literal.arcsine_degree,
+                literal.log_message_ratio,
+                Self::MIN_EVAL_MOD_BITS,
+            )));
+        }
         crate::error::require_levels(params.max_level(), boot.depth())?;
         let level = params.max_level() - boot.cts.levels();
         boot.eval_mod.check(
@@ -582,6 +642,23 @@ impl Bootstrapper {
             boot.eval_mod.input_scale(params.q_f64(level)),
         )?;
         Ok(boot)
+    }
+
+    /// The fewest bits of the message [`EvalMod`]'s approximation may
+    /// keep (noise aside) for [`Self::new`] to accept a literal: below it
+    /// the circuit would return noise without a word.
+    pub const MIN_EVAL_MOD_BITS: f64 = 12.0;
+
+    /// Bits of the message EvalMod's approximation keeps, noise aside:
+    /// its largest error on inputs within the bound, whose fractional part
+    /// is a message of magnitude up to 1 ([`EvalMod::approximation_error`]
+    /// at δ up to 2^-ratio), relative to that message. The result's
+    /// precision is at most this; the noise takes more (about 24 bits at
+    /// N = 2^16 for the presets, whose approximation keeps 37.8).
+    pub fn eval_mod_precision_bits(&self) -> f64 {
+        let max_delta = f64::from(self.literal.log_message_ratio).exp2().recip();
+        let error = self.eval_mod.approximation_error(max_delta);
+        -(error / max_delta).log2()
     }
 
     /// The literal it was built from.
@@ -972,6 +1049,32 @@ mod tests {
                 EvalMod::new(16, 63, 2).unwrap().with_arcsine(bad),
                 Err(CkksError::ValueOutOfRange(_))
             ));
+        }
+    }
+
+    /// The clear pipeline against the sine it approximates (an
+    /// independent reference: `f64::sin`), and the error estimate against
+    /// a denser grid of its own.
+    #[test]
+    fn eval_mods_clear_pipeline_follows_the_sine() {
+        let tau = 2.0 * std::f64::consts::PI;
+        let good = EvalMod::new(16, 63, 2).unwrap();
+        let poor = EvalMod::new(16, 31, 2).unwrap();
+        let mut worst = [0.0f64; 2];
+        for i in -16..=16 {
+            for k in -64..=64 {
+                let y = f64::from(i) + f64::from(k) / 64.0 / 256.0;
+                let want = (tau * y).sin() / tau;
+                for (w, e) in worst.iter_mut().zip([&good, &poor]) {
+                    *w = w.max((e.eval_clear(y) - want).abs());
+                }
+            }
+        }
+        assert!(worst[0] < 1e-13, "{worst:?}");
+        assert!(worst[1] > 1e-3, "{worst:?}");
+        for (w, e) in worst.iter().zip([&good, &poor]) {
+            let estimate = e.approximation_error(1.0 / 256.0);
+            assert!(estimate <= *w && estimate > w / 4.0, "{estimate} {w}");
         }
     }
 

@@ -192,6 +192,21 @@ fn bootstrapping_brings_a_level_0_ciphertext_back_with_its_slots() {
         ..literal
     };
     assert!(Bootstrapper::new(&params, deep).is_err());
+    // An EvalMod that fits the levels but approximates y mod 1 badly: a
+    // degree-31 cosine over 2·49·2π/2^2 radians. Accepted, it would
+    // return noise; refused, it names the bits it would keep.
+    assert!(boot.eval_mod_precision_bits() > 30.0);
+    for (eval_mod_degree, double_angles) in [(31, 2), (63, 0)] {
+        let poor = BootstrapLiteral {
+            eval_mod_degree,
+            double_angles,
+            ..literal
+        };
+        match Bootstrapper::new(&params, poor) {
+            Err(CkksError::ValueOutOfRange(m)) => assert!(m.contains("bits"), "{m}"),
+            other => panic!("{eval_mod_degree}, {double_angles}: {other:?}"),
+        }
+    }
 }
 
 /// The bootstrappable layout at a test size: the input at the default
