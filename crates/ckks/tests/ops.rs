@@ -422,3 +422,34 @@ fn foreign_parameters_are_refused() {
     assert!(f.keys.decrypt(&ct2).is_err());
     assert!(f.enc.decode(&keys2.decrypt(&ct2).unwrap()).is_err());
 }
+
+/// Q primes larger than P's, with dnum left to the layout: grouped by
+/// count (⌈|Q|/|P|⌉ = 3 digits) the first digit, 60 + 45 bits, is 45 bits
+/// over P's 2 × 30, and a rotation came back as noise (−14 bits), with no
+/// error. (A product hid it: its rescale divides the key-switching noise
+/// by a prime.) The layout now takes one prime per digit.
+#[test]
+fn a_p_smaller_than_the_q_primes_still_rotates_right() {
+    let literal = hecloud_rlwe::ParametersLiteral {
+        log_q: vec![60, 45, 45, 45, 45],
+        log_p: vec![30, 30],
+        dnum: None,
+        ..test_literal(11, 4)
+    };
+    let params = CkksParameters::new_insecure_for_tests(literal, 45).unwrap();
+    assert_eq!(params.rlwe().dnum(), 5);
+    let keys = KeySet::generate(&params, &[1], true).unwrap();
+    let (enc, eval) = (
+        Encoder::new(&params),
+        Evaluator::new(&params, keys.evaluation_keys()),
+    );
+    let x = random_vec(params.slots(), 1.0);
+    let pt = enc.encode(&x, 4, params.default_scale()).unwrap();
+    let rotated = eval.rotate(&keys.encrypt(&pt).unwrap(), 1).unwrap();
+    let want: Vec<Complex64> = (0..x.len()).map(|i| x[(i + 1) % x.len()]).collect();
+    let r = report(
+        &want,
+        &enc.decode(&keys.decrypt(&rotated).unwrap()).unwrap(),
+    );
+    assert!(r.bits() > 28.0, "{r}");
+}

@@ -65,7 +65,9 @@ pub struct ParametersLiteral {
     pub secret: SecretDistribution,
     /// Standard deviation of the error (must be [`SIGMA`]).
     pub sigma: f64,
-    /// Number of key-switching digits; `None` picks ⌈|Q| / |P|⌉.
+    /// Number of key-switching digits; `None` picks ⌈|Q| / |P|⌉, or more
+    /// where digits of that many primes would be larger than P (see
+    /// [`MAX_DIGIT_EXCESS_BITS`]).
     pub dnum: Option<usize>,
     /// BGV's plaintext modulus t; `None` for CKKS. With t, the message sits
     /// in the low digits: keys and fresh encryptions carry noise t·e, and
@@ -139,7 +141,7 @@ pub(crate) struct ModDownTables {
 /// assert!(params.log_qp() <= 218.0);
 /// // Too large a modulus for N = 2^13 is refused…
 /// let mut weak = lit.clone();
-/// weak.log_q = vec![60; 4];
+/// weak.log_q = vec![50; 6];
 /// assert!(Parameters::new(weak.clone()).is_err());
 /// // …unless asked for by the explicitly insecure constructor.
 /// assert!(Parameters::new_insecure_for_tests(weak).is_ok());
@@ -168,6 +170,48 @@ impl Eq for Parameters {}
 
 fn invalid(msg: impl Into<String>) -> RlweError {
     RlweError::InvalidParameters(msg.into())
+}
+
+/// How many bits a key-switching digit's modulus may exceed P by. Key
+/// switching adds noise of about (D/P)·σ·√(N·dnum) for the largest digit
+/// modulus D: up to P that stays near the ModDown's rounding, and every bit
+/// of D beyond P doubles it. A few bits cost a few bits of precision (the
+/// N = 2^14 CKKS preset's first digit, 105 bits over P's 100); tens of
+/// bits drown the message with no error anywhere, so such a layout is
+/// refused.
+pub const MAX_DIGIT_EXCESS_BITS: f64 = 8.0;
+
+/// Primes per key-switching digit for the Q primes `q` and P primes `p`:
+/// ⌈|Q|/dnum⌉ for a given dnum, which must keep every digit's modulus
+/// within [`MAX_DIGIT_EXCESS_BITS`] of P; without one, those of
+/// dnum = ⌈|Q|/|P|⌉ (digits of about as many primes as P has) or fewer,
+/// until the digits fit, so that Q primes larger than P's are not grouped
+/// into digits larger than P.
+fn digit_size(q: &[u64], p: &[u64], dnum: Option<usize>) -> Result<usize> {
+    let bits = |primes: &[u64]| primes.iter().map(|&x| (x as f64).log2()).sum::<f64>();
+    let log_p = bits(p);
+    let largest = |alpha: usize| q.chunks(alpha).map(bits).fold(0.0, f64::max);
+    let fits = |alpha: usize| largest(alpha) <= log_p + MAX_DIGIT_EXCESS_BITS;
+    let alpha = match dnum {
+        Some(dnum) => q.len().div_ceil(dnum),
+        None => {
+            let mut alpha = q.len().div_ceil(q.len().div_ceil(p.len()));
+            while alpha > 1 && !fits(alpha) {
+                alpha -= 1;
+            }
+            alpha
+        }
+    };
+    if !fits(alpha) {
+        return Err(invalid(format!(
+            "a key-switching digit of {:.1} bits ({alpha} Q primes) over P's {log_p:.1} bits: \
+             key switching noise would grow by 2^{:.0} (at most {MAX_DIGIT_EXCESS_BITS} bits over \
+             P are allowed); take more digits (dnum) or a larger P",
+            largest(alpha),
+            largest(alpha) - log_p,
+        )));
+    }
+    Ok(alpha)
 }
 
 impl Parameters {
@@ -229,14 +273,11 @@ impl Parameters {
             return Err(invalid(format!("plaintext modulus {t} outside 2..2^61")));
         }
         let lq = literal.log_q.len();
-        let dnum = literal
-            .dnum
-            .unwrap_or_else(|| lq.div_ceil(literal.log_p.len()));
-        if dnum == 0 || dnum > lq {
+        if let Some(dnum) = literal.dnum
+            && (dnum == 0 || dnum > lq)
+        {
             return Err(invalid(format!("dnum = {dnum} outside 1..={lq}")));
         }
-        let alpha = lq.div_ceil(dnum);
-        let dnum = lq.div_ceil(alpha);
         // Exact log2(QP) from the bit sizes is an upper bound; check it first
         // so that absurd sets are refused before generating primes.
         let bits_bound: u32 = literal.log_q.iter().chain(&literal.log_p).sum();
@@ -264,6 +305,8 @@ impl Parameters {
                 "plaintext modulus {t} is a multiple of the prime {q}"
             )));
         }
+        let alpha = digit_size(&used[..lq], &used[lq..], literal.dnum)?;
+        let dnum = lq.div_ceil(alpha);
         let q = RnsBasis::new(n, &used[..lq])?;
         let p = RnsBasis::new(n, &used[lq..])?;
         let qp = q.concat(&p)?;
@@ -680,19 +723,69 @@ pub(crate) mod tests {
 
     #[test]
     fn digits_cover_each_level_and_hash_identifies() {
-        let p = Parameters::new_insecure_for_tests(small(10, 6, Some(3))).unwrap();
+        // P of 3 × 58 bits: digits of 3 and 2 Q primes (145 and 100 bits)
+        // fit it.
+        let wide_p = |dnum| ParametersLiteral {
+            log_p: vec![58; 3],
+            ..small(10, 6, dnum)
+        };
+        let p = Parameters::new_insecure_for_tests(wide_p(Some(3))).unwrap();
         assert_eq!(p.alpha(), 3);
         assert_eq!(p.dnum(), 3);
         for l in 0..=p.max_level() {
             let t = p.level(l).unwrap();
             assert_eq!(t.digits.first().unwrap().start, 0);
             assert_eq!(t.digits.last().unwrap().end, l + 1);
-            assert_eq!(t.qp.len(), l + 1 + 2);
+            assert_eq!(t.qp.len(), l + 1 + 3);
         }
         assert!(p.level(7).is_err());
-        let p2 = Parameters::new_insecure_for_tests(small(10, 6, Some(2))).unwrap();
+        let p2 = Parameters::new_insecure_for_tests(wide_p(Some(4))).unwrap();
         assert_ne!(p.hash(), p2.hash());
-        let p3 = Parameters::new_insecure_for_tests(small(10, 6, Some(3))).unwrap();
+        let p3 = Parameters::new_insecure_for_tests(wide_p(Some(3))).unwrap();
         assert_eq!(p.hash(), p3.hash());
+    }
+
+    /// Digits larger than P drown the message in key switching noise:
+    /// refused when asked for, avoided when dnum is left to the layout.
+    #[test]
+    fn digits_larger_than_p_are_refused_or_avoided() {
+        let digit_bits = |p: &Parameters| {
+            let q = p.q_basis().moduli();
+            q.chunks(p.alpha())
+                .map(|c| c.iter().map(|m| (m.value() as f64).log2()).sum::<f64>())
+                .fold(0.0, f64::max)
+        };
+        let log_p = |p: &Parameters| {
+            p.p_basis()
+                .moduli()
+                .iter()
+                .map(|m| (m.value() as f64).log2())
+                .sum::<f64>()
+        };
+        // P of 2 × 58 bits: digits of 3 primes (55 + 2 × 45 = 145 bits)
+        // are 29 bits over it.
+        match Parameters::new_insecure_for_tests(small(10, 6, Some(3))) {
+            Err(RlweError::InvalidParameters(m)) => assert!(m.contains("digit"), "{m}"),
+            other => panic!("{other:?}"),
+        }
+        // ⌈7/2⌉ = 4 digits of 2 primes (100 bits): they fit.
+        let p = Parameters::new_insecure_for_tests(small(10, 6, None)).unwrap();
+        assert_eq!((p.alpha(), p.dnum()), (2, 4));
+        assert!(digit_bits(&p) <= log_p(&p) + MAX_DIGIT_EXCESS_BITS);
+        // Ten 60-bit Q primes over a P of 5 × 49 bits: by count 2 digits of
+        // 5 primes (300 bits); by bits 3 digits of at most 4 (240 ≤ 245).
+        // Over a P of 2 × 30: one prime per digit.
+        let lit = |log_p: Vec<u32>| ParametersLiteral {
+            log_q: vec![60; 10],
+            log_p,
+            ..small(12, 0, None)
+        };
+        let p = Parameters::new_insecure_for_tests(lit(vec![49; 5])).unwrap();
+        assert_eq!((p.alpha(), p.dnum()), (4, 3));
+        let p = Parameters::new_insecure_for_tests(lit(vec![30; 2])).unwrap();
+        assert_eq!((p.alpha(), p.dnum()), (1, 10));
+        assert!(digit_bits(&p) <= log_p(&p) + MAX_DIGIT_EXCESS_BITS);
+        // A single Q prime far over P cannot be split: refused.
+        assert!(Parameters::new_insecure_for_tests(lit(vec![40])).is_err());
     }
 }

@@ -56,7 +56,7 @@ impl Ciphertext {
     /// ```
     /// # use hecloud_rlwe::{Encryptor, KeyGenerator, Parameters, ParametersLiteral, Plaintext, SecretDistribution};
     /// # let params = Parameters::new(ParametersLiteral {
-    /// #     log_n: 12, log_q: vec![40, 30], log_p: vec![30],
+    /// #     log_n: 12, log_q: vec![40, 30], log_p: vec![38],
     /// #     secret: SecretDistribution::Ternary, sigma: 3.2, dnum: None, plaintext_modulus: None,
     /// # }).unwrap();
     /// # let sk = KeyGenerator::new(&params).gen_secret_key().unwrap();
@@ -91,7 +91,7 @@ impl Ciphertext {
     /// ```
     /// # use hecloud_rlwe::{Encryptor, KeyGenerator, Parameters, ParametersLiteral, Plaintext, SecretDistribution};
     /// # let params = Parameters::new(ParametersLiteral {
-    /// #     log_n: 12, log_q: vec![40, 30], log_p: vec![30],
+    /// #     log_n: 12, log_q: vec![40, 30], log_p: vec![38],
     /// #     secret: SecretDistribution::Ternary, sigma: 3.2, dnum: None, plaintext_modulus: None,
     /// # }).unwrap();
     /// # let sk = KeyGenerator::new(&params).gen_secret_key().unwrap();
