@@ -649,12 +649,14 @@ impl Bootstrapper {
     /// the circuit would return noise without a word.
     pub const MIN_EVAL_MOD_BITS: f64 = 12.0;
 
-    /// Bits of the message EvalMod's approximation keeps, noise aside:
-    /// its largest error on inputs within the bound, whose fractional part
-    /// is a message of magnitude up to 1 ([`EvalMod::approximation_error`]
-    /// at δ up to 2^-ratio), relative to that message. The result's
-    /// precision is at most this; the noise takes more (about 24 bits at
-    /// N = 2^16 for the presets, whose approximation keeps 37.8).
+    /// Bits EvalMod's approximation keeps, noise aside, of a message
+    /// coefficient of magnitude 1: its largest error on inputs within the
+    /// bound whose fractional part is such a coefficient
+    /// ([`EvalMod::approximation_error`] at δ up to 2^-ratio), relative to
+    /// 2^-ratio. The coefficients of a full-slot vector of magnitude 1 are
+    /// near 1/√N, so its slots keep about log2 √N bits fewer: the presets'
+    /// 37.8 bits are about 29.8 in the slots at N = 2^16, where the noise
+    /// leaves 24 to 26.
     pub fn eval_mod_precision_bits(&self) -> f64 {
         let max_delta = f64::from(self.literal.log_message_ratio).exp2().recip();
         let error = self.eval_mod.approximation_error(max_delta);
