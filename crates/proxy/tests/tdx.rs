@@ -447,14 +447,18 @@ fn wrong_versions_tee_types_and_layouts_are_refused() {
             want: 5
         }
     );
-    // A byte after the signature data, a signature data length that
-    // overruns or stops short.
+    // Zeros after the signature data pass (real quotes come padded);
+    // another byte there does not.
     let mut t = q.clone();
-    t.push(0);
+    t.extend_from_slice(&[0; 70]);
+    assert!(verify(&tdx(t.clone()), TLS, &n, &policy).is_ok());
+    t[q.len() + 69] = 1;
     assert_eq!(
         tdx_err(verify(&tdx(t), TLS, &n, &policy)),
-        TdxError::TrailingBytes(1, "signature data")
+        TdxError::TrailingBytes(70, "signature data")
     );
+    // A signature data length that overruns or stops short (the byte
+    // left over is not zero).
     let len = u32::from_le_bytes(q[SIG_DATA_LEN_AT..SIG_DATA_LEN_AT + 4].try_into().unwrap());
     assert!(matches!(
         with(SIG_DATA_LEN_AT, &(len + 1).to_le_bytes()),
@@ -463,9 +467,19 @@ fn wrong_versions_tee_types_and_layouts_are_refused() {
             ..
         }
     ));
+    // One byte short: the byte left over is the chain's final NUL, a
+    // zero, but the certification data then runs past its end.
+    assert_eq!(q.last(), Some(&0), "the PEM chain ends with a NUL");
     assert!(matches!(
         with(SIG_DATA_LEN_AT, &(len - 1).to_le_bytes()),
-        TdxError::TrailingBytes(1, "signature data")
+        TdxError::Truncated {
+            what: "certification data",
+            ..
+        }
+    ));
+    assert!(matches!(
+        with(SIG_DATA_LEN_AT, &(len - 2).to_le_bytes()),
+        TdxError::TrailingBytes(2, "signature data")
     ));
     assert!(matches!(
         with(SIG_DATA_LEN_AT, &u32::MAX.to_le_bytes()),
@@ -563,4 +577,71 @@ fn the_default_policy_pins_intels_root_and_tdx_is_no_longer_unsupported() {
     assert!(tdx::check_root(&r).is_err());
     r.der = chain.leaf.clone();
     assert!(tdx::check_root(&r).is_err());
+}
+
+/// A real TDX quote (version 4) from a dstack confidential VM, as the
+/// `near/mpc` repository publishes it in its tests
+/// (`tee_authority/src/tee_authority.rs`, `VALID_QUOTE_HEX`): its PCK
+/// chain ends in Intel's SGX Root CA, so it checks the layout read here,
+/// and the pinned root, against Intel's hardware and certificates rather
+/// than against this crate's own test builder. Its PCK certificate is
+/// valid from 2025-06-09 to 2032-06-09; after that this test fails with
+/// `Expired("PCK")` and needs a newer quote.
+const REAL_QUOTE_HEX: &str = include_str!("data/tdx-quote-v4-dstack.hex");
+
+fn real_quote() -> Vec<u8> {
+    let h = REAL_QUOTE_HEX.trim();
+    (0..h.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(&h[i..i + 2], 16).unwrap())
+        .collect()
+}
+
+#[test]
+fn a_real_quote_verifies_under_intels_pinned_root() {
+    let q = real_quote();
+    assert_eq!(q.len(), 5006);
+    // Its own report data stands for the binding (it was made for another
+    // connection, by dstack).
+    let data: [u8; 64] = q[REPORT_DATA_AT..REPORT_DATA_AT + 64].try_into().unwrap();
+    let mut mrtd = [0u8; 48];
+    mrtd.copy_from_slice(&q[MRTD_AT..MRTD_AT + 48]);
+    let policy = TdxPolicy {
+        mrtd: Some(mrtd),
+        ..TdxPolicy::default()
+    };
+    let v = tdx::verify_quote(&q, &data, &policy).unwrap();
+    assert_eq!(v.root, "Intel SGX Root CA");
+    assert_eq!(v.pck_ca, "Intel SGX PCK Platform CA");
+    assert!(v.mrtd_pinned);
+    assert_eq!(&v.mrtd_hex()[..16], "c68518a0ebb42136");
+    assert_eq!(v.report.td_attributes, 1 << 28);
+    assert_eq!(v.report.xfam, 0x602e7);
+    // Not for this connection.
+    assert_eq!(
+        tdx::verify_quote(&q, &report_data(TLS, &nonce()), &policy),
+        Err(TdxError::ReportDataMismatch)
+    );
+    // A flipped byte of its TD report, or of its QE report.
+    for (at, want) in [
+        (MRTD_AT, TdxError::BadSignature),
+        (REPORT_DATA_AT, TdxError::BadSignature),
+        (QE_REPORT_AT + 10, TdxError::BadQeReportSignature),
+    ] {
+        let mut t = q.clone();
+        t[at] ^= 1;
+        assert_eq!(
+            tdx::verify_quote(&t, &data, &policy),
+            Err(want),
+            "byte {at}"
+        );
+    }
+    // Under a test root instead of Intel's: refused.
+    let other = Chain::new("Other");
+    let mut p = policy.clone();
+    p.roots = vec![other.trusted_root()];
+    assert_eq!(
+        tdx::verify_quote(&q, &data, &p),
+        Err(TdxError::UnpinnedRoot)
+    );
 }

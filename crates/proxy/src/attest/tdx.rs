@@ -245,6 +245,13 @@ impl<'a> Reader<'a> {
         Ok(u64::from_le_bytes(self.array(what)?))
     }
 
+    fn end_or_zeros(&self, what: &'static str) -> Result<()> {
+        match self.b[self.at..].iter().all(|&b| b == 0) {
+            true => Ok(()),
+            false => Err(TdxError::TrailingBytes(self.b.len() - self.at, what)),
+        }
+    }
+
     fn end(&self, what: &'static str) -> Result<()> {
         match self.b.len() - self.at {
             0 => Ok(()),
@@ -355,7 +362,7 @@ impl fmt::Debug for Quote<'_> {
 impl<'a> Quote<'a> {
     /// Parses a quote: its header must name version 4, an ECDSA P-256
     /// attestation key and TDX; every length is bounded by its enclosing
-    /// structure, and nothing may follow the signature data. Verifies
+    /// structure, and only zeros may follow the signature data. Verifies
     /// nothing (see [`verify_quote`]).
     pub fn parse(b: &'a [u8]) -> Result<Self> {
         if b.len() > MAX_QUOTE_LEN {
@@ -383,7 +390,10 @@ impl<'a> Quote<'a> {
         let signed = &b[..SIGNED_LEN];
         let sig_len = r.u32("signature data length")? as usize;
         let sig_data = r.take(sig_len, "signature data")?;
-        r.end("signature data")?;
+        // Quotes as guests receive them may be padded with zeros (seen in
+        // a dstack quote read through configfs-tsm): no signature covers
+        // them, so zeros are harmless; anything else is refused.
+        r.end_or_zeros("signature data")?;
 
         let mut s = Reader::new(sig_data);
         let signature = s.array("quote signature")?;
