@@ -70,7 +70,7 @@
 //! * the quote's layout: version 4, attestation key ECDSA P-256 (type 2),
 //!   TEE type TDX (0x81), a TD report body of 584 bytes, QE report
 //!   certification data (type 6) holding a PEM PCK chain (type 5); every
-//!   length bounded, nothing after the signature data;
+//!   length bounded, only zeros after the signature data;
 //! * the PCK chain from the quote: the PCK certificate signed by an Intel
 //!   SGX PCK Platform or Processor CA (a CA by basic constraints and
 //!   name), the CA signed by a pinned root ([`tdx::TrustedRoot::intel`]:

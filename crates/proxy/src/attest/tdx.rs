@@ -2,11 +2,15 @@
 //! attestation key, and the verification of its signatures, its PCK
 //! certificate chain up to a pinned Intel root and the TD's claims.
 //!
-//! The layout follows Intel's "TDX DCAP Quoting Library API" (appendix:
-//! quote format, version 4), as also read by Intel's
-//! `SGX-TDX-DCAP-QuoteVerificationLibrary` (`QuoteConstants.h`), Google's
-//! `go-tdx-guest` (`abi/abi.go`) and Phala's `dcap-qvl`, all checked for
-//! the offsets below (no code taken from them):
+//! The layout is that of Intel's "TDX DCAP Quoting Library API" (appendix:
+//! quote format, version 4). It was taken from public code that follows
+//! it, not from the PDF itself: the sizes of Intel's
+//! `SGX-TDX-DCAP-QuoteVerificationLibrary` (`QuoteConstants.h`, as cited by
+//! `automata-network/automata-dcap-attestation`), parsers derived from
+//! Google's `go-tdx-guest` (`abi/abi.go`), and the QE report data
+//! binding as `dcap-qvl`-style verifiers build it (no code taken from
+//! them); then checked end to end against a real quote (`tests/tdx.rs`),
+//! whose signatures verify only if every offset below is right:
 //!
 //! * header, 48 bytes: version (u16, 4), attestation key type (u16, 2:
 //!   ECDSA P-256), TEE type (u32, 0x81: TDX), QE SVN (u16), PCE SVN (u16),
@@ -19,7 +23,8 @@
 //!   data is its last 64 bytes), the QE report's signature (64) by the
 //!   PCK key, the QE authentication data (u16 size, bytes), and inner
 //!   certification data of type 5 (u16, u32 size): the PCK certificate
-//!   chain, PEM, leaf first.
+//!   chain, PEM, leaf first (Intel's library ends it with a NUL byte);
+//! * zeros may follow the signature data (a real quote came padded).
 //!
 //! The chain is the PCK leaf (per platform) signed by an Intel SGX PCK
 //! Platform or Processor CA, signed by the Intel SGX Root CA, which must
