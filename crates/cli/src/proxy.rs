@@ -10,6 +10,7 @@ use clap::Args;
 use hecloud_protocol::Graph;
 use hecloud_proxy::attest::ConfigfsTsm;
 use hecloud_proxy::attest::snp::{MEASUREMENT_LEN, MinTcb, cert_der};
+use hecloud_proxy::attest::tdx::{MR_LEN, TEE_TCB_SVN_LEN, TdxVerified};
 use hecloud_proxy::attest::{AttestError, Verified, VerifyPolicy};
 use hecloud_proxy::service::DEFAULT_MAX_VECTORS;
 use hecloud_proxy::{
@@ -279,9 +280,27 @@ pub struct RunArgs {
     /// The launch measurement (96 hex digits) the proxy's SEV-SNP report
     /// must carry. Without it the report's signature, AMD chain, binding
     /// and policy are still verified, but any guest image passes (a
-    /// warning says so).
+    /// warning says so). A TDX proxy is refused when only this is given
+    /// (its MRTD is another value: pass --expect-mrtd).
     #[arg(long, env = "HECLOUD_PROXY_MEASUREMENT", value_name = "HEX")]
     expect_measurement: Option<String>,
+    /// The MRTD (96 hex digits: the TD's build-time measurement) the
+    /// proxy's TDX quote must carry. Without it the quote's signatures,
+    /// Intel chain, binding and debug attribute are still verified, but
+    /// any TD image passes (a warning says so). An SEV-SNP proxy is
+    /// refused when only this is given (pass --expect-measurement).
+    #[arg(long, env = "HECLOUD_PROXY_MRTD", value_name = "HEX")]
+    expect_mrtd: Option<String>,
+    /// An RTMR the proxy's TDX quote must carry, as `index=hex` (index 0
+    /// to 3, 96 hex digits); may be given once per RTMR.
+    #[arg(long, value_name = "N=HEX")]
+    expect_rtmr: Vec<String>,
+    /// Minimum TEE_TCB_SVN of the proxy's TDX quote (32 hex digits, the
+    /// TDX module's and platform's security versions), compared byte by
+    /// byte; a quote below it in any byte is refused. Without it a TDX
+    /// module at any version passes (a note says so).
+    #[arg(long, env = "HECLOUD_PROXY_MIN_TEE_TCB_SVN", value_name = "HEX")]
+    min_tee_tcb_svn: Option<String>,
     /// Minimum security patch levels of the report's REPORTED_TCB, as
     /// comma-separated component=level pairs (components bootloader, tee,
     /// snp, microcode, and fmc for Turin; levels 0 to 255; components not
@@ -368,16 +387,30 @@ fn op_graph(op: &str, n: usize, ints: bool) -> anyhow::Result<Graph> {
 
 /// The launch measurement from hex (`--expect-measurement`).
 fn parse_measurement(hex: &str) -> anyhow::Result<[u8; MEASUREMENT_LEN]> {
+    parse_hex(hex, "--expect-measurement")
+}
+
+/// `N` bytes from hex, for `flag`.
+fn parse_hex<const N: usize>(hex: &str, flag: &str) -> anyhow::Result<[u8; N]> {
     let hex = hex.trim();
     hex_decode(hex)
         .and_then(|b| b.try_into().ok())
-        .with_context(|| {
-            format!(
-                "--expect-measurement needs {} hex digits ({} given)",
-                2 * MEASUREMENT_LEN,
-                hex.len()
-            )
-        })
+        .with_context(|| format!("{flag} needs {} hex digits ({} given)", 2 * N, hex.len()))
+}
+
+/// `index=hex` of `--expect-rtmr`.
+fn parse_rtmr(text: &str) -> anyhow::Result<(usize, [u8; MR_LEN])> {
+    let (index, hex) = text
+        .split_once('=')
+        .context("--expect-rtmr needs index=hex (index 0 to 3)")?;
+    let index = match index.trim() {
+        "0" => 0,
+        "1" => 1,
+        "2" => 2,
+        "3" => 3,
+        other => anyhow::bail!("--expect-rtmr index {other:?} is not 0 to 3"),
+    };
+    Ok((index, parse_hex(hex, "--expect-rtmr")?))
 }
 
 /// The client's attestation policy from `hecloud run`'s options.
@@ -392,6 +425,18 @@ fn verify_policy(a: &RunArgs) -> anyhow::Result<VerifyPolicy> {
     if let Some(text) = &a.min_tcb {
         policy.snp.min_tcb = Some(text.parse::<MinTcb>().context("--min-tcb")?);
     }
+    if let Some(hex) = &a.expect_mrtd {
+        policy.tdx.mrtd = Some(parse_hex(hex, "--expect-mrtd")?);
+    }
+    for text in &a.expect_rtmr {
+        let (index, value) = parse_rtmr(text)?;
+        if policy.tdx.rtmrs[index].replace(value).is_some() {
+            anyhow::bail!("--expect-rtmr gives RTMR{index} twice");
+        }
+    }
+    if let Some(hex) = &a.min_tee_tcb_svn {
+        policy.tdx.min_tee_tcb_svn = Some(parse_hex::<TEE_TCB_SVN_LEN>(hex, "--min-tee-tcb-svn")?);
+    }
     if let Some(path) = &a.vcek {
         let bytes = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
         policy.snp.vcek = Some(
@@ -401,6 +446,75 @@ fn verify_policy(a: &RunArgs) -> anyhow::Result<VerifyPolicy> {
         );
     }
     Ok(policy)
+}
+
+/// What `hecloud run` says of a verified TDX proxy: what was compared,
+/// what was not (warnings), and what cannot be without Intel's collateral.
+fn tdx_lines(q: &TdxVerified) -> Vec<String> {
+    let mut out = vec![if q.mrtd_pinned {
+        format!(
+            "the proxy is attested: TDX (PCK chain {} <- {}), MRTD {} as expected",
+            q.root,
+            q.pck_ca,
+            q.mrtd_hex()
+        )
+    } else {
+        format!(
+            "warning: the proxy is attested (TDX, PCK chain {} <- {}) but its MRTD {} was not \
+             compared with an expected one: pass --expect-mrtd",
+            q.root,
+            q.pck_ca,
+            q.mrtd_hex()
+        )
+    }];
+    let pinned: Vec<String> = (0..4)
+        .filter(|&i| q.rtmrs_pinned[i])
+        .map(|i| format!("RTMR{i}"))
+        .collect();
+    if !pinned.is_empty() {
+        out.push(format!("the proxy's {} as expected", pinned.join(", ")));
+    }
+    out.push(if q.min_tee_tcb_svn_checked {
+        format!(
+            "the proxy's TEE_TCB_SVN {} meets --min-tee-tcb-svn",
+            q.tee_tcb_svn_hex()
+        )
+    } else {
+        format!(
+            "note: the proxy's TEE_TCB_SVN {} was not compared with a minimum: pass \
+             --min-tee-tcb-svn",
+            q.tee_tcb_svn_hex()
+        )
+    });
+    out.push(
+        "note: Intel's TCB status, QE identity and revocation lists were not checked (they need \
+         Intel's collateral)"
+            .into(),
+    );
+    out
+}
+
+/// Refuses a proxy of one TEE when the user pinned only the other's
+/// measurement: a user who pins an image means that image, and an
+/// unpinned proxy of the other kind would otherwise pass with a warning.
+fn check_pins(a: &RunArgs, v: &Verified) -> anyhow::Result<()> {
+    match v {
+        Verified::Tdx { quote, .. } if !quote.mrtd_pinned && a.expect_measurement.is_some() => {
+            anyhow::bail!(
+                "the proxy is a TDX guest, but only an SEV-SNP measurement was given \
+                 (--expect-measurement); pass --expect-mrtd with its MRTD"
+            )
+        }
+        Verified::SevSnp { report, .. }
+            if !report.measurement_pinned && a.expect_mrtd.is_some() =>
+        {
+            anyhow::bail!(
+                "the proxy is an SEV-SNP guest, but only a TDX MRTD was given (--expect-mrtd); \
+                 pass --expect-measurement with its launch measurement"
+            )
+        }
+        _ => Ok(()),
+    }
 }
 
 /// `hecloud run --via-proxy`.
@@ -445,8 +559,15 @@ pub fn run(a: RunArgs) -> anyhow::Result<()> {
                 report.product,
                 report.measurement_hex()
             ),
+            Verified::Tdx { quote, .. } => {
+                for line in tdx_lines(quote) {
+                    eprintln!("{line}");
+                }
+            }
             other => eprintln!("the proxy's attestation: {other:?}"),
         }
+        // Before any data goes to the proxy.
+        check_pins(&a, c.verified())?;
         if let Verified::SevSnp { report, .. } = c.verified() {
             if !report.chip_id_checked {
                 eprintln!(
@@ -578,6 +699,9 @@ mod tests {
             proxy_ca: "ca.pem".into(),
             allow_unattested: false,
             expect_measurement: m.map(String::from),
+            expect_mrtd: None,
+            expect_rtmr: vec![],
+            min_tee_tcb_svn: None,
             vcek: v,
             op: "add".into(),
             ints: false,
@@ -624,5 +748,169 @@ mod tests {
             );
         }
         assert!(verify_policy(&args(None, Some(dir.path().join("absent")))).is_err());
+
+        // TDX: nothing pinned by default, Intel's root.
+        assert_eq!(p.tdx, hecloud_proxy::attest::tdx::TdxPolicy::default());
+        let mut a = args(None, None);
+        a.expect_mrtd = Some("b2".repeat(48));
+        a.expect_rtmr = vec![
+            format!("1={}", "c3".repeat(48)),
+            format!(" 3 ={}", "d4".repeat(48)),
+        ];
+        a.min_tee_tcb_svn = Some(format!("0301{}", "00".repeat(14)));
+        let t = verify_policy(&a).unwrap().tdx;
+        assert_eq!(t.mrtd, Some([0xb2; 48]));
+        assert_eq!(t.rtmrs, [None, Some([0xc3; 48]), None, Some([0xd4; 48])]);
+        let mut svn = [0u8; 16];
+        (svn[0], svn[1]) = (3, 1);
+        assert_eq!(t.min_tee_tcb_svn, Some(svn));
+        assert_eq!(
+            t.roots,
+            vec![hecloud_proxy::attest::tdx::TrustedRoot::intel()]
+        );
+        // The SEV-SNP side is untouched by TDX flags.
+        assert_eq!(verify_policy(&a).unwrap().snp, p_default_snp());
+        for (mrtd, rtmr, svn, flag) in [
+            (Some("b2"), None, None, "--expect-mrtd"),
+            (None, Some("4=00".to_string()), None, "--expect-rtmr"),
+            (
+                None,
+                Some(format!("x={}", "00".repeat(48))),
+                None,
+                "--expect-rtmr",
+            ),
+            (None, Some("00".repeat(48)), None, "--expect-rtmr"),
+            (
+                None,
+                Some(format!("0={}", "00".repeat(47))),
+                None,
+                "--expect-rtmr",
+            ),
+            (None, None, Some("00".repeat(15)), "--min-tee-tcb-svn"),
+            (None, None, Some("zz".repeat(16)), "--min-tee-tcb-svn"),
+        ] {
+            let mut a = args(None, None);
+            a.expect_mrtd = mrtd.map(String::from);
+            a.expect_rtmr = rtmr.into_iter().collect();
+            a.min_tee_tcb_svn = svn;
+            let e = format!("{:#}", verify_policy(&a).unwrap_err());
+            assert!(e.contains(flag), "{flag}: {e}");
+        }
+        let mut a = args(None, None);
+        a.expect_rtmr = vec![format!("2={}", "00".repeat(48)); 2];
+        let e = format!("{:#}", verify_policy(&a).unwrap_err());
+        assert!(e.contains("RTMR2 twice"), "{e}");
+    }
+
+    fn p_default_snp() -> hecloud_proxy::attest::snp::SnpPolicy {
+        hecloud_proxy::attest::snp::SnpPolicy::default()
+    }
+
+    fn tdx_verified(mrtd_pinned: bool, svn_checked: bool) -> TdxVerified {
+        use hecloud_proxy::attest::tdx::TdReport;
+        TdxVerified {
+            root: "Intel SGX Root CA".into(),
+            pck_ca: "Intel SGX PCK Platform CA".into(),
+            qe_svn: 8,
+            pce_svn: 13,
+            report: TdReport {
+                tee_tcb_svn: [1; 16],
+                mrseam: [0; 48],
+                mrsignerseam: [0; 48],
+                seam_attributes: 0,
+                td_attributes: 0,
+                xfam: 0,
+                mrtd: [0xab; 48],
+                mrconfigid: [0; 48],
+                mrowner: [0; 48],
+                mrownerconfig: [0; 48],
+                rtmrs: [[0; 48]; 4],
+                report_data: [0; 64],
+            },
+            mrtd_pinned,
+            rtmrs_pinned: [false, true, false, true],
+            min_tee_tcb_svn_checked: svn_checked,
+        }
+    }
+
+    #[test]
+    fn what_is_said_of_a_tdx_proxy() {
+        let lines = tdx_lines(&tdx_verified(true, true));
+        assert!(
+            lines[0].starts_with("the proxy is attested: TDX"),
+            "{lines:?}"
+        );
+        assert!(lines[0].contains(&"ab".repeat(48)), "{lines:?}");
+        assert_eq!(lines[1], "the proxy's RTMR1, RTMR3 as expected");
+        assert!(lines[2].contains("meets --min-tee-tcb-svn"), "{lines:?}");
+        assert!(lines[3].contains("not checked"), "{lines:?}");
+        let lines = tdx_lines(&tdx_verified(false, false));
+        assert!(lines[0].starts_with("warning:") && lines[0].contains("--expect-mrtd"));
+        assert!(lines[2].starts_with("note:") && lines[2].contains("--min-tee-tcb-svn"));
+    }
+
+    #[test]
+    fn a_pin_for_one_tee_refuses_an_unpinned_proxy_of_the_other() {
+        let tdx = |pinned| Verified::Tdx {
+            provider: "tdx_guest".into(),
+            quote: Box::new(tdx_verified(pinned, false)),
+        };
+        let args = |m: Option<&str>, t: Option<&str>| RunArgs {
+            min_tcb: None,
+            allow_masked_chip_id: false,
+            refuse_smt: false,
+            refuse_migration_agent: false,
+            via_proxy: "https://localhost:7444".into(),
+            token: "t".into(),
+            proxy_ca: "ca.pem".into(),
+            allow_unattested: false,
+            expect_measurement: m.map(String::from),
+            expect_mrtd: t.map(String::from),
+            expect_rtmr: vec![],
+            min_tee_tcb_svn: None,
+            vcek: None,
+            op: "add".into(),
+            ints: false,
+            count: 8,
+            inputs: vec![],
+        };
+        let snp_only = args(Some("00"), None);
+        let e = check_pins(&snp_only, &tdx(false)).unwrap_err().to_string();
+        assert!(e.contains("--expect-mrtd"), "{e}");
+        assert!(check_pins(&snp_only, &tdx(true)).is_ok());
+        assert!(check_pins(&args(None, None), &tdx(false)).is_ok());
+        assert!(check_pins(&args(None, Some("00")), &tdx(false)).is_ok());
+        assert!(check_pins(&snp_only, &Verified::Unattested).is_ok());
+        // And the other way round.
+        use hecloud_proxy::attest::snp::{SnpVerified, TcbLayout, TcbVersion, VcekSource};
+        let tcb = TcbVersion {
+            raw: 0,
+            layout: TcbLayout::MilanGenoa,
+        };
+        let snp = |pinned| Verified::SevSnp {
+            provider: "sev_guest".into(),
+            report: SnpVerified {
+                product: "Milan".into(),
+                vcek_source: VcekSource::CertTable,
+                version: 3,
+                policy: 0x30000,
+                platform_info: 0,
+                vmpl: 0,
+                measurement: [0; 48],
+                measurement_pinned: pinned,
+                reported_tcb: tcb,
+                min_tcb_checked: false,
+                chip_id_checked: true,
+                current_tcb: tcb,
+                committed_tcb: tcb,
+                guest_svn: 0,
+            },
+        };
+        let tdx_only = args(None, Some("00"));
+        let e = check_pins(&tdx_only, &snp(false)).unwrap_err().to_string();
+        assert!(e.contains("--expect-measurement"), "{e}");
+        assert!(check_pins(&tdx_only, &snp(true)).is_ok());
+        assert!(check_pins(&snp_only, &snp(false)).is_ok());
+        assert!(check_pins(&args(None, None), &snp(false)).is_ok());
     }
 }

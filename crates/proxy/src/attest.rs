@@ -1,6 +1,7 @@
 //! Attestation reports through the Linux configfs-tsm interface, and the
-//! client's verification of a report: signed by a genuine AMD chip, bound
-//! to the proxy's TLS key and the client's nonce, of an expected guest.
+//! client's verification of a report: signed by a genuine AMD chip (SEV-SNP)
+//! or Intel platform (TDX), bound to the proxy's TLS key and the client's
+//! nonce, of an expected guest.
 //!
 //! In a confidential VM (AMD SEV-SNP, Intel TDX) the kernel exposes
 //! `/sys/kernel/config/tsm/report/`: a folder made there is a report
@@ -54,17 +55,56 @@
 //!   Turin with its FMC byte; an unknown family is refused); without a
 //!   minimum [`snp::SnpVerified::min_tcb_checked`] says so.
 //!
-//! NOT verified: `CURRENT_TCB`, `COMMITTED_TCB` and `LAUNCH_TCB` (returned
-//! or ignored, not compared), the VCEK's other AMD extensions (product
-//! name, reserved levels), certificate revocation (AMD's CRL), the
-//! policy's SMT and migration agent bits unless the client asks, the
-//! other policy bits (ABI version, single socket, ...) and platform info
-//! bits (TSME, ciphertext hiding, ...), the host data, ID key
-//! and author key digests, reports signed by a VLEK, and TDX quotes:
-//! `tdx_guest` and any other provider are refused
-//! ([`AttestError::UnsupportedProvider`]).
+//! NOT verified for SEV-SNP: `CURRENT_TCB`, `COMMITTED_TCB` and
+//! `LAUNCH_TCB` (returned or ignored, not compared), the VCEK's other AMD
+//! extensions (product name, reserved levels), certificate revocation
+//! (AMD's CRL), the policy's SMT and migration agent bits unless the
+//! client asks, the other policy bits (ABI version, single socket, ...)
+//! and platform info bits (TSME, ciphertext hiding, ...), the host data,
+//! ID key and author key digests, and reports signed by a VLEK.
 //! A proxy that sends no certificate table is verified only with a VCEK
 //! given to the client; without one it is refused ([`snp::SnpError::NoVcek`]).
+//!
+//! What the client verifies of a `tdx_guest` quote ([`tdx::verify_quote`]):
+//!
+//! * the quote's layout: version 4, attestation key ECDSA P-256 (type 2),
+//!   TEE type TDX (0x81), a TD report body of 584 bytes, QE report
+//!   certification data (type 6) holding a PEM PCK chain (type 5); every
+//!   length bounded, only zeros after the signature data;
+//! * the PCK chain from the quote: the PCK certificate signed by an Intel
+//!   SGX PCK Platform or Processor CA (a CA by basic constraints and
+//!   name), the CA signed by a pinned root ([`tdx::TrustedRoot::intel`]:
+//!   Intel's SGX Root CA, built in), a root in the quote byte-equal to a
+//!   pinned one; each certificate within its validity period; ECDSA P-256
+//!   SHA-256 throughout;
+//! * the QE report's signature under the PCK key, and its report data
+//!   binding the attestation key: SHA-256 of the key and the QE
+//!   authentication data, then 32 zero bytes;
+//! * the quote's signature over header and TD report body under the
+//!   attestation key;
+//! * the binding: `REPORT_DATA` equals [`report_data`] of the TLS key and
+//!   this client's nonce;
+//! * the TD's `DEBUG` attribute is off; MRTD equals the expected one when
+//!   the client gives one ([`tdx::TdxVerified::mrtd_pinned`] says whether
+//!   it did), and so does each RTMR the client gives; each byte of
+//!   `TEE_TCB_SVN` is at least the client's minimum when it gives one
+//!   ([`tdx::TdxVerified::min_tee_tcb_svn_checked`]).
+//!
+//! NOT verified for TDX: anything that needs Intel's collateral, which
+//! the client would fetch from Intel's provisioning certification service:
+//! the platform's TCB status (TCB info: whether the platform's microcode,
+//! TDX module and `TEE_TCB_SVN` are up to date or revoked; only the
+//! client's own minimum `TEE_TCB_SVN` is compared), the QE identity
+//! (the QE report's MRSIGNER, ISV SVN and attributes are not compared with
+//! Intel's QE identity), certificate revocation (Intel's PCK and root
+//! CRLs), and the PCK certificate's SGX extensions (FMSPC, CPU SVN).
+//! Quotes of version 5 (TDX 1.5 platforms may produce them) and quotes
+//! with other attestation keys are refused. `SEAM_ATTRIBUTES`, `XFAM`,
+//! `MRSEAM`, `MRSIGNERSEAM`, `MRCONFIGID`, `MROWNER` and `MROWNERCONFIG`
+//! are not compared (returned in [`tdx::TdxVerified::report`]), nor are
+//! the header's QE and PCE SVNs. Any provider but
+//! `sev_guest` and `tdx_guest` is refused
+//! ([`AttestError::UnsupportedProvider`]).
 
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
@@ -76,6 +116,7 @@ use crate::enclave::{Attestation, REPORT_DATA_LEN};
 use crate::error::{ProxyError, Result};
 
 pub mod snp;
+pub mod tdx;
 
 /// The configfs-tsm report folder of Linux.
 pub const DEFAULT_TSM_ROOT: &str = "/sys/kernel/config/tsm/report";
@@ -240,15 +281,18 @@ pub enum AttestError {
     /// unknown kind.
     #[error("the proxy announced {0}")]
     Malformed(String),
-    /// A report of a provider this client does not verify (TDX quotes,
-    /// anything but `sev_guest`).
+    /// A report of a provider this client does not verify (anything but
+    /// `sev_guest` and `tdx_guest`).
     #[error(
-        "reports of provider {0:?} are not verified (only {PROVIDER_SEV_SNP}; TDX quotes are out of scope)"
+        "reports of provider {0:?} are not verified (only {PROVIDER_SEV_SNP} and {PROVIDER_TDX})"
     )]
     UnsupportedProvider(String),
     /// An SEV-SNP report that does not verify.
     #[error("SEV-SNP report refused: {0}")]
     Snp(#[from] snp::SnpError),
+    /// A TDX quote that does not verify.
+    #[error("TDX quote refused: {0}")]
+    Tdx(#[from] tdx::TdxError),
     /// The TLS public key the proxy announces is not the key of the
     /// certificate it presented on this connection: a report relayed by a
     /// man in the middle, or a misconfigured proxy.
@@ -295,12 +339,15 @@ pub struct VerifyPolicy {
     pub allow_unattested: bool,
     /// What an SEV-SNP report must show, and the roots it must chain to.
     pub snp: snp::SnpPolicy,
+    /// What a TDX quote must show, and the roots it must chain to.
+    pub tdx: tdx::TdxPolicy,
 }
 
 impl VerifyPolicy {
     /// AMD's roots, VMPL 0, no measurement pinned, no minimum TCB, no
-    /// VCEK given; an
-    /// unattested proxy is accepted only if `allow_unattested`.
+    /// VCEK given for SEV-SNP; Intel's root, no MRTD or RTMR pinned, no
+    /// minimum TEE TCB SVN for TDX; an unattested proxy is accepted only
+    /// if `allow_unattested`.
     pub fn new(allow_unattested: bool) -> Self {
         Self {
             allow_unattested,
@@ -324,6 +371,15 @@ pub enum Verified {
         /// What was verified.
         report: snp::SnpVerified,
     },
+    /// A TDX quote verified ([`tdx::verify_quote`]): signatures, PCK chain
+    /// to a pinned root, binding to this connection, policy; MRTD, and
+    /// whether it was pinned, are in the details.
+    Tdx {
+        /// The quote's provider (`tdx_guest`).
+        provider: String,
+        /// What was verified (boxed: a TD report body is large).
+        quote: Box<tdx::TdxVerified>,
+    },
 }
 
 /// The client's check of a proxy's attestation for the connection with
@@ -332,7 +388,9 @@ pub enum Verified {
 /// [`crate::client`]) and the client's `nonce`: an unattested
 /// proxy is refused unless `policy.allow_unattested`; an SEV-SNP report
 /// must verify ([`snp::verify_report`], bound to [`report_data`] of the
-/// key and nonce); any other provider, TDX included, is refused.
+/// key and nonce), and so must a TDX quote ([`tdx::verify_quote`]; an
+/// `auxblob` beside it is ignored: its certificates are in the quote);
+/// any other provider is refused.
 pub fn verify(
     attestation: &Attestation,
     tls_public_key: &[u8],
@@ -355,6 +413,14 @@ pub fn verify(
                     &report_data(tls_public_key, nonce),
                     &policy.snp,
                 )?,
+            }),
+            PROVIDER_TDX => Ok(Verified::Tdx {
+                provider: provider.clone(),
+                quote: Box::new(tdx::verify_quote(
+                    report,
+                    &report_data(tls_public_key, nonce),
+                    &policy.tdx,
+                )?),
             }),
             other => Err(AttestError::UnsupportedProvider(other.into())),
         },

@@ -3,7 +3,9 @@
 //! token or any data, verifies it ([`crate::attest::verify`]: for SEV-SNP
 //! the report's signature, its chain to a pinned AMD root, its binding to
 //! the TLS key and nonce, the guest policy and, when given, the
-//! measurement), and refuses an unattested proxy unless told to allow one.
+//! measurement; for TDX the quote's and QE's signatures, the PCK chain to
+//! a pinned Intel root, the same binding, the debug attribute and, when
+//! given, MRTD), and refuses an unattested proxy unless told to allow one.
 //! Then it sends plaintext and gets plaintext back: the proxy does the HE
 //! encryption, the server's job and the decryption.
 //!
@@ -26,8 +28,8 @@
 //!
 //! Limits: a resumed TLS session (no certificate sent) is trusted as the
 //! handshake it resumes, whose key was checked; what a report's
-//! verification leaves out (TCB minimums, revocation, TDX) is listed in
-//! [`crate::attest`].
+//! verification leaves out (revocation, Intel's TCB and QE identity
+//! collateral, ...) is listed in [`crate::attest`].
 
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;

@@ -46,7 +46,8 @@
 //!   public files for upload from it ([`EnclaveOp::PublicFiles`]).
 //! * A confidential-VM enclave (SEV-SNP, TDX) is not here yet: [`attest`]
 //!   can fetch a report, and the client verifies an SEV-SNP report fully
-//!   but for TCB minimums and revocation; TDX quotes are refused.
+//!   but for revocation, and a TDX quote up to Intel's root but for
+//!   Intel's collateral (TCB status, QE identity, revocation).
 //! * The network service terminates the client's TLS and sees plaintext
 //!   (it stands for the TEE); the server sees ciphertexts and public keys
 //!   only. `docs/proxy.md` states the whole trust model.

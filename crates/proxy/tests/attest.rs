@@ -453,12 +453,12 @@ fn amd_roots_are_built_in_and_verify_with_rsa_pss() {
 }
 
 #[test]
-fn tdx_unknown_and_unattested_are_refused() {
+fn unknown_providers_and_unattested_are_refused() {
     let chain = Chain::new("Test");
     let (tls, n) = (b"tls-key".as_slice(), nonce());
     let good = chain.report(&report_data(tls, &n));
     let policy = chain.policy(None);
-    for provider in ["tdx_guest", "other"] {
+    for provider in ["other", "sev_guest ", ""] {
         let a = Attestation::ConfigfsTsm {
             provider: provider.into(),
             report: good.clone(),
@@ -469,6 +469,17 @@ fn tdx_unknown_and_unattested_are_refused() {
             AttestError::UnsupportedProvider(provider.into())
         );
     }
+    // An SEV-SNP report announced as TDX goes to the TDX verifier, which
+    // reads its first bytes as a quote version (3) and refuses it.
+    let a = Attestation::ConfigfsTsm {
+        provider: PROVIDER_TDX.into(),
+        report: good.clone(),
+        auxblob: Some(chain.table()),
+    };
+    assert_eq!(
+        verify(&a, tls, &n, &policy).unwrap_err(),
+        AttestError::Tdx(hecloud_proxy::attest::tdx::TdxError::UnsupportedVersion(3))
+    );
     assert_eq!(
         verify(&Attestation::Unattested, tls, &n, &policy).unwrap_err(),
         AttestError::Unattested

@@ -2,12 +2,14 @@
 //! plaintext in, plaintext out, checked against plaintext arithmetic on
 //! fresh random inputs; tokens, attestation, tampered keys and foreign
 //! ciphertexts refused with typed errors while the proxy keeps serving;
-//! a job deeper than its parameters refreshed by the proxy; a BGV tenant's
+//! a job deeper than its parameters refreshed by the proxy (SEV-SNP and TDX
+//! test chains); a BGV tenant's
 //! integer vectors through the same proxy, checked against plaintext
 //! arithmetic mod t, and integers and reals refused for a tenant of the
 //! other scheme.
 
 mod snp_chain;
+mod tdx_chain;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -822,6 +824,105 @@ async fn a_report_binding_the_proxy_key_and_nonce_is_accepted_and_a_stale_one_re
             }
             other => panic!("a stale report was accepted: {other:?}"),
         }
+    }
+}
+
+/// TDX quotes of the test chain, binding what the proxy asked (`stale:
+/// false`) or another key and nonce: the quotes of a [`CvmEnclave`] in a
+/// TDX confidential VM on a platform of the test chain.
+#[derive(Debug)]
+struct TestQuotes {
+    chain: Arc<tdx_chain::Chain>,
+    stale: bool,
+}
+
+impl ReportSource for TestQuotes {
+    fn report(
+        &self,
+        report_data: &[u8; hecloud_proxy::enclave::REPORT_DATA_LEN],
+    ) -> hecloud_proxy::Result<Attestation> {
+        let data = if self.stale {
+            hecloud_proxy::attest::report_data(b"another TLS key", &[7; 32])
+        } else {
+            *report_data
+        };
+        Ok(Attestation::ConfigfsTsm {
+            provider: hecloud_proxy::attest::PROVIDER_TDX.into(),
+            report: self.chain.quote(&data),
+            auxblob: None,
+        })
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_tdx_quote_binding_the_proxy_key_and_nonce_is_accepted_and_a_stale_one_refused() {
+    use hecloud_proxy::attest::tdx::TdxError;
+    let chain = Arc::new(tdx_chain::Chain::new("Test"));
+    let policy = chain.policy(Some(tdx_chain::MRTD));
+    let c2 = chain.clone();
+    let f = fixture_with(move |ops| {
+        Arc::new(CvmEnclave::new(
+            ops,
+            TestQuotes {
+                chain: c2,
+                stale: false,
+            },
+        ))
+    })
+    .await;
+    let c = f.client_with(ALICE, &policy).await.unwrap();
+    assert!(
+        matches!(c.verified(), Verified::Tdx { provider, quote }
+            if provider == "tdx_guest" && quote.mrtd_pinned && quote.report.mrtd == tdx_chain::MRTD),
+        "{:?}",
+        c.verified()
+    );
+    let (x, y) = (random_reals(16, -1.0, 1.0), random_reals(16, -1.0, 1.0));
+    let r = c
+        .run(
+            vec![RunInput::Values(x.clone()), RunInput::Values(y.clone())],
+            &add_graph(),
+            16,
+        )
+        .await
+        .unwrap();
+    let want: Vec<f64> = x.iter().zip(&y).map(|(a, b)| a + b).collect();
+    close(&want, &r.outputs[0].2, 1e-3, "through a TDX-attested proxy");
+    // The default client pins Intel's root: the test chain is refused,
+    // with or without the allow flag (an attested proxy that fails is
+    // not taken for an unattested one).
+    for allow in [false, true] {
+        match f.client(ALICE, allow).await {
+            Err(ProxyClientError::Attestation(AttestError::Tdx(TdxError::UnpinnedRoot))) => {}
+            other => panic!("a test chain passed Intel's root: {other:?}"),
+        }
+    }
+    // Another MRTD expected.
+    let mut other = policy.clone();
+    other.tdx.mrtd = Some([0; 48]);
+    assert!(matches!(
+        f.client_with(ALICE, &other).await,
+        Err(ProxyClientError::Attestation(AttestError::Tdx(
+            TdxError::MrtdMismatch { .. }
+        )))
+    ));
+
+    let c2 = chain.clone();
+    let f = fixture_with(move |ops| {
+        Arc::new(CvmEnclave::new(
+            ops,
+            TestQuotes {
+                chain: c2,
+                stale: true,
+            },
+        ))
+    })
+    .await;
+    match f.client_with(ALICE, &policy).await {
+        Err(ProxyClientError::Attestation(e)) => {
+            assert_eq!(e, AttestError::Tdx(TdxError::ReportDataMismatch));
+        }
+        other => panic!("a stale quote was accepted: {other:?}"),
     }
 }
 

@@ -152,6 +152,7 @@ impl Chain {
                 roots: vec![self.root()],
                 ..SnpPolicy::default()
             },
+            ..VerifyPolicy::default()
         }
     }
 
