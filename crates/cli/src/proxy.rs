@@ -121,7 +121,8 @@ fn parse_tenants(text: &str) -> anyhow::Result<Vec<ProxyTenant>> {
 }
 
 fn hex_decode(s: &str) -> Option<Vec<u8>> {
-    if !s.len().is_multiple_of(2) {
+    // from_str_radix alone would take a sign: "+a" as 0x0a.
+    if !s.len().is_multiple_of(2) || !s.bytes().all(|b| b.is_ascii_hexdigit()) {
         return None;
     }
     (0..s.len())
@@ -683,6 +684,8 @@ mod tests {
             &"a1".repeat(47),
             &"a1".repeat(49),
             &"zz".repeat(48),
+            // A sign that u8::from_str_radix would take.
+            &format!("+a{}", "a1".repeat(47)),
         ] {
             assert!(parse_measurement(bad).is_err(), "{bad:?}");
         }

@@ -44,10 +44,11 @@
 //!   sealing key never leaves the enclave: new key folders are sealed
 //!   inside it ([`EnclaveOp::SealFolder`]), and the host gets a tenant's
 //!   public files for upload from it ([`EnclaveOp::PublicFiles`]).
-//! * A confidential-VM enclave (SEV-SNP, TDX) is not here yet: [`attest`]
-//!   can fetch a report, and the client verifies an SEV-SNP report fully
-//!   but for revocation, and a TDX quote up to Intel's root but for
-//!   Intel's collateral (TCB status, QE identity, revocation).
+//! * In a confidential VM (SEV-SNP, TDX), [`CvmEnclave`] serves reports
+//!   from configfs-tsm ([`attest`]); the client verifies an SEV-SNP report
+//!   fully but for revocation, and a TDX quote up to Intel's root but for
+//!   Intel's collateral (TCB status, QE identity, revocation). Neither has
+//!   run on SEV-SNP or TDX hardware here.
 //! * The network service terminates the client's TLS and sees plaintext
 //!   (it stands for the TEE); the server sees ciphertexts and public keys
 //!   only. `docs/proxy.md` states the whole trust model.

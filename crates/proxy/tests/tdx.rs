@@ -585,8 +585,8 @@ fn the_default_policy_pins_intels_root_and_tdx_is_no_longer_unsupported() {
 /// chain ends in Intel's SGX Root CA, so it checks the layout read here,
 /// and the pinned root, against Intel's hardware and certificates rather
 /// than against this crate's own test builder. Its PCK certificate is
-/// valid from 2025-06-09 to 2032-06-09; after that this test fails with
-/// `Expired("PCK")` and needs a newer quote.
+/// valid from 2025-06-09 to 2032-06-09: the test verifies it at a time
+/// in between ([`TdxPolicy::at`]).
 const REAL_QUOTE_HEX: &str = include_str!("data/tdx-quote-v4-dstack.hex");
 
 fn real_quote() -> Vec<u8> {
@@ -606,10 +606,30 @@ fn a_real_quote_verifies_under_intels_pinned_root() {
     let data: [u8; 64] = q[REPORT_DATA_AT..REPORT_DATA_AT + 64].try_into().unwrap();
     let mut mrtd = [0u8; 48];
     mrtd.copy_from_slice(&q[MRTD_AT..MRTD_AT + 48]);
+    // At a fixed time within its PCK certificate's validity (2025-06-09
+    // to 2032-06-09), so that the test outlives the certificate; now
+    // too while it is valid.
+    let in_2027 = std::time::UNIX_EPOCH + std::time::Duration::from_secs(1_800_000_000);
     let policy = TdxPolicy {
         mrtd: Some(mrtd),
+        at: Some(in_2027),
         ..TdxPolicy::default()
     };
+    let now = TdxPolicy {
+        at: None,
+        ..policy.clone()
+    };
+    if std::time::SystemTime::now() < in_2027 {
+        tdx::verify_quote(&q, &data, &now).unwrap();
+    }
+    let after = TdxPolicy {
+        at: Some(std::time::UNIX_EPOCH + std::time::Duration::from_secs(2_000_000_000)),
+        ..policy.clone()
+    };
+    assert_eq!(
+        tdx::verify_quote(&q, &data, &after).unwrap_err(),
+        tdx::TdxError::Expired("PCK")
+    );
     let v = tdx::verify_quote(&q, &data, &policy).unwrap();
     assert_eq!(v.root, "Intel SGX Root CA");
     assert_eq!(v.pck_ca, "Intel SGX PCK Platform CA");

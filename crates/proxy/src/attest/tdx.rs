@@ -34,6 +34,7 @@
 //! ring does the cryptography; x509-parser reads the certificates.
 
 use std::fmt;
+use std::time::{SystemTime, UNIX_EPOCH};
 
 use ring::digest::{SHA256, digest};
 use ring::signature::{ECDSA_P256_SHA256_ASN1, ECDSA_P256_SHA256_FIXED, UnparsedPublicKey};
@@ -42,6 +43,7 @@ use x509_parser::oid_registry::{
     OID_EC_P256, OID_KEY_TYPE_EC_PUBLIC_KEY, OID_SIG_ECDSA_WITH_SHA256,
 };
 use x509_parser::prelude::FromDer;
+use x509_parser::time::ASN1Time;
 
 use crate::enclave::REPORT_DATA_LEN;
 
@@ -489,7 +491,12 @@ fn pem_chain(pem: &[u8]) -> Result<Vec<Vec<u8>>> {
     Ok(out)
 }
 
-fn parse_cert<'a>(which: &'static str, der: &'a [u8]) -> Result<X509Certificate<'a>> {
+/// `which` in `der`, within its validity period at `at` (`None`: now).
+fn parse_cert<'a>(
+    which: &'static str,
+    der: &'a [u8],
+    at: Option<SystemTime>,
+) -> Result<X509Certificate<'a>> {
     let (rest, cert) = X509Certificate::from_der(der).map_err(|e| TdxError::Certificate {
         which,
         reason: format!("does not parse: {e}"),
@@ -506,7 +513,15 @@ fn parse_cert<'a>(which: &'static str, der: &'a [u8]) -> Result<X509Certificate<
             reason: "its two signature algorithm fields differ".into(),
         });
     }
-    if !cert.validity().is_valid() {
+    let seconds = at
+        .unwrap_or_else(SystemTime::now)
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    let valid = i64::try_from(seconds)
+        .ok()
+        .and_then(|t| ASN1Time::from_timestamp(t).ok())
+        .is_some_and(|t| cert.validity().is_valid_at(t));
+    if !valid {
         return Err(TdxError::Expired(which));
     }
     Ok(cert)
@@ -591,7 +606,7 @@ impl TrustedRoot {
 /// Checks a pinned root on its own: it parses, is valid now, is a CA and
 /// its self-signature verifies (ECDSA P-256 SHA-256).
 pub fn check_root(root: &TrustedRoot) -> Result<()> {
-    let cert = parse_cert("root", &root.der)?;
+    let cert = parse_cert("root", &root.der, None)?;
     if !is_ca(&cert) {
         return Err(TdxError::Certificate {
             which: "root",
@@ -615,6 +630,10 @@ pub struct TdxPolicy {
     pub min_tee_tcb_svn: Option<[u8; TEE_TCB_SVN_LEN]>,
     /// The pinned roots ([`TrustedRoot::intel`] by default).
     pub roots: Vec<TrustedRoot>,
+    /// When the certificates must be valid; `None` (the default): now. A
+    /// fixed time verifies a recorded quote after its PCK certificate
+    /// expired (tests, audits of old sessions).
+    pub at: Option<SystemTime>,
 }
 
 impl Default for TdxPolicy {
@@ -624,6 +643,7 @@ impl Default for TdxPolicy {
             rtmrs: [None; 4],
             min_tee_tcb_svn: None,
             roots: vec![TrustedRoot::intel()],
+            at: None,
         }
     }
 }
@@ -639,6 +659,7 @@ impl fmt::Debug for TdxPolicy {
                 &self.min_tee_tcb_svn.as_ref().map(|m| hex(m)),
             )
             .field("roots", &self.roots)
+            .field("at", &self.at)
             .finish()
     }
 }
@@ -704,7 +725,11 @@ impl TdxVerified {
 /// quote's chain is the leaf, the CA and optionally the root, which must
 /// then be byte-equal to a pinned one. Returns the leaf's P-256 point,
 /// the CA's name and the root's name.
-fn verify_chain(pem: &[u8], roots: &[TrustedRoot]) -> Result<(Vec<u8>, String, String)> {
+fn verify_chain(
+    pem: &[u8],
+    roots: &[TrustedRoot],
+    at: Option<SystemTime>,
+) -> Result<(Vec<u8>, String, String)> {
     if roots.is_empty() {
         return Err(TdxError::Chain("no pinned root".into()));
     }
@@ -729,8 +754,8 @@ fn verify_chain(pem: &[u8], roots: &[TrustedRoot]) -> Result<(Vec<u8>, String, S
         ],
         None => roots.iter().collect(),
     };
-    let leaf = parse_cert("PCK", leaf_der)?;
-    let ca = parse_cert("PCK CA", ca_der)?;
+    let leaf = parse_cert("PCK", leaf_der, at)?;
+    let ca = parse_cert("PCK CA", ca_der, at)?;
     let ca_name = ca
         .subject()
         .iter_common_name()
@@ -751,7 +776,7 @@ fn verify_chain(pem: &[u8], roots: &[TrustedRoot]) -> Result<(Vec<u8>, String, S
     }
     let mut errors = vec![];
     for root in &roots {
-        let root_cert = parse_cert("root", &root.der)?;
+        let root_cert = parse_cert("root", &root.der, at)?;
         check_signed_by(&root_cert, "root", &root_cert, "root itself")?;
         match check_signed_by(&ca, "PCK CA", &root_cert, "root")
             .and_then(|()| check_signed_by(&leaf, "PCK", &ca, "PCK CA"))
@@ -794,7 +819,7 @@ pub fn verify_quote(
     policy: &TdxPolicy,
 ) -> Result<TdxVerified> {
     let q = Quote::parse(quote)?;
-    let (pck_key, pck_ca, root) = verify_chain(q.pck_chain, &policy.roots)?;
+    let (pck_key, pck_ca, root) = verify_chain(q.pck_chain, &policy.roots, policy.at)?;
     UnparsedPublicKey::new(&ECDSA_P256_SHA256_FIXED, &pck_key)
         .verify(q.qe_report, &q.qe_report_signature)
         .map_err(|_| TdxError::BadQeReportSignature)?;
@@ -868,7 +893,7 @@ mod tests {
     fn the_built_in_intel_root_parses_is_self_signed_and_verifies() {
         let root = TrustedRoot::intel();
         check_root(&root).unwrap();
-        let cert = parse_cert("root", &root.der).unwrap();
+        let cert = parse_cert("root", &root.der, None).unwrap();
         assert_eq!(cert.subject(), cert.issuer());
         assert_eq!(
             cert.subject().to_string(),
