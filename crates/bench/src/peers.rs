@@ -547,9 +547,11 @@ pub mod lattigo_boot {
     }
 
     /// Bootstraps once at N = 2^`log_n` (16, or 12 to 15 for quick insecure
-    /// checks) with `threads` goroutines.
-    pub fn boot(log_n: u32, threads: usize) -> anyhow::Result<BootFigures> {
-        let r: BootFigures = parse_json(&run(log_n, "boot", threads)?)?;
+    /// checks) with `threads` goroutines, timed after `warmup` untimed
+    /// bootstrappings of the same ciphertext in the same process.
+    pub fn boot(log_n: u32, threads: usize, warmup: u32) -> anyhow::Result<BootFigures> {
+        let warmup = ["-warmup".to_string(), warmup.to_string()];
+        let r: BootFigures = parse_json(&run(log_n, "boot", threads, &warmup)?)?;
         anyhow::ensure!(r.logn == log_n, "asked for logn {log_n}, got {r:?}");
         Ok(r)
     }
@@ -557,7 +559,7 @@ pub mod lattigo_boot {
     /// Runs the deep workload (degree 63, applied 4 times) at N = 2^`log_n`
     /// with `threads` goroutines.
     pub fn deep(log_n: u32, threads: usize) -> anyhow::Result<DeepFigures> {
-        let r: DeepFigures = parse_json(&run(log_n, "deep", threads)?)?;
+        let r: DeepFigures = parse_json(&run(log_n, "deep", threads, &[])?)?;
         anyhow::ensure!(r.logn == log_n, "asked for logn {log_n}, got {r:?}");
         anyhow::ensure!(
             r.chebyshev_coeffs.len() == r.degree as usize + 1,
@@ -582,14 +584,15 @@ pub mod lattigo_boot {
     }
 
     /// Builds and runs the peer, returning its one non-empty output line.
-    fn run(log_n: u32, mode: &str, threads: usize) -> anyhow::Result<String> {
+    fn run(log_n: u32, mode: &str, threads: usize, extra: &[String]) -> anyhow::Result<String> {
         let bin = build_go("lattigo-boot", "lattigo-boot-peer")?;
-        let args = [
+        let mut args = vec![
             "-logn".to_string(),
             log_n.to_string(),
             "-mode".into(),
             mode.into(),
         ];
+        args.extend_from_slice(extra);
         let text = run_go_threads(&bin, &args, threads)?;
         text.lines()
             .find(|l| !l.trim().is_empty())
@@ -642,7 +645,7 @@ pub mod lattigo_boot {
                 eprintln!("skipped: no `go` on PATH to build the Lattigo peer");
                 return;
             }
-            let b = boot(12, 2).unwrap();
+            let b = boot(12, 2, 1).unwrap();
             assert_eq!((b.slots, b.levels_left), (2048, 9));
             assert!(b.precision_mean_bits > 20.0, "{b:?}");
             let d = deep(12, 2).unwrap();
@@ -665,7 +668,7 @@ pub mod lattigo_boot {
                 );
                 return;
             }
-            let b = boot(16, 2).unwrap();
+            let b = boot(16, 2, 1).unwrap();
             println!("{b:?}");
             let d = deep(16, 2).unwrap();
             println!("{d:?}");
