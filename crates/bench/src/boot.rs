@@ -65,11 +65,11 @@ fn peak_rss_bytes() -> Option<u64> {
     Some(kib << 10)
 }
 
-/// Untimed bootstrappings each side runs before its timed ones, in the
-/// same process: the first one also pays for growing the heap to its
-/// working set (zeroing fresh pages took 6 % of our first bootstrapping's
-/// time at N = 2^16, and it ran 13 % slower than the second), which a
-/// long-running server pays once. Lattigo gets the same.
+/// Untimed bootstrappings each side runs before each timed one, in the
+/// same process and thread pool: the first one also pays for growing the
+/// heap to its working set (zeroing fresh pages took 6 % of our first
+/// bootstrapping's time at N = 2^16, and it ran 13 % slower than the
+/// second), which a long-running server pays once. Lattigo gets the same.
 pub const WARMUP: u32 = 1;
 
 fn ours(preset: BootPreset) -> anyhow::Result<Ours> {
@@ -104,15 +104,17 @@ fn ours(preset: BootPreset) -> anyhow::Result<Ours> {
         .map(|_| Complex64::new(uniform(), uniform()))
         .collect();
     let ct = keys.encrypt(&enc.encode(&z, 0, params.default_scale())?)?;
-    for _ in 0..WARMUP {
-        boot.bootstrap(&eval, encapsulation.as_ref(), &ct)?;
-    }
     let mut boot_ms = [0.0; 2];
     let mut out = None;
     for (slot, threads) in [(0, 1), (1, rayon::current_num_threads())] {
         let pool = rayon::ThreadPoolBuilder::new()
             .num_threads(threads)
             .build()?;
+        // In the pool that is timed: each of its threads allocates from
+        // its own malloc arena, which the warm-up fills.
+        for _ in 0..WARMUP {
+            pool.install(|| boot.bootstrap(&eval, encapsulation.as_ref(), &ct))?;
+        }
         let t = Instant::now();
         out = Some(pool.install(|| boot.bootstrap(&eval, encapsulation.as_ref(), &ct))?);
         boot_ms[slot] = t.elapsed().as_secs_f64() * 1e3;
