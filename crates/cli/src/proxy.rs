@@ -417,6 +417,9 @@ fn parse_rtmr(text: &str) -> anyhow::Result<(usize, [u8; MR_LEN])> {
 /// The client's attestation policy from `hecloud run`'s options.
 fn verify_policy(a: &RunArgs) -> anyhow::Result<VerifyPolicy> {
     let mut policy = VerifyPolicy::new(a.allow_unattested);
+    // A user who pins an image means that image: an unpinned proxy of the
+    // other TEE's kind is refused, not let through with a warning.
+    policy.require_measurement = a.expect_measurement.is_some() || a.expect_mrtd.is_some();
     policy.snp.allow_masked_chip_id = a.allow_masked_chip_id;
     policy.snp.refuse_smt = a.refuse_smt;
     policy.snp.refuse_migration_agent = a.refuse_migration_agent;
@@ -495,29 +498,6 @@ fn tdx_lines(q: &TdxVerified) -> Vec<String> {
     out
 }
 
-/// Refuses a proxy of one TEE when the user pinned only the other's
-/// measurement: a user who pins an image means that image, and an
-/// unpinned proxy of the other kind would otherwise pass with a warning.
-fn check_pins(a: &RunArgs, v: &Verified) -> anyhow::Result<()> {
-    match v {
-        Verified::Tdx { quote, .. } if !quote.mrtd_pinned && a.expect_measurement.is_some() => {
-            anyhow::bail!(
-                "the proxy is a TDX guest, but only an SEV-SNP measurement was given \
-                 (--expect-measurement); pass --expect-mrtd with its MRTD"
-            )
-        }
-        Verified::SevSnp { report, .. }
-            if !report.measurement_pinned && a.expect_mrtd.is_some() =>
-        {
-            anyhow::bail!(
-                "the proxy is an SEV-SNP guest, but only a TDX MRTD was given (--expect-mrtd); \
-                 pass --expect-measurement with its launch measurement"
-            )
-        }
-        _ => Ok(()),
-    }
-}
-
 /// `hecloud run --via-proxy`.
 pub fn run(a: RunArgs) -> anyhow::Result<()> {
     let graph = op_graph(&a.op, a.inputs.len(), a.ints)?;
@@ -567,8 +547,6 @@ pub fn run(a: RunArgs) -> anyhow::Result<()> {
             }
             other => eprintln!("the proxy's attestation: {other:?}"),
         }
-        // Before any data goes to the proxy.
-        check_pins(&a, c.verified())?;
         if let Verified::SevSnp { report, .. } = c.verified() {
             if !report.chip_id_checked {
                 eprintln!(
@@ -853,11 +831,7 @@ mod tests {
     }
 
     #[test]
-    fn a_pin_for_one_tee_refuses_an_unpinned_proxy_of_the_other() {
-        let tdx = |pinned| Verified::Tdx {
-            provider: "tdx_guest".into(),
-            quote: Box::new(tdx_verified(pinned, false)),
-        };
+    fn a_pin_for_either_tee_requires_a_pinned_measurement() {
         let args = |m: Option<&str>, t: Option<&str>| RunArgs {
             min_tcb: None,
             allow_masked_chip_id: false,
@@ -877,43 +851,14 @@ mod tests {
             count: 8,
             inputs: vec![],
         };
-        let snp_only = args(Some("00"), None);
-        let e = check_pins(&snp_only, &tdx(false)).unwrap_err().to_string();
-        assert!(e.contains("--expect-mrtd"), "{e}");
-        assert!(check_pins(&snp_only, &tdx(true)).is_ok());
-        assert!(check_pins(&args(None, None), &tdx(false)).is_ok());
-        assert!(check_pins(&args(None, Some("00")), &tdx(false)).is_ok());
-        assert!(check_pins(&snp_only, &Verified::Unattested).is_ok());
-        // And the other way round.
-        use hecloud_proxy::attest::snp::{SnpVerified, TcbLayout, TcbVersion, VcekSource};
-        let tcb = TcbVersion {
-            raw: 0,
-            layout: TcbLayout::MilanGenoa,
-        };
-        let snp = |pinned| Verified::SevSnp {
-            provider: "sev_guest".into(),
-            report: SnpVerified {
-                product: "Milan".into(),
-                vcek_source: VcekSource::CertTable,
-                version: 3,
-                policy: 0x30000,
-                platform_info: 0,
-                vmpl: 0,
-                measurement: [0; 48],
-                measurement_pinned: pinned,
-                reported_tcb: tcb,
-                min_tcb_checked: false,
-                chip_id_checked: true,
-                current_tcb: tcb,
-                committed_tcb: tcb,
-                guest_svn: 0,
-            },
-        };
-        let tdx_only = args(None, Some("00"));
-        let e = check_pins(&tdx_only, &snp(false)).unwrap_err().to_string();
-        assert!(e.contains("--expect-measurement"), "{e}");
-        assert!(check_pins(&tdx_only, &snp(true)).is_ok());
-        assert!(check_pins(&snp_only, &snp(false)).is_ok());
-        assert!(check_pins(&args(None, None), &snp(false)).is_ok());
+        let hex = "a1".repeat(48);
+        for (m, t, required) in [
+            (Some(hex.as_str()), None, true),
+            (None, Some(hex.as_str()), true),
+            (None, None, false),
+        ] {
+            let p = verify_policy(&args(m, t)).unwrap();
+            assert_eq!(p.require_measurement, required, "{m:?} {t:?}");
+        }
     }
 }

@@ -316,6 +316,13 @@ pub enum AttestError {
          the connection; connect with https://"
     )]
     NoTlsToBind,
+    /// A proxy in a TEE whose launch measurement the policy does not pin,
+    /// while [`VerifyPolicy::require_measurement`] is set.
+    #[error(
+        "the proxy is a {0} guest, and this client pins no launch measurement of that kind \
+         (SEV-SNP: its MEASUREMENT, TDX: its MRTD); refusing an image it did not pin"
+    )]
+    MeasurementNotPinned(String),
     /// The proxy's TLS certificate could not be read for its public key.
     #[error("the proxy's TLS certificate: {0}")]
     TlsCertificate(String),
@@ -341,6 +348,12 @@ pub struct VerifyPolicy {
     pub snp: snp::SnpPolicy,
     /// What a TDX quote must show, and the roots it must chain to.
     pub tdx: tdx::TdxPolicy,
+    /// Refuse a proxy whose TEE's launch measurement this policy does not
+    /// pin (SEV-SNP: [`snp::SnpPolicy::measurement`]; TDX:
+    /// [`tdx::TdxPolicy::mrtd`]). Without it, a client that pins one TEE's
+    /// image accepts any image of the other TEE's kind on genuine hardware
+    /// ([`Verified`] says it was not pinned).
+    pub require_measurement: bool,
 }
 
 impl VerifyPolicy {
@@ -397,15 +410,15 @@ pub fn verify(
     nonce: &[u8; CLIENT_NONCE_LEN],
     policy: &VerifyPolicy,
 ) -> std::result::Result<Verified, AttestError> {
-    match attestation {
-        Attestation::Unattested if policy.allow_unattested => Ok(Verified::Unattested),
-        Attestation::Unattested => Err(AttestError::Unattested),
+    let verified = match attestation {
+        Attestation::Unattested if policy.allow_unattested => Verified::Unattested,
+        Attestation::Unattested => return Err(AttestError::Unattested),
         Attestation::ConfigfsTsm {
             provider,
             report,
             auxblob,
         } => match provider.as_str() {
-            PROVIDER_SEV_SNP => Ok(Verified::SevSnp {
+            PROVIDER_SEV_SNP => Verified::SevSnp {
                 provider: provider.clone(),
                 report: snp::verify_report(
                     report,
@@ -413,16 +426,27 @@ pub fn verify(
                     &report_data(tls_public_key, nonce),
                     &policy.snp,
                 )?,
-            }),
-            PROVIDER_TDX => Ok(Verified::Tdx {
+            },
+            PROVIDER_TDX => Verified::Tdx {
                 provider: provider.clone(),
                 quote: Box::new(tdx::verify_quote(
                     report,
                     &report_data(tls_public_key, nonce),
                     &policy.tdx,
                 )?),
-            }),
-            other => Err(AttestError::UnsupportedProvider(other.into())),
+            },
+            other => return Err(AttestError::UnsupportedProvider(other.into())),
         },
+    };
+    let unpinned = match &verified {
+        Verified::SevSnp { provider, report } if !report.measurement_pinned => Some(provider),
+        Verified::Tdx { provider, quote } if !quote.mrtd_pinned => Some(provider),
+        _ => None,
+    };
+    match unpinned {
+        Some(provider) if policy.require_measurement => {
+            Err(AttestError::MeasurementNotPinned(provider.clone()))
+        }
+        _ => Ok(verified),
     }
 }

@@ -109,6 +109,13 @@ fn a_valid_report_verifies_and_says_what_was_verified() {
         panic!()
     };
     assert!(!r.measurement_pinned);
+    // Refused when the client requires a pinned measurement.
+    let mut policy = chain.policy(None);
+    policy.require_measurement = true;
+    assert_eq!(
+        verify(&sev(report.clone(), Some(chain.table())), tls, &n, &policy).unwrap_err(),
+        AttestError::MeasurementNotPinned("sev_guest".into())
+    );
     // The VCEK given to the client, no table from the proxy: the ASK must
     // then be pinned with the root.
     let mut policy = chain.policy(None);

@@ -78,6 +78,17 @@ fn a_good_quote_verifies_and_says_what_was_verified() {
         panic!()
     };
     assert!(!quote.mrtd_pinned);
+    // Unless the client requires a pinned measurement (it pinned an
+    // SEV-SNP image, say).
+    let require = |mrtd| VerifyPolicy {
+        require_measurement: true,
+        ..chain.policy(mrtd)
+    };
+    assert_eq!(
+        verify(&tdx(q.clone()), TLS, &n, &require(None)).unwrap_err(),
+        AttestError::MeasurementNotPinned("tdx_guest".into())
+    );
+    assert!(verify(&tdx(q.clone()), TLS, &n, &require(Some(MRTD))).is_ok());
     // An auxblob beside the quote is ignored.
     let a = Attestation::ConfigfsTsm {
         provider: PROVIDER_TDX.into(),
