@@ -123,7 +123,20 @@ fn avx2_fma_vs_int(c: &mut Criterion) {
         .map(|m| (0..8).map(|_| s.uniform_mod(m.value())).collect())
         .collect();
     let mut outs = vec![vec![0u64; n]; 4];
+    // The key inner product for a 61-bit prime (P, or q₀): the 64-bit
+    // integer kernel on every SIMD level, against the scalar u128 loop.
+    let m61 = Modulus::new(p61[0]).unwrap();
+    let ops61: Vec<Vec<u64>> = (0..3 * terms).map(|_| limb(&mut s, p61[0])).collect();
+    let refs61: Vec<&[u64]> = ops61.iter().map(Vec::as_slice).collect();
+    let (ks61, rest61) = refs61.split_at(terms);
+    let (kb61, ka61) = rest61.split_at(terms);
     let mut g = c.benchmark_group("avx2_fma_vs_int_n65536_50bit");
+    g.bench_function(format!("dot_product_pair_{terms}_61bit/scalar"), |bch| {
+        bch.iter(|| Scalar.dot_product_pair(&m61, ks61, kb61, ka61, black_box(&mut o0), &mut o1))
+    });
+    g.bench_function(format!("dot_product_pair_{terms}_61bit/avx2"), |bch| {
+        bch.iter(|| fma.dot_product_pair(&m61, ks61, kb61, ka61, black_box(&mut o0), &mut o1))
+    });
     for (name, be) in &backends {
         g.bench_function(format!("ntt_fwd/{name}"), |bch| {
             bch.iter(|| be.ntt_forward(&t, black_box(&mut a)))

@@ -546,6 +546,29 @@ impl Backend for Simd {
             }
             return;
         }
+        #[cfg(target_arch = "x86_64")]
+        if q.value() < 1 << 62 {
+            check_pair(s, b, a, o0.len(), o1.len());
+            let whole = whole_vectors(o0.len());
+            let (w0, w1) = (&mut o0[..whole], &mut o1[..whole]);
+            // SAFETY: `Simd::new` checked the CPU supports the level's
+            // features; q is below the kernels' bound.
+            unsafe {
+                match self.level {
+                    SimdLevel::Avx2 => crate::ntt::avx2::dot_product_pair_wide(q, s, b, a, w0, w1),
+                    _ => crate::ntt::avx512::dot_product_pair_wide(q, s, b, a, w0, w1),
+                }
+            };
+            if whole < o0.len() {
+                fn tail<'a>(v: &[&'a [u64]], from: usize) -> Vec<&'a [u64]> {
+                    v.iter().map(|x| &x[from..]).collect()
+                }
+                let (o0, o1) = (&mut o0[whole..], &mut o1[whole..]);
+                let (s, b, a) = (tail(s, whole), tail(b, whole), tail(a, whole));
+                Scalar.dot_product_pair(q, &s, &b, &a, o0, o1);
+            }
+            return;
+        }
         Scalar.dot_product_pair(q, s, b, a, o0, o1);
     }
 
@@ -711,6 +734,9 @@ pub mod parity {
     /// sources near 2^50 and 2^64, for lengths with partial vectors.
     fn check_edge_moduli(backend: &dyn Backend, rng: &mut ChaCha20Rng) -> Result<(), String> {
         for q in [
+            (1u64 << 62) - 57,
+            (1 << 61) - 1,
+            (1 << 60) + 33,
             (1u64 << 50) - 27,
             (1 << 50) - 1,
             (1 << 50) + 1,

@@ -62,6 +62,35 @@ fn csub(x: V, b: V) -> V {
     _mm256_blendv_epi8(_mm256_sub_epi64(x, b), x, lt)
 }
 
+/// The 32-bit halves of each lane swapped: the high half's value in the
+/// low half, where `vpmuludq` reads it.
+#[inline]
+#[target_feature(enable = "avx2")]
+fn swap32(a: V) -> V {
+    _mm256_shuffle_epi32::<0xB1>(a)
+}
+
+/// Low 32 bits of a times low 32 bits of b, as 64-bit lanes.
+#[inline]
+#[target_feature(enable = "avx2")]
+fn mul32(a: V, b: V) -> V {
+    _mm256_mul_epu32(a, b)
+}
+
+/// Each lane's low 32 bits.
+#[inline]
+#[target_feature(enable = "avx2")]
+fn low32(a: V) -> V {
+    _mm256_and_si256(a, _mm256_set1_epi64x(0xffff_ffff))
+}
+
+/// Each lane shifted right by 32.
+#[inline]
+#[target_feature(enable = "avx2")]
+fn high32(a: V) -> V {
+    _mm256_srli_epi64(a, 32)
+}
+
 /// Low 64 bits of a·b.
 #[inline]
 #[target_feature(enable = "avx2")]

@@ -75,6 +75,35 @@ pub(super) fn csub(x: V, b: V) -> V {
 }
 
 /// High 64 bits of a·b.
+/// The 32-bit halves of each lane swapped: the high half's value in the
+/// low half, where `vpmuludq` reads it.
+#[inline]
+#[target_feature(enable = "avx512f,avx512dq")]
+fn swap32(a: V) -> V {
+    _mm512_shuffle_epi32::<{ _MM_PERM_CDAB }>(a)
+}
+
+/// Low 32 bits of a times low 32 bits of b, as 64-bit lanes.
+#[inline]
+#[target_feature(enable = "avx512f,avx512dq")]
+fn mul32(a: V, b: V) -> V {
+    _mm512_mul_epu32(a, b)
+}
+
+/// Each lane's low 32 bits.
+#[inline]
+#[target_feature(enable = "avx512f,avx512dq")]
+fn low32(a: V) -> V {
+    _mm512_and_si512(a, _mm512_set1_epi64(0xffff_ffff))
+}
+
+/// Each lane shifted right by 32.
+#[inline]
+#[target_feature(enable = "avx512f,avx512dq")]
+fn high32(a: V) -> V {
+    _mm512_srli_epi64(a, 32)
+}
+
 #[inline]
 #[target_feature(enable = "avx512f,avx512dq")]
 fn mul_hi(a: V, b: V) -> V {

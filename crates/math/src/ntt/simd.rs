@@ -247,6 +247,110 @@ macro_rules! simd_linear_kernels {
                 store(&mut out[c..], csub(acc, vq));
             }
         }
+
+        /// `o0 = Σ_j s_j·b_j`, `o1 = Σ_j s_j·a_j` mod q on whole vectors
+        /// (the caller finishes the tail), for any q < 2^62, entries below
+        /// q: the primes the floating-point and IFMA kernels do not take.
+        /// Each product is exact, from four 32 × 32-bit products, gathered
+        /// in three sums of weight 1, 2^32 and 2^64 (see [`WideSum`]); every
+        /// 15 terms they are folded to [0, q) and the next run starts
+        /// from it.
+        #[target_feature(enable = $feat)]
+        pub(crate) fn dot_product_pair_wide(
+            m: &crate::Modulus,
+            s: &[&[u64]],
+            b: &[&[u64]],
+            a: &[&[u64]],
+            o0: &mut [u64],
+            o1: &mut [u64],
+        ) {
+            const RUN: usize = 15;
+            let q = m.value();
+            debug_assert!(q < 1 << 62);
+            let weight = |c: u64| (splat(c), splat(m.shoup(c)));
+            let fold = WideFold {
+                one: weight(1),
+                w32: weight(((1u128 << 32) % u128::from(q)) as u64),
+                w64: weight(((1u128 << 64) % u128::from(q)) as u64),
+                q: splat(q),
+                q2: splat(2 * q),
+            };
+            let whole = o0.len() / LANES * LANES;
+            for c in (0..whole).step_by(LANES) {
+                let (mut r0, mut r1) = (splat(0), splat(0));
+                for j0 in (0..s.len()).step_by(RUN) {
+                    let (mut sum0, mut sum1) = (WideSum::from(r0), WideSum::from(r1));
+                    for j in j0..s.len().min(j0 + RUN) {
+                        let x = load(&s[j][c..]);
+                        let xh = swap32(x);
+                        sum0.add_product(x, xh, load(&b[j][c..]));
+                        sum1.add_product(x, xh, load(&a[j][c..]));
+                    }
+                    r0 = sum0.fold(&fold);
+                    r1 = sum1.fold(&fold);
+                }
+                store(&mut o0[c..], r0);
+                store(&mut o1[c..], r1);
+            }
+        }
+
+        /// A sum of products below 2^124 as t0 + t1·2^32 + t2·2^64, each
+        /// part in a 64-bit lane: for up to 15 products of values below
+        /// 2^62 after a start below 2^62, t0 < 2^63, t1 < 2^37 and
+        /// t2 < 15·(2^31 + 2^60) < 2^64.
+        #[derive(Clone, Copy)]
+        struct WideSum {
+            t0: V,
+            t1: V,
+            t2: V,
+        }
+
+        /// Constants of [`WideSum::fold`]: 1, 2^32 and 2^64 mod q with
+        /// their Shoup companions, q and 2q.
+        struct WideFold {
+            one: (V, V),
+            w32: (V, V),
+            w64: (V, V),
+            q: V,
+            q2: V,
+        }
+
+        impl WideSum {
+            #[inline]
+            #[target_feature(enable = $feat)]
+            fn from(start: V) -> Self {
+                Self {
+                    t0: start,
+                    t1: splat(0),
+                    t2: splat(0),
+                }
+            }
+
+            /// Adds x·y, with `xh` = [`swap32`] of x: xl·yl goes to t0 and
+            /// t1 by halves, the cross terms xl·yh + xh·yl (< 2^63) to t1
+            /// and t2 by halves, xh·yh to t2.
+            #[inline]
+            #[target_feature(enable = $feat)]
+            fn add_product(&mut self, x: V, xh: V, y: V) {
+                let yh = swap32(y);
+                let ll = mul32(x, y);
+                let cross = add(mul32(x, yh), mul32(xh, y));
+                self.t0 = add(self.t0, low32(ll));
+                self.t1 = add(self.t1, add(high32(ll), low32(cross)));
+                self.t2 = add(self.t2, add(high32(cross), mul32(xh, yh)));
+            }
+
+            /// The sum mod q, in [0, q): each part times its weight by a lazy
+            /// Shoup product (below 2q), added with conditional subtractions
+            /// (4q < 2^64).
+            #[inline]
+            #[target_feature(enable = $feat)]
+            fn fold(self, f: &WideFold) -> V {
+                let part = |t: V, (w, ws): (V, V)| mul_shoup_lazy(t, w, ws, f.q);
+                let r = csub(add(part(self.t0, f.one), part(self.t1, f.w32)), f.q2);
+                csub(csub(add(r, part(self.t2, f.w64)), f.q2), f.q)
+            }
+        }
     };
 }
 
