@@ -426,6 +426,8 @@ impl Backend for Simd {
             check_sources(out.len(), srcs, w.len());
             let whole = whole_vectors(out.len());
             let ifma = q.value() < avx512ifma::MAX_MODULUS;
+            // Exact products in three 64-bit sums: sources and q below 2^62.
+            let wide = src_bits <= 62 && q.value() < 1 << 62;
             let body = &mut out[..whole];
             // SAFETY: `Simd::new` checked that the CPU supports the level's
             // features (and FMA where `fp` holds); the IFMA and FMA kernels
@@ -435,10 +437,14 @@ impl Backend for Simd {
                     SimdLevel::Avx2 if self.fp(q.value()) => {
                         avx2fma::linear_combination(q, body, keep, srcs, w, src_bits)
                     }
+                    SimdLevel::Avx2 if wide => {
+                        avx2::linear_combination_wide(q, body, keep, srcs, w)
+                    }
                     SimdLevel::Avx2 => avx2::linear_combination(q, body, keep, srcs, w),
                     SimdLevel::Avx512Ifma if ifma => {
                         avx512ifma::linear_combination(q, body, keep, srcs, w, src_bits)
                     }
+                    _ if wide => avx512::linear_combination_wide(q, body, keep, srcs, w),
                     _ => avx512::linear_combination(q, body, keep, srcs, w),
                 }
             }
@@ -775,7 +781,8 @@ pub mod parity {
                         return Err(format!("mul_scalar differs ({ctx} c={c})"));
                     }
                 }
-                for (count, src_bits) in [(9, 50), (3, 51), (20, 64), (70, 50), (70, 64)] {
+                for (count, src_bits) in [(9, 50), (3, 51), (20, 64), (70, 50), (70, 64), (17, 62)]
+                {
                     let top = if src_bits == 64 {
                         u64::MAX
                     } else {
@@ -829,6 +836,16 @@ pub mod parity {
                             "linear_combinations differs ({ctx} sources={count}x{src_bits} bits)"
                         ));
                     }
+                }
+                // Every term at its largest: sources 2^62 − 1, weights q − 1
+                // (the sums of exact products overflow if folded too late).
+                let top = vec![(1u64 << 62) - 1; n];
+                let srcs = vec![top.as_slice(); 40];
+                let (mut x, mut y) = (a.clone(), a.clone());
+                Scalar.linear_combination(&m, &mut x, None, &srcs, &[q - 1; 40], 62);
+                backend.linear_combination(&m, &mut y, None, &srcs, &[q - 1; 40], 62);
+                if x != y {
+                    return Err(format!("linear_combination differs ({ctx} largest terms)"));
                 }
                 for count in [1, 8, 9, 40] {
                     let ops: Vec<Vec<u64>> = (0..3 * count)

@@ -281,16 +281,58 @@ macro_rules! simd_linear_kernels {
                 for j0 in (0..s.len()).step_by(RUN) {
                     let (mut sum0, mut sum1) = (WideSum::from(r0), WideSum::from(r1));
                     for j in j0..s.len().min(j0 + RUN) {
-                        let x = load(&s[j][c..]);
-                        let xh = swap32(x);
-                        sum0.add_product(x, xh, load(&b[j][c..]));
-                        sum1.add_product(x, xh, load(&a[j][c..]));
+                        let y = load(&s[j][c..]);
+                        let yh = swap32(y);
+                        sum0.add_product(load(&b[j][c..]), y, yh);
+                        sum1.add_product(load(&a[j][c..]), y, yh);
                     }
                     r0 = sum0.fold(&fold);
                     r1 = sum1.fold(&fold);
                 }
                 store(&mut o0[c..], r0);
                 store(&mut o1[c..], r1);
+            }
+        }
+
+        /// [`linear_combination`] for sources below 2^62 and q < 2^62, as
+        /// [`dot_product_pair_wide`] sums: exact products, one fold per 15
+        /// terms instead of a Shoup product and a reduction per term.
+        #[target_feature(enable = $feat)]
+        pub(crate) fn linear_combination_wide(
+            m: &crate::Modulus,
+            out: &mut [u64],
+            keep: Option<u64>,
+            srcs: &[&[u64]],
+            w: &[u64],
+        ) {
+            const RUN: usize = 15;
+            let q = m.value();
+            debug_assert!(q < 1 << 62);
+            let weight = |c: u64| (splat(c), splat(m.shoup(c)));
+            let fold = WideFold {
+                one: weight(1),
+                w32: weight(((1u128 << 32) % u128::from(q)) as u64),
+                w64: weight(((1u128 << 64) % u128::from(q)) as u64),
+                q: splat(q),
+                q2: splat(2 * q),
+            };
+            // Each weight with its high half in the low lane half.
+            let consts: Vec<(V, V)> = w.iter().map(|&x| (splat(x), swap32(splat(x)))).collect();
+            let keep = keep.map(weight);
+            let whole = out.len() / LANES * LANES;
+            for c in (0..whole).step_by(LANES) {
+                let mut r = match keep {
+                    Some((k, ks)) => csub(mul_shoup_lazy(load(&out[c..]), k, ks, fold.q), fold.q),
+                    None => splat(0),
+                };
+                for (src, ws) in srcs.chunks(RUN).zip(consts.chunks(RUN)) {
+                    let mut sum = WideSum::from(r);
+                    for (s, &(wk, wkh)) in src.iter().zip(ws) {
+                        sum.add_product(load(&s[c..]), wk, wkh);
+                    }
+                    r = sum.fold(&fold);
+                }
+                store(&mut out[c..], r);
             }
         }
 
@@ -326,13 +368,13 @@ macro_rules! simd_linear_kernels {
                 }
             }
 
-            /// Adds x·y, with `xh` = [`swap32`] of x: xl·yl goes to t0 and
-            /// t1 by halves, the cross terms xl·yh + xh·yl (< 2^63) to t1
-            /// and t2 by halves, xh·yh to t2.
+            /// Adds x·y, with `yh` = [`swap32`] of y (shared by the products
+            /// of one y): xl·yl goes to t0 and t1 by halves, the cross terms
+            /// xl·yh + xh·yl (< 2^63) to t1 and t2 by halves, xh·yh to t2.
             #[inline]
             #[target_feature(enable = $feat)]
-            fn add_product(&mut self, x: V, xh: V, y: V) {
-                let yh = swap32(y);
+            fn add_product(&mut self, x: V, y: V, yh: V) {
+                let xh = swap32(x);
                 let ll = mul32(x, y);
                 let cross = add(mul32(x, yh), mul32(xh, y));
                 self.t0 = add(self.t0, low32(ll));
