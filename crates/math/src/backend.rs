@@ -426,8 +426,6 @@ impl Backend for Simd {
             check_sources(out.len(), srcs, w.len());
             let whole = whole_vectors(out.len());
             let ifma = q.value() < avx512ifma::MAX_MODULUS;
-            // Exact products in three 64-bit sums: sources and q below 2^62.
-            let wide = src_bits <= 62 && q.value() < 1 << 62;
             let body = &mut out[..whole];
             // SAFETY: `Simd::new` checked that the CPU supports the level's
             // features (and FMA where `fp` holds); the IFMA and FMA kernels
@@ -437,14 +435,10 @@ impl Backend for Simd {
                     SimdLevel::Avx2 if self.fp(q.value()) => {
                         avx2fma::linear_combination(q, body, keep, srcs, w, src_bits)
                     }
-                    SimdLevel::Avx2 if wide => {
-                        avx2::linear_combination_wide(q, body, keep, srcs, w)
-                    }
                     SimdLevel::Avx2 => avx2::linear_combination(q, body, keep, srcs, w),
                     SimdLevel::Avx512Ifma if ifma => {
                         avx512ifma::linear_combination(q, body, keep, srcs, w, src_bits)
                     }
-                    _ if wide => avx512::linear_combination_wide(q, body, keep, srcs, w),
                     _ => avx512::linear_combination(q, body, keep, srcs, w),
                 }
             }

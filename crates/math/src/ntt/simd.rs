@@ -294,48 +294,6 @@ macro_rules! simd_linear_kernels {
             }
         }
 
-        /// [`linear_combination`] for sources below 2^62 and q < 2^62, as
-        /// [`dot_product_pair_wide`] sums: exact products, one fold per 15
-        /// terms instead of a Shoup product and a reduction per term.
-        #[target_feature(enable = $feat)]
-        pub(crate) fn linear_combination_wide(
-            m: &crate::Modulus,
-            out: &mut [u64],
-            keep: Option<u64>,
-            srcs: &[&[u64]],
-            w: &[u64],
-        ) {
-            const RUN: usize = 15;
-            let q = m.value();
-            debug_assert!(q < 1 << 62);
-            let weight = |c: u64| (splat(c), splat(m.shoup(c)));
-            let fold = WideFold {
-                one: weight(1),
-                w32: weight(((1u128 << 32) % u128::from(q)) as u64),
-                w64: weight(((1u128 << 64) % u128::from(q)) as u64),
-                q: splat(q),
-                q2: splat(2 * q),
-            };
-            // Each weight with its high half in the low lane half.
-            let consts: Vec<(V, V)> = w.iter().map(|&x| (splat(x), swap32(splat(x)))).collect();
-            let keep = keep.map(weight);
-            let whole = out.len() / LANES * LANES;
-            for c in (0..whole).step_by(LANES) {
-                let mut r = match keep {
-                    Some((k, ks)) => csub(mul_shoup_lazy(load(&out[c..]), k, ks, fold.q), fold.q),
-                    None => splat(0),
-                };
-                for (src, ws) in srcs.chunks(RUN).zip(consts.chunks(RUN)) {
-                    let mut sum = WideSum::from(r);
-                    for (s, &(wk, wkh)) in src.iter().zip(ws) {
-                        sum.add_product(load(&s[c..]), wk, wkh);
-                    }
-                    r = sum.fold(&fold);
-                }
-                store(&mut out[c..], r);
-            }
-        }
-
         /// A sum of products below 2^124 as t0 + t1·2^32 + t2·2^64, each
         /// part in a 64-bit lane: for up to 15 products of values below
         /// 2^62 after a start below 2^62, t0 < 2^63, t1 < 2^37 and
