@@ -16,11 +16,12 @@
 //! host; AWS uses one) chains instead through the ASVK, the intermediate
 //! that AMD's key distribution service publishes per product at
 //! `/vlek/v1/<product>/cert_chain` (AMD's VLEK certificate specification),
-//! signed by the same ARK. The certificate table has no GUID of its own
-//! for the ASVK: it travels in the ASK's slot, as go-sev-guest and virtee's
-//! `sev` crate read it, and the subject's common name tells the two apart
-//! (`SEV-<product>` for an ASK, `SEV-VLEK-<product>` for an ASVK, as AMD's
-//! key distribution service issues them). Certificate signatures are accepted in
+//! signed by the same ARK. The GUIDs read here (VCEK, VLEK, ASK, ARK, as
+//! in the GHCB specification) give the ASVK none of its own: it is read
+//! from the ASK's slot (go-sev-guest likewise takes an `SEV-VLEK`
+//! intermediate as the ASVK), and the subject's common name tells the two
+//! apart (`SEV-<product>` for an ASK, `SEV-VLEK-<product>` for an ASVK,
+//! as AMD's key distribution service issues them). Certificate signatures are accepted in
 //! two algorithms only, as named in each certificate: RSASSA-PSS with
 //! SHA-384 (MGF1 SHA-384, 48-byte salt; AMD's ARK and ASK) and ECDSA P-384
 //! with SHA-384. The report's own signature is ECDSA P-384 with SHA-384
