@@ -34,7 +34,8 @@
 //!   Turin roots, built in); each certificate within its validity period;
 //!   for a VLEK-signed report instead: the VLEK from the certificate table
 //!   (never the client's VCEK; none: [`snp::SnpError::NoVlek`]) signed by
-//!   the ASVK (the table's ASK slot: no pinned ASVK), the ASVK by the same
+//!   the ASVK (the table's ASK slot, else the pinned root's ASVK:
+//!   [`snp::TrustedRoot::amd`] pins AMD's three), the ASVK by the same
 //!   pinned ARK; the intermediate's common name must be an ASVK's
 //!   (`SEV-VLEK-<product>`) for a VLEK and an ASK's for a VCEK, so that
 //!   neither stands in for the other;
@@ -76,10 +77,9 @@
 //! client asks, the other policy bits (ABI version, single socket, ...)
 //! and platform info bits (TSME, ciphertext hiding, ...), the host data,
 //! ID key and author key digests; for a VLEK, its revocation (AMD's VLEK
-//! CRL), its `csp_id` against an expected provider, and the ASVK's identity
-//! beyond its signature by the pinned ARK and its common name (no ASVK is
-//! pinned, and none is compared with what AMD's key distribution service
-//! publishes).
+//! CRL) and its `csp_id` against an expected provider; an ASVK the proxy
+//! sends is, like its ASK, checked by its signature by the pinned ARK and
+//! its common name, not compared with the pinned one.
 //! A proxy that sends no certificate table is verified only with a VCEK
 //! given to the client; without one it is refused ([`snp::SnpError::NoVcek`]).
 //!

@@ -448,6 +448,18 @@ fn amd_roots_are_built_in_and_verify_with_rsa_pss() {
             snp::check_root(&flipped),
             Err(SnpError::Chain("the ASK is not signed by the ARK".into()))
         );
+        // The ASVK (VLEK intermediate): signed by the same ARK, named
+        // SEV-VLEK-<product>; the ASK and ASVK swapped are refused by name.
+        let asvk = root.asvk.as_ref().unwrap();
+        let cert = x509_parser::parse_x509_certificate(asvk).unwrap().1;
+        let cn = cert.subject().iter_common_name().next().unwrap();
+        assert_eq!(cn.as_str().unwrap(), format!("SEV-VLEK-{}", root.product));
+        let mut swapped = root.clone();
+        (swapped.ask, swapped.asvk) = (root.asvk.clone(), root.ask.clone());
+        assert!(matches!(snp::check_root(&swapped), Err(SnpError::Chain(_))));
+        let mut mixed = root.clone();
+        mixed.asvk = foreign.asvk.clone();
+        assert!(matches!(snp::check_root(&mixed), Err(SnpError::Chain(_))));
     }
     // A test root checks out the same way, and a non-self-signed one not.
     let chain = Chain::new("Test");
@@ -1257,14 +1269,13 @@ fn vlek_reports_with_a_wrong_key_chain_or_tcb_are_refused() {
     let mut r = vlek_report.clone();
     r[0x48] = 0;
     assert_eq!(check(&r, chain.table()), SnpError::BadSignature);
-    // No ASVK in the table: the pinned root's ASK does not stand in.
+    // No ASVK in the table: the pinned root's ASK does not stand in; a
+    // pinned ASVK does.
     let mut pinned = chain.policy(None);
     pinned.snp.roots[0].ask = Some(chain.ask.clone());
+    let vlek_only = table(&[(GUID_VLEK, &chain.vlek), (GUID_ARK, &chain.ark)]);
     let e = snp_err(verify(
-        &sev(
-            vlek_report.clone(),
-            Some(table(&[(GUID_VLEK, &chain.vlek), (GUID_ARK, &chain.ark)])),
-        ),
+        &sev(vlek_report.clone(), Some(vlek_only.clone())),
         tls,
         &n,
         &pinned,
@@ -1273,6 +1284,25 @@ fn vlek_reports_with_a_wrong_key_chain_or_tcb_are_refused() {
         matches!(&e, SnpError::Chain(m) if m.contains("no ASVK")),
         "{e:?}"
     );
+    pinned.snp.roots[0].asvk = Some(chain.ask.clone());
+    let e = snp_err(verify(
+        &sev(vlek_report.clone(), Some(vlek_only.clone())),
+        tls,
+        &n,
+        &pinned,
+    ));
+    assert!(
+        matches!(&e, SnpError::Chain(m) if m.contains("not an ASVK")),
+        "{e:?}"
+    );
+    pinned.snp.roots[0].asvk = Some(chain.asvk.clone());
+    let r = snp_ok(verify(
+        &sev(vlek_report.clone(), Some(vlek_only)),
+        tls,
+        &n,
+        &pinned,
+    ));
+    assert_eq!(r.signed_by, SigningKey::Vlek);
 
     // Tampered: a flipped bit in the signed body or the signature.
     for at in [0x0C, 0x50, 0x90, 0x180, 0x1A0, 0x29F, 0x2A0, 0x2E8] {

@@ -786,8 +786,8 @@ impl CertTable {
     }
 }
 
-/// A pinned root: an ARK (self-signed) and, optionally, the ASK it signed
-/// (used when the proxy sends no ASK).
+/// A pinned root: an ARK (self-signed) and, optionally, the ASK and the
+/// ASVK it signed (used when the proxy sends no ASK or ASVK).
 #[derive(Clone, PartialEq, Eq)]
 pub struct TrustedRoot {
     /// The product (`Milan`, `Genoa`, `Turin`, or a test name).
@@ -796,6 +796,8 @@ pub struct TrustedRoot {
     pub ark: Vec<u8>,
     /// The ASK, DER.
     pub ask: Option<Vec<u8>>,
+    /// The ASVK (the intermediate of VLEKs), DER.
+    pub asvk: Option<Vec<u8>>,
 }
 
 impl fmt::Debug for TrustedRoot {
@@ -804,27 +806,34 @@ impl fmt::Debug for TrustedRoot {
             .field("product", &self.product)
             .field("ark_bytes", &self.ark.len())
             .field("ask", &self.ask.is_some())
+            .field("asvk", &self.asvk.is_some())
             .finish()
     }
 }
 
-/// AMD's ARK and ASK certificates (PEM), as AMD's key distribution service
-/// publishes them (`https://kdsintf.amd.com/vcek/v1/<product>/cert_chain`).
-const AMD_ROOTS: [(&str, &str, &str); 3] = [
+/// AMD's ARK, ASK and ASVK certificates (PEM), as AMD's key distribution
+/// service publishes them (`https://kdsintf.amd.com/vcek/v1/<product>/cert_chain`
+/// for the ASK and ARK, `.../vlek/v1/<product>/cert_chain` for the ASVK
+/// and ARK; the ASVKs as go-sev-guest embeds them, each checked here to be
+/// signed by the pinned ARK).
+const AMD_ROOTS: [(&str, &str, &str, &str); 3] = [
     (
         "Milan",
         include_str!("../../certs/amd/milan-ark.pem"),
         include_str!("../../certs/amd/milan-ask.pem"),
+        include_str!("../../certs/amd/milan-asvk.pem"),
     ),
     (
         "Genoa",
         include_str!("../../certs/amd/genoa-ark.pem"),
         include_str!("../../certs/amd/genoa-ask.pem"),
+        include_str!("../../certs/amd/genoa-asvk.pem"),
     ),
     (
         "Turin",
         include_str!("../../certs/amd/turin-ark.pem"),
         include_str!("../../certs/amd/turin-ask.pem"),
+        include_str!("../../certs/amd/turin-asvk.pem"),
     ),
 ];
 
@@ -843,14 +852,15 @@ pub fn cert_der(bytes: &[u8]) -> std::result::Result<Vec<u8>, String> {
 }
 
 impl TrustedRoot {
-    /// AMD's roots for Milan, Genoa and Turin.
+    /// AMD's roots for Milan, Genoa and Turin (ARK, ASK and ASVK each).
     pub fn amd() -> Vec<Self> {
         AMD_ROOTS
             .iter()
-            .map(|(product, ark, ask)| Self {
+            .map(|(product, ark, ask, asvk)| Self {
                 product: (*product).into(),
                 ark: cert_der(ark.as_bytes()).expect("a built-in AMD ARK"),
                 ask: Some(cert_der(ask.as_bytes()).expect("a built-in AMD ASK")),
+                asvk: Some(cert_der(asvk.as_bytes()).expect("a built-in AMD ASVK")),
             })
             .collect()
     }
@@ -1397,12 +1407,21 @@ fn check_hwid(
 }
 
 /// Checks a pinned root on its own: its ARK parses, is valid now and is
-/// self-signed, and its ASK, when it has one, is signed by the ARK.
+/// self-signed, and its ASK and ASVK, when it has them, are signed by the
+/// ARK and named as an ASK and an ASVK.
 pub fn check_root(root: &TrustedRoot) -> Result<()> {
     let ark = parse_cert("ARK", &root.ark)?;
     check_signed_by(&ark, "ARK", &ark, "ARK itself")?;
-    if let Some(ask) = &root.ask {
-        check_signed_by(&parse_cert("ASK", ask)?, "ASK", &ark, "ARK")?;
+    for (cert, key) in [
+        (&root.ask, SigningKey::Vcek),
+        (&root.asvk, SigningKey::Vlek),
+    ] {
+        if let Some(der) = cert {
+            let which = key.intermediate();
+            let cert = parse_cert(which, der)?;
+            check_intermediate_name(&cert, key)?;
+            check_signed_by(&cert, which, &ark, "ARK")?;
+        }
     }
     Ok(())
 }
@@ -1436,8 +1455,8 @@ fn check_intermediate_name(cert: &X509Certificate<'_>, key: SigningKey) -> Resul
 }
 
 /// Verifies VCEK ← ASK ← ARK, or VLEK ← ASVK ← ARK (the ARK pinned,
-/// self-signed): the pinned root's product. A VLEK's ASVK comes from the
-/// table only (the pinned roots hold ASKs).
+/// self-signed; the intermediate from the table, else the pinned root's):
+/// the pinned root's product.
 fn verify_chain(
     vcek: &X509Certificate<'_>,
     key: SigningKey,
@@ -1465,14 +1484,14 @@ fn verify_chain(
         check_signed_by(&ark, "ARK", &ark, "ARK itself")?;
         let pinned = match key {
             SigningKey::Vcek => root.ask.as_deref(),
-            SigningKey::Vlek => None,
+            SigningKey::Vlek => root.asvk.as_deref(),
         };
         let Some(ask_der) = table_ask.or(pinned) else {
             errors.push((
                 root,
                 SnpError::Chain(match key {
                     SigningKey::Vcek => "no ASK (none in the proxy's table, none pinned)".into(),
-                    SigningKey::Vlek => "no ASVK in the proxy's table (none is pinned)".into(),
+                    SigningKey::Vlek => "no ASVK (none in the proxy's table, none pinned)".into(),
                 }),
             ));
             continue;

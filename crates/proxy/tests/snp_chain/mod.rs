@@ -170,6 +170,7 @@ impl Chain {
             product: "Test".into(),
             ark: self.ark.clone(),
             ask: None,
+            asvk: None,
         }
     }
 
