@@ -89,8 +89,8 @@ pub const CPUID_FAMILY_TURIN: u8 = 0x1A;
 /// VCEK certificate and KDS interface specification.
 pub const OID_VCEK_HWID: [u64; 9] = [1, 3, 6, 1, 4, 1, 3704, 1, 4];
 /// OID arcs of the VLEK's `csp_id` extension (1.3.6.1.4.1.3704.1.5): the
-/// cloud provider the VLEK was issued to (a string such as
-/// `cc-us-east-2.amazonaws.com`); a VCEK has none.
+/// cloud provider the VLEK was issued to (an IA5String; an AWS VLEK of
+/// 2026 carries `CN=cc-us-east-2.amazonaws.com`); a VCEK has none.
 pub const OID_VLEK_CSP_ID: [u64; 9] = [1, 3, 6, 1, 4, 1, 3704, 1, 5];
 /// Common-name prefix of an ASVK's subject (`SEV-VLEK-Milan`, ...); an
 /// ASK's is `SEV-<product>`.
