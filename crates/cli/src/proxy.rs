@@ -9,7 +9,7 @@ use anyhow::Context;
 use clap::Args;
 use hecloud_protocol::Graph;
 use hecloud_proxy::attest::ConfigfsTsm;
-use hecloud_proxy::attest::snp::{MEASUREMENT_LEN, MinTcb, cert_der};
+use hecloud_proxy::attest::snp::{MEASUREMENT_LEN, MinTcb, SigningKey, cert_der};
 use hecloud_proxy::attest::tdx::{MR_LEN, TEE_TCB_SVN_LEN, TdxVerified};
 use hecloud_proxy::attest::{AttestError, Verified, VerifyPolicy};
 use hecloud_proxy::service::DEFAULT_MAX_VECTORS;
@@ -326,7 +326,8 @@ pub struct RunArgs {
     /// The proxy chip's VCEK certificate (DER or PEM, e.g. from AMD's key
     /// distribution service), for a proxy whose host provisions no
     /// certificates; it is checked against AMD's pinned roots like one the
-    /// proxy sends.
+    /// proxy sends. Used for VCEK-signed reports only: a VLEK-signed one
+    /// is verified with the VLEK and ASVK the proxy sends.
     #[arg(long, env = "HECLOUD_PROXY_VCEK", value_name = "FILE")]
     vcek: Option<PathBuf>,
     /// The operation: `add` (slot-wise sum of the inputs), `mul` (product
@@ -548,7 +549,13 @@ pub fn run(a: RunArgs) -> anyhow::Result<()> {
             other => eprintln!("the proxy's attestation: {other:?}"),
         }
         if let Verified::SevSnp { report, .. } = c.verified() {
-            if !report.chip_id_checked {
+            if report.signed_by == SigningKey::Vlek {
+                eprintln!(
+                    "note: the proxy's report is signed by a VLEK (cloud provider {}): it is \
+                     bound to the provider's key, not to a chip (no CHIP_ID check)",
+                    report.csp_id.as_deref().unwrap_or("not named")
+                );
+            } else if !report.chip_id_checked {
                 eprintln!(
                     "warning: the proxy's CHIP_ID is masked: its VCEK was not matched to the chip \
                      (allowed by --allow-masked-chip-id)"

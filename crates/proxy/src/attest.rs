@@ -24,20 +24,35 @@
 //! [`snp::verify_report`]):
 //!
 //! * the report's layout: an SEV-SNP `ATTESTATION_REPORT` of 1184 bytes,
-//!   version 2 to 5, signed with ECDSA P-384 SHA-384 by the VCEK;
+//!   version 2 to 5, signed with ECDSA P-384 SHA-384 by the VCEK or the
+//!   VLEK (`SIGNING_KEY` 0 or 1; any other, such as 7, none, is refused:
+//!   [`snp::SnpError::UnsupportedSigningKey`]);
 //! * the certificate chain: the VCEK (the client's, else the one in the
 //!   certificate table the proxy reads from configfs-tsm `auxblob`)
 //!   signed by the ASK, the ASK by the ARK, the ARK self-signed and equal
 //!   to a pinned root ([`snp::TrustedRoot::amd`]: AMD's Milan, Genoa and
 //!   Turin roots, built in); each certificate within its validity period;
-//! * the report's signature over its bytes `[0, 0x2A0)` under the VCEK;
+//!   for a VLEK-signed report instead: the VLEK from the certificate table
+//!   (never the client's VCEK; none: [`snp::SnpError::NoVlek`]) signed by
+//!   the ASVK (the table's ASK slot, else the pinned root's ASVK:
+//!   [`snp::TrustedRoot::amd`] pins AMD's three), the ASVK by the same
+//!   pinned ARK; the intermediate's common name must be an ASVK's
+//!   (`SEV-VLEK-<product>`) for a VLEK and an ASK's for a VCEK, so that
+//!   neither stands in for the other;
+//! * the report's signature over its bytes `[0, 0x2A0)` under the VCEK or
+//!   VLEK ([`snp::SnpVerified::signed_by`] says which);
 //! * the VCEK was issued for this report's chip and TCB: its AMD
 //!   extensions `blSPL`, `teeSPL`, `snpSPL`, `ucodeSPL` (and `fmcSPL` on
 //!   Turin) equal the components of `REPORTED_TCB`, and its `hwID` equals
 //!   `CHIP_ID` (offset 0x1A0; the first 8 bytes on Turin); a VCEK without
 //!   these extensions is refused, and so is a report whose chip id is
 //!   masked (zeros) unless [`snp::SnpPolicy::allow_masked_chip_id`] (then
-//!   [`snp::SnpVerified::chip_id_checked`] is `false`);
+//!   [`snp::SnpVerified::chip_id_checked`] is `false`); a VLEK's TCB
+//!   extensions (the same OIDs) equal `REPORTED_TCB` likewise, but a VLEK
+//!   is issued to a cloud provider, not to a chip, and has no `hwID`: the
+//!   chip id is not checked (`chip_id_checked` is `false`), and its
+//!   `csp_id` extension, when present, is reported, not compared
+//!   ([`snp::SnpVerified::csp_id`]);
 //! * the binding: `REPORT_DATA` (offset 0x50) equals [`report_data`] of the
 //!   TLS key and this client's nonce, so a replayed (stale) or relayed
 //!   report fails;
@@ -61,7 +76,10 @@
 //! (AMD's CRL), the policy's SMT and migration agent bits unless the
 //! client asks, the other policy bits (ABI version, single socket, ...)
 //! and platform info bits (TSME, ciphertext hiding, ...), the host data,
-//! ID key and author key digests, and reports signed by a VLEK.
+//! ID key and author key digests; for a VLEK, its revocation (AMD's VLEK
+//! CRL) and its `csp_id` against an expected provider; an ASVK the proxy
+//! sends is, like its ASK, checked by its signature by the pinned ARK and
+//! its common name, not compared with the pinned one.
 //! A proxy that sends no certificate table is verified only with a VCEK
 //! given to the client; without one it is refused ([`snp::SnpError::NoVcek`]).
 //!

@@ -9,13 +9,14 @@ use hecloud_proxy::attest::snp::{
     self, CertTable, GUID_ARK, GUID_ASK, GUID_VCEK, MinTcb, SnpError, TcbComponent, TcbLayout,
     TcbVersion, TrustedRoot, VcekSource,
 };
+use hecloud_proxy::attest::snp::{GUID_VLEK, SigningKey};
 use hecloud_proxy::attest::*;
 use hecloud_proxy::{Attestation, ProxyError};
 use ring::digest::{SHA512, digest};
 use ring::rand::{SecureRandom, SystemRandom};
 use snp_chain::{
-    CHIP_ID, Chain, Ext, MEASUREMENT, OID_BL_SPL, OID_FMC_SPL, OID_HWID, OID_SNP_SPL, OID_TEE_SPL,
-    OID_UCODE_SPL, POLICY, der_int, extensions,
+    CHIP_ID, CSP_ID, Chain, Ext, MEASUREMENT, OID_BL_SPL, OID_CSP_ID, OID_FMC_SPL, OID_HWID,
+    OID_SNP_SPL, OID_TEE_SPL, OID_UCODE_SPL, POLICY, der_int, extensions, vlek_extensions,
 };
 
 fn nonce() -> [u8; CLIENT_NONCE_LEN] {
@@ -193,8 +194,13 @@ fn forged_modified_and_foreign_reports_are_refused() {
     r[0x34] = 2;
     assert_eq!(check(r), SnpError::UnsupportedSignatureAlgorithm(2));
     let mut r = good.clone();
-    r[0x48] = 1 << 2; // VLEK
-    assert_eq!(check(r), SnpError::UnsupportedSigningKey(1));
+    r[0x48] = 1 << 2; // VLEK, and the table has none
+    assert_eq!(check(r), SnpError::NoVlek);
+    for key in [7u8, 2, 3] {
+        let mut r = good.clone();
+        r[0x48] = key << 2;
+        assert_eq!(check(r), SnpError::UnsupportedSigningKey(key));
+    }
     // The valid report is still accepted after all that.
     assert!(verify(&sev(good, Some(chain.table())), tls, &n, &policy).is_ok());
 }
@@ -449,6 +455,18 @@ fn amd_roots_are_built_in_and_verify_with_rsa_pss() {
             snp::check_root(&flipped),
             Err(SnpError::Chain("the ASK is not signed by the ARK".into()))
         );
+        // The ASVK (VLEK intermediate): signed by the same ARK, named
+        // SEV-VLEK-<product>; the ASK and ASVK swapped are refused by name.
+        let asvk = root.asvk.as_ref().unwrap();
+        let cert = x509_parser::parse_x509_certificate(asvk).unwrap().1;
+        let cn = cert.subject().iter_common_name().next().unwrap();
+        assert_eq!(cn.as_str().unwrap(), format!("SEV-VLEK-{}", root.product));
+        let mut swapped = root.clone();
+        (swapped.ask, swapped.asvk) = (root.asvk.clone(), root.ask.clone());
+        assert!(matches!(snp::check_root(&swapped), Err(SnpError::Chain(_))));
+        let mut mixed = root.clone();
+        mixed.asvk = foreign.asvk.clone();
+        assert!(matches!(snp::check_root(&mixed), Err(SnpError::Chain(_))));
     }
     // A test root checks out the same way, and a non-self-signed one not.
     let chain = Chain::new("Test");
@@ -1113,4 +1131,264 @@ fn smt_and_migration_agent_are_refused_when_asked() {
     );
     assert!(run(report(POLICY, SMT_EN), false, true).is_ok());
     assert!(run(report(POLICY, 0), true, true).is_ok());
+}
+
+/// The SEV-SNP report of an accepted attestation (panics if refused).
+fn snp_ok(r: Result<Verified, AttestError>) -> snp::SnpVerified {
+    match r {
+        Ok(Verified::SevSnp { report, .. }) => report,
+        other => panic!("expected an accepted SEV-SNP report, got {other:?}"),
+    }
+}
+
+/// A certificate table of `entries`.
+fn table(entries: &[([u8; 16], &[u8])]) -> Vec<u8> {
+    CertTable {
+        entries: entries.iter().map(|(g, c)| (*g, c.to_vec())).collect(),
+    }
+    .to_bytes()
+}
+
+#[test]
+fn a_vlek_signed_report_verifies_through_the_asvk() {
+    let chain = Chain::new("Test");
+    let (tls, n) = (b"tls-key".as_slice(), nonce());
+    let report = chain.vlek_report(&report_data(tls, &n));
+    let r = snp_ok(verify(
+        &sev(report.clone(), Some(chain.vlek_table())),
+        tls,
+        &n,
+        &chain.policy(Some(MEASUREMENT)),
+    ));
+    assert_eq!(r.product, "Test");
+    assert_eq!(r.signed_by, SigningKey::Vlek);
+    assert_eq!(r.vcek_source, VcekSource::CertTable);
+    assert_eq!(r.csp_id.as_deref(), Some(CSP_ID));
+    // A VLEK is not per chip: the chip id is not compared (the report's is
+    // the test chip's, which the VLEK does not name).
+    assert!(!r.chip_id_checked);
+    assert!(r.measurement_pinned);
+    assert_eq!(r.reported_tcb.raw, snp_chain::TCB);
+    // A masked chip id is no reason to refuse a VLEK-signed report.
+    let mut masked = report.clone();
+    masked[0x1A0..0x1E0].fill(0);
+    chain.sign_vlek(&mut masked);
+    assert!(
+        !snp_ok(verify(
+            &sev(masked, Some(chain.vlek_table())),
+            tls,
+            &n,
+            &chain.policy(None)
+        ))
+        .chip_id_checked
+    );
+    // A client's VCEK does not stand in for the proxy's VLEK; both keys
+    // in the table: the signing key picks.
+    let mut policy = chain.policy(None);
+    policy.snp.vcek = Some(chain.vcek.clone());
+    let both = table(&[
+        (GUID_VCEK, &chain.vcek),
+        (GUID_VLEK, &chain.vlek),
+        (GUID_ASK, &chain.asvk),
+        (GUID_ARK, &chain.ark),
+    ]);
+    let r = snp_ok(verify(&sev(report.clone(), Some(both)), tls, &n, &policy));
+    assert_eq!(r.signed_by, SigningKey::Vlek);
+    // Without a csp_id the VLEK still verifies (reported as none).
+    let chain = Chain::vlek_with(
+        "Test",
+        replaced(vlek_extensions(), &OID_CSP_ID, None),
+        "SEV-VLEK-Test",
+    );
+    let report = chain.vlek_report(&report_data(tls, &n));
+    let r = snp_ok(verify(
+        &sev(report, Some(chain.vlek_table())),
+        tls,
+        &n,
+        &chain.policy(None),
+    ));
+    assert_eq!((r.signed_by, r.csp_id), (SigningKey::Vlek, None));
+    // A VCEK-signed report says so.
+    let chain = Chain::new("Test");
+    let report = chain.report(&report_data(tls, &n));
+    let r = snp_ok(verify(
+        &sev(report, Some(chain.table())),
+        tls,
+        &n,
+        &chain.policy(None),
+    ));
+    assert_eq!(
+        (r.signed_by, r.csp_id, r.chip_id_checked),
+        (SigningKey::Vcek, None, true)
+    );
+}
+
+#[test]
+fn vlek_reports_with_a_wrong_key_chain_or_tcb_are_refused() {
+    let chain = Chain::new("Test");
+    let (tls, n) = (b"tls-key".as_slice(), nonce());
+    let data = report_data(tls, &n);
+    let vlek_report = chain.vlek_report(&data);
+    let vcek_report = chain.report(&data);
+    let policy = chain.policy(None);
+    let check = |report: &[u8], t: Vec<u8>| {
+        snp_err(verify(&sev(report.to_vec(), Some(t)), tls, &n, &policy))
+    };
+
+    // No VLEK in the table (no table at all, or the VCEK's table).
+    assert_eq!(
+        snp_err(verify(&sev(vlek_report.clone(), None), tls, &n, &policy)),
+        SnpError::NoVlek
+    );
+    assert_eq!(check(&vlek_report, chain.table()), SnpError::NoVlek);
+    // SIGNING_KEY 1 with the VCEK in the VLEK's slot (and the ASK): the
+    // ASK is not an ASVK.
+    let e = check(
+        &vlek_report,
+        table(&[
+            (GUID_VLEK, &chain.vcek),
+            (GUID_ASK, &chain.ask),
+            (GUID_ARK, &chain.ark),
+        ]),
+    );
+    assert!(
+        matches!(&e, SnpError::Chain(m) if m.contains("not an ASVK")),
+        "{e:?}"
+    );
+    // A VCEK-signed report with only a VLEK in the table.
+    assert_eq!(check(&vcek_report, chain.vlek_table()), SnpError::NoVcek);
+    // A VCEK-signed report (SIGNING_KEY 0) with the VLEK in the VCEK's slot
+    // and the ASVK: the ASVK is not an ASK.
+    let e = check(
+        &vcek_report,
+        table(&[
+            (GUID_VCEK, &chain.vlek),
+            (GUID_ASK, &chain.asvk),
+            (GUID_ARK, &chain.ark),
+        ]),
+    );
+    assert!(
+        matches!(&e, SnpError::Chain(m) if m.contains("not an ASK")),
+        "{e:?}"
+    );
+    // A VLEK report relabelled as VCEK-signed (re-signing impossible
+    // without the key): the bit is signed.
+    let mut r = vlek_report.clone();
+    r[0x48] = 0;
+    assert_eq!(check(&r, chain.table()), SnpError::BadSignature);
+    // No ASVK in the table: the pinned root's ASK does not stand in; a
+    // pinned ASVK does.
+    let mut pinned = chain.policy(None);
+    pinned.snp.roots[0].ask = Some(chain.ask.clone());
+    let vlek_only = table(&[(GUID_VLEK, &chain.vlek), (GUID_ARK, &chain.ark)]);
+    let e = snp_err(verify(
+        &sev(vlek_report.clone(), Some(vlek_only.clone())),
+        tls,
+        &n,
+        &pinned,
+    ));
+    assert!(
+        matches!(&e, SnpError::Chain(m) if m.contains("no ASVK")),
+        "{e:?}"
+    );
+    pinned.snp.roots[0].asvk = Some(chain.ask.clone());
+    let e = snp_err(verify(
+        &sev(vlek_report.clone(), Some(vlek_only.clone())),
+        tls,
+        &n,
+        &pinned,
+    ));
+    assert!(
+        matches!(&e, SnpError::Chain(m) if m.contains("not an ASVK")),
+        "{e:?}"
+    );
+    pinned.snp.roots[0].asvk = Some(chain.asvk.clone());
+    let r = snp_ok(verify(
+        &sev(vlek_report.clone(), Some(vlek_only)),
+        tls,
+        &n,
+        &pinned,
+    ));
+    assert_eq!(r.signed_by, SigningKey::Vlek);
+
+    // Tampered: a flipped bit in the signed body or the signature.
+    for at in [0x0C, 0x50, 0x90, 0x180, 0x1A0, 0x29F, 0x2A0, 0x2E8] {
+        let mut r = vlek_report.clone();
+        r[at] ^= 1;
+        assert_eq!(
+            check(&r, chain.vlek_table()),
+            SnpError::BadSignature,
+            "bit at {at:#x}"
+        );
+    }
+    // Signed by another chain's VLEK.
+    let other = Chain::new("Test");
+    assert_eq!(
+        check(&other.vlek_report(&data), chain.vlek_table()),
+        SnpError::BadSignature
+    );
+    // Another chain's VLEK and ASVK under this pinned root: the table's
+    // ARK is not pinned, and without it the chain does not verify.
+    assert_eq!(
+        check(&other.vlek_report(&data), other.vlek_table()),
+        SnpError::UnpinnedRoot
+    );
+    let e = check(
+        &other.vlek_report(&data),
+        table(&[(GUID_VLEK, &other.vlek), (GUID_ASK, &other.asvk)]),
+    );
+    assert!(matches!(e, SnpError::Chain(_)), "{e:?}");
+    // This chain's VLEK with another chain's ASVK.
+    let e = check(
+        &vlek_report,
+        table(&[
+            (GUID_VLEK, &chain.vlek),
+            (GUID_ASK, &other.asvk),
+            (GUID_ARK, &chain.ark),
+        ]),
+    );
+    assert!(matches!(e, SnpError::Chain(_)), "{e:?}");
+
+    // An intermediate named as an ASK, though the pinned ARK signed it.
+    let ask_named = Chain::vlek_with("Test", vlek_extensions(), "SEV-Test");
+    let e = snp_err(verify(
+        &sev(ask_named.vlek_report(&data), Some(ask_named.vlek_table())),
+        tls,
+        &n,
+        &ask_named.policy(None),
+    ));
+    assert!(
+        matches!(&e, SnpError::Chain(m) if m.contains("not an ASVK")),
+        "{e:?}"
+    );
+
+    // TCB extensions: each must equal REPORTED_TCB's, none missing.
+    let tcb_check = |exts: Vec<Ext>| {
+        let c = Chain::vlek_with("Test", exts, "SEV-VLEK-Test");
+        snp_err(verify(
+            &sev(c.vlek_report(&data), Some(c.vlek_table())),
+            tls,
+            &n,
+            &c.policy(None),
+        ))
+    };
+    for (oid, component, level, report) in [
+        (OID_BL_SPL, TcbComponent::BootLoader, 5, 4),
+        (OID_TEE_SPL, TcbComponent::Tee, 2, 3),
+        (OID_SNP_SPL, TcbComponent::Snp, 0x17, 0x16),
+        (OID_UCODE_SPL, TcbComponent::Microcode, 0xd0, 0xd1),
+    ] {
+        assert_eq!(
+            tcb_check(replaced(vlek_extensions(), &oid, Some(der_int(level)))),
+            SnpError::VcekTcbMismatch {
+                component,
+                vcek: level,
+                report
+            }
+        );
+        assert!(matches!(
+            tcb_check(replaced(vlek_extensions(), &oid, None)),
+            SnpError::VcekMissingExtension(_)
+        ));
+    }
 }

@@ -11,7 +11,17 @@
 //! The chain is VCEK (an ECDSA P-384 key, per chip and TCB) signed by the
 //! ASK, the ASK signed by the ARK, the ARK self-signed and byte-equal to
 //! a pinned root ([`TrustedRoot`]; [`TrustedRoot::amd`] pins AMD's ARK and
-//! ASK for Milan, Genoa and Turin). Certificate signatures are accepted in
+//! ASK for Milan, Genoa and Turin). A report signed by a VLEK (an ECDSA
+//! P-384 key per cloud provider and TCB, loaded into the firmware by the
+//! host; AWS uses one) chains instead through the ASVK, the intermediate
+//! that AMD's key distribution service publishes per product at
+//! `/vlek/v1/<product>/cert_chain` (AMD's VLEK certificate specification),
+//! signed by the same ARK. The GUIDs read here (VCEK, VLEK, ASK, ARK, as
+//! in the GHCB specification) give the ASVK none of its own: it is read
+//! from the ASK's slot (go-sev-guest likewise takes an `SEV-VLEK`
+//! intermediate as the ASVK), and the subject's common name tells the two
+//! apart (`SEV-<product>` for an ASK, `SEV-VLEK-<product>` for an ASVK,
+//! as AMD's key distribution service issues them). Certificate signatures are accepted in
 //! two algorithms only, as named in each certificate: RSASSA-PSS with
 //! SHA-384 (MGF1 SHA-384, 48-byte salt; AMD's ARK and ASK) and ECDSA P-384
 //! with SHA-384. The report's own signature is ECDSA P-384 with SHA-384
@@ -78,6 +88,13 @@ pub const CPUID_FAMILY_TURIN: u8 = 0x1A;
 /// chip id the VCEK was issued for (64 bytes; 8 on Turin), in AMD's
 /// VCEK certificate and KDS interface specification.
 pub const OID_VCEK_HWID: [u64; 9] = [1, 3, 6, 1, 4, 1, 3704, 1, 4];
+/// OID arcs of the VLEK's `csp_id` extension (1.3.6.1.4.1.3704.1.5): the
+/// cloud provider the VLEK was issued to (an IA5String; an AWS VLEK of
+/// 2026 carries `CN=cc-us-east-2.amazonaws.com`); a VCEK has none.
+pub const OID_VLEK_CSP_ID: [u64; 9] = [1, 3, 6, 1, 4, 1, 3704, 1, 5];
+/// Common-name prefix of an ASVK's subject (`SEV-VLEK-Milan`, ...); an
+/// ASK's is `SEV-<product>`.
+pub const ASVK_CN_PREFIX: &str = "SEV-VLEK-";
 /// Length of the `hwID` of a Turin VCEK (the first bytes of the chip id).
 pub const TURIN_HWID_LEN: usize = 8;
 /// Largest certificate table read (the certificates take a few KiB; the
@@ -86,9 +103,11 @@ pub const MAX_CERT_TABLE: usize = 1 << 20;
 
 /// GUID of the VCEK in the certificate table (RFC 4122 byte order).
 pub const GUID_VCEK: [u8; 16] = guid(0x63da758d, 0xe664, 0x4564, 0xadc5f4b93be8accd);
-/// GUID of the VLEK (a VCEK alternative; not verified here).
+/// GUID of the VLEK (the key a cloud provider's hosts sign reports with
+/// in place of the VCEK).
 pub const GUID_VLEK: [u8; 16] = guid(0xa8074bc2, 0xa25a, 0x483e, 0xaae639c045a0b8a1);
-/// GUID of the ASK.
+/// GUID of the ASK; for a VLEK-signed report, of the ASVK (the table has
+/// no GUID of its own for it).
 pub const GUID_ASK: [u8; 16] = guid(0x4ab7b379, 0xbbac, 0x4fe4, 0xa02f05aef327c782);
 /// GUID of the ARK.
 pub const GUID_ARK: [u8; 16] = guid(0xc0b406a4, 0xa803, 0x4952, 0x97433fb6014cd0ae);
@@ -129,8 +148,9 @@ pub enum SnpError {
     /// A report signed with another algorithm than ECDSA P-384 SHA-384.
     #[error("report signature algorithm {0} is not supported (1: ECDSA P-384 with SHA-384)")]
     UnsupportedSignatureAlgorithm(u32),
-    /// A report signed by another key than the VCEK (1: VLEK, 7: none).
-    #[error("the report is signed by key kind {0} (only 0, the VCEK, is verified)")]
+    /// A report signed by another key than the VCEK (0) or the VLEK (1),
+    /// such as 7 (none).
+    #[error("the report is signed by key kind {0} (0, the VCEK, and 1, the VLEK, are verified)")]
     UnsupportedSigningKey(u8),
     /// No VCEK: the proxy sent no certificate table with one and the
     /// client was given none.
@@ -138,13 +158,17 @@ pub enum SnpError {
         "no VCEK to verify the report with (the proxy sent no certificate table with one, and none was given)"
     )]
     NoVcek,
+    /// No VLEK for a VLEK-signed report: the proxy's certificate table has
+    /// none.
+    #[error("the report is signed by a VLEK and the proxy sent no certificate table with one")]
+    NoVlek,
     /// A certificate table that does not parse.
     #[error("malformed certificate table: {0}")]
     CertTable(String),
     /// A certificate that does not parse or cannot be used.
     #[error("certificate {which}: {reason}")]
     Certificate {
-        /// `VCEK`, `ASK` or `ARK`.
+        /// `VCEK`, `VLEK`, `ASK`, `ASVK` or `ARK`.
         which: &'static str,
         /// What is wrong with it.
         reason: String,
@@ -158,9 +182,10 @@ pub enum SnpError {
     /// A link of the chain whose signature does not verify.
     #[error("certificate chain: {0}")]
     Chain(String),
-    /// The report's signature does not verify under the VCEK (a forged or
-    /// modified report, or the VCEK of another chip or TCB).
-    #[error("the report's signature does not verify under the VCEK")]
+    /// The report's signature does not verify under the VCEK or VLEK that
+    /// signed it (a forged or modified report, or the key of another chip,
+    /// provider or TCB).
+    #[error("the report's signature does not verify under its VCEK or VLEK")]
     BadSignature,
     /// `REPORT_DATA` does not bind the TLS key and nonce (a report made
     /// for another connection: stale, replayed or relayed).
@@ -201,28 +226,29 @@ pub enum SnpError {
         "the report names CPU family {0:#04x}, whose TCB layout is unknown here (19h: Milan, Genoa; 1Ah: Turin)"
     )]
     UnknownCpuFamily(u8),
-    /// The VCEK lacks one of AMD's extensions that a genuine VCEK carries
-    /// (the TCB it was issued for, per component, and the chip id).
-    #[error("the VCEK has no {0} extension (a genuine VCEK has one)")]
+    /// The VCEK or VLEK lacks one of AMD's extensions that a genuine one
+    /// carries (the TCB it was issued for, per component, and for a VCEK
+    /// the chip id).
+    #[error("the VCEK or VLEK has no {0} extension (a genuine one has it)")]
     VcekMissingExtension(&'static str),
-    /// One of AMD's extensions of the VCEK does not parse, or is given
-    /// twice.
-    #[error("the VCEK's {extension} extension is malformed: {reason}")]
+    /// One of AMD's extensions of the VCEK or VLEK does not parse, or is
+    /// given twice.
+    #[error("the VCEK's or VLEK's {extension} extension is malformed: {reason}")]
     VcekMalformedExtension {
         /// The extension (`blSPL`, `hwID`, ...).
         extension: &'static str,
         /// What is wrong with it.
         reason: String,
     },
-    /// The VCEK was issued for another TCB than the report's
+    /// The VCEK or VLEK was issued for another TCB than the report's
     /// `REPORTED_TCB`, in one component.
     #[error(
-        "the VCEK was issued for {component} security patch level {vcek}, the report's REPORTED_TCB has {report}"
+        "the VCEK or VLEK was issued for {component} security patch level {vcek}, the report's REPORTED_TCB has {report}"
     )]
     VcekTcbMismatch {
         /// Which component.
         component: TcbComponent,
-        /// The VCEK's level.
+        /// The VCEK's or VLEK's level.
         vcek: u8,
         /// The report's level.
         report: u8,
@@ -760,8 +786,8 @@ impl CertTable {
     }
 }
 
-/// A pinned root: an ARK (self-signed) and, optionally, the ASK it signed
-/// (used when the proxy sends no ASK).
+/// A pinned root: an ARK (self-signed) and, optionally, the ASK and the
+/// ASVK it signed (used when the proxy sends no ASK or ASVK).
 #[derive(Clone, PartialEq, Eq)]
 pub struct TrustedRoot {
     /// The product (`Milan`, `Genoa`, `Turin`, or a test name).
@@ -770,6 +796,8 @@ pub struct TrustedRoot {
     pub ark: Vec<u8>,
     /// The ASK, DER.
     pub ask: Option<Vec<u8>>,
+    /// The ASVK (the intermediate of VLEKs), DER.
+    pub asvk: Option<Vec<u8>>,
 }
 
 impl fmt::Debug for TrustedRoot {
@@ -778,27 +806,34 @@ impl fmt::Debug for TrustedRoot {
             .field("product", &self.product)
             .field("ark_bytes", &self.ark.len())
             .field("ask", &self.ask.is_some())
+            .field("asvk", &self.asvk.is_some())
             .finish()
     }
 }
 
-/// AMD's ARK and ASK certificates (PEM), as AMD's key distribution service
-/// publishes them (`https://kdsintf.amd.com/vcek/v1/<product>/cert_chain`).
-const AMD_ROOTS: [(&str, &str, &str); 3] = [
+/// AMD's ARK, ASK and ASVK certificates (PEM), as AMD's key distribution
+/// service publishes them (`https://kdsintf.amd.com/vcek/v1/<product>/cert_chain`
+/// for the ASK and ARK, `.../vlek/v1/<product>/cert_chain` for the ASVK
+/// and ARK; the ASVKs as go-sev-guest embeds them, each checked here to be
+/// signed by the pinned ARK).
+const AMD_ROOTS: [(&str, &str, &str, &str); 3] = [
     (
         "Milan",
         include_str!("../../certs/amd/milan-ark.pem"),
         include_str!("../../certs/amd/milan-ask.pem"),
+        include_str!("../../certs/amd/milan-asvk.pem"),
     ),
     (
         "Genoa",
         include_str!("../../certs/amd/genoa-ark.pem"),
         include_str!("../../certs/amd/genoa-ask.pem"),
+        include_str!("../../certs/amd/genoa-asvk.pem"),
     ),
     (
         "Turin",
         include_str!("../../certs/amd/turin-ark.pem"),
         include_str!("../../certs/amd/turin-ask.pem"),
+        include_str!("../../certs/amd/turin-asvk.pem"),
     ),
 ];
 
@@ -817,14 +852,15 @@ pub fn cert_der(bytes: &[u8]) -> std::result::Result<Vec<u8>, String> {
 }
 
 impl TrustedRoot {
-    /// AMD's roots for Milan, Genoa and Turin.
+    /// AMD's roots for Milan, Genoa and Turin (ARK, ASK and ASVK each).
     pub fn amd() -> Vec<Self> {
         AMD_ROOTS
             .iter()
-            .map(|(product, ark, ask)| Self {
+            .map(|(product, ark, ask, asvk)| Self {
                 product: (*product).into(),
                 ark: cert_der(ark.as_bytes()).expect("a built-in AMD ARK"),
                 ask: Some(cert_der(ask.as_bytes()).expect("a built-in AMD ASK")),
+                asvk: Some(cert_der(asvk.as_bytes()).expect("a built-in AMD ASVK")),
             })
             .collect()
     }
@@ -852,7 +888,9 @@ pub struct SnpPolicy {
     /// `hwID` is then not compared (reported in
     /// [`SnpVerified::chip_id_checked`]). Refused by default.
     pub allow_masked_chip_id: bool,
-    /// A VCEK (DER) given to the client; preferred to the proxy's.
+    /// A VCEK (DER) given to the client; preferred to the proxy's. Used
+    /// for VCEK-signed reports only: a VLEK-signed report is verified with
+    /// the VLEK of the proxy's certificate table.
     pub vcek: Option<Vec<u8>>,
     /// The pinned roots ([`TrustedRoot::amd`] by default).
     pub roots: Vec<TrustedRoot>,
@@ -888,13 +926,47 @@ impl fmt::Debug for SnpPolicy {
     }
 }
 
-/// Where the VCEK came from.
+/// Where the key that signed the report (VCEK or VLEK) came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum VcekSource {
-    /// Given to the client ([`SnpPolicy::vcek`]).
+    /// Given to the client ([`SnpPolicy::vcek`]; VCEK only).
     Client,
     /// The proxy's certificate table (`auxblob`).
     CertTable,
+}
+
+/// The kind of key that signed a report (its `SIGNING_KEY` field).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SigningKey {
+    /// The VCEK (0): per chip and TCB, chained through the ASK.
+    Vcek,
+    /// The VLEK (1): per cloud provider and TCB, not per chip, chained
+    /// through the ASVK.
+    Vlek,
+}
+
+impl SigningKey {
+    /// `VCEK` or `VLEK`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Vcek => "VCEK",
+            Self::Vlek => "VLEK",
+        }
+    }
+
+    /// The name of the intermediate it chains through: `ASK` or `ASVK`.
+    pub fn intermediate(self) -> &'static str {
+        match self {
+            Self::Vcek => "ASK",
+            Self::Vlek => "ASVK",
+        }
+    }
+}
+
+impl fmt::Display for SigningKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
 }
 
 /// What [`verify_report`] established.
@@ -902,8 +974,14 @@ pub enum VcekSource {
 pub struct SnpVerified {
     /// The pinned root the chain ends in (`Milan`, `Genoa`, ...).
     pub product: String,
-    /// Where the VCEK came from.
+    /// Which key signed the report (VCEK or VLEK).
+    pub signed_by: SigningKey,
+    /// Where that key came from.
     pub vcek_source: VcekSource,
+    /// For a VLEK, its `csp_id` extension ([`OID_VLEK_CSP_ID`]): the
+    /// cloud provider AMD issued it to, as the certificate says (not
+    /// compared with anything); `None` for a VCEK or a VLEK without one.
+    pub csp_id: Option<String>,
     /// The report's version.
     pub version: u32,
     /// The guest policy (its debug bit is off; its `MIGRATE_MA` bit too
@@ -925,9 +1003,11 @@ pub struct SnpVerified {
     /// passes.
     pub min_tcb_checked: bool,
     /// Whether the VCEK's `hwID` was compared with the report's
-    /// `CHIP_ID`: `false` only for a masked chip id the policy allowed
-    /// ([`SnpPolicy::allow_masked_chip_id`]). The VCEK's TCB extensions
-    /// are always compared with `REPORTED_TCB`.
+    /// `CHIP_ID`: `false` for a masked chip id the policy allowed
+    /// ([`SnpPolicy::allow_masked_chip_id`]), and always `false` for a
+    /// VLEK-signed report (a VLEK is not chip-specific and has no `hwID`:
+    /// the report is bound to the provider, not to a chip). The VCEK's or
+    /// VLEK's TCB extensions are always compared with `REPORTED_TCB`.
     pub chip_id_checked: bool,
     /// The TCB the firmware runs at (`CURRENT_TCB`; not compared).
     pub current_tcb: TcbVersion,
@@ -942,7 +1022,9 @@ impl fmt::Debug for SnpVerified {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("SnpVerified")
             .field("product", &self.product)
+            .field("signed_by", &self.signed_by)
             .field("vcek_source", &self.vcek_source)
+            .field("csp_id", &self.csp_id)
             .field("version", &self.version)
             .field("policy", &format_args!("{:#x}", self.policy))
             .field("platform_info", &format_args!("{:#x}", self.platform_info))
@@ -1068,13 +1150,16 @@ fn check_signed_by(
 }
 
 /// Verifies an SEV-SNP report, in this order: its layout (length,
-/// version, signature algorithm, VCEK as signing key); the certificate
-/// chain (VCEK from `policy.vcek` or else `certs`, the table from the
-/// proxy; ASK from the table or else the pinned root's; the ARK pinned,
+/// version, signature algorithm, VCEK or VLEK as signing key); the
+/// certificate chain (for a VCEK-signed report, the VCEK from
+/// `policy.vcek` or else `certs`, the table from the proxy, and the ASK
+/// from the table or else the pinned root's; for a VLEK-signed report,
+/// the VLEK and the ASVK from the table; the intermediate's common name
+/// must name an ASK or an ASVK as the signing key asks; the ARK pinned,
 /// and a table's ARK byte-equal to a pinned one); the report's signature
-/// under the VCEK; the VCEK's extensions against the report (its TCB
-/// levels equal to `REPORTED_TCB`'s, its `hwID` to `CHIP_ID`:
-/// missing extensions refused); then its claims: `REPORT_DATA` equal to
+/// under the VCEK or VLEK; that key's extensions against the report (its
+/// TCB levels equal to `REPORTED_TCB`'s, a VCEK's `hwID` to `CHIP_ID`:
+/// missing extensions refused; a VLEK has no `hwID`); then its claims: `REPORT_DATA` equal to
 /// `expected_data`, the debug bit off (and, when `policy` asks, the
 /// migration agent bit and the platform's SMT), the VMPL, the measurement
 /// and the minimum `REPORTED_TCB` as `policy` says. The TCB layout follows the
@@ -1092,20 +1177,30 @@ pub fn verify_report(
     if r.signature_algo != SIG_ALGO_ECDSA_P384_SHA384 {
         return Err(SnpError::UnsupportedSignatureAlgorithm(r.signature_algo));
     }
-    if r.signing_key != 0 {
-        return Err(SnpError::UnsupportedSigningKey(r.signing_key));
-    }
-    let table = certs.map(CertTable::parse).transpose()?.unwrap_or_default();
-    let (vcek_der, vcek_source) = match (&policy.vcek, table.get(&GUID_VCEK)) {
-        (Some(v), _) => (v.as_slice(), VcekSource::Client),
-        (None, Some(v)) => (v, VcekSource::CertTable),
-        (None, None) => return Err(SnpError::NoVcek),
+    // SIGNING_KEY: 0 VCEK, 1 VLEK, 7 none (AMD's SEV-SNP firmware ABI
+    // specification, ATTESTATION_REPORT).
+    let signed_by = match r.signing_key {
+        0 => SigningKey::Vcek,
+        1 => SigningKey::Vlek,
+        k => return Err(SnpError::UnsupportedSigningKey(k)),
     };
-    let vcek = parse_cert("VCEK", vcek_der)?;
-    let product = verify_chain(&vcek, &table, &policy.roots)?;
+    let table = certs.map(CertTable::parse).transpose()?.unwrap_or_default();
+    let (vcek_der, vcek_source) = match signed_by {
+        SigningKey::Vcek => match (&policy.vcek, table.get(&GUID_VCEK)) {
+            (Some(v), _) => (v.as_slice(), VcekSource::Client),
+            (None, Some(v)) => (v, VcekSource::CertTable),
+            (None, None) => return Err(SnpError::NoVcek),
+        },
+        SigningKey::Vlek => (
+            table.get(&GUID_VLEK).ok_or(SnpError::NoVlek)?,
+            VcekSource::CertTable,
+        ),
+    };
+    let vcek = parse_cert(signed_by.name(), vcek_der)?;
+    let product = verify_chain(&vcek, signed_by, &table, &policy.roots)?;
 
     let point = p384_point(&vcek).ok_or_else(|| SnpError::Certificate {
-        which: "VCEK",
+        which: signed_by.name(),
         reason: "its key is not an ECDSA P-384 key".into(),
     })?;
     UnparsedPublicKey::new(&ECDSA_P384_SHA384_FIXED, point)
@@ -1116,7 +1211,17 @@ pub fn verify_report(
     let layout = r.tcb_layout()?;
     let tcb = |raw| TcbVersion { raw, layout };
     let reported_tcb = tcb(r.reported_tcb);
-    let chip_id_checked = check_vcek_extensions(&vcek, &reported_tcb, &r.chip_id, policy)?;
+    let chip_id_checked = match signed_by {
+        SigningKey::Vcek => check_vcek_extensions(&vcek, &reported_tcb, &r.chip_id, policy)?,
+        SigningKey::Vlek => {
+            check_tcb_extensions(&vcek, &reported_tcb)?;
+            false
+        }
+    };
+    let csp_id = match signed_by {
+        SigningKey::Vcek => None,
+        SigningKey::Vlek => csp_id(&vcek)?,
+    };
 
     if r.report_data != *expected_data {
         return Err(SnpError::ReportDataMismatch);
@@ -1149,7 +1254,9 @@ pub fn verify_report(
     }
     Ok(SnpVerified {
         product,
+        signed_by,
         vcek_source,
+        csp_id,
         version: r.version,
         policy: r.policy,
         platform_info: r.platform_info,
@@ -1186,6 +1293,22 @@ fn vcek_extension<'a>(
     Ok(ext.value)
 }
 
+/// The VLEK's `csp_id` extension, if it has one: the contents of a DER
+/// UTF8String, PrintableString or IA5String, or else the raw value read
+/// as UTF-8 (lossily; it is only reported, never compared).
+fn csp_id(vlek: &X509Certificate<'_>) -> Result<Option<String>> {
+    let value = match vcek_extension(vlek, &OID_VLEK_CSP_ID, "csp_id") {
+        Ok(v) => v,
+        Err(SnpError::VcekMissingExtension(_)) => return Ok(None),
+        Err(e) => return Err(e),
+    };
+    let text = match value {
+        [0x0c | 0x13 | 0x16, l, v @ ..] if usize::from(*l) == v.len() && *l < 0x80 => v,
+        v => v,
+    };
+    Ok(Some(String::from_utf8_lossy(text).into_owned()))
+}
+
 /// A DER INTEGER from 0 to 255 (minimal encoding), alone.
 fn der_u8(v: &[u8]) -> Option<u8> {
     match v {
@@ -1211,6 +1334,15 @@ fn check_vcek_extensions(
     chip_id: &[u8; 64],
     policy: &SnpPolicy,
 ) -> Result<bool> {
+    check_tcb_extensions(vcek, reported_tcb)?;
+    check_hwid(vcek, reported_tcb.layout, chip_id, policy)
+}
+
+/// Checks that each TCB level extension of the report's layout of a VCEK
+/// or VLEK (the same OIDs in both, per AMD's VCEK and VLEK certificate
+/// specifications) equals that component of `reported_tcb`; missing ones
+/// are refused.
+fn check_tcb_extensions(vcek: &X509Certificate<'_>, reported_tcb: &TcbVersion) -> Result<()> {
     for component in TcbComponent::ALL {
         let Some(report) = reported_tcb.get(component) else {
             continue;
@@ -1229,7 +1361,18 @@ fn check_vcek_extensions(
             });
         }
     }
-    let len = match reported_tcb.layout {
+    Ok(())
+}
+
+/// Checks the VCEK's `hwID` against `chip_id` (see
+/// [`check_vcek_extensions`]): whether it was compared.
+fn check_hwid(
+    vcek: &X509Certificate<'_>,
+    layout: TcbLayout,
+    chip_id: &[u8; 64],
+    policy: &SnpPolicy,
+) -> Result<bool> {
+    let len = match layout {
         TcbLayout::MilanGenoa => chip_id.len(),
         TcbLayout::Turin => TURIN_HWID_LEN,
     };
@@ -1264,23 +1407,63 @@ fn check_vcek_extensions(
 }
 
 /// Checks a pinned root on its own: its ARK parses, is valid now and is
-/// self-signed, and its ASK, when it has one, is signed by the ARK.
+/// self-signed, and its ASK and ASVK, when it has them, are signed by the
+/// ARK and named as an ASK and an ASVK.
 pub fn check_root(root: &TrustedRoot) -> Result<()> {
     let ark = parse_cert("ARK", &root.ark)?;
     check_signed_by(&ark, "ARK", &ark, "ARK itself")?;
-    if let Some(ask) = &root.ask {
-        check_signed_by(&parse_cert("ASK", ask)?, "ASK", &ark, "ARK")?;
+    for (cert, key) in [
+        (&root.ask, SigningKey::Vcek),
+        (&root.asvk, SigningKey::Vlek),
+    ] {
+        if let Some(der) = cert {
+            let which = key.intermediate();
+            let cert = parse_cert(which, der)?;
+            check_intermediate_name(&cert, key)?;
+            check_signed_by(&cert, which, &ark, "ARK")?;
+        }
     }
     Ok(())
 }
 
-/// Verifies VCEK ← ASK ← ARK (pinned, self-signed): the pinned root's
-/// product.
+/// The first common name of a certificate's subject, if any.
+fn common_name<'a>(cert: &'a X509Certificate<'_>) -> Option<&'a str> {
+    cert.subject().iter_common_name().next()?.as_str().ok()
+}
+
+/// Checks that an intermediate is the kind `key` chains through, by its
+/// subject's common name: an ASVK's starts with [`ASVK_CN_PREFIX`], an
+/// ASK's does not (AMD names them `SEV-VLEK-<product>` and
+/// `SEV-<product>`). Both are signed by the same ARK, so without this an
+/// ASK could stand in for an ASVK.
+fn check_intermediate_name(cert: &X509Certificate<'_>, key: SigningKey) -> Result<()> {
+    let cn = common_name(cert).unwrap_or("");
+    let is_asvk = cn.starts_with(ASVK_CN_PREFIX);
+    if is_asvk != (key == SigningKey::Vlek) {
+        return Err(SnpError::Chain(format!(
+            "the {key}'s intermediate is named {cn:?}, not an {} (an {}'s common name {} with {ASVK_CN_PREFIX:?})",
+            key.intermediate(),
+            key.intermediate(),
+            if key == SigningKey::Vlek {
+                "starts"
+            } else {
+                "does not start"
+            },
+        )));
+    }
+    Ok(())
+}
+
+/// Verifies VCEK ← ASK ← ARK, or VLEK ← ASVK ← ARK (the ARK pinned,
+/// self-signed; the intermediate from the table, else the pinned root's):
+/// the pinned root's product.
 fn verify_chain(
     vcek: &X509Certificate<'_>,
+    key: SigningKey,
     table: &CertTable,
     roots: &[TrustedRoot],
 ) -> Result<String> {
+    let (which, inter) = (key.name(), key.intermediate());
     if roots.is_empty() {
         return Err(SnpError::Chain("no pinned root".into()));
     }
@@ -1299,16 +1482,24 @@ fn verify_chain(
     for root in &roots {
         let ark = parse_cert("ARK", &root.ark)?;
         check_signed_by(&ark, "ARK", &ark, "ARK itself")?;
-        let Some(ask_der) = table_ask.or(root.ask.as_deref()) else {
+        let pinned = match key {
+            SigningKey::Vcek => root.ask.as_deref(),
+            SigningKey::Vlek => root.asvk.as_deref(),
+        };
+        let Some(ask_der) = table_ask.or(pinned) else {
             errors.push((
                 root,
-                SnpError::Chain("no ASK (none in the proxy's table, none pinned)".into()),
+                SnpError::Chain(match key {
+                    SigningKey::Vcek => "no ASK (none in the proxy's table, none pinned)".into(),
+                    SigningKey::Vlek => "no ASVK (none in the proxy's table, none pinned)".into(),
+                }),
             ));
             continue;
         };
-        let ask = parse_cert("ASK", ask_der)?;
-        match check_signed_by(&ask, "ASK", &ark, "ARK")
-            .and_then(|()| check_signed_by(vcek, "VCEK", &ask, "ASK"))
+        let ask = parse_cert(inter, ask_der)?;
+        match check_intermediate_name(&ask, key)
+            .and_then(|()| check_signed_by(&ask, inter, &ark, "ARK"))
+            .and_then(|()| check_signed_by(vcek, which, &ask, inter))
         {
             Ok(()) => return Ok(root.product.clone()),
             Err(e) => errors.push((root, e)),
@@ -1318,7 +1509,7 @@ fn verify_chain(
         return Err(e.clone());
     }
     Err(SnpError::Chain(format!(
-        "the VCEK does not chain to a pinned root ({})",
+        "the {which} does not chain to a pinned root ({})",
         errors
             .iter()
             .map(|(r, e)| format!("{}: {e}", r.product))

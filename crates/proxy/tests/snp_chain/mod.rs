@@ -1,11 +1,12 @@
-//! A test SEV-SNP chain (ARK → ASK → VCEK, ECDSA P-384 keys made here)
-//! and reports signed by its VCEK, laid out as AMD's firmware does.
+//! A test SEV-SNP chain (ARK → ASK → VCEK, and ARK → ASVK → VLEK under
+//! the same ARK; ECDSA P-384 keys made here) and reports signed by its
+//! VCEK or VLEK, laid out as AMD's firmware does.
 #![allow(dead_code)]
 
 use hecloud_proxy::attest::VerifyPolicy;
 use hecloud_proxy::attest::snp::{
-    CertTable, GUID_ARK, GUID_ASK, GUID_VCEK, MEASUREMENT_AT, REPORT_DATA_AT, REPORT_LEN,
-    SIGNATURE_AT, SnpPolicy, TrustedRoot, signature_field,
+    CertTable, GUID_ARK, GUID_ASK, GUID_VCEK, GUID_VLEK, MEASUREMENT_AT, REPORT_DATA_AT,
+    REPORT_LEN, SIGNATURE_AT, SnpPolicy, TrustedRoot, signature_field,
 };
 use rcgen::{
     BasicConstraints, CertificateParams, CustomExtension, DnType, IsCa, Issuer, KeyPair,
@@ -49,6 +50,10 @@ pub const OID_UCODE_SPL: [u64; 10] = [1, 3, 6, 1, 4, 1, 3704, 1, 3, 8];
 pub const OID_FMC_SPL: [u64; 10] = [1, 3, 6, 1, 4, 1, 3704, 1, 3, 9];
 /// hwID.
 pub const OID_HWID: [u64; 9] = [1, 3, 6, 1, 4, 1, 3704, 1, 4];
+/// csp_id (VLEK only).
+pub const OID_CSP_ID: [u64; 9] = [1, 3, 6, 1, 4, 1, 3704, 1, 5];
+/// The cloud provider named in test VLEKs.
+pub const CSP_ID: &str = "cc-test-1.example.com";
 
 /// A level as a DER INTEGER (a leading zero byte from 0x80 on).
 pub fn der_int(v: u8) -> Vec<u8> {
@@ -74,13 +79,38 @@ pub fn extensions() -> Vec<Ext> {
     ]
 }
 
-/// ARK → ASK → VCEK, DER.
+/// The VLEK extensions matching [`TCB`] (Milan and Genoa layout): the TCB
+/// levels and a csp_id (an IA5String, [`CSP_ID`]), no hwID.
+pub fn vlek_extensions() -> Vec<Ext> {
+    let mut exts = extensions();
+    exts.retain(|(oid, _)| *oid != OID_HWID);
+    let mut csp = vec![0x16, CSP_ID.len() as u8];
+    csp.extend_from_slice(CSP_ID.as_bytes());
+    exts.push((OID_CSP_ID.to_vec(), csp));
+    exts
+}
+
+/// ARK → ASK → VCEK and ARK → ASVK → VLEK, DER.
 #[derive(Debug)]
 pub struct Chain {
     pub ark: Vec<u8>,
     pub ask: Vec<u8>,
     pub vcek: Vec<u8>,
     vcek_key: Vec<u8>,
+    pub asvk: Vec<u8>,
+    pub vlek: Vec<u8>,
+    vlek_key: Vec<u8>,
+}
+
+fn leaf(cn: &str, exts: &[Ext], issuer: &Issuer<'_, &KeyPair>) -> (Vec<u8>, Vec<u8>) {
+    let key = KeyPair::generate_for(&PKCS_ECDSA_P384_SHA384).unwrap();
+    let mut p = params(cn, false);
+    p.custom_extensions = exts
+        .iter()
+        .map(|(oid, content)| CustomExtension::from_oid_content(oid, content.clone()))
+        .collect();
+    let der = p.signed_by(&key, issuer).unwrap().der().to_vec();
+    (der, key.serialize_der())
 }
 
 impl Chain {
@@ -91,6 +121,16 @@ impl Chain {
 
     /// A fresh chain named `name`, its VCEK with the extensions `exts`.
     pub fn with_extensions(name: &str, exts: Vec<Ext>) -> Self {
+        Self::with_vlek(name, exts, vlek_extensions(), &format!("SEV-VLEK-{name}"))
+    }
+
+    /// A fresh chain named `name`, its VLEK with the extensions
+    /// `vlek_exts`, its ASVK's common name `asvk_cn`.
+    pub fn vlek_with(name: &str, vlek_exts: Vec<Ext>, asvk_cn: &str) -> Self {
+        Self::with_vlek(name, extensions(), vlek_exts, asvk_cn)
+    }
+
+    fn with_vlek(name: &str, exts: Vec<Ext>, vlek_exts: Vec<Ext>, asvk_cn: &str) -> Self {
         let ark_key = KeyPair::generate_for(&PKCS_ECDSA_P384_SHA384).unwrap();
         let ark_params = params(&format!("ARK-{name}"), true);
         let ark = ark_params.self_signed(&ark_key).unwrap().der().to_vec();
@@ -103,22 +143,24 @@ impl Chain {
             .der()
             .to_vec();
         let ask_issuer = Issuer::new(ask_params, &ask_key);
-        let vcek_key = KeyPair::generate_for(&PKCS_ECDSA_P384_SHA384).unwrap();
-        let mut vcek_params = params("SEV-VCEK", false);
-        vcek_params.custom_extensions = exts
-            .iter()
-            .map(|(oid, content)| CustomExtension::from_oid_content(oid, content.clone()))
-            .collect();
-        let vcek = vcek_params
-            .signed_by(&vcek_key, &ask_issuer)
+        let (vcek, vcek_key) = leaf("SEV-VCEK", &exts, &ask_issuer);
+        let asvk_key = KeyPair::generate_for(&PKCS_ECDSA_P384_SHA384).unwrap();
+        let asvk_params = params(asvk_cn, true);
+        let asvk = asvk_params
+            .signed_by(&asvk_key, &ark_issuer)
             .unwrap()
             .der()
             .to_vec();
+        let asvk_issuer = Issuer::new(asvk_params, &asvk_key);
+        let (vlek, vlek_key) = leaf("SEV-VLEK", &vlek_exts, &asvk_issuer);
         Self {
             ark,
             ask,
             vcek,
-            vcek_key: vcek_key.serialize_der(),
+            vcek_key,
+            asvk,
+            vlek,
+            vlek_key,
         }
     }
 
@@ -128,6 +170,7 @@ impl Chain {
             product: "Test".into(),
             ark: self.ark.clone(),
             ask: None,
+            asvk: None,
         }
     }
 
@@ -137,6 +180,19 @@ impl Chain {
             entries: vec![
                 (GUID_VCEK, self.vcek.clone()),
                 (GUID_ASK, self.ask.clone()),
+                (GUID_ARK, self.ark.clone()),
+            ],
+        }
+        .to_bytes()
+    }
+
+    /// The certificate table of a host whose reports a VLEK signs: VLEK,
+    /// the ASVK in the ASK's slot, ARK.
+    pub fn vlek_table(&self) -> Vec<u8> {
+        CertTable {
+            entries: vec![
+                (GUID_VLEK, self.vlek.clone()),
+                (GUID_ASK, self.asvk.clone()),
                 (GUID_ARK, self.ark.clone()),
             ],
         }
@@ -158,13 +214,32 @@ impl Chain {
 
     /// Signs `report` (bytes `[0, 0x2A0)`) with the VCEK's key.
     pub fn sign(&self, report: &mut [u8]) {
-        let rng = SystemRandom::new();
-        let key = EcdsaKeyPair::from_pkcs8(&ECDSA_P384_SHA384_FIXED_SIGNING, &self.vcek_key, &rng)
-            .unwrap();
-        let sig = key.sign(&rng, &report[..SIGNATURE_AT]).unwrap();
-        report[SIGNATURE_AT..].copy_from_slice(&signature_field(sig.as_ref().try_into().unwrap()));
+        sign_with(&self.vcek_key, report);
     }
 
+    /// Signs `report` (bytes `[0, 0x2A0)`) with the VLEK's key.
+    pub fn sign_vlek(&self, report: &mut [u8]) {
+        sign_with(&self.vlek_key, report);
+    }
+
+    /// A signed report with `data`, [`MEASUREMENT`] and [`POLICY`], its
+    /// SIGNING_KEY 1 (VLEK), signed by the VLEK.
+    pub fn vlek_report(&self, data: &[u8; 64]) -> Vec<u8> {
+        let mut r = self.report(data);
+        r[0x48] = 1 << 2;
+        self.sign_vlek(&mut r);
+        r
+    }
+}
+
+fn sign_with(pkcs8: &[u8], report: &mut [u8]) {
+    let rng = SystemRandom::new();
+    let key = EcdsaKeyPair::from_pkcs8(&ECDSA_P384_SHA384_FIXED_SIGNING, pkcs8, &rng).unwrap();
+    let sig = key.sign(&rng, &report[..SIGNATURE_AT]).unwrap();
+    report[SIGNATURE_AT..].copy_from_slice(&signature_field(sig.as_ref().try_into().unwrap()));
+}
+
+impl Chain {
     /// A signed version-3 report with `data`, `measurement` and `policy`,
     /// VMPL 0.
     pub fn report_with(&self, data: &[u8; 64], measurement: &[u8; 48], policy: u64) -> Vec<u8> {
