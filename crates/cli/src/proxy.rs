@@ -678,23 +678,9 @@ mod tests {
         let vcek = dir.path().join("vcek.der");
         std::fs::write(&vcek, b"\x30\x03\x02\x01\x01").unwrap();
         let args = |m: Option<&str>, v: Option<PathBuf>| RunArgs {
-            min_tcb: None,
-            allow_masked_chip_id: false,
-            refuse_smt: false,
-            refuse_migration_agent: false,
-            via_proxy: "https://localhost:7444".into(),
-            token: "t".into(),
-            proxy_ca: "ca.pem".into(),
-            allow_unattested: false,
             expect_measurement: m.map(String::from),
-            expect_mrtd: None,
-            expect_rtmr: vec![],
-            min_tee_tcb_svn: None,
             vcek: v,
-            op: "add".into(),
-            ints: false,
-            count: 8,
-            inputs: vec![],
+            ..run_args()
         };
         let p = verify_policy(&args(None, None)).unwrap();
         assert_eq!((p.snp.measurement, p.snp.vcek.is_none()), (None, true));
@@ -837,9 +823,9 @@ mod tests {
         assert!(lines[2].starts_with("note:") && lines[2].contains("--min-tee-tcb-svn"));
     }
 
-    #[test]
-    fn a_pin_for_either_tee_requires_a_pinned_measurement() {
-        let args = |m: Option<&str>, t: Option<&str>| RunArgs {
+    /// `hecloud run --via-proxy` arguments with nothing pinned.
+    fn run_args() -> RunArgs {
+        RunArgs {
             min_tcb: None,
             allow_masked_chip_id: false,
             refuse_smt: false,
@@ -848,8 +834,8 @@ mod tests {
             token: "t".into(),
             proxy_ca: "ca.pem".into(),
             allow_unattested: false,
-            expect_measurement: m.map(String::from),
-            expect_mrtd: t.map(String::from),
+            expect_measurement: None,
+            expect_mrtd: None,
             expect_rtmr: vec![],
             min_tee_tcb_svn: None,
             vcek: None,
@@ -857,6 +843,15 @@ mod tests {
             ints: false,
             count: 8,
             inputs: vec![],
+        }
+    }
+
+    #[test]
+    fn a_pin_for_either_tee_requires_a_pinned_measurement() {
+        let args = |m: Option<&str>, t: Option<&str>| RunArgs {
+            expect_measurement: m.map(String::from),
+            expect_mrtd: t.map(String::from),
+            ..run_args()
         };
         let hex = "a1".repeat(48);
         for (m, t, required) in [
