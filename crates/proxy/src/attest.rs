@@ -135,6 +135,7 @@ use crate::error::{ProxyError, Result};
 
 pub mod snp;
 pub mod tdx;
+mod x509;
 
 /// The configfs-tsm report folder of Linux.
 pub const DEFAULT_TSM_ROOT: &str = "/sys/kernel/config/tsm/report";

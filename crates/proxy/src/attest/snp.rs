@@ -36,12 +36,12 @@ use ring::signature::{
 };
 use x509_parser::certificate::X509Certificate;
 use x509_parser::oid_registry::{
-    OID_KEY_TYPE_EC_PUBLIC_KEY, OID_NIST_EC_P384, OID_NIST_HASH_SHA384, OID_PKCS1_RSAENCRYPTION,
-    OID_PKCS1_RSASSAPSS, OID_SIG_ECDSA_WITH_SHA384,
+    OID_NIST_EC_P384, OID_NIST_HASH_SHA384, OID_PKCS1_RSAENCRYPTION, OID_PKCS1_RSASSAPSS,
+    OID_SIG_ECDSA_WITH_SHA384,
 };
-use x509_parser::prelude::FromDer;
 use x509_parser::signature_algorithm::RsaSsaPssParams;
 
+use super::x509::{self, CertProblem, ec_point, hex};
 use crate::enclave::REPORT_DATA_LEN;
 
 /// Length of an SEV-SNP `ATTESTATION_REPORT`.
@@ -282,10 +282,6 @@ pub enum SnpError {
 }
 
 type Result<T> = std::result::Result<T, SnpError>;
-
-fn hex(b: &[u8]) -> String {
-    b.iter().map(|x| format!("{x:02x}")).collect()
-}
 
 /// How the bytes of a `TCB_VERSION` are laid out; it depends on the CPU
 /// generation, which a report of version 3 or later names
@@ -1048,35 +1044,17 @@ impl SnpVerified {
     }
 }
 
+/// `which` in `der` ([`x509::parse_cert`]), valid now.
 fn parse_cert<'a>(which: &'static str, der: &'a [u8]) -> Result<X509Certificate<'a>> {
-    let (rest, cert) = X509Certificate::from_der(der).map_err(|e| SnpError::Certificate {
-        which,
-        reason: format!("does not parse: {e}"),
-    })?;
-    if !rest.is_empty() {
-        return Err(SnpError::Certificate {
-            which,
-            reason: format!("{} bytes after the certificate", rest.len()),
-        });
-    }
-    if cert.signature_algorithm != cert.tbs_certificate.signature {
-        return Err(SnpError::Certificate {
-            which,
-            reason: "its two signature algorithm fields differ".into(),
-        });
-    }
-    if !cert.validity().is_valid() {
-        return Err(SnpError::Expired(which));
-    }
-    Ok(cert)
+    x509::parse_cert(der, None).map_err(|e| match e {
+        CertProblem::Malformed(reason) => SnpError::Certificate { which, reason },
+        CertProblem::Expired => SnpError::Expired(which),
+    })
 }
 
 /// The P-384 point of an EC P-384 key, or `None`.
 fn p384_point<'a>(cert: &'a X509Certificate<'_>) -> Option<&'a [u8]> {
-    let spki = cert.public_key();
-    let curve = spki.algorithm.parameters.as_ref()?.as_oid().ok()?;
-    (spki.algorithm.algorithm == OID_KEY_TYPE_EC_PUBLIC_KEY && curve == OID_NIST_EC_P384)
-        .then_some(spki.subject_public_key.data.as_ref())
+    ec_point(cert, &OID_NIST_EC_P384)
 }
 
 /// Whether RSASSA-PSS parameters are SHA-384, MGF1 with SHA-384, a

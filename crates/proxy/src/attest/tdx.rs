@@ -34,17 +34,14 @@
 //! ring does the cryptography; x509-parser reads the certificates.
 
 use std::fmt;
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::SystemTime;
 
 use ring::digest::{SHA256, digest};
 use ring::signature::{ECDSA_P256_SHA256_ASN1, ECDSA_P256_SHA256_FIXED, UnparsedPublicKey};
 use x509_parser::certificate::X509Certificate;
-use x509_parser::oid_registry::{
-    OID_EC_P256, OID_KEY_TYPE_EC_PUBLIC_KEY, OID_SIG_ECDSA_WITH_SHA256,
-};
-use x509_parser::prelude::FromDer;
-use x509_parser::time::ASN1Time;
+use x509_parser::oid_registry::{OID_EC_P256, OID_SIG_ECDSA_WITH_SHA256};
 
+use super::x509::{self, CertProblem, ec_point, hex};
 use crate::enclave::REPORT_DATA_LEN;
 
 /// The quote version this verifier reads.
@@ -206,10 +203,6 @@ pub enum TdxError {
 
 type Result<T> = std::result::Result<T, TdxError>;
 
-fn hex(b: &[u8]) -> String {
-    b.iter().map(|x| format!("{x:02x}")).collect()
-}
-
 /// Reads fields off a byte string, each bounded by its end.
 struct Reader<'a> {
     b: &'a [u8],
@@ -250,6 +243,23 @@ impl<'a> Reader<'a> {
 
     fn u64(&mut self, what: &'static str) -> Result<u64> {
         Ok(u64::from_le_bytes(self.array(what)?))
+    }
+
+    /// A certification data entry: its type (u16, which must be `want`),
+    /// its size (u32) and that many bytes; `names` name the three in
+    /// errors.
+    fn cert_data(
+        &mut self,
+        which: &'static str,
+        want: u16,
+        names: [&'static str; 3],
+    ) -> Result<&'a [u8]> {
+        let got = self.u16(names[0])?;
+        if got != want {
+            return Err(TdxError::CertDataType { which, got, want });
+        }
+        let len = self.u32(names[1])? as usize;
+        self.take(len, names[2])
     }
 
     fn end_or_zeros(&self, what: &'static str) -> Result<()> {
@@ -405,16 +415,15 @@ impl<'a> Quote<'a> {
         let mut s = Reader::new(sig_data);
         let signature = s.array("quote signature")?;
         let attestation_key = s.array("attestation key")?;
-        let outer_type = s.u16("certification data type")?;
-        if outer_type != CERT_DATA_QE_REPORT {
-            return Err(TdxError::CertDataType {
-                which: "outer",
-                got: outer_type,
-                want: CERT_DATA_QE_REPORT,
-            });
-        }
-        let outer_len = s.u32("certification data size")? as usize;
-        let outer = s.take(outer_len, "certification data")?;
+        let outer = s.cert_data(
+            "outer",
+            CERT_DATA_QE_REPORT,
+            [
+                "certification data type",
+                "certification data size",
+                "certification data",
+            ],
+        )?;
         s.end("certification data")?;
 
         let mut c = Reader::new(outer);
@@ -422,16 +431,15 @@ impl<'a> Quote<'a> {
         let qe_report_signature = c.array("QE report signature")?;
         let auth_len = c.u16("QE authentication data size")? as usize;
         let qe_auth_data = c.take(auth_len, "QE authentication data")?;
-        let inner_type = c.u16("PCK certification data type")?;
-        if inner_type != CERT_DATA_PCK_CHAIN {
-            return Err(TdxError::CertDataType {
-                which: "inner",
-                got: inner_type,
-                want: CERT_DATA_PCK_CHAIN,
-            });
-        }
-        let chain_len = c.u32("PCK certification data size")? as usize;
-        let pck_chain = c.take(chain_len, "PCK certificate chain")?;
+        let pck_chain = c.cert_data(
+            "inner",
+            CERT_DATA_PCK_CHAIN,
+            [
+                "PCK certification data type",
+                "PCK certification data size",
+                "PCK certificate chain",
+            ],
+        )?;
         c.end("PCK certificate chain")?;
 
         Ok(Self {
@@ -491,48 +499,22 @@ fn pem_chain(pem: &[u8]) -> Result<Vec<Vec<u8>>> {
     Ok(out)
 }
 
-/// `which` in `der`, within its validity period at `at` (`None`: now).
+/// `which` in `der` ([`x509::parse_cert`]), within its validity period at
+/// `at` (`None`: now).
 fn parse_cert<'a>(
     which: &'static str,
     der: &'a [u8],
     at: Option<SystemTime>,
 ) -> Result<X509Certificate<'a>> {
-    let (rest, cert) = X509Certificate::from_der(der).map_err(|e| TdxError::Certificate {
-        which,
-        reason: format!("does not parse: {e}"),
-    })?;
-    if !rest.is_empty() {
-        return Err(TdxError::Certificate {
-            which,
-            reason: format!("{} bytes after the certificate", rest.len()),
-        });
-    }
-    if cert.signature_algorithm != cert.tbs_certificate.signature {
-        return Err(TdxError::Certificate {
-            which,
-            reason: "its two signature algorithm fields differ".into(),
-        });
-    }
-    let seconds = at
-        .unwrap_or_else(SystemTime::now)
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs());
-    let valid = i64::try_from(seconds)
-        .ok()
-        .and_then(|t| ASN1Time::from_timestamp(t).ok())
-        .is_some_and(|t| cert.validity().is_valid_at(t));
-    if !valid {
-        return Err(TdxError::Expired(which));
-    }
-    Ok(cert)
+    x509::parse_cert(der, at).map_err(|e| match e {
+        CertProblem::Malformed(reason) => TdxError::Certificate { which, reason },
+        CertProblem::Expired => TdxError::Expired(which),
+    })
 }
 
 /// The uncompressed P-256 point of an EC P-256 key, or `None`.
 fn p256_point<'a>(cert: &'a X509Certificate<'_>) -> Option<&'a [u8]> {
-    let spki = cert.public_key();
-    let curve = spki.algorithm.parameters.as_ref()?.as_oid().ok()?;
-    (spki.algorithm.algorithm == OID_KEY_TYPE_EC_PUBLIC_KEY && curve == OID_EC_P256)
-        .then_some(spki.subject_public_key.data.as_ref())
+    ec_point(cert, &OID_EC_P256)
 }
 
 /// Verifies that `issuer`'s P-256 key signed `cert` with ECDSA SHA-256,
