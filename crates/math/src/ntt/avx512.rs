@@ -135,6 +135,29 @@ fn mul_shoup_lazy(x: V, w: V, ws: V, q: V) -> V {
     _mm512_sub_epi64(_mm512_mullo_epi64(x, w), _mm512_mullo_epi64(hi, q))
 }
 
+/// Moduli below this take [`mul_shoup_loose`] in the NTTs.
+const LOOSE_MAX_MODULUS: u64 = 1 << 60;
+
+/// x·w mod q in [0, 4q) for any x (as the AVX2 kernel's): the quotient
+/// estimate leaves out the low 32 × 32-bit product and the middle carries,
+/// so it is short by at most 2.
+#[inline]
+#[target_feature(enable = "avx512f,avx512dq")]
+fn mul_shoup_loose(x: V, w: V, ws: V, q: V) -> V {
+    let (xh, wsh) = (
+        _mm512_shuffle_epi32::<{ _MM_PERM_CDAB }>(x),
+        _mm512_shuffle_epi32::<{ _MM_PERM_CDAB }>(ws),
+    );
+    let hi = _mm512_add_epi64(
+        _mm512_mul_epu32(xh, wsh),
+        _mm512_add_epi64(
+            _mm512_srli_epi64(_mm512_mul_epu32(x, wsh), 32),
+            _mm512_srli_epi64(_mm512_mul_epu32(xh, ws), 32),
+        ),
+    );
+    _mm512_sub_epi64(_mm512_mullo_epi64(x, w), _mm512_mullo_epi64(hi, q))
+}
+
 /// Lane indices into a‖b of the X operands (first 8) and Y operands (last 8)
 /// for gaps 1, 2, 4; joining uses the inverse permutation.
 const SPLIT: [[i64; 16]; 3] = [
@@ -181,3 +204,29 @@ const LAZY_CAP: u64 = 8;
 
 super::simd::simd_ntt_kernels!("avx512f,avx512dq");
 super::simd::simd_linear_kernels!("avx512f,avx512dq");
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::modular::Modulus;
+    use crate::ntt::simd::{check_loose_product, loose_product_cases};
+
+    #[test]
+    fn the_loose_product_is_congruent_and_below_4q() {
+        if !(is_x86_feature_detected!("avx512f") && is_x86_feature_detected!("avx512dq")) {
+            return;
+        }
+        for case @ (q, w, x) in loose_product_cases() {
+            let ws = Modulus::new(q).unwrap().shoup(w);
+            let mut out = [0u64; LANES];
+            // SAFETY: AVX-512 F and DQ were detected above.
+            unsafe {
+                store(
+                    &mut out,
+                    mul_shoup_loose(splat(x), splat(w), splat(ws), splat(q)),
+                )
+            };
+            out.iter().for_each(|&got| check_loose_product(case, got));
+        }
+    }
+}

@@ -24,6 +24,15 @@ fn mul_shoup_lazy(x: V, w: V, ws: V, q: V) -> V {
     _mm512_and_si512(_mm512_madd52lo_epu64(xw, quotient, neg_q), mask52)
 }
 
+/// Never: the exact product is already three instructions.
+const LOOSE_MAX_MODULUS: u64 = 0;
+
+#[inline]
+#[target_feature(enable = "avx512f,avx512dq,avx512ifma")]
+fn mul_shoup_loose(x: V, w: V, ws: V, q: V) -> V {
+    mul_shoup_lazy(x, w, ws, q)
+}
+
 /// Lazy values stay below LAZY_CAP·q: the 52-bit multipliers need every value below 4q < 2^52.
 const LAZY_CAP: u64 = 4;
 

@@ -1,11 +1,13 @@
 //! NTT loops shared by the SIMD backends. A backend module defines the vector
 //! type `V`, `LANES`, and the primitives `load`, `load_repeated` (LANES / gap
 //! values, each repeated `gap` times), `store`, `splat`, `add`,
-//! `sub`, `csub` (x ≥ b ? x − b : x), `mul_shoup_lazy`, `split` and `join`
-//! (gather the X and Y operands of a stage with gap < LANES from two
-//! consecutive vectors, and back), then invokes `simd_ntt_kernels!` with its
-//! target features, and `LAZY_CAP`, how many multiples of q its lazy values
-//! may reach (8 where 8q and its products fit the kernel's word, else 4).
+//! `sub`, `csub` (x ≥ b ? x − b : x), `mul_shoup_lazy` (below 2q),
+//! `mul_shoup_loose` (below 4q, for moduli below `LOOSE_MAX_MODULUS`),
+//! `split` and `join` (gather the X and Y operands of a stage with gap <
+//! LANES from two consecutive vectors, and back), then invokes
+//! `simd_ntt_kernels!` with its target features, and `LAZY_CAP`, how many
+//! multiples of q its lazy values may reach with the exact product (8 where
+//! 8q and its products fit the kernel's word, else 4).
 //! Intermediate values may differ from the scalar reference's, which reduces
 //! at every stage, but both end fully reduced, so outputs are bit-identical.
 
@@ -17,20 +19,40 @@ macro_rules! simd_ntt_kernels {
         /// in a block run depth-first on it while it sits in L1.
         const BLOCK: usize = 1 << 11;
 
+        /// The twiddle product of a transform: Shoup's, below 2q, or the
+        /// loose one (a quotient estimate with fewer 32-bit products),
+        /// below 4q, for moduli below `LOOSE_MAX_MODULUS`, whose lazy
+        /// values may then reach 16q < 2^64.
+        #[inline]
+        #[target_feature(enable = $feat)]
+        fn mul_twiddle<const LOOSE: bool>(x: V, w: V, ws: V, q: V) -> V {
+            if LOOSE {
+                mul_shoup_loose(x, w, ws, q)
+            } else {
+                mul_shoup_lazy(x, w, ws, q)
+            }
+        }
+
+        /// The bound of [`mul_twiddle`]'s products, in multiples of q.
+        const fn twiddle_bound(loose: bool) -> u64 {
+            if loose { 4 } else { 2 }
+        }
+
         /// Forward butterflies on consecutive groups of `2·gap` values of `a`
         /// (gap ≥ LANES); group j uses twiddle `tw_base + j`. X is first
-        /// reduced by `red[0]`, then `red[1]` (the first R of them).
+        /// reduced by `red[0]`, then `red[1]`, … (the first R of them).
         #[target_feature(enable = $feat)]
-        fn fwd_stage<const R: usize>(
+        fn fwd_stage<const R: usize, const LOOSE: bool>(
             t: &NttTable,
             a: &mut [u64],
             tw_base: usize,
             gap: usize,
-            red: [u64; 2],
+            red: [u64; 3],
         ) {
             let tw = t.fwd_twiddles();
             let q = t.modulus().value();
-            let (vq, v2q, red) = (splat(q), splat(2 * q), [splat(red[0]), splat(red[1])]);
+            let (vq, vmq) = (splat(q), splat(twiddle_bound(LOOSE) * q));
+            let red = [splat(red[0]), splat(red[1]), splat(red[2])];
             for (j, grp) in a.chunks_exact_mut(2 * gap).enumerate() {
                 let (w, ws) = (splat(tw.w[tw_base + j]), splat(tw.ws[tw_base + j]));
                 let (lo, hi) = grp.split_at_mut(gap);
@@ -39,57 +61,81 @@ macro_rules! simd_ntt_kernels {
                     for r in &red[..R] {
                         u = csub(u, *r);
                     }
-                    let v = mul_shoup_lazy(load(y), w, ws, vq);
+                    let v = mul_twiddle::<LOOSE>(load(y), w, ws, vq);
                     store(x, add(u, v));
-                    store(y, sub(add(u, v2q), v));
+                    store(y, sub(add(u, vmq), v));
                 }
             }
         }
 
         /// Plans the reductions of the large forward stages: values stay
-        /// below `cap·q`; each stage adds at most 2q, so X is reduced by
-        /// cap/2·q only when skipping would pass the cap. The last large stage
-        /// brings X below 2q so the small stages start below 4q.
+        /// below `cap·q`; each stage adds at most m·q (m the twiddle
+        /// product's bound), so X is reduced by cap/2·q only when skipping
+        /// would pass the cap. The last large stage brings X below m·q so
+        /// the small stages start below 2m·q.
         #[derive(Clone, Copy)]
-        struct FwdPlan {
+        struct FwdPlan<const LOOSE: bool> {
             q: u64,
             cap: u64,
             bound: u64,
         }
 
-        impl FwdPlan {
+        impl<const LOOSE: bool> FwdPlan<LOOSE> {
             fn new(q: u64) -> Self {
-                let cap = if q < (1 << 61) { LAZY_CAP } else { 4 };
+                let cap = if LOOSE {
+                    16
+                } else if q < (1 << 61) {
+                    LAZY_CAP
+                } else {
+                    4
+                };
                 Self { q, cap, bound: 1 }
             }
 
             #[target_feature(enable = $feat)]
             fn stage(&mut self, t: &NttTable, a: &mut [u64], tw_base: usize, gap: usize) {
-                let q = self.q;
+                let (q, m) = (self.q, twiddle_bound(LOOSE));
                 if gap == LANES {
-                    // Below 2q from below bound·q ≤ 8q: by 4q if needed, then 2q.
-                    if self.bound > 4 {
-                        fwd_stage::<2>(t, a, tw_base, gap, [4 * q, 2 * q]);
-                    } else {
-                        fwd_stage::<1>(t, a, tw_base, gap, [2 * q, 0]);
+                    // Below m·q from below bound·q ≤ cap·q, halving.
+                    let (mut red, mut r, mut c) = ([0; 3], 0, self.cap / 2);
+                    while c >= m {
+                        if self.bound > c {
+                            red[r] = c * q;
+                            r += 1;
+                            self.bound = c;
+                        }
+                        c /= 2;
                     }
-                    self.bound = 4;
-                } else if self.bound + 2 > self.cap {
-                    fwd_stage::<1>(t, a, tw_base, gap, [self.cap / 2 * q, 0]);
-                    self.bound = self.cap / 2 + 2;
+                    match r {
+                        0 => fwd_stage::<0, LOOSE>(t, a, tw_base, gap, red),
+                        1 => fwd_stage::<1, LOOSE>(t, a, tw_base, gap, red),
+                        2 => fwd_stage::<2, LOOSE>(t, a, tw_base, gap, red),
+                        _ => fwd_stage::<3, LOOSE>(t, a, tw_base, gap, red),
+                    }
+                    self.bound = 2 * m;
+                } else if self.bound + m > self.cap {
+                    fwd_stage::<1, LOOSE>(t, a, tw_base, gap, [self.cap / 2 * q, 0, 0]);
+                    self.bound = self.cap / 2 + m;
                 } else {
-                    fwd_stage::<0>(t, a, tw_base, gap, [0, 0]);
-                    self.bound += 2;
+                    fwd_stage::<0, LOOSE>(t, a, tw_base, gap, [0; 3]);
+                    self.bound += m;
                 }
             }
         }
 
         /// Forward stage with gap < LANES on `a`, whose first butterfly is
-        /// butterfly `first` of the stage; the last stage reduces to [0, q).
+        /// butterfly `first` of the stage: values below 2m·q in and out;
+        /// the last stage reduces to [0, q).
         #[target_feature(enable = $feat)]
-        fn fwd_small_stage(t: &NttTable, a: &mut [u64], first: usize, gap: usize) {
+        fn fwd_small_stage<const LOOSE: bool>(
+            t: &NttTable,
+            a: &mut [u64],
+            first: usize,
+            gap: usize,
+        ) {
             let q = t.modulus().value();
-            let (vq, v2q) = (splat(q), splat(2 * q));
+            let m = twiddle_bound(LOOSE);
+            let (vq, vmq) = (splat(q), splat(m * q));
             let (gw, gws) = t.gap_twiddles(gap, false);
             let (gw, gws) = (&gw[first / gap..], &gws[first / gap..]);
             for (b, blk) in a.chunks_exact_mut(2 * LANES).enumerate() {
@@ -97,12 +143,16 @@ macro_rules! simd_ntt_kernels {
                 let (x, y) = split(load(lo), load(hi), gap);
                 let i = b * LANES / gap;
                 let (w, ws) = (load_repeated(&gw[i..], gap), load_repeated(&gws[i..], gap));
-                let u = csub(x, v2q);
-                let v = mul_shoup_lazy(y, w, ws, vq);
-                let (mut x, mut y) = (add(u, v), sub(add(u, v2q), v));
+                let u = csub(x, vmq);
+                let v = mul_twiddle::<LOOSE>(y, w, ws, vq);
+                let (mut x, mut y) = (add(u, v), sub(add(u, vmq), v));
                 if gap == 1 {
-                    x = csub(csub(x, v2q), vq);
-                    y = csub(csub(y, v2q), vq);
+                    let mut c = m;
+                    while c >= 1 {
+                        let vc = splat(c * q);
+                        (x, y) = (csub(x, vc), csub(y, vc));
+                        c /= 2;
+                    }
                 }
                 let (o0, o1) = join(x, y, gap);
                 store(lo, o0);
@@ -113,9 +163,18 @@ macro_rules! simd_ntt_kernels {
         /// Forward NTT; same contract as [`NttTable::forward_scalar`].
         #[target_feature(enable = $feat)]
         pub(crate) fn forward(t: &NttTable, a: &mut [u64]) {
+            if t.modulus().value() < LOOSE_MAX_MODULUS {
+                forward_with::<true>(t, a)
+            } else {
+                forward_with::<false>(t, a)
+            }
+        }
+
+        #[target_feature(enable = $feat)]
+        fn forward_with<const LOOSE: bool>(t: &NttTable, a: &mut [u64]) {
             let n = t.degree();
             assert_eq!(a.len(), n, "NTT input length");
-            let mut plan = FwdPlan::new(t.modulus().value());
+            let mut plan = FwdPlan::<LOOSE>::new(t.modulus().value());
             let (mut gap, mut groups) = (n / 2, 1);
             while 2 * gap > BLOCK {
                 plan.stage(t, a, groups, gap);
@@ -131,35 +190,42 @@ macro_rules! simd_ntt_kernels {
                     gap /= 2;
                 }
                 while gap >= 1 {
-                    fwd_small_stage(t, blk, b * block / 2, gap);
+                    fwd_small_stage::<LOOSE>(t, blk, b * block / 2, gap);
                     gap /= 2;
                 }
             }
         }
 
         /// Inverse butterflies on consecutive groups of `2·gap` values
-        /// (gap ≥ LANES); group j uses twiddle `tw_base + j`.
+        /// (gap ≥ LANES); group j uses twiddle `tw_base + j`. Values stay
+        /// below m·q.
         #[target_feature(enable = $feat)]
-        fn inv_stage(t: &NttTable, a: &mut [u64], tw_base: usize, gap: usize) {
+        fn inv_stage<const LOOSE: bool>(t: &NttTable, a: &mut [u64], tw_base: usize, gap: usize) {
             let tw = t.inv_twiddles();
             let q = t.modulus().value();
-            let (vq, v2q) = (splat(q), splat(2 * q));
+            let (vq, vmq) = (splat(q), splat(twiddle_bound(LOOSE) * q));
             for (j, grp) in a.chunks_exact_mut(2 * gap).enumerate() {
                 let (w, ws) = (splat(tw.w[tw_base + j]), splat(tw.ws[tw_base + j]));
                 let (lo, hi) = grp.split_at_mut(gap);
                 for (x, y) in lo.chunks_exact_mut(LANES).zip(hi.chunks_exact_mut(LANES)) {
                     let (u, v) = (load(x), load(y));
-                    store(x, csub(add(u, v), v2q));
-                    store(y, mul_shoup_lazy(sub(add(u, v2q), v), w, ws, vq));
+                    store(x, csub(add(u, v), vmq));
+                    store(y, mul_twiddle::<LOOSE>(sub(add(u, vmq), v), w, ws, vq));
                 }
             }
         }
 
-        /// Inverse stage with gap < LANES (see [`fwd_small_stage`]).
+        /// Inverse stage with gap < LANES (see [`fwd_small_stage`]); values
+        /// stay below m·q.
         #[target_feature(enable = $feat)]
-        fn inv_small_stage(t: &NttTable, a: &mut [u64], first: usize, gap: usize) {
+        fn inv_small_stage<const LOOSE: bool>(
+            t: &NttTable,
+            a: &mut [u64],
+            first: usize,
+            gap: usize,
+        ) {
             let q = t.modulus().value();
-            let (vq, v2q) = (splat(q), splat(2 * q));
+            let (vq, vmq) = (splat(q), splat(twiddle_bound(LOOSE) * q));
             let (gw, gws) = t.gap_twiddles(gap, true);
             let (gw, gws) = (&gw[first / gap..], &gws[first / gap..]);
             for (b, blk) in a.chunks_exact_mut(2 * LANES).enumerate() {
@@ -167,8 +233,8 @@ macro_rules! simd_ntt_kernels {
                 let (u, v) = split(load(lo), load(hi), gap);
                 let i = b * LANES / gap;
                 let (w, ws) = (load_repeated(&gw[i..], gap), load_repeated(&gws[i..], gap));
-                let x = csub(add(u, v), v2q);
-                let y = mul_shoup_lazy(sub(add(u, v2q), v), w, ws, vq);
+                let x = csub(add(u, v), vmq);
+                let y = mul_twiddle::<LOOSE>(sub(add(u, vmq), v), w, ws, vq);
                 let (o0, o1) = join(x, y, gap);
                 store(lo, o0);
                 store(hi, o1);
@@ -178,6 +244,17 @@ macro_rules! simd_ntt_kernels {
         /// Inverse NTT; same contract as [`NttTable::inverse_scalar`].
         #[target_feature(enable = $feat)]
         pub(crate) fn inverse(t: &NttTable, a: &mut [u64]) {
+            if t.modulus().value() < LOOSE_MAX_MODULUS {
+                inverse_with::<true>(t, a)
+            } else {
+                inverse_with::<false>(t, a)
+            }
+        }
+
+        /// The last stage's products are exact (below 2q), so one
+        /// subtraction of q ends them.
+        #[target_feature(enable = $feat)]
+        fn inverse_with<const LOOSE: bool>(t: &NttTable, a: &mut [u64]) {
             let n = t.degree();
             assert_eq!(a.len(), n, "NTT input length");
             let block = n.min(BLOCK);
@@ -186,21 +263,21 @@ macro_rules! simd_ntt_kernels {
             for (b, blk) in a.chunks_exact_mut(block).enumerate() {
                 gap = 1;
                 while gap < LANES {
-                    inv_small_stage(t, blk, b * block / 2, gap);
+                    inv_small_stage::<LOOSE>(t, blk, b * block / 2, gap);
                     gap *= 2;
                 }
                 while 2 * gap <= block && gap < n / 2 {
-                    inv_stage(t, blk, n / (2 * gap) + b * block / (2 * gap), gap);
+                    inv_stage::<LOOSE>(t, blk, n / (2 * gap) + b * block / (2 * gap), gap);
                     gap *= 2;
                 }
             }
             while gap < n / 2 {
-                inv_stage(t, a, n / (2 * gap), gap);
+                inv_stage::<LOOSE>(t, a, n / (2 * gap), gap);
                 gap *= 2;
             }
             let tw = t.inv_twiddles();
             let q = t.modulus().value();
-            let (vq, v2q) = (splat(q), splat(2 * q));
+            let (vq, vmq) = (splat(q), splat(twiddle_bound(LOOSE) * q));
             let (ni, nis) = t.n_inv();
             let (ni, nis) = (splat(ni), splat(nis));
             let (w, ws) = (splat(tw.w[1]), splat(tw.ws[1]));
@@ -208,7 +285,7 @@ macro_rules! simd_ntt_kernels {
             for (x, y) in lo.chunks_exact_mut(LANES).zip(hi.chunks_exact_mut(LANES)) {
                 let (u, v) = (load(x), load(y));
                 store(x, csub(mul_shoup_lazy(add(u, v), ni, nis, vq), vq));
-                store(y, csub(mul_shoup_lazy(sub(add(u, v2q), v), w, ws, vq), vq));
+                store(y, csub(mul_shoup_lazy(sub(add(u, vmq), v), w, ws, vq), vq));
             }
         }
     };
@@ -355,3 +432,42 @@ macro_rules! simd_linear_kernels {
 }
 
 pub(crate) use simd_linear_kernels;
+
+/// Cases for the backends' tests of `mul_shoup_loose`: (q, w, x) with q
+/// NTT primes below 2^60 (the largest among them), w and x at their edges
+/// (x anywhere in 64 bits: lazy values reach 16q) and random.
+#[cfg(test)]
+pub(super) fn loose_product_cases() -> Vec<(u64, u64, u64)> {
+    use rand_core::RngCore;
+    let mut rng = crate::testing::rng();
+    let mut cases = Vec::new();
+    for bits in [50, 55, 60] {
+        let q = crate::prime::ntt_primes(bits, 1 << 16, 1, &[]).unwrap()[0];
+        for w in [0, 1, 2, q / 2, q - 2, q - 1, rng.next_u64() % q] {
+            for x in [
+                0,
+                1,
+                q - 1,
+                q,
+                4 * q - 1,
+                16 * q - 1,
+                u64::MAX - 1,
+                u64::MAX,
+            ] {
+                cases.push((q, w, x));
+            }
+            for _ in 0..64 {
+                cases.push((q, w, rng.next_u64()));
+            }
+        }
+    }
+    cases
+}
+
+/// Checks one lane of `mul_shoup_loose`: congruent to x·w and below 4q.
+#[cfg(test)]
+pub(super) fn check_loose_product((q, w, x): (u64, u64, u64), got: u64) {
+    let want = (u128::from(x) * u128::from(w) % u128::from(q)) as u64;
+    assert!(got < 4 * q, "q={q} w={w} x={x}: {got} not below 4q");
+    assert_eq!(got % q, want, "q={q} w={w} x={x}");
+}
