@@ -46,6 +46,7 @@ use hecloud_rlwe::Ciphertext;
 use crate::dft::HomomorphicDft;
 use crate::error::{CkksError, Result};
 use crate::evaluator::Evaluator;
+use crate::linear::LinearTransform;
 use crate::params::CkksParameters;
 use crate::polynomial::{ChebyshevOps, ChebyshevPolynomial};
 
@@ -606,7 +607,7 @@ impl Bootstrapper {
                 HomomorphicDft::slots_to_coeffs(&encoder, literal.stc_levels)?,
             )
         };
-        let boot = Self {
+        let mut boot = Self {
             cts,
             stc,
             one_eval_mod,
@@ -641,7 +642,54 @@ impl Bootstrapper {
             level,
             boot.eval_mod.input_scale(params.q_f64(level)),
         )?;
+        boot.keep_encoded_diagonals(Self::KEPT_DIAGONAL_BYTES);
         Ok(boot)
+    }
+
+    /// How many bytes of encoded DFT diagonals [`Self::new`] keeps from
+    /// one bootstrapping to the next ([`Self::keep_encoded_diagonals`]):
+    /// at the N = 2^16 preset, the CoeffsToSlots factors (1.84 of the
+    /// 2.78 GiB all six would take), which keeps the peak memory below
+    /// 12 GiB with the keys.
+    pub const KEPT_DIAGONAL_BYTES: usize = 2 << 30;
+
+    /// Keeps the encoded diagonals of the DFT factors, from the highest
+    /// level down, while their total stays within `bytes` (0: none), and
+    /// returns that total. A kept factor skips encoding its diagonals (an
+    /// FFT and an NTT per prime each) in every bootstrapping after the
+    /// first; they take (level + 1) · N words each, at the level the
+    /// factor is applied at. The highest levels come first because they
+    /// hold the bootstrapping's large primes, whose NTTs take the 64-bit
+    /// kernels: at N = 2^16, keeping CoeffsToSlots' diagonals saved about
+    /// a fifth of a bootstrapping, SlotsToCoeffs' no measurable time.
+    pub fn keep_encoded_diagonals(&mut self, bytes: usize) -> usize {
+        let (n, top) = (self.params.n(), self.params.max_level());
+        let stc_top = top - self.cts.levels() - self.eval_mod.depth();
+        let mut factors: Vec<(usize, &mut LinearTransform)> = self
+            .cts
+            .factors_mut()
+            .iter_mut()
+            .enumerate()
+            .map(|(k, f)| (top - k, f))
+            .chain(
+                self.stc
+                    .factors_mut()
+                    .iter_mut()
+                    .enumerate()
+                    .map(|(k, f)| (stc_top - k, f)),
+            )
+            .collect();
+        factors.sort_by_key(|(level, _)| std::cmp::Reverse(*level));
+        let mut kept = 0;
+        for (level, f) in factors {
+            let size = f.diagonal_count() * (level + 1) * n * 8;
+            let keep = kept + size <= bytes;
+            f.keep_encoded(keep);
+            if keep {
+                kept += size;
+            }
+        }
+        kept
     }
 
     /// The fewest bits of the message [`EvalMod`]'s approximation may

@@ -292,6 +292,11 @@ impl HomomorphicDft {
         self.factors.len()
     }
 
+    /// Its factors, in the order they are applied (one level each).
+    pub fn factors_mut(&mut self) -> &mut [LinearTransform] {
+        &mut self.factors
+    }
+
     /// The rotations its factors need keys for.
     pub fn rotations(&self) -> Vec<i64> {
         let mut r: Vec<i64> = self

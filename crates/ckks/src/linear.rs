@@ -39,8 +39,9 @@
 //! ```
 
 use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
 
-use hecloud_rlwe::Ciphertext;
+use hecloud_rlwe::{Ciphertext, Plaintext};
 use num_complex::Complex64;
 
 use crate::encoder::Encoder;
@@ -49,6 +50,11 @@ use crate::evaluator::Evaluator;
 
 /// A slots × slots complex matrix by its nonzero diagonals, and the
 /// baby-step count its evaluation uses.
+///
+/// Each application encodes the diagonals at the ciphertext's level,
+/// unless [`Self::keep_encoded`] keeps them from one application to the
+/// next (for the latest parameters, level and scale: a bootstrapping
+/// applies each of its matrices at one of each).
 #[derive(Debug, Clone, PartialEq)]
 pub struct LinearTransform {
     slots: usize,
@@ -58,6 +64,41 @@ pub struct LinearTransform {
     stride: usize,
     /// n₁, the number of baby steps.
     baby: usize,
+    keep_encoded: bool,
+    encoded: EncodedCache,
+}
+
+/// The diagonals as encoded for one application, in the order of
+/// `LinearTransform::giant_steps`.
+struct EncodedDiagonals {
+    /// The encoder's parameter hash, its slots, the level and the
+    /// encoding scale's bits.
+    key: ([u8; 32], usize, usize, u64),
+    plaintexts: Vec<Plaintext>,
+}
+
+/// A cache that takes no part in the matrix's identity: clones start
+/// empty and any two compare equal.
+#[derive(Default)]
+struct EncodedCache(Mutex<Option<Arc<EncodedDiagonals>>>);
+
+impl Clone for EncodedCache {
+    fn clone(&self) -> Self {
+        Self::default()
+    }
+}
+
+impl PartialEq for EncodedCache {
+    fn eq(&self, _: &Self) -> bool {
+        true
+    }
+}
+
+impl std::fmt::Debug for EncodedCache {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let cached = self.0.lock().map(|c| c.is_some()).unwrap_or(false);
+        f.write_str(if cached { "encoded" } else { "not encoded" })
+    }
 }
 
 impl LinearTransform {
@@ -122,7 +163,83 @@ impl LinearTransform {
             diagonals: by_index,
             stride,
             baby,
+            keep_encoded: false,
+            encoded: EncodedCache::default(),
         })
+    }
+
+    /// Whether applications keep the encoded diagonals for the next one
+    /// at the same parameters, level and scale (off by default): each
+    /// application then skips encoding and transforming
+    /// [`Self::diagonal_count`] plaintexts, and the matrix holds them,
+    /// (level + 1) · N words each. Turning it off drops them.
+    pub fn keep_encoded(&mut self, keep: bool) {
+        self.keep_encoded = keep;
+        if !keep {
+            *self.encoded.0.lock().unwrap_or_else(|e| e.into_inner()) = None;
+        }
+    }
+
+    /// The number of nonzero diagonals, each a plaintext multiplication.
+    pub fn diagonal_count(&self) -> usize {
+        self.diagonals.len()
+    }
+
+    /// The diagonals by giant step, each with its baby step, in the order
+    /// of evaluation.
+    fn giant_steps(&self) -> BTreeMap<usize, Vec<(usize, &Vec<Complex64>)>> {
+        let mut giants: BTreeMap<usize, Vec<(usize, &Vec<Complex64>)>> = BTreeMap::new();
+        for (&d, v) in &self.diagonals {
+            let (g, j) = self.split(d);
+            giants.entry(g).or_default().push((j, v));
+        }
+        giants
+    }
+
+    /// Diagonal `v` of giant step g encoded at `level` and `scale`,
+    /// pre-rotated: rot(diag, −g), slot i holding diag[i − g].
+    fn encode_diagonal(
+        &self,
+        enc: &Encoder,
+        v: &[Complex64],
+        g: usize,
+        level: usize,
+        scale: f64,
+    ) -> Result<Plaintext> {
+        let n = self.slots;
+        let pre: Vec<Complex64> = (0..n).map(|i| v[(i + n - g % n) % n]).collect();
+        enc.encode(&pre, level, scale)
+    }
+
+    /// Every diagonal encoded at `level` and `scale`, from the cache when
+    /// it holds them; kept there for the next call.
+    fn kept_encoded(
+        &self,
+        enc: &Encoder,
+        level: usize,
+        scale: f64,
+    ) -> Result<Arc<EncodedDiagonals>> {
+        let key = (
+            *enc.params().rlwe().hash(),
+            enc.slots(),
+            level,
+            scale.to_bits(),
+        );
+        let mut cache = self.encoded.0.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(hit) = cache.as_ref().filter(|c| c.key == key) {
+            return Ok(Arc::clone(hit));
+        }
+        // The old plaintexts go before the new ones are made.
+        *cache = None;
+        let plaintexts = self
+            .giant_steps()
+            .into_iter()
+            .flat_map(|(g, terms)| terms.into_iter().map(move |(_, v)| (g, v)))
+            .map(|(g, v)| self.encode_diagonal(enc, v, g, level, scale))
+            .collect::<Result<Vec<_>>>()?;
+        let fresh = Arc::new(EncodedDiagonals { key, plaintexts });
+        *cache = Some(Arc::clone(&fresh));
+        Ok(fresh)
     }
 
     /// Diagonal d as a giant step (mod slots) and a baby step:
@@ -240,26 +357,29 @@ impl LinearTransform {
         {
             return Err(CkksError::InvalidScale(scale.log2()));
         }
-        let mut giants: BTreeMap<usize, Vec<(usize, &Vec<Complex64>)>> = BTreeMap::new();
-        for (&d, v) in &self.diagonals {
-            let (g, j) = self.split(d);
-            giants.entry(g).or_default().push((j, v));
-        }
+        let kept = match self.keep_encoded {
+            true => Some(self.kept_encoded(enc, level, scale)?),
+            false => None,
+        };
+        let mut kept = kept.as_ref().map(|k| k.plaintexts.iter());
         let mut total: Option<Ciphertext> = None;
-        for (g, terms) in giants {
+        for (g, terms) in self.giant_steps() {
             let mut inner: Option<Ciphertext> = None;
             for (j, v) in terms {
-                // rot(diag, −g): slot i holds diag[i − g].
-                let pre: Vec<Complex64> = (0..self.slots)
-                    .map(|i| v[(i + self.slots - g % self.slots) % self.slots])
-                    .collect();
-                let pt = enc.encode(&pre, level, scale)?;
+                let fresh;
+                let pt = match kept.as_mut() {
+                    Some(plaintexts) => plaintexts.next().expect("one plaintext per diagonal"),
+                    None => {
+                        fresh = self.encode_diagonal(enc, v, g, level, scale)?;
+                        &fresh
+                    }
+                };
                 // Multiply-accumulate in place: a term is neither a new
                 // ciphertext nor a copy of the sum (at N = 2^16 each is
                 // megabytes of fresh pages).
                 match inner.as_mut() {
-                    None => inner = Some(eval.mul_plain(&rotated[&j], &pt)?),
-                    Some(acc) => eval.mul_plain_add_assign(acc, &rotated[&j], &pt)?,
+                    None => inner = Some(eval.mul_plain(&rotated[&j], pt)?),
+                    Some(acc) => eval.mul_plain_add_assign(acc, &rotated[&j], pt)?,
                 }
             }
             let inner = inner.expect("a giant step has a term");

@@ -165,6 +165,13 @@ fn bootstrapping_brings_a_level_0_ciphertext_back_with_its_slots() {
     // Measured: 23.5 bits (EvalMod's error, about 2^-37.6, against a
     // message part 2^-10 of the values it sees, spread by SlotsToCoeffs).
     assert!(r.bits() > 20.0, "{r}");
+    // The second bootstrapping takes the kept diagonals (all of them at
+    // this size) and gives the very same ciphertext as one encoding afresh.
+    let mut fresh = boot.clone();
+    assert_eq!(fresh.keep_encoded_diagonals(0), 0);
+    assert!(boot.clone().keep_encoded_diagonals(usize::MAX) > 0);
+    assert_eq!(boot.bootstrap(&eval, None, &ct).unwrap(), out);
+    assert_eq!(fresh.bootstrap(&eval, None, &ct).unwrap(), out);
     // Refused before any work: a ciphertext above level 0 (ModRaise reads
     // q0 only), a scale above q0/2^10, missing keys, a circuit deeper than
     // the parameters.

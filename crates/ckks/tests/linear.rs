@@ -71,6 +71,78 @@ fn sparse_and_dense_matrices_match_the_clear_product() {
     assert!(r.bits() > 40.0, "{r}");
 }
 
+/// Kept encodings give the very ciphertexts fresh ones give, and are
+/// encoded again when the level, the scale or the parameters change.
+#[test]
+fn kept_diagonals_give_the_same_ciphertexts_and_follow_level_scale_and_parameters() {
+    let mut rng = hecloud_math::testing::sampler();
+    let setup = |bits: u32| {
+        let mut literal = test_literal(10, 3);
+        literal.log_q[1..].fill(bits);
+        let params = CkksParameters::new_insecure_for_tests(literal, 40).unwrap();
+        let keys = KeySet::generate(&params, &(-8..=8).collect::<Vec<_>>(), false).unwrap();
+        let eval = Evaluator::new(&params, keys.evaluation_keys());
+        (Encoder::new(&params), eval, keys, params)
+    };
+    let (enc, eval, keys, params) = setup(45);
+    let n = params.slots();
+    let diagonals: BTreeMap<i64, Vec<Complex64>> = [-5i64, -1, 0, 2, 7]
+        .into_iter()
+        .map(|d| (d, random(&mut rng, n)))
+        .collect();
+    let fresh = LinearTransform::new(n, diagonals).unwrap();
+    let mut kept = fresh.clone();
+    kept.keep_encoded(true);
+    let x = random(&mut rng, n);
+    for level in [2, 2, 3, 2, 3] {
+        let ct = keys
+            .encrypt(&enc.encode(&x, level, params.default_scale()).unwrap())
+            .unwrap();
+        for out_scale in [ct.scale(), ct.scale() * 2.0, ct.scale()] {
+            let want = fresh.apply_to_scale(&eval, &enc, &ct, out_scale).unwrap();
+            let got = kept.apply_to_scale(&eval, &enc, &ct, out_scale).unwrap();
+            assert_eq!(got, want, "level {level}, scale 2^{}", out_scale.log2());
+        }
+    }
+    // Other parameters (other primes) at the same level and scale.
+    let (enc4, eval4, keys4, params4) = setup(50);
+    assert_eq!(params4.slots(), n);
+    let ct = keys4
+        .encrypt(&enc4.encode(&x, 3, params4.default_scale()).unwrap())
+        .unwrap();
+    // Output scales whose diagonals' encoding scale, out·q_l/scale, is the
+    // one kept: only the level, or the parameters' hash, tells them apart.
+    let out_for = |params: &CkksParameters, level: usize, ct_scale: f64, kept: f64| {
+        let q = params.q_f64(level);
+        (-8i64..=8)
+            .map(|k| f64::from_bits((kept / q * ct_scale).to_bits().wrapping_add_signed(k)))
+            .find(|out| (out * q / ct_scale).to_bits() == kept.to_bits())
+            .expect("an output scale with the same encoding scale")
+    };
+    let at = |level: usize| {
+        keys.encrypt(&enc.encode(&x, level, params.default_scale()).unwrap())
+            .unwrap()
+    };
+    let (low, high) = (at(2), at(3));
+    fresh.apply(&eval, &enc, &low).unwrap();
+    kept.apply(&eval, &enc, &low).unwrap();
+    let kept_scale = params.q_f64(2);
+    let out = out_for(&params, 3, high.scale(), kept_scale);
+    let want = fresh.apply_to_scale(&eval, &enc, &high, out).unwrap();
+    assert_eq!(kept.apply_to_scale(&eval, &enc, &high, out).unwrap(), want);
+    let out = out_for(&params4, 3, ct.scale(), kept_scale);
+    let got = kept.apply_to_scale(&eval4, &enc4, &ct, out).unwrap();
+    assert_eq!(got, fresh.apply_to_scale(&eval4, &enc4, &ct, out).unwrap());
+    let r = report(
+        &fresh.apply_clear(&x),
+        &enc4.decode(&keys4.decrypt(&got).unwrap()).unwrap(),
+    );
+    assert!(r.bits() > 20.0, "{r}");
+    // Turned off, it encodes afresh again.
+    kept.keep_encoded(false);
+    assert_eq!(kept.apply_to_scale(&eval4, &enc4, &ct, out).unwrap(), got);
+}
+
 #[test]
 fn bad_matrices_and_ciphertexts_are_typed_errors() {
     let params = CkksParameters::new_insecure_for_tests(test_literal(10, 2), 40).unwrap();
