@@ -404,6 +404,25 @@ impl Backend for Simd {
             unsafe { crate::ntt::avx2fma::mul_add_pointwise(q, a, b, acc) };
             return;
         }
+        #[cfg(target_arch = "x86_64")]
+        if q.value() < 1 << 62 {
+            // As the other kernels: the common length.
+            let len = acc.len().min(a.len()).min(b.len());
+            let (a, b, acc) = (&a[..len], &b[..len], &mut acc[..len]);
+            let whole = whole_vectors(len);
+            // SAFETY: `Simd::new` checked the CPU supports the level's
+            // features; q is below the kernel's bound.
+            unsafe {
+                match self.level {
+                    SimdLevel::Avx2 => {
+                        crate::ntt::avx2::mul_add_pointwise_wide(q, a, b, &mut acc[..whole])
+                    }
+                    _ => crate::ntt::avx512::mul_add_pointwise_wide(q, a, b, &mut acc[..whole]),
+                }
+            };
+            Scalar.mul_add_pointwise(q, &a[whole..], &b[whole..], &mut acc[whole..]);
+            return;
+        }
         Scalar.mul_add_pointwise(q, a, b, acc);
     }
 

@@ -342,16 +342,7 @@ macro_rules! simd_linear_kernels {
             o1: &mut [u64],
         ) {
             const RUN: usize = 15;
-            let q = m.value();
-            debug_assert!(q < 1 << 62);
-            let weight = |c: u64| (splat(c), splat(m.shoup(c)));
-            let fold = WideFold {
-                one: weight(1),
-                w32: weight(((1u128 << 32) % u128::from(q)) as u64),
-                w64: weight(((1u128 << 64) % u128::from(q)) as u64),
-                q: splat(q),
-                q2: splat(2 * q),
-            };
+            let fold = WideFold::new(m);
             let whole = o0.len() / LANES * LANES;
             for c in (0..whole).step_by(LANES) {
                 let (mut r0, mut r1) = (splat(0), splat(0));
@@ -368,6 +359,26 @@ macro_rules! simd_linear_kernels {
                 }
                 store(&mut o0[c..], r0);
                 store(&mut o1[c..], r1);
+            }
+        }
+
+        /// `acc = acc + a·b mod q` on whole vectors (the caller finishes the
+        /// tail), for any q < 2^62, entries below q: the product exact as in
+        /// [`dot_product_pair_wide`], folded to [0, q) with the old value.
+        #[target_feature(enable = $feat)]
+        pub(crate) fn mul_add_pointwise_wide(
+            m: &crate::Modulus,
+            a: &[u64],
+            b: &[u64],
+            acc: &mut [u64],
+        ) {
+            let fold = WideFold::new(m);
+            let whole = acc.len() / LANES * LANES;
+            for c in (0..whole).step_by(LANES) {
+                let y = load(&b[c..]);
+                let mut sum = WideSum::from(load(&acc[c..]));
+                sum.add_product(load(&a[c..]), y, swap32(y));
+                store(&mut acc[c..], sum.fold(&fold));
             }
         }
 
@@ -390,6 +401,23 @@ macro_rules! simd_linear_kernels {
             w64: (V, V),
             q: V,
             q2: V,
+        }
+
+        impl WideFold {
+            #[inline]
+            #[target_feature(enable = $feat)]
+            fn new(m: &crate::Modulus) -> Self {
+                let q = m.value();
+                debug_assert!(q < 1 << 62);
+                let weight = |c: u64| (splat(c), splat(m.shoup(c)));
+                Self {
+                    one: weight(1),
+                    w32: weight(((1u128 << 32) % u128::from(q)) as u64),
+                    w64: weight(((1u128 << 64) % u128::from(q)) as u64),
+                    q: splat(q),
+                    q2: splat(2 * q),
+                }
+            }
         }
 
         impl WideSum {
