@@ -19,10 +19,11 @@ macro_rules! simd_ntt_kernels {
         /// in a block run depth-first on it while it sits in L1.
         const BLOCK: usize = 1 << 11;
 
-        /// The twiddle product of a transform: Shoup's, below 2q, or the
-        /// loose one (a quotient estimate with fewer 32-bit products),
-        /// below 4q, for moduli below `LOOSE_MAX_MODULUS`, whose lazy
-        /// values may then reach 16q < 2^64.
+        /// A product by a constant with its Shoup companion: Shoup's, below
+        /// 2q, or the loose one (a quotient estimate with fewer 32-bit
+        /// products), below 4q. The NTTs take the loose one for moduli
+        /// below `LOOSE_MAX_MODULUS` (their lazy values then reach
+        /// 16q < 2^64), the linear combinations below 2^61 (8q).
         #[inline]
         #[target_feature(enable = $feat)]
         fn mul_twiddle<const LOOSE: bool>(x: V, w: V, ws: V, q: V) -> V {
@@ -298,8 +299,10 @@ macro_rules! simd_linear_kernels {
     ($feat:literal) => {
         /// `out = keep·out + Σ_k srcs[k]·w[k] mod q` on whole vectors of
         /// `out` (the caller finishes the tail): one lazy Shoup product per
-        /// term, the running sum kept below 2q. Source entries must suit
-        /// this backend's `mul_shoup_lazy`; `out` entries must be below q.
+        /// term, the running sum kept below m·q (m the product's bound: the
+        /// loose product, m = 4, for q < 2^61, where 8q fits a lane).
+        /// Source entries may be any 64-bit values; `out` entries must be
+        /// below q.
         #[target_feature(enable = $feat)]
         pub(crate) fn linear_combination(
             m: &crate::Modulus,
@@ -308,18 +311,38 @@ macro_rules! simd_linear_kernels {
             srcs: &[&[u64]],
             w: &[u64],
         ) {
+            if m.value() < 1 << 61 {
+                linear_combination_with::<true>(m, out, keep, srcs, w)
+            } else {
+                linear_combination_with::<false>(m, out, keep, srcs, w)
+            }
+        }
+
+        #[target_feature(enable = $feat)]
+        fn linear_combination_with<const LOOSE: bool>(
+            m: &crate::Modulus,
+            out: &mut [u64],
+            keep: Option<u64>,
+            srcs: &[&[u64]],
+            w: &[u64],
+        ) {
             let q = m.value();
-            let (vq, v2q) = (splat(q), splat(2 * q));
+            let bound = twiddle_bound(LOOSE);
+            let (vq, vmq) = (splat(q), splat(bound * q));
             let consts: Vec<(V, V)> = w.iter().map(|&x| (splat(x), splat(m.shoup(x)))).collect();
             let keep = keep.map(|k| (splat(k), splat(m.shoup(k))));
             let whole = out.len() / LANES * LANES;
             for c in (0..whole).step_by(LANES) {
                 let mut acc = match keep {
-                    Some((k, ks)) => mul_shoup_lazy(load(&out[c..]), k, ks, vq),
+                    Some((k, ks)) => mul_twiddle::<LOOSE>(load(&out[c..]), k, ks, vq),
                     None => splat(0),
                 };
                 for (s, &(wk, wks)) in srcs.iter().zip(&consts) {
-                    acc = csub(add(acc, mul_shoup_lazy(load(&s[c..]), wk, wks, vq)), v2q);
+                    let term = mul_twiddle::<LOOSE>(load(&s[c..]), wk, wks, vq);
+                    acc = csub(add(acc, term), vmq);
+                }
+                if LOOSE {
+                    acc = csub(acc, splat(2 * q));
                 }
                 store(&mut out[c..], csub(acc, vq));
             }
