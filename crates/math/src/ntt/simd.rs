@@ -484,18 +484,19 @@ macro_rules! simd_linear_kernels {
 
 pub(crate) use simd_linear_kernels;
 
-/// Cases for the backends' tests of `mul_shoup_loose`: (q, w, x) with q
+/// Checks a backend's `mul_shoup_loose`, given as the lanes of one
+/// product of splatted (x, w, ws, q): congruent to x·w and below 4q, for q
 /// NTT primes below 2^60 (the largest among them), w and x at their edges
 /// (x anywhere in 64 bits: lazy values reach 16q) and random.
 #[cfg(test)]
-pub(super) fn loose_product_cases() -> Vec<(u64, u64, u64)> {
+pub(super) fn check_loose_products(product: impl Fn(u64, u64, u64, u64) -> Vec<u64>) {
     use rand_core::RngCore;
     let mut rng = crate::testing::rng();
-    let mut cases = Vec::new();
     for bits in [50, 55, 60] {
         let q = crate::prime::ntt_primes(bits, 1 << 16, 1, &[]).unwrap()[0];
+        let m = crate::Modulus::new(q).unwrap();
         for w in [0, 1, 2, q / 2, q - 2, q - 1, rng.next_u64() % q] {
-            for x in [
+            let edges = [
                 0,
                 1,
                 q - 1,
@@ -504,21 +505,15 @@ pub(super) fn loose_product_cases() -> Vec<(u64, u64, u64)> {
                 16 * q - 1,
                 u64::MAX - 1,
                 u64::MAX,
-            ] {
-                cases.push((q, w, x));
-            }
-            for _ in 0..64 {
-                cases.push((q, w, rng.next_u64()));
+            ];
+            let random: Vec<u64> = (0..64).map(|_| rng.next_u64()).collect();
+            for &x in edges.iter().chain(&random) {
+                let want = (u128::from(x) * u128::from(w) % u128::from(q)) as u64;
+                for got in product(x, w, m.shoup(w), q) {
+                    assert!(got < 4 * q, "q={q} w={w} x={x}: {got} not below 4q");
+                    assert_eq!(got % q, want, "q={q} w={w} x={x}");
+                }
             }
         }
     }
-    cases
-}
-
-/// Checks one lane of `mul_shoup_loose`: congruent to x·w and below 4q.
-#[cfg(test)]
-pub(super) fn check_loose_product((q, w, x): (u64, u64, u64), got: u64) {
-    let want = (u128::from(x) * u128::from(w) % u128::from(q)) as u64;
-    assert!(got < 4 * q, "q={q} w={w} x={x}: {got} not below 4q");
-    assert_eq!(got % q, want, "q={q} w={w} x={x}");
 }
