@@ -38,6 +38,11 @@ pub struct Encoder {
     rot_group: Vec<usize>,
     /// e^{2πik/2N} for k ≤ 2N.
     ksi: Vec<Complex64>,
+    /// [`Self::twiddle`]s of the FFTs over `slots`, stage by stage (the
+    /// stage of half-length h at offset h − 1), forward and inverse: the
+    /// butterflies read them in order instead of gathering from `ksi`
+    /// through a division.
+    stage_twiddles: [Vec<Complex64>; 2],
 }
 
 impl Encoder {
@@ -72,12 +77,26 @@ impl Encoder {
                 Complex64::new(a.cos(), a.sin())
             })
             .collect();
-        Self {
+        let mut enc = Self {
             params: params.clone(),
             slots,
             rot_group,
             ksi,
-        }
+            stage_twiddles: [Vec::new(), Vec::new()],
+        };
+        enc.stage_twiddles = [false, true].map(|inverse| {
+            std::iter::successors(Some(2), |&len| Some(2 * len))
+                .take_while(|&len| len <= slots)
+                .flat_map(|len| (0..len / 2).map(move |j| (j, len)))
+                .map(|(j, len)| enc.twiddle(j, len, inverse))
+                .collect()
+        });
+        enc
+    }
+
+    /// The twiddles of the FFT stage of half-length `lenh`.
+    fn stage_twiddles(&self, lenh: usize, inverse: bool) -> &[Complex64] {
+        &self.stage_twiddles[usize::from(inverse)][lenh - 1..2 * lenh - 1]
     }
 
     /// Number of slots.
@@ -122,10 +141,11 @@ impl Encoder {
         let mut len = 2;
         while len <= size {
             let lenh = len / 2;
+            let tw = self.stage_twiddles(lenh, false);
             for i in (0..size).step_by(len) {
                 for j in 0..lenh {
                     let u = v[i + j];
-                    let w = v[i + j + lenh] * self.twiddle(j, len, false);
+                    let w = v[i + j + lenh] * tw[j];
                     v[i + j] = u + w;
                     v[i + j + lenh] = u - w;
                 }
@@ -140,10 +160,11 @@ impl Encoder {
         let mut len = size;
         while len >= 2 {
             let lenh = len / 2;
+            let tw = self.stage_twiddles(lenh, true);
             for i in (0..size).step_by(len) {
                 for j in 0..lenh {
                     let u = v[i + j] + v[i + j + lenh];
-                    let w = (v[i + j] - v[i + j + lenh]) * self.twiddle(j, len, true);
+                    let w = (v[i + j] - v[i + j + lenh]) * tw[j];
                     v[i + j] = u;
                     v[i + j + lenh] = w;
                 }
