@@ -101,30 +101,6 @@ fn mul_lo(a: V, b: V) -> V {
     _mm256_add_epi64(ll, _mm256_slli_epi64(_mm256_add_epi64(lh, hl), 32))
 }
 
-/// High 64 bits of a·b.
-#[inline]
-#[target_feature(enable = "avx2")]
-fn mul_hi(a: V, b: V) -> V {
-    let mask = _mm256_set1_epi64x(0xffff_ffff);
-    // The high halves are fetched by swapping 32-bit lanes, not by shifting:
-    // with shifts LLVM recognises a 64-bit multiply and scalarises it.
-    let (ah, bh) = (
-        _mm256_shuffle_epi32::<0xB1>(a),
-        _mm256_shuffle_epi32::<0xB1>(b),
-    );
-    let ll = _mm256_mul_epu32(a, b);
-    let lh = _mm256_mul_epu32(a, bh);
-    let hl = _mm256_mul_epu32(ah, b);
-    let hh = _mm256_mul_epu32(ah, bh);
-    // Carry chain: lh + (ll >> 32) cannot overflow, nor can hl + its low half.
-    let t = _mm256_add_epi64(lh, _mm256_srli_epi64(ll, 32));
-    let t2 = _mm256_add_epi64(hl, _mm256_and_si256(t, mask));
-    _mm256_add_epi64(
-        _mm256_add_epi64(hh, _mm256_srli_epi64(t, 32)),
-        _mm256_srli_epi64(t2, 32),
-    )
-}
-
 /// x·w mod q in [0, 2q) (Shoup), as `Modulus::mul_shoup_lazy`.
 #[inline]
 #[target_feature(enable = "avx2")]
@@ -136,19 +112,14 @@ fn mul_shoup_lazy(x: V, w: V, ws: V, q: V) -> V {
 /// Moduli below this take [`mul_shoup_loose`] in the NTTs.
 const LOOSE_MAX_MODULUS: u64 = 1 << 60;
 
-/// x·w mod q in [0, 4q) for any x, with Shoup's `ws` = ⌊w·2^64/q⌋: the
-/// quotient estimate leaves out the low 32 × 32-bit product and the carries
-/// of the middle ones, so it is short by at most 2 (three `vpmuludq` instead
-/// of four); the two low products are gathered before one shift.
+/// x·w mod q in [0, 4q) for any x, with Shoup's `ws` = ⌊w·2^64/q⌋ and
+/// the quotient of [`loose_quotient`]; the two low products are gathered
+/// before one shift.
 #[inline]
 #[target_feature(enable = "avx2")]
 fn mul_shoup_loose(x: V, w: V, ws: V, q: V) -> V {
-    let (xh, wsh) = (swap32(x), swap32(ws));
-    let hi = add(
-        mul32(xh, wsh),
-        add(high32(mul32(x, wsh)), high32(mul32(xh, ws))),
-    );
-    let hih = swap32(hi);
+    let hi = loose_quotient(x, ws);
+    let (xh, hih) = (swap32(x), swap32(hi));
     let low = sub(mul32(x, w), mul32(hi, q));
     let cross = sub(
         add(mul32(x, swap32(w)), mul32(xh, w)),

@@ -104,29 +104,6 @@ fn high32(a: V) -> V {
     _mm512_srli_epi64(a, 32)
 }
 
-#[inline]
-#[target_feature(enable = "avx512f,avx512dq")]
-fn mul_hi(a: V, b: V) -> V {
-    let mask = _mm512_set1_epi64(0xffff_ffff);
-    // The high halves are fetched by swapping 32-bit lanes, not by shifting:
-    // with shifts LLVM recognises a 64-bit high multiply and scalarises it.
-    let (ah, bh) = (
-        _mm512_shuffle_epi32::<{ _MM_PERM_CDAB }>(a),
-        _mm512_shuffle_epi32::<{ _MM_PERM_CDAB }>(b),
-    );
-    let ll = _mm512_mul_epu32(a, b);
-    let lh = _mm512_mul_epu32(a, bh);
-    let hl = _mm512_mul_epu32(ah, b);
-    let hh = _mm512_mul_epu32(ah, bh);
-    // Carry chain: lh + (ll >> 32) cannot overflow, nor can hl + its low half.
-    let t = _mm512_add_epi64(lh, _mm512_srli_epi64(ll, 32));
-    let t2 = _mm512_add_epi64(hl, _mm512_and_si512(t, mask));
-    _mm512_add_epi64(
-        _mm512_add_epi64(hh, _mm512_srli_epi64(t, 32)),
-        _mm512_srli_epi64(t2, 32),
-    )
-}
-
 /// x·w mod q in [0, 2q) (Shoup), as `Modulus::mul_shoup_lazy`.
 #[inline]
 #[target_feature(enable = "avx512f,avx512dq")]
@@ -138,23 +115,12 @@ fn mul_shoup_lazy(x: V, w: V, ws: V, q: V) -> V {
 /// Moduli below this take [`mul_shoup_loose`] in the NTTs.
 const LOOSE_MAX_MODULUS: u64 = 1 << 60;
 
-/// x·w mod q in [0, 4q) for any x (as the AVX2 kernel's): the quotient
-/// estimate leaves out the low 32 × 32-bit product and the middle carries,
-/// so it is short by at most 2.
+/// x·w mod q in [0, 4q) for any x, with the quotient of
+/// [`loose_quotient`].
 #[inline]
 #[target_feature(enable = "avx512f,avx512dq")]
 fn mul_shoup_loose(x: V, w: V, ws: V, q: V) -> V {
-    let (xh, wsh) = (
-        _mm512_shuffle_epi32::<{ _MM_PERM_CDAB }>(x),
-        _mm512_shuffle_epi32::<{ _MM_PERM_CDAB }>(ws),
-    );
-    let hi = _mm512_add_epi64(
-        _mm512_mul_epu32(xh, wsh),
-        _mm512_add_epi64(
-            _mm512_srli_epi64(_mm512_mul_epu32(x, wsh), 32),
-            _mm512_srli_epi64(_mm512_mul_epu32(xh, ws), 32),
-        ),
-    );
+    let hi = loose_quotient(x, ws);
     _mm512_sub_epi64(_mm512_mullo_epi64(x, w), _mm512_mullo_epi64(hi, q))
 }
 

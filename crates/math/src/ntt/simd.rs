@@ -294,9 +294,42 @@ macro_rules! simd_ntt_kernels {
 
 pub(crate) use simd_ntt_kernels;
 
-/// The linear combination kernel of the backends without IFMA.
+/// The kernels of the backends without IFMA, whose 64-bit products are
+/// built from 32 × 32-bit ones (`swap32`, `mul32`, `low32`, `high32`):
+/// the high half of a product, the loose quotient estimate, the linear
+/// combinations and the exact sums of products.
 macro_rules! simd_linear_kernels {
     ($feat:literal) => {
+        /// High 64 bits of a·b. The high halves are fetched by swapping
+        /// 32-bit lanes, not by shifting: with shifts LLVM recognises a
+        /// 64-bit multiply and scalarises it.
+        #[inline]
+        #[target_feature(enable = $feat)]
+        fn mul_hi(a: V, b: V) -> V {
+            let (ah, bh) = (swap32(a), swap32(b));
+            let (ll, lh, hl, hh) = (mul32(a, b), mul32(a, bh), mul32(ah, b), mul32(ah, bh));
+            // Carry chain: lh + (ll >> 32) cannot overflow, nor can hl + its
+            // low half.
+            let t = add(lh, high32(ll));
+            let t2 = add(hl, low32(t));
+            add(add(hh, high32(t)), high32(t2))
+        }
+
+        /// ⌊x·ws/2^64⌋ or up to 2 less, from three 32 × 32-bit products
+        /// instead of four: the low product and the carries of the middle
+        /// ones are left out. With Shoup's ws = ⌊w·2^64/q⌋ the remainder
+        /// x·w − quotient·q is then below 4q for any 64-bit x (the exact
+        /// quotient leaves it below 2q).
+        #[inline]
+        #[target_feature(enable = $feat)]
+        fn loose_quotient(x: V, ws: V) -> V {
+            let (xh, wsh) = (swap32(x), swap32(ws));
+            add(
+                mul32(xh, wsh),
+                add(high32(mul32(x, wsh)), high32(mul32(xh, ws))),
+            )
+        }
+
         /// `out = keep·out + Σ_k srcs[k]·w[k] mod q` on whole vectors of
         /// `out` (the caller finishes the tail): one lazy Shoup product per
         /// term, the running sum kept below m·q (m the product's bound: the
