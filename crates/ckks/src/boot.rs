@@ -159,6 +159,40 @@ impl EvalMod {
         })
     }
 
+    /// For integers up to `bound` in magnitude, with the polynomial of
+    /// degree 2·bound through the cosine at those integers, and
+    /// `double_angles` double-angle steps. ModRaise's slots are integers
+    /// plus a small δ, so the polynomial only has to be right near the
+    /// integers (Han and Ki's observation): there it is within
+    /// δ·|f^(2b+1)|/(2b+1)!·Π|i − j| of the cosine, far below a full
+    /// interpolant's error at the same degree for the integers ModRaise
+    /// gives most often, and growing towards ±bound, where they are rare.
+    pub fn at_integers(bound: u32, double_angles: u32) -> Result<Self> {
+        if bound == 0 || bound > 64 || double_angles > 16 {
+            return Err(CkksError::ValueOutOfRange(format!(
+                "EvalMod at the integers up to {bound}, {double_angles} double angles"
+            )));
+        }
+        let r = 1i64 << double_angles;
+        let b = i64::from(bound);
+        // cos(2π(i − 1/4)/r) = cos(π·(4i − 1)/2r).
+        let pi = crate::fixed::Fixed::pi();
+        let coeffs = crate::fixed::chebyshev_through_integers(b, b + 1, |i| {
+            pi.mul(&crate::fixed::Fixed::ratio(4 * i - 1, 2 * r))
+                .cos(&pi)
+        });
+        Ok(Self {
+            cosine: ChebyshevPolynomial {
+                coeffs,
+                a: -1.0,
+                b: 1.0,
+            },
+            double_angles,
+            arcsine: None,
+            half_width: (b + 1) as f64,
+        })
+    }
+
     /// The same, with the sine corrected by the Taylor polynomial of arcsin
     /// of odd `degree` (3 to [`Self::MAX_ARCSINE_DEGREE`]; 0 for none).
     /// Its error for t = sin 2πδ is about the first dropped term,
@@ -230,9 +264,10 @@ impl EvalMod {
     ) -> Result<O::Value> {
         let mut c = self.cosine.evaluate_with(ops, x)?;
         for _ in 0..self.double_angles {
-            let sq = ops.mul_relin_rescale(&c, &c)?;
-            let twice = ops.mul_int(&sq, 2)?;
-            c = ops.add_const(&twice, -1.0)?;
+            // 2c·c: the rescale's rounding is not doubled.
+            let twice = ops.mul_int(&c, 2)?;
+            let sq = ops.mul_relin_rescale(&twice, &c)?;
+            c = ops.add_const(&sq, -1.0)?;
         }
         if let Some(arcsine) = &self.arcsine {
             c = arcsine.evaluate_with(ops, &c)?;
@@ -527,8 +562,15 @@ pub struct BootstrapLiteral {
     pub stc_levels: usize,
     /// [`EvalMod`]'s bound on the integer part ModRaise adds.
     pub eval_mod_bound: u32,
-    /// Degree of [`EvalMod`]'s Chebyshev cosine.
+    /// Degree of [`EvalMod`]'s Chebyshev cosine (2·bound when
+    /// [`Self::eval_mod_at_integers`]).
     pub eval_mod_degree: usize,
+    /// Whether the cosine goes through its values at the integers up to the
+    /// bound ([`EvalMod::at_integers`], degree 2·bound) rather than
+    /// interpolating over the whole interval ([`EvalMod::new`]): for a
+    /// sparse secret's small bound, the same precision from about half the
+    /// degree.
+    pub eval_mod_at_integers: bool,
     /// [`EvalMod`]'s double-angle steps.
     pub double_angles: u32,
     /// Degree of [`EvalMod`]'s arcsine correction ([`EvalMod::with_arcsine`]:
@@ -552,6 +594,35 @@ pub struct BootstrapLiteral {
     /// rotations (the trace that clears ModRaise's integer part outside
     /// the subring the message lives in) and fewer in the DFTs.
     pub slots: Option<usize>,
+}
+
+impl BootstrapLiteral {
+    /// The literal's [`EvalMod`].
+    ///
+    /// # Errors
+    /// [`CkksError::ValueOutOfRange`] for a bound, degree, double-angle
+    /// count or arcsine degree out of range, or a degree other than
+    /// 2·bound at the integers.
+    pub fn eval_mod(&self) -> Result<EvalMod> {
+        let eval_mod = if self.eval_mod_at_integers {
+            if self.eval_mod_degree != 2 * self.eval_mod_bound as usize {
+                return Err(CkksError::ValueOutOfRange(format!(
+                    "an EvalMod through the integers up to {} has degree {}, not {}",
+                    self.eval_mod_bound,
+                    2 * self.eval_mod_bound,
+                    self.eval_mod_degree
+                )));
+            }
+            EvalMod::at_integers(self.eval_mod_bound, self.double_angles)?
+        } else {
+            EvalMod::new(
+                self.eval_mod_bound,
+                self.eval_mod_degree,
+                self.double_angles,
+            )?
+        };
+        eval_mod.with_arcsine(self.arcsine_degree)
+    }
 }
 
 /// Bootstrapping, assembled from its pieces: ModRaise (and the trace, for
@@ -611,12 +682,7 @@ impl Bootstrapper {
             cts,
             stc,
             one_eval_mod,
-            eval_mod: EvalMod::new(
-                literal.eval_mod_bound,
-                literal.eval_mod_degree,
-                literal.double_angles,
-            )?
-            .with_arcsine(literal.arcsine_degree)?,
+            eval_mod: literal.eval_mod()?,
             params: params.clone(),
             encoder,
             literal,
@@ -938,7 +1004,7 @@ pub enum BootPreset {
 }
 
 impl BootPreset {
-    /// Levels of the presets' EvalMod (degree 63: 7, and 2 double angles).
+    /// Levels of the presets' EvalMod (degree 30: 6, and 3 double angles).
     const EVAL_MOD_LEVELS: usize = 9;
 
     /// The level bootstrapping leaves a ciphertext at: the top of the
@@ -961,9 +1027,10 @@ impl BootPreset {
         let circuit = BootstrapLiteral {
             cts_levels: 3,
             stc_levels: 3,
-            eval_mod_bound: 16,
-            eval_mod_degree: 63,
-            double_angles: 2,
+            eval_mod_bound: 15,
+            eval_mod_degree: 30,
+            eval_mod_at_integers: true,
+            double_angles: 3,
             arcsine_degree: 0,
             ephemeral_hamming: Some(32),
             log_message_ratio: 8,
@@ -973,7 +1040,7 @@ impl BootPreset {
         log_q.extend(std::iter::repeat_n(40, residual));
         log_q.extend(std::iter::repeat_n(42, circuit.stc_levels));
         log_q.extend(std::iter::repeat_n(60, Self::EVAL_MOD_LEVELS));
-        log_q.extend(std::iter::repeat_n(56, circuit.cts_levels));
+        log_q.extend(std::iter::repeat_n(60, circuit.cts_levels));
         let literal = hecloud_rlwe::ParametersLiteral {
             log_n,
             log_q,
@@ -1034,18 +1101,66 @@ mod tests {
         let bits: u32 = literal.log_q.iter().chain(&literal.log_p).sum();
         assert!(bits <= 1546, "{bits}");
         assert_eq!(circuit.ephemeral_hamming, Some(32));
-        let eval_mod = EvalMod::new(
-            circuit.eval_mod_bound,
-            circuit.eval_mod_degree,
-            circuit.double_angles,
-        )
-        .unwrap();
+        let eval_mod = circuit.eval_mod().unwrap();
         assert_eq!(eval_mod.depth(), BootPreset::EVAL_MOD_LEVELS);
         let depth = circuit.cts_levels + circuit.stc_levels + eval_mod.depth();
         assert_eq!(literal.log_q.len() - 1 - depth, 9, "levels left");
     }
     use crate::{Encoder, KeySet};
     use num_complex::Complex64;
+
+    /// The fit at the integers goes through the cosine there (to f64's
+    /// rounding), for several bounds and double-angle counts; near the
+    /// integers ModRaise gives most often it keeps y mod 1 as well as the
+    /// sine itself does; past the last integer it is no cosine.
+    #[test]
+    fn the_cosine_at_integers_goes_through_them() {
+        for (bound, double_angles) in [(4, 1), (15, 3), (16, 3), (24, 4)] {
+            let eval_mod = EvalMod::at_integers(bound, double_angles).unwrap();
+            assert_eq!(eval_mod.cosine.degree(), 2 * bound as usize);
+            let (b, r) = (i64::from(bound), f64::from(double_angles).exp2());
+            for i in -b..=b {
+                let want = (2.0 * std::f64::consts::PI * (i as f64 - 0.25) / r).cos();
+                let got = eval_mod.cosine.eval(i as f64 / (b + 1) as f64);
+                assert!(
+                    (got - want).abs() < 1e-13,
+                    "{bound}/{double_angles} at {i}: {got} {want}"
+                );
+            }
+            // Past the last integer it extrapolates (closely, for a
+            // cosine as slow as 24/4's).
+            if bound > 16 {
+                continue;
+            }
+            let y = b as f64 + 0.5;
+            let off = (2.0 * std::f64::consts::PI * (y - 0.25) / r).cos();
+            let got = eval_mod.cosine.eval(y / (b + 1) as f64);
+            assert!(
+                (got - off).abs() > 1e-6,
+                "{bound}/{double_angles}: {got} {off}"
+            );
+        }
+        let eval_mod = EvalMod::at_integers(15, 3).unwrap();
+        for i in -10..=10 {
+            for k in [-8.0f64, -16.0, 16.0, 8.0] {
+                let delta = k.signum() * (-k.abs()).exp2();
+                let y = f64::from(i) + delta;
+                let err = (eval_mod.eval_clear(y) - EvalMod::reference(y)).abs();
+                assert!(err < delta.abs() * (-30f64).exp2(), "{y}: {err}");
+            }
+        }
+        for literal in [(15, 31), (0, 0), (65, 130)] {
+            let circuit = BootstrapLiteral {
+                eval_mod_bound: literal.0,
+                eval_mod_degree: literal.1,
+                ..BootPreset::N16.literal().2
+            };
+            assert!(matches!(
+                circuit.eval_mod(),
+                Err(CkksError::ValueOutOfRange(_))
+            ));
+        }
+    }
 
     /// The correction in the clear: its Taylor coefficients against arcsin,
     /// its Chebyshev form against the Taylor polynomial (interpolation at

@@ -32,6 +32,7 @@ pub mod dft;
 pub mod encoder;
 pub mod error;
 pub mod evaluator;
+mod fixed;
 pub mod keys;
 pub mod linear;
 pub mod params;

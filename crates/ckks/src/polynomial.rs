@@ -382,8 +382,10 @@ fn chebyshev_product<O: ChebyshevOps>(
     tk: &O::Value,
     t_diff: Option<&O::Value>,
 ) -> std::result::Result<O::Value, O::Error> {
-    let p = ops.mul_relin_rescale(tj, tk)?;
-    let p = ops.mul_int(&p, 2)?;
+    // Doubled before the product, so that the rescale's rounding is not
+    // doubled with it (the product's own value is the same).
+    let twice = ops.mul_int(tj, 2)?;
+    let p = ops.mul_relin_rescale(&twice, tk)?;
     let Some(t) = t_diff else {
         return shifted(ops, &p, -1.0);
     };

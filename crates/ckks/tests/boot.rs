@@ -142,6 +142,7 @@ fn bootstrapping_brings_a_level_0_ciphertext_back_with_its_slots() {
         stc_levels: 3,
         eval_mod_bound: 64,
         eval_mod_degree: 63,
+        eval_mod_at_integers: false,
         double_angles: 4,
         arcsine_degree: 0,
         ephemeral_hamming: None,
@@ -198,6 +199,7 @@ fn bootstrapping_brings_a_level_0_ciphertext_back_with_its_slots() {
     ));
     let deep = BootstrapLiteral {
         eval_mod_degree: 255,
+        eval_mod_at_integers: false,
         double_angles: 12,
         ..literal
     };

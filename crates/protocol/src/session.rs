@@ -542,17 +542,27 @@ pub struct BootstrapSpec {
     pub prefer_over_refresh: bool,
 }
 
+/// The flag of [`BootstrapLiteral::eval_mod_at_integers`] in the degree's
+/// field of a [`BootstrapSpec`].
+const AT_INTEGERS: u32 = 1 << 31;
+
 impl BootstrapSpec {
     fn write(&self, w: &mut Writer) {
         let c = &self.circuit;
-        for x in [
-            c.cts_levels,
-            c.stc_levels,
-            c.eval_mod_degree,
-            c.ephemeral_hamming.unwrap_or(0),
-        ] {
+        for x in [c.cts_levels, c.stc_levels] {
             w.u32(u32::try_from(x).unwrap_or(u32::MAX));
         }
+        // The fit at the integers is the degree's top bit (degrees stay far
+        // below it), so that specs without it keep their encoding and id.
+        let degree =
+            u32::try_from(c.eval_mod_degree).map_or(AT_INTEGERS - 1, |d| d.min(AT_INTEGERS - 1));
+        let fit = if c.eval_mod_at_integers {
+            AT_INTEGERS
+        } else {
+            0
+        };
+        w.u32(degree | fit);
+        w.u32(u32::try_from(c.ephemeral_hamming.unwrap_or(0)).unwrap_or(u32::MAX));
         w.u32(c.eval_mod_bound);
         w.u32(c.double_angles);
         w.u32(c.log_message_ratio);
@@ -571,12 +581,13 @@ impl BootstrapSpec {
         let mut usize_field = || r.u32().map(|x| x as usize);
         let cts_levels = usize_field()?;
         let stc_levels = usize_field()?;
-        let eval_mod_degree = usize_field()?;
+        let degree = usize_field()?;
         let hamming = usize_field()?;
         let circuit = BootstrapLiteral {
             cts_levels,
             stc_levels,
-            eval_mod_degree,
+            eval_mod_degree: degree & (AT_INTEGERS as usize - 1),
+            eval_mod_at_integers: degree & AT_INTEGERS as usize != 0,
             ephemeral_hamming: (hamming != 0).then_some(hamming),
             eval_mod_bound: r.u32()?,
             double_angles: r.u32()?,

@@ -285,6 +285,32 @@ fn a_bootstrapping_session_travels_as_objects_and_a_spec() {
     let mut sparse = spec.clone();
     sparse.bootstrap.as_mut().unwrap().circuit.slots = Some(512);
     assert_eq!(SessionSpec::decode(&sparse.encode()).unwrap(), sparse);
+    // The fit at the integers is the top bit of the degree's field: the
+    // same spec with the whole-interval fit differs in that bit alone
+    // (specs written before the fit existed keep their encoding and id),
+    // and both round trip.
+    assert!(
+        spec.bootstrap
+            .as_ref()
+            .unwrap()
+            .circuit
+            .eval_mod_at_integers
+    );
+    let mut interval = spec.clone();
+    interval
+        .bootstrap
+        .as_mut()
+        .unwrap()
+        .circuit
+        .eval_mod_at_integers = false;
+    let interval_bytes = interval.encode();
+    assert_eq!(SessionSpec::decode(&interval_bytes).unwrap(), interval);
+    assert_eq!(interval_bytes.len(), bytes.len());
+    let differ: Vec<usize> = (0..bytes.len())
+        .filter(|&i| bytes[i] != interval_bytes[i])
+        .collect();
+    assert_eq!(differ.len(), 1);
+    assert_eq!(bytes[differ[0]] ^ interval_bytes[differ[0]], 0x80);
     // So does an arcsine correction, as four bytes after the rest: a spec
     // without one keeps its encoding, and a written 0 is refused (one
     // encoding, one id, per spec).
