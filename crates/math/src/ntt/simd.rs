@@ -7,7 +7,8 @@
 //! LANES from two consecutive vectors, and back), then invokes
 //! `simd_ntt_kernels!` with its target features, and `LAZY_CAP`, how many
 //! multiples of q its lazy values may reach with the exact product (8 where
-//! 8q and its products fit the kernel's word, else 4).
+//! 8q and its products fit the kernel's word, else 4), and `PAIRED_STAGES`,
+//! whether its stages with gaps of at least 2·LANES run two per pass.
 //! Intermediate values may differ from the scalar reference's, which reduces
 //! at every stage, but both end fully reduced, so outputs are bit-identical.
 
@@ -69,6 +70,59 @@ macro_rules! simd_ntt_kernels {
             }
         }
 
+        /// Two forward stages in one pass, gaps `gap` then `gap/2` (both
+        /// ≥ LANES): each group of `2·gap` values is loaded once for both,
+        /// halving the stages' loads and stores. The first stage's group j
+        /// uses twiddle `tw_base + j`, the second's halves of it
+        /// `2·(tw_base + j)` and `2·(tw_base + j) + 1`, as two calls of
+        /// [`fwd_stage`] would; the reductions are the two stages' own.
+        #[target_feature(enable = $feat)]
+        fn fwd_stage_pair<const R1: usize, const R2: usize, const LOOSE: bool>(
+            t: &NttTable,
+            a: &mut [u64],
+            tw_base: usize,
+            gap: usize,
+            red: [u64; 2],
+        ) {
+            let tw = t.fwd_twiddles();
+            let q = t.modulus().value();
+            let (vq, vmq) = (splat(q), splat(twiddle_bound(LOOSE) * q));
+            let (red1, red2) = (splat(red[0]), splat(red[1]));
+            let half = gap / 2;
+            for (j, grp) in a.chunks_exact_mut(2 * gap).enumerate() {
+                let k = tw_base + j;
+                let (w, ws) = (splat(tw.w[k]), splat(tw.ws[k]));
+                let (w0, ws0) = (splat(tw.w[2 * k]), splat(tw.ws[2 * k]));
+                let (w1, ws1) = (splat(tw.w[2 * k + 1]), splat(tw.ws[2 * k + 1]));
+                let (lo, hi) = grp.split_at_mut(gap);
+                let (a0, a1) = lo.split_at_mut(half);
+                let (a2, a3) = hi.split_at_mut(half);
+                let quads = a0
+                    .chunks_exact_mut(LANES)
+                    .zip(a1.chunks_exact_mut(LANES))
+                    .zip(a2.chunks_exact_mut(LANES).zip(a3.chunks_exact_mut(LANES)));
+                for ((p0, p1), (p2, p3)) in quads {
+                    let (mut u0, mut u1) = (load(p0), load(p1));
+                    if R1 == 1 {
+                        (u0, u1) = (csub(u0, red1), csub(u1, red1));
+                    }
+                    let v2 = mul_twiddle::<LOOSE>(load(p2), w, ws, vq);
+                    let v3 = mul_twiddle::<LOOSE>(load(p3), w, ws, vq);
+                    let (mut y0, y1) = (add(u0, v2), add(u1, v3));
+                    let (mut y2, y3) = (sub(add(u0, vmq), v2), sub(add(u1, vmq), v3));
+                    if R2 == 1 {
+                        (y0, y2) = (csub(y0, red2), csub(y2, red2));
+                    }
+                    let v1 = mul_twiddle::<LOOSE>(y1, w0, ws0, vq);
+                    let v3 = mul_twiddle::<LOOSE>(y3, w1, ws1, vq);
+                    store(p0, add(y0, v1));
+                    store(p1, sub(add(y0, vmq), v1));
+                    store(p2, add(y2, v3));
+                    store(p3, sub(add(y2, vmq), v3));
+                }
+            }
+        }
+
         /// Plans the reductions of the large forward stages: values stay
         /// below `cap·q`; each stage adds at most m·q (m the twiddle
         /// product's bound), so X is reduced by cap/2·q only when skipping
@@ -114,12 +168,32 @@ macro_rules! simd_ntt_kernels {
                         _ => fwd_stage::<3, LOOSE>(t, a, tw_base, gap, red),
                     }
                     self.bound = 2 * m;
-                } else if self.bound + m > self.cap {
+                } else if self.reduces() {
                     fwd_stage::<1, LOOSE>(t, a, tw_base, gap, [self.cap / 2 * q, 0, 0]);
-                    self.bound = self.cap / 2 + m;
                 } else {
                     fwd_stage::<0, LOOSE>(t, a, tw_base, gap, [0; 3]);
-                    self.bound += m;
+                }
+            }
+
+            /// Whether a stage with gap > LANES reduces X by cap/2·q first
+            /// (only when skipping would pass the cap), and its new bound.
+            fn reduces(&mut self) -> bool {
+                let m = twiddle_bound(LOOSE);
+                let reduce = self.bound + m > self.cap;
+                self.bound = if reduce { self.cap / 2 } else { self.bound } + m;
+                reduce
+            }
+
+            /// [`Self::stage`] at `gap` and then at `gap/2`, in one pass
+            /// ([`fwd_stage_pair`]); both gaps above LANES.
+            #[target_feature(enable = $feat)]
+            fn stage_pair(&mut self, t: &NttTable, a: &mut [u64], tw_base: usize, gap: usize) {
+                let red = [self.cap / 2 * self.q; 2];
+                match (self.reduces(), self.reduces()) {
+                    (false, false) => fwd_stage_pair::<0, 0, LOOSE>(t, a, tw_base, gap, red),
+                    (false, true) => fwd_stage_pair::<0, 1, LOOSE>(t, a, tw_base, gap, red),
+                    (true, false) => fwd_stage_pair::<1, 0, LOOSE>(t, a, tw_base, gap, red),
+                    (true, true) => fwd_stage_pair::<1, 1, LOOSE>(t, a, tw_base, gap, red),
                 }
             }
         }
@@ -178,17 +252,26 @@ macro_rules! simd_ntt_kernels {
             let mut plan = FwdPlan::<LOOSE>::new(t.modulus().value());
             let (mut gap, mut groups) = (n / 2, 1);
             while 2 * gap > BLOCK {
-                plan.stage(t, a, groups, gap);
-                groups *= 2;
-                gap /= 2;
+                if PAIRED_STAGES && gap > BLOCK {
+                    plan.stage_pair(t, a, groups, gap);
+                    (groups, gap) = (4 * groups, gap / 4);
+                } else {
+                    plan.stage(t, a, groups, gap);
+                    (groups, gap) = (2 * groups, gap / 2);
+                }
             }
             let block = n.min(BLOCK);
             for (b, blk) in a.chunks_exact_mut(block).enumerate() {
                 let (mut gap, mut groups, mut plan) = (gap, groups, plan);
                 while gap >= LANES {
-                    plan.stage(t, blk, groups + b * block / (2 * gap), gap);
-                    groups *= 2;
-                    gap /= 2;
+                    let tw_base = groups + b * block / (2 * gap);
+                    if PAIRED_STAGES && gap / 2 > LANES {
+                        plan.stage_pair(t, blk, tw_base, gap);
+                        (groups, gap) = (4 * groups, gap / 4);
+                    } else {
+                        plan.stage(t, blk, tw_base, gap);
+                        (groups, gap) = (2 * groups, gap / 2);
+                    }
                 }
                 while gap >= 1 {
                     fwd_small_stage::<LOOSE>(t, blk, b * block / 2, gap);
@@ -212,6 +295,47 @@ macro_rules! simd_ntt_kernels {
                     let (u, v) = (load(x), load(y));
                     store(x, csub(add(u, v), vmq));
                     store(y, mul_twiddle::<LOOSE>(sub(add(u, vmq), v), w, ws, vq));
+                }
+            }
+        }
+
+        /// Two inverse stages in one pass, gaps `gap` then `2·gap` (see
+        /// [`fwd_stage_pair`]): in each group of `4·gap` values the first
+        /// stage's halves use twiddles `tw_base + 2j` and `tw_base + 2j + 1`,
+        /// the second stage twiddle `tw_base/2 + j`, as two calls of
+        /// [`inv_stage`] would.
+        #[target_feature(enable = $feat)]
+        fn inv_stage_pair<const LOOSE: bool>(
+            t: &NttTable,
+            a: &mut [u64],
+            tw_base: usize,
+            gap: usize,
+        ) {
+            let tw = t.inv_twiddles();
+            let q = t.modulus().value();
+            let (vq, vmq) = (splat(q), splat(twiddle_bound(LOOSE) * q));
+            for (j, grp) in a.chunks_exact_mut(4 * gap).enumerate() {
+                let k = tw_base + 2 * j;
+                let (w0, ws0) = (splat(tw.w[k]), splat(tw.ws[k]));
+                let (w1, ws1) = (splat(tw.w[k + 1]), splat(tw.ws[k + 1]));
+                let (w, ws) = (splat(tw.w[k / 2]), splat(tw.ws[k / 2]));
+                let (lo, hi) = grp.split_at_mut(2 * gap);
+                let (a0, a1) = lo.split_at_mut(gap);
+                let (a2, a3) = hi.split_at_mut(gap);
+                let quads = a0
+                    .chunks_exact_mut(LANES)
+                    .zip(a1.chunks_exact_mut(LANES))
+                    .zip(a2.chunks_exact_mut(LANES).zip(a3.chunks_exact_mut(LANES)));
+                for ((p0, p1), (p2, p3)) in quads {
+                    let (u0, u1, u2, u3) = (load(p0), load(p1), load(p2), load(p3));
+                    let y0 = csub(add(u0, u1), vmq);
+                    let y1 = mul_twiddle::<LOOSE>(sub(add(u0, vmq), u1), w0, ws0, vq);
+                    let y2 = csub(add(u2, u3), vmq);
+                    let y3 = mul_twiddle::<LOOSE>(sub(add(u2, vmq), u3), w1, ws1, vq);
+                    store(p0, csub(add(y0, y2), vmq));
+                    store(p2, mul_twiddle::<LOOSE>(sub(add(y0, vmq), y2), w, ws, vq));
+                    store(p1, csub(add(y1, y3), vmq));
+                    store(p3, mul_twiddle::<LOOSE>(sub(add(y1, vmq), y3), w, ws, vq));
                 }
             }
         }
@@ -268,13 +392,24 @@ macro_rules! simd_ntt_kernels {
                     gap *= 2;
                 }
                 while 2 * gap <= block && gap < n / 2 {
-                    inv_stage::<LOOSE>(t, blk, n / (2 * gap) + b * block / (2 * gap), gap);
-                    gap *= 2;
+                    let tw_base = n / (2 * gap) + b * block / (2 * gap);
+                    if PAIRED_STAGES && 4 * gap <= block && 2 * gap < n / 2 {
+                        inv_stage_pair::<LOOSE>(t, blk, tw_base, gap);
+                        gap *= 4;
+                    } else {
+                        inv_stage::<LOOSE>(t, blk, tw_base, gap);
+                        gap *= 2;
+                    }
                 }
             }
             while gap < n / 2 {
-                inv_stage::<LOOSE>(t, a, n / (2 * gap), gap);
-                gap *= 2;
+                if PAIRED_STAGES && 2 * gap < n / 2 {
+                    inv_stage_pair::<LOOSE>(t, a, n / (2 * gap), gap);
+                    gap *= 4;
+                } else {
+                    inv_stage::<LOOSE>(t, a, n / (2 * gap), gap);
+                    gap *= 2;
+                }
             }
             let tw = t.inv_twiddles();
             let q = t.modulus().value();
