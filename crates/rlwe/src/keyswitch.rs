@@ -14,7 +14,9 @@
 //! automorphisms of the same ciphertext pay the decomposition once
 //! ([`key_switch_hoisted`]); the automorphism acts on the digits as an NTT
 //! slot permutation (it commutes with the decomposition up to multiples of
-//! Q_j, which the gadget absorbs).
+//! Q_j, which the gadget absorbs), and with a Galois key held permuted by
+//! its inverse it moves the key switch's two outputs instead (see
+//! `GaloisKey`).
 
 use std::sync::Arc;
 
@@ -379,45 +381,25 @@ pub fn decompose(params: &Parameters, d: &RnsPoly) -> Result<Decomposed> {
     Ok(Decomposed { level, digits })
 }
 
-/// The key-switching product of a decomposed polynomial, with the
-/// automorphism of NTT-slot permutation `perm` applied to it first (hoisted
-/// rotation), over Q_l ∪ P before ModDown.
+/// The key-switching product of a decomposed polynomial, over Q_l ∪ P
+/// before ModDown.
 pub fn key_switch_hoisted_ext(
     params: &Parameters,
     dec: &Decomposed,
     key: &SwitchingKey,
-    perm: Option<&[usize]>,
 ) -> Result<ExtPair> {
     check_key(params, key)?;
     let level = dec.level;
     let lt = params.level(level)?;
     let n = params.n();
-    if let Some(p) = perm
-        && p.len() != n
-    {
-        return Err(RlweError::ParameterMismatch);
-    }
     let mut out0 = pooled_uninit(&lt.qp, Domain::Ntt);
     let mut out1 = pooled_uninit(&lt.qp, Domain::Ntt);
     let digits = dec.digits.len();
-    let scratch = if perm.is_some() { digits } else { 0 };
-    for_each_target(n, scratch, &mut out0, &mut out1, |t0, o0, o1, s| {
+    for_each_target(n, 0, &mut out0, &mut out1, |t0, o0, o1, _| {
         let outs = o0.chunks_exact_mut(n).zip(o1.chunks_exact_mut(n));
         for (t, (r0, r1)) in (t0..).zip(outs) {
             let (kb, ka) = key_limbs(key, key_index(params, level, t), digits);
-            let srcs: Vec<&[u64]> = match perm {
-                // The automorphism permutes NTT slots: gather each digit's limb.
-                Some(p) => {
-                    for (dj, buf) in dec.digits.iter().zip(s.digits.chunks_exact_mut(n)) {
-                        let src = dj.limb(t);
-                        for (b, &i) in buf.iter_mut().zip(p) {
-                            *b = src[i];
-                        }
-                    }
-                    s.digits.chunks_exact(n).take(digits).collect()
-                }
-                None => dec.digits.iter().map(|dj| dj.limb(t)).collect(),
-            };
+            let srcs: Vec<&[u64]> = dec.digits.iter().map(|dj| dj.limb(t)).collect();
             default_backend().dot_product_pair(&lt.qp.moduli()[t], &srcs, &kb, &ka, r0, r1);
         }
     });
@@ -691,15 +673,13 @@ pub fn key_switch(
     finish_pair(params, ext)
 }
 
-/// Hoisted key switching: like [`key_switch`] of the automorphism (slot
-/// permutation `perm`) of the decomposed polynomial.
+/// Hoisted key switching: [`key_switch`] of the decomposed polynomial.
 pub fn key_switch_hoisted(
     params: &Parameters,
     dec: &Decomposed,
     key: &SwitchingKey,
-    perm: Option<&[usize]>,
 ) -> Result<(RnsPoly, RnsPoly)> {
-    let ext = key_switch_hoisted_ext(params, dec, key, perm)?;
+    let ext = key_switch_hoisted_ext(params, dec, key)?;
     finish_pair(params, ext)
 }
 

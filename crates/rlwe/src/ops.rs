@@ -41,13 +41,15 @@ pub fn apply_galois(ct: &Ciphertext, gk: &GaloisKey) -> Result<Ciphertext> {
         });
     }
     let p = ct.polys();
-    let c1 = permute(&p[1], &gk.perm)?;
-    let (k0, k1) = key_switch(ct.params(), &c1, &gk.key)?;
-    crate::pool::recycle(c1);
-    let mut c0 = permute(&p[0], &gk.perm)?;
-    c0.add_assign(&k0)?;
+    // The key is held permuted by π⁻¹ (see `GaloisKey`): switch c1 as it
+    // is, add c0, and move both results.
+    let (mut k0, k1) = key_switch(ct.params(), &p[1], &gk.key)?;
+    k0.add_assign(&p[0])?;
+    let c0 = permute(&k0, &gk.perm)?;
     crate::pool::recycle(k0);
-    Ok(Ciphertext::new(ct.params(), vec![c0, k1], ct.level(), ct.scale())?.with_metadata_of(ct))
+    let c1 = permute(&k1, &gk.perm)?;
+    crate::pool::recycle(k1);
+    Ok(Ciphertext::new(ct.params(), vec![c0, c1], ct.level(), ct.scale())?.with_metadata_of(ct))
 }
 
 /// Applies several automorphisms to one ciphertext, decomposing c_1 once.
@@ -66,12 +68,16 @@ pub fn apply_galois_hoisted(ct: &Ciphertext, gks: &[&GaloisKey]) -> Result<Vec<C
     let out = gks
         .iter()
         .map(|gk| {
-            let (k0, k1) = key_switch_hoisted(ct.params(), &dec, &gk.key, Some(&gk.perm))?;
-            let mut c0 = permute(&p[0], &gk.perm)?;
-            c0.add_assign(&k0)?;
+            // As in `apply_galois`: the digits as they are, then the two
+            // results moved.
+            let (mut k0, k1) = key_switch_hoisted(ct.params(), &dec, &gk.key)?;
+            k0.add_assign(&p[0])?;
+            let c0 = permute(&k0, &gk.perm)?;
             crate::pool::recycle(k0);
+            let c1 = permute(&k1, &gk.perm)?;
+            crate::pool::recycle(k1);
             Ok(
-                Ciphertext::new(ct.params(), vec![c0, k1], ct.level(), ct.scale())?
+                Ciphertext::new(ct.params(), vec![c0, c1], ct.level(), ct.scale())?
                     .with_metadata_of(ct),
             )
         })
@@ -82,10 +88,17 @@ pub fn apply_galois_hoisted(ct: &Ciphertext, gks: &[&GaloisKey]) -> Result<Vec<C
 
 /// out[p] = x[perm[p]] (an automorphism in the NTT domain).
 pub(crate) fn permute(x: &RnsPoly, perm: &[usize]) -> Result<RnsPoly> {
-    let n = x.degree();
-    if perm.len() != n || x.domain() != hecloud_math::Domain::Ntt {
+    if perm.len() != x.degree() || x.domain() != hecloud_math::Domain::Ntt {
         return Err(RlweError::ParameterMismatch);
     }
+    Ok(permute_slots(x, perm))
+}
+
+/// [`permute`] for a permutation of x's degree (any domain: a key's
+/// polynomials are moved by it too).
+pub(crate) fn permute_slots(x: &RnsPoly, perm: &[usize]) -> RnsPoly {
+    let n = x.degree();
+    debug_assert_eq!(perm.len(), n);
     let mut out = crate::pool::pooled_uninit(x.basis(), x.domain());
     for (o, s) in out
         .data_mut()
@@ -96,5 +109,5 @@ pub(crate) fn permute(x: &RnsPoly, perm: &[usize]) -> Result<RnsPoly> {
             *v = s[p];
         }
     }
-    Ok(out)
+    out
 }

@@ -163,7 +163,7 @@ impl GaloisKey {
         let mut out = Vec::new();
         write_switching_key(
             &mut out,
-            &self.key,
+            &self.unpermuted_key(),
             Kind::GaloisKey,
             self.galois_element as u64,
             seeded,
