@@ -294,6 +294,52 @@ fn fwd_stage<const R: bool>(tw: &FpTwiddles, k: &Q, a: &mut [u64], tw_base: usiz
     }
 }
 
+/// Two forward stages in one pass, gaps `gap` then `gap/2` (both ≥
+/// LANES), as [`fwd_stage`] at each: the first stage's group j uses twiddle
+/// `tw_base + j`, the second's halves of it `2·(tw_base + j)` and
+/// `2·(tw_base + j) + 1`.
+#[target_feature(enable = "avx2,fma")]
+fn fwd_stage_pair<const R1: bool, const R2: bool>(
+    tw: &FpTwiddles,
+    k: &Q,
+    a: &mut [u64],
+    tw_base: usize,
+    gap: usize,
+) {
+    let half = gap / 2;
+    for (j, grp) in a.chunks_exact_mut(2 * gap).enumerate() {
+        let i = tw_base + j;
+        let (w, wq) = (splat(tw.fwd_w[i]), splat(tw.fwd_wq[i]));
+        let (w0, wq0) = (splat(tw.fwd_w[2 * i]), splat(tw.fwd_wq[2 * i]));
+        let (w1, wq1) = (splat(tw.fwd_w[2 * i + 1]), splat(tw.fwd_wq[2 * i + 1]));
+        let (lo, hi) = grp.split_at_mut(gap);
+        let (a0, a1) = lo.split_at_mut(half);
+        let (a2, a3) = hi.split_at_mut(half);
+        let quads = a0
+            .chunks_exact_mut(LANES)
+            .zip(a1.chunks_exact_mut(LANES))
+            .zip(a2.chunks_exact_mut(LANES).zip(a3.chunks_exact_mut(LANES)));
+        for ((p0, p1), (p2, p3)) in quads {
+            let (mut u0, mut u1) = (load_bits(p0), load_bits(p1));
+            if R1 {
+                (u0, u1) = (k.reduce(u0), k.reduce(u1));
+            }
+            let v2 = mul_const(load_bits(p2), w, wq, k.q);
+            let v3 = mul_const(load_bits(p3), w, wq, k.q);
+            let (mut y0, y1, mut y2, y3) = (add(u0, v2), add(u1, v3), sub(u0, v2), sub(u1, v3));
+            if R2 {
+                (y0, y2) = (k.reduce(y0), k.reduce(y2));
+            }
+            let v1 = mul_const(y1, w0, wq0, k.q);
+            let v3 = mul_const(y3, w1, wq1, k.q);
+            store_bits(p0, add(y0, v1));
+            store_bits(p1, sub(y0, v1));
+            store_bits(p2, add(y2, v3));
+            store_bits(p3, sub(y2, v3));
+        }
+    }
+}
+
 /// The first forward stage (gap n/2): reads u64 entries in [0, q).
 #[target_feature(enable = "avx2,fma")]
 fn fwd_first_stage(tw: &FpTwiddles, k: &Q, a: &mut [u64]) {
@@ -355,10 +401,22 @@ pub(crate) fn forward(t: &NttTable, a: &mut [u64]) {
             fwd_stage::<false>(tw, &k, a, tw_base, gap)
         }
     };
+    // Stages alternate in reducing X, so a pair reduces in one of its two.
+    let pair = |a: &mut [u64], tw_base: usize, gap: usize| {
+        if fwd_reduces(n, gap) {
+            fwd_stage_pair::<true, false>(tw, &k, a, tw_base, gap)
+        } else {
+            fwd_stage_pair::<false, true>(tw, &k, a, tw_base, gap)
+        }
+    };
     while 2 * gap > BLOCK {
-        stage(a, groups, gap);
-        groups *= 2;
-        gap /= 2;
+        if gap > BLOCK {
+            pair(a, groups, gap);
+            (groups, gap) = (4 * groups, gap / 4);
+        } else {
+            stage(a, groups, gap);
+            (groups, gap) = (2 * groups, gap / 2);
+        }
     }
     let block = n.min(BLOCK);
     // The last two stages: gap 2 reduces iff gap 1 does not.
@@ -366,9 +424,14 @@ pub(crate) fn forward(t: &NttTable, a: &mut [u64]) {
     for (b, blk) in a.chunks_exact_mut(block).enumerate() {
         let (mut gap, mut groups) = (gap, groups);
         while gap >= LANES {
-            stage(blk, groups + b * block / (2 * gap), gap);
-            groups *= 2;
-            gap /= 2;
+            let tw_base = groups + b * block / (2 * gap);
+            if gap / 2 >= LANES {
+                pair(blk, tw_base, gap);
+                (groups, gap) = (4 * groups, gap / 4);
+            } else {
+                stage(blk, tw_base, gap);
+                (groups, gap) = (2 * groups, gap / 2);
+            }
         }
         let first = b * block / 2;
         if r2 {
@@ -383,6 +446,38 @@ pub(crate) fn forward(t: &NttTable, a: &mut [u64]) {
 
 // The inverse transform keeps |x| ≤ 0.7q: X + Y is reduced to q/2 + 1 and
 // (X − Y)·w, with |X − Y| ≤ 1.4q, is within (1/2 + 1.4/8)·q.
+
+/// Two inverse stages in one pass, gaps `gap` then `2·gap`, as
+/// [`inv_stage`] at each: in each group of `4·gap` values the first
+/// stage's halves use twiddles `tw_base + 2j` and `tw_base + 2j + 1`, the
+/// second stage twiddle `tw_base/2 + j`.
+#[target_feature(enable = "avx2,fma")]
+fn inv_stage_pair(tw: &FpTwiddles, k: &Q, a: &mut [u64], tw_base: usize, gap: usize) {
+    for (j, grp) in a.chunks_exact_mut(4 * gap).enumerate() {
+        let i = tw_base + 2 * j;
+        let (w0, wq0) = (splat(tw.inv_w[i]), splat(tw.inv_wq[i]));
+        let (w1, wq1) = (splat(tw.inv_w[i + 1]), splat(tw.inv_wq[i + 1]));
+        let (w, wq) = (splat(tw.inv_w[i / 2]), splat(tw.inv_wq[i / 2]));
+        let (lo, hi) = grp.split_at_mut(2 * gap);
+        let (a0, a1) = lo.split_at_mut(gap);
+        let (a2, a3) = hi.split_at_mut(gap);
+        let quads = a0
+            .chunks_exact_mut(LANES)
+            .zip(a1.chunks_exact_mut(LANES))
+            .zip(a2.chunks_exact_mut(LANES).zip(a3.chunks_exact_mut(LANES)));
+        for ((p0, p1), (p2, p3)) in quads {
+            let (u0, u1, u2, u3) = (load_bits(p0), load_bits(p1), load_bits(p2), load_bits(p3));
+            let y0 = k.reduce(add(u0, u1));
+            let y1 = mul_const(sub(u0, u1), w0, wq0, k.q);
+            let y2 = k.reduce(add(u2, u3));
+            let y3 = mul_const(sub(u2, u3), w1, wq1, k.q);
+            store_bits(p0, k.reduce(add(y0, y2)));
+            store_bits(p2, mul_const(sub(y0, y2), w, wq, k.q));
+            store_bits(p1, k.reduce(add(y1, y3)));
+            store_bits(p3, mul_const(sub(y1, y3), w, wq, k.q));
+        }
+    }
+}
 
 /// Inverse butterflies on consecutive groups of `2·gap` values
 /// (gap ≥ LANES); group j uses twiddle `tw_base + j`.
@@ -442,13 +537,24 @@ pub(crate) fn inverse(t: &NttTable, a: &mut [u64]) {
         inv_small_stage::<2>(tw, &k, blk, n, b * block / 2);
         gap = LANES;
         while 2 * gap <= block && gap < n / 2 {
-            inv_stage(tw, &k, blk, n / (2 * gap) + b * block / (2 * gap), gap);
-            gap *= 2;
+            let tw_base = n / (2 * gap) + b * block / (2 * gap);
+            if 4 * gap <= block && 2 * gap < n / 2 {
+                inv_stage_pair(tw, &k, blk, tw_base, gap);
+                gap *= 4;
+            } else {
+                inv_stage(tw, &k, blk, tw_base, gap);
+                gap *= 2;
+            }
         }
     }
     while gap < n / 2 {
-        inv_stage(tw, &k, a, n / (2 * gap), gap);
-        gap *= 2;
+        if 2 * gap < n / 2 {
+            inv_stage_pair(tw, &k, a, n / (2 * gap), gap);
+            gap *= 4;
+        } else {
+            inv_stage(tw, &k, a, n / (2 * gap), gap);
+            gap *= 2;
+        }
     }
     // Last stage, n⁻¹ merged into both outputs: |result| ≤ (1/2 + 1.4/8)·q.
     let (ni, niq) = (splat(tw.n_inv.0), splat(tw.n_inv.1));
