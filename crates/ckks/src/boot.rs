@@ -986,17 +986,18 @@ impl Bootstrapper {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum BootPreset {
     /// 128-bit, N = 2^16, ternary secret of Hamming weight 192, log QP ≈
-    /// 1498, under the bound of Lattigo's `N16QP1546H192H32` for H = 192
+    /// 1510, under the bound of Lattigo's `N16QP1546H192H32` for H = 192
     /// (the HE Standard's table, for uniform ternary secrets, allows 1772).
     /// The Q primes, from q₀ up: 60 bits; 9 × 40 (the residual levels,
-    /// scale 2^40); 3 × 42 (SlotsToCoeffs); 9 × 60 (EvalMod: a degree-63
-    /// cosine on the interval from −17 to 17 and 2 double angles); 3 × 56
-    /// (CoeffsToSlots). P: 4 × 61. Bootstrapping leaves 9 levels. ModRaise
-    /// runs under an ephemeral secret of Hamming weight 32
+    /// scale 2^40); 3 × 42 (SlotsToCoeffs); 9 × 60 (EvalMod: the degree-30
+    /// polynomial through the cosine at the integers −15 … 15 and 3 double
+    /// angles); 3 × 60 (CoeffsToSlots). P: 4 × 61. Bootstrapping leaves 9
+    /// levels. ModRaise runs under an ephemeral secret of Hamming weight 32
     /// ([`EncapsulationKeys`], over q₀·P: 304 bits). Failure (a coefficient
-    /// of ModRaise's integer part beyond EvalMod's bound 16): each is a sum
-    /// of 33 uniform terms in ±1/2, σ ≈ 1.66, so beyond 9.6σ: about 2^-68
-    /// per bootstrapping over its 2^16 coefficients.
+    /// of ModRaise's integer part beyond EvalMod's bound 15): each is the
+    /// rounded sum of 33 uniform terms in ±1/2, so |I| = 16 needs the sum
+    /// beyond 15.5, probability 2/33! per coefficient: 2^-105.7 per
+    /// bootstrapping over its 2^16 coefficients.
     N16,
     /// The same layout at N = 2^12 (insecure, for tests): 2 residual
     /// levels.
