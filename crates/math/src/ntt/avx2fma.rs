@@ -306,20 +306,12 @@ fn fwd_stage_pair<const R1: bool, const R2: bool>(
     tw_base: usize,
     gap: usize,
 ) {
-    let half = gap / 2;
     for (j, grp) in a.chunks_exact_mut(2 * gap).enumerate() {
         let i = tw_base + j;
         let (w, wq) = (splat(tw.fwd_w[i]), splat(tw.fwd_wq[i]));
         let (w0, wq0) = (splat(tw.fwd_w[2 * i]), splat(tw.fwd_wq[2 * i]));
         let (w1, wq1) = (splat(tw.fwd_w[2 * i + 1]), splat(tw.fwd_wq[2 * i + 1]));
-        let (lo, hi) = grp.split_at_mut(gap);
-        let (a0, a1) = lo.split_at_mut(half);
-        let (a2, a3) = hi.split_at_mut(half);
-        let quads = a0
-            .chunks_exact_mut(LANES)
-            .zip(a1.chunks_exact_mut(LANES))
-            .zip(a2.chunks_exact_mut(LANES).zip(a3.chunks_exact_mut(LANES)));
-        for ((p0, p1), (p2, p3)) in quads {
+        for [p0, p1, p2, p3] in super::simd::quarters(grp, LANES) {
             let (mut u0, mut u1) = (load_bits(p0), load_bits(p1));
             if R1 {
                 (u0, u1) = (k.reduce(u0), k.reduce(u1));
@@ -458,14 +450,7 @@ fn inv_stage_pair(tw: &FpTwiddles, k: &Q, a: &mut [u64], tw_base: usize, gap: us
         let (w0, wq0) = (splat(tw.inv_w[i]), splat(tw.inv_wq[i]));
         let (w1, wq1) = (splat(tw.inv_w[i + 1]), splat(tw.inv_wq[i + 1]));
         let (w, wq) = (splat(tw.inv_w[i / 2]), splat(tw.inv_wq[i / 2]));
-        let (lo, hi) = grp.split_at_mut(2 * gap);
-        let (a0, a1) = lo.split_at_mut(gap);
-        let (a2, a3) = hi.split_at_mut(gap);
-        let quads = a0
-            .chunks_exact_mut(LANES)
-            .zip(a1.chunks_exact_mut(LANES))
-            .zip(a2.chunks_exact_mut(LANES).zip(a3.chunks_exact_mut(LANES)));
-        for ((p0, p1), (p2, p3)) in quads {
+        for [p0, p1, p2, p3] in super::simd::quarters(grp, LANES) {
             let (u0, u1, u2, u3) = (load_bits(p0), load_bits(p1), load_bits(p2), load_bits(p3));
             let y0 = k.reduce(add(u0, u1));
             let y1 = mul_const(sub(u0, u1), w0, wq0, k.q);

@@ -12,6 +12,19 @@
 //! Intermediate values may differ from the scalar reference's, which reduces
 //! at every stage, but both end fully reduced, so outputs are bit-identical.
 
+/// The four quarters of `grp`, `lanes` values at a time from each: the
+/// operands of two NTT stages run in one pass.
+pub(super) fn quarters(grp: &mut [u64], lanes: usize) -> impl Iterator<Item = [&mut [u64]; 4]> {
+    let quarter = grp.len() / 4;
+    let (lo, hi) = grp.split_at_mut(2 * quarter);
+    let (a0, a1) = lo.split_at_mut(quarter);
+    let (a2, a3) = hi.split_at_mut(quarter);
+    a0.chunks_exact_mut(lanes)
+        .zip(a1.chunks_exact_mut(lanes))
+        .zip(a2.chunks_exact_mut(lanes).zip(a3.chunks_exact_mut(lanes)))
+        .map(|((p0, p1), (p2, p3))| [p0, p1, p2, p3])
+}
+
 macro_rules! simd_ntt_kernels {
     ($feat:literal) => {
         use crate::ntt::NttTable;
@@ -88,20 +101,12 @@ macro_rules! simd_ntt_kernels {
             let q = t.modulus().value();
             let (vq, vmq) = (splat(q), splat(twiddle_bound(LOOSE) * q));
             let (red1, red2) = (splat(red[0]), splat(red[1]));
-            let half = gap / 2;
             for (j, grp) in a.chunks_exact_mut(2 * gap).enumerate() {
                 let k = tw_base + j;
                 let (w, ws) = (splat(tw.w[k]), splat(tw.ws[k]));
                 let (w0, ws0) = (splat(tw.w[2 * k]), splat(tw.ws[2 * k]));
                 let (w1, ws1) = (splat(tw.w[2 * k + 1]), splat(tw.ws[2 * k + 1]));
-                let (lo, hi) = grp.split_at_mut(gap);
-                let (a0, a1) = lo.split_at_mut(half);
-                let (a2, a3) = hi.split_at_mut(half);
-                let quads = a0
-                    .chunks_exact_mut(LANES)
-                    .zip(a1.chunks_exact_mut(LANES))
-                    .zip(a2.chunks_exact_mut(LANES).zip(a3.chunks_exact_mut(LANES)));
-                for ((p0, p1), (p2, p3)) in quads {
+                for [p0, p1, p2, p3] in super::simd::quarters(grp, LANES) {
                     let (mut u0, mut u1) = (load(p0), load(p1));
                     if R1 == 1 {
                         (u0, u1) = (csub(u0, red1), csub(u1, red1));
@@ -319,14 +324,7 @@ macro_rules! simd_ntt_kernels {
                 let (w0, ws0) = (splat(tw.w[k]), splat(tw.ws[k]));
                 let (w1, ws1) = (splat(tw.w[k + 1]), splat(tw.ws[k + 1]));
                 let (w, ws) = (splat(tw.w[k / 2]), splat(tw.ws[k / 2]));
-                let (lo, hi) = grp.split_at_mut(2 * gap);
-                let (a0, a1) = lo.split_at_mut(gap);
-                let (a2, a3) = hi.split_at_mut(gap);
-                let quads = a0
-                    .chunks_exact_mut(LANES)
-                    .zip(a1.chunks_exact_mut(LANES))
-                    .zip(a2.chunks_exact_mut(LANES).zip(a3.chunks_exact_mut(LANES)));
-                for ((p0, p1), (p2, p3)) in quads {
+                for [p0, p1, p2, p3] in super::simd::quarters(grp, LANES) {
                     let (u0, u1, u2, u3) = (load(p0), load(p1), load(p2), load(p3));
                     let y0 = csub(add(u0, u1), vmq);
                     let y1 = mul_twiddle::<LOOSE>(sub(add(u0, vmq), u1), w0, ws0, vq);
