@@ -496,8 +496,10 @@ pub mod lattigo_boot {
         pub logn: u32,
         /// Number of complex slots bootstrapped (N/2).
         pub slots: usize,
-        /// Time of one bootstrapping in milliseconds.
+        /// Median time of the timed bootstrappings, in milliseconds.
         pub boot_ms: f64,
+        /// Each timed bootstrapping's time in milliseconds, sorted.
+        pub boot_ms_runs: Vec<f64>,
         /// Time to generate the bootstrapping evaluation keys, in milliseconds.
         pub keygen_ms: f64,
         /// Serialized size of the bootstrapping evaluation keys in bytes.
@@ -546,12 +548,18 @@ pub mod lattigo_boot {
         pub peak_rss_bytes: u64,
     }
 
-    /// Bootstraps once at N = 2^`log_n` (16, or 12 to 15 for quick insecure
-    /// checks) with `threads` goroutines, timed after `warmup` untimed
-    /// bootstrappings of the same ciphertext in the same process.
-    pub fn boot(log_n: u32, threads: usize, warmup: u32) -> anyhow::Result<BootFigures> {
-        let warmup = ["-warmup".to_string(), warmup.to_string()];
-        let r: BootFigures = parse_json(&run(log_n, "boot", threads, &warmup)?)?;
+    /// Bootstraps at N = 2^`log_n` (16, or 12 to 15 for quick insecure
+    /// checks) with `threads` goroutines: `warmup` untimed bootstrappings
+    /// of the same ciphertext in the same process, then `runs` timed ones,
+    /// whose median is `boot_ms`.
+    pub fn boot(log_n: u32, threads: usize, warmup: u32, runs: u32) -> anyhow::Result<BootFigures> {
+        let args = [
+            "-warmup".to_string(),
+            warmup.to_string(),
+            "-runs".to_string(),
+            runs.to_string(),
+        ];
+        let r: BootFigures = parse_json(&run(log_n, "boot", threads, &args)?)?;
         anyhow::ensure!(r.logn == log_n, "asked for logn {log_n}, got {r:?}");
         Ok(r)
     }
@@ -607,11 +615,12 @@ pub mod lattigo_boot {
         #[test]
         fn reads_boot_and_deep_lines() {
             // As printed by the peer at logn 12 (keys sorted by Go's encoder).
-            let b = r#"{"boot_ms":1063.881472,"key_bytes":285290453,"keygen_ms":1682.259052,"levels_left":9,"logn":12,"peak_rss_bytes":632176640,"precision_mean_bits":28.019146394200867,"precision_min_bits":25.318740192984947,"slots":2048}"#;
+            let b = r#"{"boot_ms":1063.881472,"boot_ms_runs":[1041.5,1063.881472,1120.25],"key_bytes":285290453,"keygen_ms":1682.259052,"levels_left":9,"logn":12,"peak_rss_bytes":632176640,"precision_mean_bits":28.019146394200867,"precision_min_bits":25.318740192984947,"slots":2048}"#;
             let r: BootFigures = parse_json(b).unwrap();
             assert_eq!((r.logn, r.slots, r.levels_left), (12, 2048, 9));
             assert_eq!((r.key_bytes, r.peak_rss_bytes), (285290453, 632176640));
             assert_eq!(r.boot_ms, 1063.881472);
+            assert_eq!(r.boot_ms_runs, [1041.5, 1063.881472, 1120.25]);
             assert!(r.precision_min_bits < r.precision_mean_bits);
             let coeffs: Vec<String> = (0..64).map(|i| format!("{}", i as f64 / 100.0)).collect();
             let d = format!(
@@ -645,8 +654,11 @@ pub mod lattigo_boot {
                 eprintln!("skipped: no `go` on PATH to build the Lattigo peer");
                 return;
             }
-            let b = boot(12, 2, 1).unwrap();
+            let b = boot(12, 2, 1, 3).unwrap();
             assert_eq!((b.slots, b.levels_left), (2048, 9));
+            assert_eq!(b.boot_ms_runs.len(), 3);
+            assert_eq!(b.boot_ms, b.boot_ms_runs[1]);
+            assert!(b.boot_ms_runs.is_sorted(), "{b:?}");
             assert!(b.precision_mean_bits > 20.0, "{b:?}");
             let d = deep(12, 2).unwrap();
             assert_eq!(d.boots, 3);
@@ -668,7 +680,7 @@ pub mod lattigo_boot {
                 );
                 return;
             }
-            let b = boot(16, 2, 1).unwrap();
+            let b = boot(16, 2, 1, 1).unwrap();
             println!("{b:?}");
             let d = deep(16, 2).unwrap();
             println!("{d:?}");

@@ -750,7 +750,7 @@ async fn bench(opts: &BenchOptions) -> anyhow::Result<()> {
     let boot: Peer<BootFigures> = lattigo(
         &format!("bootstrapping at N = 2^{lattigo_logn}"),
         min_free,
-        || lattigo_boot::boot(lattigo_logn, 1, 0),
+        || lattigo_boot::boot(lattigo_logn, 1, 0, 1),
     );
     let deep: Peer<DeepFigures> = lattigo(
         &format!("deep computation at N = 2^{lattigo_logn}"),
