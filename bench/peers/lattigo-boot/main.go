@@ -8,10 +8,11 @@
 // tests and examples do (LogN lowered, LogMessageRatio raised by 16 - logN):
 // insecure, only so that a quick test can run the whole path.
 //
-// boot: bootstrappings (-runs, their median timed) of a full-slot random
-// complex vector encrypted at level 0. deep: a degree-63 Chebyshev approximation of sin(pi x)/2 applied
-// four times in a row, bootstrapping whenever the levels left cannot hold the
-// next application. Each mode prints one JSON line.
+// boot: bootstrappings (-runs of them timed, their median reported) of a
+// full-slot random complex vector encrypted at level 0. deep: a degree-63
+// Chebyshev approximation of sin(pi x)/2 applied four times in a row,
+// bootstrapping whenever the levels left cannot hold the next application.
+// Each mode prints one JSON line.
 package main
 
 import (
@@ -100,7 +101,7 @@ func emit(v map[string]interface{}) {
 
 func main() {
 	logN := flag.Int("logn", 16, "log2 N (16: Lattigo's default; 12 to 15: insecure test sizes)")
-	mode := flag.String("mode", "boot", "boot: one bootstrapping; deep: degree-63 polynomial applied 4 times")
+	mode := flag.String("mode", "boot", "boot: bootstrapping (-runs timed); deep: degree-63 polynomial applied 4 times")
 	seed := flag.Int64("seed", 1, "seed of the random input vector")
 	warmup := flag.Int("warmup", 0, "boot mode: untimed bootstrappings of the same ciphertext before the timed one (the heap then has its working set, as in a long-running server)")
 	runs := flag.Int("runs", 1, "boot mode: timed bootstrappings; boot_ms is their median")

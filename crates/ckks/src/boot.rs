@@ -46,9 +46,10 @@ use hecloud_rlwe::Ciphertext;
 use crate::dft::HomomorphicDft;
 use crate::error::{CkksError, Result};
 use crate::evaluator::Evaluator;
+use crate::fixed::{Fixed, chebyshev_through_integers};
 use crate::linear::LinearTransform;
 use crate::params::CkksParameters;
-use crate::polynomial::{ChebyshevOps, ChebyshevPolynomial};
+use crate::polynomial::{ChebyshevOps, ChebyshevPolynomial, chebyshev_product};
 
 /// The ciphertext at level 0 lifted to the top level: each coefficient of
 /// c₀ and c₁, centred mod q₀, is taken as an integer mod every prime of
@@ -176,10 +177,9 @@ impl EvalMod {
         let r = 1i64 << double_angles;
         let b = i64::from(bound);
         // cos(2π(i − 1/4)/r) = cos(π·(4i − 1)/2r).
-        let pi = crate::fixed::Fixed::pi();
-        let coeffs = crate::fixed::chebyshev_through_integers(b, b + 1, |i| {
-            pi.mul(&crate::fixed::Fixed::ratio(4 * i - 1, 2 * r))
-                .cos(&pi)
+        let pi = Fixed::pi();
+        let coeffs = chebyshev_through_integers(b, b + 1, |i| {
+            pi.mul(&Fixed::ratio(4 * i - 1, 2 * r)).cos(&pi)
         });
         Ok(Self {
             cosine: ChebyshevPolynomial {
@@ -264,10 +264,8 @@ impl EvalMod {
     ) -> Result<O::Value> {
         let mut c = self.cosine.evaluate_with(ops, x)?;
         for _ in 0..self.double_angles {
-            // 2c·c: the rescale's rounding is not doubled.
-            let twice = ops.mul_int(&c, 2)?;
-            let sq = ops.mul_relin_rescale(&twice, &c)?;
-            c = ops.add_const(&sq, -1.0)?;
+            // cos 2θ = T_2(cos θ).
+            c = chebyshev_product(ops, &c, &c, None)?;
         }
         if let Some(arcsine) = &self.arcsine {
             c = arcsine.evaluate_with(ops, &c)?;

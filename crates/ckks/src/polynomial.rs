@@ -376,7 +376,7 @@ fn constant_fits(c: f64, s: f64, input: f64) -> std::result::Result<(), CkksErro
 /// ratio and rescaled, at the level above the product's (it always has
 /// one: it is of lower degree than T_j or T_k, so it was computed in fewer
 /// levels).
-fn chebyshev_product<O: ChebyshevOps>(
+pub(crate) fn chebyshev_product<O: ChebyshevOps>(
     ops: &mut O,
     tj: &O::Value,
     tk: &O::Value,

@@ -41,10 +41,15 @@ pub fn apply_galois(ct: &Ciphertext, gk: &GaloisKey) -> Result<Ciphertext> {
         });
     }
     let p = ct.polys();
-    // The key is held permuted by π⁻¹ (see `GaloisKey`): switch c1 as it
-    // is, add c0, and move both results.
-    let (mut k0, k1) = key_switch(ct.params(), &p[1], &gk.key)?;
-    k0.add_assign(&p[0])?;
+    let (k0, k1) = key_switch(ct.params(), &p[1], &gk.key)?;
+    moved(ct, gk, k0, k1)
+}
+
+/// The automorphism of `gk` applied to `ct` from the key switch (k0, k1)
+/// of its c1 as it is: the key is held permuted by π⁻¹ (see `GaloisKey`),
+/// so c0 is added first and both results are moved by π.
+fn moved(ct: &Ciphertext, gk: &GaloisKey, mut k0: RnsPoly, k1: RnsPoly) -> Result<Ciphertext> {
+    k0.add_assign(&ct.polys()[0])?;
     let c0 = permute(&k0, &gk.perm)?;
     crate::pool::recycle(k0);
     let c1 = permute(&k1, &gk.perm)?;
@@ -63,23 +68,12 @@ pub fn apply_galois_hoisted(ct: &Ciphertext, gks: &[&GaloisKey]) -> Result<Vec<C
     for gk in gks {
         same(ct, gk.key.params().hash())?;
     }
-    let p = ct.polys();
-    let dec = decompose(ct.params(), &p[1])?;
+    let dec = decompose(ct.params(), &ct.polys()[1])?;
     let out = gks
         .iter()
         .map(|gk| {
-            // As in `apply_galois`: the digits as they are, then the two
-            // results moved.
-            let (mut k0, k1) = key_switch_hoisted(ct.params(), &dec, &gk.key)?;
-            k0.add_assign(&p[0])?;
-            let c0 = permute(&k0, &gk.perm)?;
-            crate::pool::recycle(k0);
-            let c1 = permute(&k1, &gk.perm)?;
-            crate::pool::recycle(k1);
-            Ok(
-                Ciphertext::new(ct.params(), vec![c0, c1], ct.level(), ct.scale())?
-                    .with_metadata_of(ct),
-            )
+            let (k0, k1) = key_switch_hoisted(ct.params(), &dec, &gk.key)?;
+            moved(ct, gk, k0, k1)
         })
         .collect();
     dec.recycle();

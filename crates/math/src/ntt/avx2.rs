@@ -180,7 +180,7 @@ mod tests {
 
     #[test]
     fn the_loose_product_is_congruent_and_below_4q() {
-        if !(std::arch::is_x86_feature_detected!("avx2")) {
+        if !std::arch::is_x86_feature_detected!("avx2") {
             return;
         }
         crate::ntt::simd::check_loose_products(|x, w, ws, q| {
