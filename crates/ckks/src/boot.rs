@@ -249,18 +249,17 @@ impl EvalMod {
         crate::error::require_levels(level, self.depth())?;
         let mut walk = ShapeWalk::new(Planner::new(params));
         let x = CtShape::new(level, scale * self.half_width);
-        self.steps(&mut walk, &x, level - self.depth())?;
+        self.steps(&mut walk, &x)?;
         Ok(())
     }
 
     /// The steps of [`Self::apply`] on `ops`' values from `x` (at the
-    /// scale the cosine wants), ending at level `out_level`: written once
-    /// for ciphertexts and for [`Self::check`]'s shapes.
+    /// scale the cosine wants), [`Self::depth`] levels below it: written
+    /// once for ciphertexts and for [`Self::check`]'s shapes.
     fn steps<O: ChebyshevOps<Error = CkksError>>(
         &self,
         ops: &mut O,
         x: &O::Value,
-        out_level: usize,
     ) -> Result<O::Value> {
         let mut c = self.cosine.evaluate_with(ops, x)?;
         for _ in 0..self.double_angles {
@@ -269,10 +268,6 @@ impl EvalMod {
         }
         if let Some(arcsine) = &self.arcsine {
             c = arcsine.evaluate_with(ops, &c)?;
-            // Its depth is a bound (degree 3 takes 2 levels of the 3): the
-            // result goes where `depth` says, as the circuit's layout
-            // expects.
-            c = ops.drop_level(&c, out_level)?;
         }
         Ok(c)
     }
@@ -345,7 +340,7 @@ impl EvalMod {
         let mut x = ct.clone();
         x.set_scale(ct.scale() * self.half_width);
         let mut ops = crate::polynomial::Cancellable { eval, cancel };
-        let mut c = self.steps(&mut ops, &x, ct.level() - self.depth())?;
+        let mut c = self.steps(&mut ops, &x)?;
         c.set_scale(c.scale() * 2.0 * std::f64::consts::PI);
         Ok(c)
     }
@@ -984,10 +979,10 @@ impl Bootstrapper {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum BootPreset {
     /// 128-bit, N = 2^16, ternary secret of Hamming weight 192, log QP ≈
-    /// 1510, under the bound of Lattigo's `N16QP1546H192H32` for H = 192
+    /// 1450, under the bound of Lattigo's `N16QP1546H192H32` for H = 192
     /// (the HE Standard's table, for uniform ternary secrets, allows 1772).
     /// The Q primes, from q₀ up: 60 bits; 9 × 40 (the residual levels,
-    /// scale 2^40); 3 × 42 (SlotsToCoeffs); 9 × 60 (EvalMod: the degree-30
+    /// scale 2^40); 3 × 42 (SlotsToCoeffs); 8 × 60 (EvalMod: the degree-30
     /// polynomial through the cosine at the integers −15 … 15 and 3 double
     /// angles); 3 × 60 (CoeffsToSlots). P: 4 × 61. Bootstrapping leaves 9
     /// levels. ModRaise runs under an ephemeral secret of Hamming weight 32
@@ -1003,8 +998,8 @@ pub enum BootPreset {
 }
 
 impl BootPreset {
-    /// Levels of the presets' EvalMod (degree 30: 6, and 3 double angles).
-    const EVAL_MOD_LEVELS: usize = 9;
+    /// Levels of the presets' EvalMod (degree 30: 5, and 3 double angles).
+    const EVAL_MOD_LEVELS: usize = 8;
 
     /// The level bootstrapping leaves a ciphertext at: the top of the
     /// residual levels, where fresh encryptions belong (the levels above
@@ -1206,7 +1201,7 @@ mod tests {
         let base = EvalMod::new(16, 63, 2).unwrap();
         assert_eq!(
             base.clone().with_arcsine(3).unwrap().depth(),
-            base.depth() + 3
+            base.depth() + 2
         );
         for bad in [1, 2, 4, 33] {
             assert!(matches!(

@@ -432,10 +432,10 @@ impl<'a> Planner<'a> {
     /// let p = ChebyshevPolynomial::interpolate(|x| x.sin(), 15, -1.0, 1.0);
     /// let x = CtShape::new(6, params.default_scale());
     /// let plan = Planner::new(&params).chebyshev(&x, &p).unwrap();
-    /// assert_eq!(plan.depth, 5);
-    /// assert!(plan.out.level >= 6 - plan.depth);
+    /// assert_eq!(plan.depth, 4);
+    /// assert_eq!(plan.out.level, 6 - plan.depth);
     /// assert!(plan.key_switches > 0);
-    /// // Two levels short: refused, as the evaluator refuses it.
+    /// // One level short: refused, as the evaluator refuses it.
     /// assert!(Planner::new(&params).chebyshev(&CtShape::new(3, x.scale), &p).is_err());
     /// ```
     pub fn chebyshev(&self, ct: &CtShape, poly: &ChebyshevPolynomial) -> Result<PolynomialPlan> {

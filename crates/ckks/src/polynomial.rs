@@ -3,7 +3,14 @@
 //! steps, g a power of two near √(d+1)) and T_g, T_2g, T_4g, … (giant steps)
 //! are computed once; p is split recursively by Chebyshev division,
 //! p = q·T_n + r with T_{n+j} = 2·T_n·T_j − T_{n−j}, and the leaves are
-//! linear combinations of baby steps. Levels are matched by dropping limbs.
+//! linear combinations of baby steps.
+//!
+//! Depth is optimal, ⌈log2(d + 1)⌉ levels, as in Lattigo: each node is
+//! given the level its result must have (the quotient one above its
+//! product's), a leaf combines its baby steps at the level above its own
+//! and is rescaled once, and a leaf whose baby steps sit too low for the
+//! level it is given (T_5 … T_7 under the highest quotient) is divided
+//! further by a lower power of two among the baby steps.
 //!
 //! Scales are matched exactly, whatever the primes: the rescaling primes
 //! differ from Δ and from one another (by up to 2^-20 relative at
@@ -97,13 +104,16 @@ impl ChebyshevPolynomial {
         self.a != -1.0 || self.b != 1.0
     }
 
-    /// Levels [`Evaluator::evaluate_chebyshev`] needs: it consumes at most
-    /// this many (a sparse or low-degree polynomial may take fewer).
+    /// Levels [`Evaluator::evaluate_chebyshev`] consumes: ⌈log2(d + 1)⌉,
+    /// one more for an interval other than [−1, 1].
     pub fn depth(&self) -> usize {
-        let d = self.degree().max(1);
-        let log = usize::BITS as usize - d.leading_zeros() as usize; // ⌈log2(d+1)⌉
-        log + 1 + self.needs_affine() as usize
+        log2_ceil_succ(self.degree()) + self.needs_affine() as usize
     }
+}
+
+/// ⌈log2(d + 1)⌉ for d ≥ 1 (1 for d = 0): the levels degree d needs.
+fn log2_ceil_succ(d: usize) -> usize {
+    (usize::BITS - d.max(1).leading_zeros()) as usize
 }
 
 /// Baby step count: a power of two near √(d + 1).
@@ -225,76 +235,59 @@ struct Basis<V> {
 }
 
 impl<V: Clone> Basis<V> {
-    /// The baby steps a leaf combines and the level it combines them at
-    /// (the lowest among them).
-    fn leaf_terms<O: ChebyshevOps<Value = V>>(
-        &self,
-        ops: &O,
-        c: &[f64],
-    ) -> std::result::Result<(Vec<usize>, usize), O::Error> {
+    /// The baby steps a leaf combines (T_1 alone, with coefficient 0, for
+    /// a constant).
+    fn leaf_terms(c: &[f64]) -> Vec<usize> {
         let used: Vec<usize> = (1..c.len()).filter(|&k| c[k] != 0.0).collect();
-        let terms: Vec<usize> = if used.is_empty() { vec![1] } else { used };
-        let level = terms
-            .iter()
-            .filter_map(|&k| self.baby[k].as_ref().map(|t| ops.level(t)))
-            .min()
-            .ok_or_else(|| polynomial_error("missing baby step"))?;
-        Ok((terms, level))
+        if used.is_empty() { vec![1] } else { used }
     }
 
-    /// The giant step p is divided by: the largest T_n with n ≤ deg p.
-    fn giant_for(&self, d: usize) -> std::result::Result<&(usize, V), CkksError> {
+    fn baby_step(&self, k: usize) -> std::result::Result<&V, CkksError> {
+        self.baby
+            .get(k)
+            .and_then(Option::as_ref)
+            .ok_or_else(|| polynomial_error("missing baby step"))
+    }
+
+    /// T_n for a power of two n: a baby step up to g, a giant step above.
+    fn power_of_two(&self, n: usize) -> std::result::Result<&V, CkksError> {
+        if n < self.baby.len() {
+            return self.baby_step(n);
+        }
         self.giant
             .iter()
-            .rev()
-            .find(|(n, _)| *n <= d)
+            .find(|(m, _)| *m == n)
+            .map(|(_, t)| t)
             .ok_or_else(|| polynomial_error("missing giant step"))
     }
 
-    /// The level [`Self::eval_rec`] returns p at, found without computing:
-    /// the target scale of a quotient depends on the level its product
-    /// with T_n is rescaled at.
-    fn out_level<O: ChebyshevOps<Value = V>>(
-        &self,
-        ops: &O,
-        c: &[f64],
-    ) -> std::result::Result<usize, O::Error> {
-        let d = c.len() - 1;
-        if d < self.giant[0].0 {
-            let (_, level) = self.leaf_terms(ops, c)?;
-            return Ok(level.saturating_sub(1));
-        }
-        let (n, tn) = self.giant_for(d)?;
-        let (q, r) = divide(c, *n);
-        let product = self.out_level(ops, &q)?.min(ops.level(tn));
-        Ok(product.saturating_sub(1).min(self.out_level(ops, &r)?))
-    }
-
-    /// Σ c_k·T_k at scale `target`: each coefficient is taken at
-    /// q_l·target/scale(T_k), so every term has scale q_l·target before the
-    /// one rescale.
+    /// Σ c_k·T_k at scale `target` and `level`: the baby steps are taken
+    /// at level + 1 and each coefficient at q_{level+1}·target/scale(T_k),
+    /// so every term has scale q_{level+1}·target before the one rescale.
+    /// `None` where a baby step it needs is below level + 1.
     fn leaf<O: ChebyshevOps<Value = V>>(
         &self,
         ops: &mut O,
         c: &[f64],
         target: f64,
-    ) -> std::result::Result<V, O::Error> {
-        let (terms, level) = self.leaf_terms(ops, c)?;
-        if level == 0 {
-            let e: CkksError = hecloud_rlwe::RlweError::LevelsExhausted { level, need: 1 }.into();
-            return Err(e.into());
+        level: usize,
+    ) -> std::result::Result<Option<V>, O::Error> {
+        let terms = Self::leaf_terms(c);
+        let above = level + 1;
+        for &k in &terms {
+            if ops.level(self.baby_step(k)?) < above {
+                return Ok(None);
+            }
         }
-        let ql = ops.prime(level);
+        let ql = ops.prime(above);
         let mut acc: Option<V> = None;
         for &k in &terms {
-            let t = self.baby[k]
-                .as_ref()
-                .ok_or_else(|| polynomial_error("missing baby step"))?;
+            let t = self.baby_step(k)?;
             let coeff = c.get(k).copied().unwrap_or(0.0);
             let s = ql * target / ops.scale(t);
             match acc.as_mut() {
                 None => {
-                    let t = ops.drop_level(t, level)?;
+                    let t = ops.drop_level(t, above)?;
                     acc = Some(scaled_const(ops, &t, coeff, s)?);
                 }
                 Some(a) => {
@@ -305,27 +298,41 @@ impl<V: Clone> Basis<V> {
         }
         let acc = acc.ok_or_else(|| polynomial_error("empty combination"))?;
         let acc = shifted(ops, &acc, c[0])?;
-        ops.rescale(&acc)
+        ops.rescale(&acc).map(Some)
     }
 
-    /// p = q·T_n + r at scale `target`.
+    /// p at scale `target` and `level`: a leaf where p's degree is below
+    /// the giant steps and its baby steps are high enough, otherwise
+    /// p = q·T_n + r for the largest power of two n ≤ deg p, q at the
+    /// level above (where T_n is, for the depth [`ChebyshevPolynomial::depth`]
+    /// gives: T_n takes log2 n levels and q fewer).
     fn eval_rec<O: ChebyshevOps<Value = V>>(
         &self,
         ops: &mut O,
         c: &[f64],
         target: f64,
+        level: usize,
     ) -> std::result::Result<V, O::Error> {
         let d = c.len() - 1;
-        if d < self.giant[0].0 {
-            return self.leaf(ops, c, target);
+        if d < self.giant[0].0
+            && let Some(v) = self.leaf(ops, c, target, level)?
+        {
+            return Ok(v);
         }
-        let (n, tn) = self.giant_for(d)?;
-        let (q, r) = divide(c, *n);
-        let product_level = self.out_level(ops, &q)?.min(ops.level(tn));
-        let q_target = target * ops.prime(product_level) / ops.scale(tn);
-        let qv = self.eval_rec(ops, &q, q_target)?;
+        if d == 0 {
+            let e: CkksError = hecloud_rlwe::RlweError::LevelsExhausted { level, need: 1 }.into();
+            return Err(e.into());
+        }
+        let n = 1 << (log2_ceil_succ(d) - 1);
+        let tn = self.power_of_two(n)?;
+        if ops.level(tn) <= level {
+            return Err(polynomial_error("a power of two below its product's level"));
+        }
+        let (q, r) = divide(c, n);
+        let q_target = target * ops.prime(level + 1) / ops.scale(tn);
+        let qv = self.eval_rec(ops, &q, q_target, level + 1)?;
         let prod = ops.mul_relin_rescale(&qv, tn)?;
-        let rv = self.eval_rec(ops, &r, target)?;
+        let rv = self.eval_rec(ops, &r, target, level)?;
         ops.add(&prod, &rv)
     }
 }
@@ -434,6 +441,7 @@ impl ChebyshevPolynomial {
         } else {
             x.clone()
         };
+        let out_level = ops.level(&y) - log2_ceil_succ(d);
         let g = baby_count(d);
         let mut baby: Vec<Option<O::Value>> = vec![None; g + 1];
         baby[1] = Some(y);
@@ -454,7 +462,7 @@ impl ChebyshevPolynomial {
                 .ok_or_else(|| polynomial_error("giant"))?;
             giant.push((2 * n, chebyshev_product(ops, &t, &t, None)?));
         }
-        Basis { baby, giant }.eval_rec(ops, &self.coeffs, ops.scale(x))
+        Basis { baby, giant }.eval_rec(ops, &self.coeffs, ops.scale(x), out_level)
     }
 }
 
@@ -682,18 +690,20 @@ mod tests {
 
     #[test]
     fn the_schedule_computes_the_polynomial_in_its_depth() {
-        for (d, a, b) in [
-            (1, -1.0, 1.0),
-            (7, -1.0, 1.0),
-            (20, -3.0, 2.0),
-            (63, -1.0, 1.0),
-        ] {
-            let p = ChebyshevPolynomial::interpolate(|x| (2.0 * x).cos() + x, d, a, b);
-            for x in [a, 0.3 * a + 0.7 * b, b] {
+        let intervals = [(-1.0, 1.0), (-3.0, 2.0)];
+        for (d, (a, b)) in (0..=70).chain([127, 128]).zip(intervals.iter().cycle()) {
+            let p = ChebyshevPolynomial::interpolate(|x| (2.0 * x).cos() + x, d, *a, *b);
+            for x in [*a, 0.3 * a + 0.7 * b, *b] {
                 let (y, level) = p.evaluate_with(&mut Clear, &(x, 20)).unwrap();
                 assert!((y - p.eval(x)).abs() < 1e-9, "degree {d} at {x}");
-                assert!(20 - level <= p.depth(), "degree {d}: {level}");
+                assert_eq!(20 - level, p.depth(), "degree {d}");
             }
+        }
+        // ⌈log2(d + 1)⌉ levels, as Lattigo's: degree 30 (the cosine of
+        // bootstrapping) in 5, 31 in 5, 32 in 6.
+        for (d, depth) in [(1, 1), (2, 2), (3, 2), (6, 3), (30, 5), (31, 5), (32, 6)] {
+            let p = ChebyshevPolynomial::interpolate(|x| x, d, -1.0, 1.0);
+            assert_eq!(p.depth(), depth, "degree {d}");
         }
         let p = ChebyshevPolynomial::interpolate(|x| x, 7, -1.0, 1.0);
         assert!(matches!(

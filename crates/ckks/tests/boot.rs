@@ -408,11 +408,11 @@ fn the_test_preset_bootstraps_sparse_slots() {
         }
     }
     // The arcsine correction, where the sine limits the result: at 8 slots,
-    // the same inputs with and without it, on the layout with three more
-    // EvalMod primes for the correction's three levels.
+    // the same inputs with and without it, on the layout with two more
+    // EvalMod primes for the correction's two levels.
     let (mut wider, log_scale, _) = BootPreset::TestN12.literal();
     let eval_mod_top = 1 + BootPreset::TestN12.output_level() + circuit.stc_levels;
-    wider.log_q.splice(eval_mod_top..eval_mod_top, [60; 3]);
+    wider.log_q.splice(eval_mod_top..eval_mod_top, [60; 2]);
     let wider = CkksParameters::new_insecure_for_tests(wider, log_scale).unwrap();
     let z = random_slots(&mut rng, 8);
     let mut bits = Vec::new();
