@@ -298,12 +298,13 @@ fn exhausted_levels() {
         g.mul(x, c)
     });
     assert!(validate(&g, &caps, &[ct(&p, 0)]).is_ok());
-    // A degree-7 polynomial needs 4 levels (3 for T_7, 1 for the leaves).
+    // A degree-7 polynomial needs ⌈log2 8⌉ = 3 levels.
     let g = unary(|g, x| g.chebyshev(x, vec![0.1; 8], -1.0, 1.0));
     assert!(matches!(
-        validate(&g, &caps, &[ct(&p, 3)]).unwrap_err(),
-        ValidationError::LevelsExhausted { need: 4, .. }
+        validate(&g, &caps, &[ct(&p, 2)]).unwrap_err(),
+        ValidationError::LevelsExhausted { need: 3, .. }
     ));
+    assert!(validate(&g, &caps, &[ct(&p, 3)]).is_ok());
     let p4 = CkksParameters::new_insecure_for_tests(test_literal(10, 4), 45).unwrap();
     let v = validate(&g, &Capabilities::ckks(&p4).with_relin_key(), &[ct(&p4, 4)]).unwrap();
     assert!(v.cost().key_switches >= 4);
