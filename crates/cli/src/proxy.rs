@@ -9,7 +9,7 @@ use anyhow::Context;
 use clap::Args;
 use hecloud_protocol::Graph;
 use hecloud_proxy::attest::ConfigfsTsm;
-use hecloud_proxy::attest::snp::{MEASUREMENT_LEN, MinTcb, SigningKey, cert_der};
+use hecloud_proxy::attest::snp::{MEASUREMENT_LEN, MinTcb, SigningKey, cert_der, crl_der};
 use hecloud_proxy::attest::tdx::{MR_LEN, TEE_TCB_SVN_LEN, TdxVerified};
 use hecloud_proxy::attest::{AttestError, Verified, VerifyPolicy};
 use hecloud_proxy::service::DEFAULT_MAX_VECTORS;
@@ -330,6 +330,22 @@ pub struct RunArgs {
     /// is verified with the VLEK and ASVK the proxy sends.
     #[arg(long, env = "HECLOUD_PROXY_VCEK", value_name = "FILE")]
     vcek: Option<PathBuf>,
+    /// AMD's certificate revocation list (DER or PEM) of the proxy's
+    /// product, from `https://kdsintf.amd.com/vcek/v1/<product>/crl`;
+    /// repeatable, one per product. The chain's ASK or ASVK is then refused
+    /// if that CRL lists it, and so is a proxy whose ARK has no current CRL
+    /// among them. Without it revocation is not checked (a note says so).
+    #[arg(long, value_name = "FILE")]
+    amd_crl: Vec<PathBuf>,
+    /// Intel's certificate revocation lists (DER or PEM): the SGX root
+    /// CA's (`https://certificates.trustedservices.intel.com/IntelSGXRootCA.der`)
+    /// and the PCK CA's (Intel PCS `/sgx/certification/v4/pckcrl?ca=platform`
+    /// or `?ca=processor`); repeatable. A TDX proxy's PCK CA and PCK
+    /// certificate are then refused if revoked, and so is one whose root or
+    /// PCK CA has no current CRL among them. Without it revocation is not
+    /// checked (a note says so).
+    #[arg(long, value_name = "FILE")]
+    intel_crl: Vec<PathBuf>,
     /// The operation: `add` (slot-wise sum of the inputs), `mul` (product
     /// of two), `square` (of one); with `--ints`, the same mod t.
     #[arg(long, default_value = "add")]
@@ -450,6 +466,20 @@ fn verify_policy(a: &RunArgs) -> anyhow::Result<VerifyPolicy> {
                 .with_context(|| format!("reading the VCEK {}", path.display()))?,
         );
     }
+    for (paths, crls) in [
+        (&a.amd_crl, &mut policy.snp.crls),
+        (&a.intel_crl, &mut policy.tdx.crls),
+    ] {
+        for path in paths {
+            let bytes =
+                std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
+            crls.push(
+                crl_der(&bytes)
+                    .map_err(anyhow::Error::msg)
+                    .with_context(|| format!("reading the CRL {}", path.display()))?,
+            );
+        }
+    }
     Ok(policy)
 }
 
@@ -491,9 +521,15 @@ fn tdx_lines(q: &TdxVerified) -> Vec<String> {
             q.tee_tcb_svn_hex()
         )
     });
+    out.push(if q.revocation_checked {
+        "the proxy's PCK CA and PCK certificate are not revoked by Intel's CRLs (--intel-crl)"
+            .into()
+    } else {
+        "note: revocation was not checked: pass --intel-crl with Intel's root CA and PCK CRLs"
+            .into()
+    });
     out.push(
-        "note: Intel's TCB status, QE identity and revocation lists were not checked (they need \
-         Intel's collateral)"
+        "note: Intel's TCB status and QE identity were not checked (they need Intel's collateral)"
             .into(),
     );
     out
@@ -573,6 +609,14 @@ pub fn run(a: RunArgs) -> anyhow::Result<()> {
                     report.reported_tcb
                 );
             }
+            eprintln!(
+                "{}",
+                if report.revocation_checked {
+                    "the proxy's ASK or ASVK is not revoked by AMD's CRL (--amd-crl)"
+                } else {
+                    "note: revocation was not checked: pass --amd-crl with AMD's CRL"
+                }
+            );
         }
         let r = c.run(inputs, &graph, a.count).await?;
         eprintln!("job {} (through the proxy)", r.job_id);
@@ -722,6 +766,28 @@ mod tests {
             );
         }
         assert!(verify_policy(&args(None, Some(dir.path().join("absent")))).is_err());
+        // --amd-crl: DER kept, PEM decoded, a PEM certificate refused.
+        let [der, pem, cert] = ["crl.der", "crl.pem", "cert.pem"].map(|f| dir.path().join(f));
+        std::fs::write(&der, b"\x30\x00").unwrap();
+        std::fs::write(
+            &pem,
+            "-----BEGIN X509 CRL-----\nMAA=\n-----END X509 CRL-----\n",
+        )
+        .unwrap();
+        std::fs::write(
+            &cert,
+            "-----BEGIN CERTIFICATE-----\nMAA=\n-----END CERTIFICATE-----\n",
+        )
+        .unwrap();
+        let mut a = args(None, None);
+        a.amd_crl = vec![der.clone(), pem];
+        a.intel_crl = vec![der];
+        let with_crls = verify_policy(&a).unwrap();
+        assert_eq!(with_crls.snp.crls, [b"\x30\x00"; 2]);
+        assert_eq!(with_crls.tdx.crls, [b"\x30\x00"]);
+        a.amd_crl = vec![cert];
+        let e = format!("{:#}", verify_policy(&a).unwrap_err());
+        assert!(e.contains("CRL") && e.contains("CERTIFICATE"), "{e}");
 
         // TDX: nothing pinned by default, Intel's root.
         assert_eq!(p.tdx, hecloud_proxy::attest::tdx::TdxPolicy::default());
@@ -804,6 +870,7 @@ mod tests {
             mrtd_pinned,
             rtmrs_pinned: [false, true, false, true],
             min_tee_tcb_svn_checked: svn_checked,
+            revocation_checked: svn_checked,
         }
     }
 
@@ -817,10 +884,12 @@ mod tests {
         assert!(lines[0].contains(&"ab".repeat(48)), "{lines:?}");
         assert_eq!(lines[1], "the proxy's RTMR1, RTMR3 as expected");
         assert!(lines[2].contains("meets --min-tee-tcb-svn"), "{lines:?}");
-        assert!(lines[3].contains("not checked"), "{lines:?}");
+        assert!(lines[3].contains("not revoked"), "{lines:?}");
+        assert!(lines[4].contains("not checked"), "{lines:?}");
         let lines = tdx_lines(&tdx_verified(false, false));
         assert!(lines[0].starts_with("warning:") && lines[0].contains("--expect-mrtd"));
         assert!(lines[2].starts_with("note:") && lines[2].contains("--min-tee-tcb-svn"));
+        assert!(lines[3].starts_with("note:") && lines[3].contains("--intel-crl"));
     }
 
     /// `hecloud run --via-proxy` arguments with nothing pinned.
@@ -839,6 +908,8 @@ mod tests {
             expect_rtmr: vec![],
             min_tee_tcb_svn: None,
             vcek: None,
+            amd_crl: vec![],
+            intel_crl: vec![],
             op: "add".into(),
             ints: false,
             count: 8,

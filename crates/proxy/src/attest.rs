@@ -73,11 +73,12 @@
 //! NOT verified for SEV-SNP: `CURRENT_TCB`, `COMMITTED_TCB` and
 //! `LAUNCH_TCB` (returned or ignored, not compared), the VCEK's other AMD
 //! extensions (product name, reserved levels), certificate revocation
-//! (AMD's CRL), the policy's SMT and migration agent bits unless the
+//! unless the client gives AMD's CRL ([`snp::SnpPolicy::crls`]: the ASK
+//! or ASVK against its ARK's CRL), the policy's SMT and migration agent bits unless the
 //! client asks, the other policy bits (ABI version, single socket, ...)
 //! and platform info bits (TSME, ciphertext hiding, ...), the host data,
-//! ID key and author key digests; for a VLEK, its revocation (AMD's VLEK
-//! CRL) and its `csp_id` against an expected provider; an ASVK the proxy
+//! ID key and author key digests; for a VLEK, its own revocation and its
+//! `csp_id` against an expected provider; an ASVK the proxy
 //! sends is, like its ASK, checked by its signature by the pinned ARK and
 //! its common name, not compared with the pinned one.
 //! A proxy that sends no certificate table is verified only with a VCEK
@@ -114,8 +115,8 @@
 //! TDX module and `TEE_TCB_SVN` are up to date or revoked; only the
 //! client's own minimum `TEE_TCB_SVN` is compared), the QE identity
 //! (the QE report's MRSIGNER, ISV SVN and attributes are not compared with
-//! Intel's QE identity), certificate revocation (Intel's PCK and root
-//! CRLs), and the PCK certificate's SGX extensions (FMSPC, CPU SVN).
+//! Intel's QE identity), certificate revocation unless the client gives
+//! Intel's root and PCK CRLs ([`tdx::TdxPolicy::crls`]), and the PCK certificate's SGX extensions (FMSPC, CPU SVN).
 //! Quotes of version 5 (TDX 1.5 platforms may produce them) and quotes
 //! with other attestation keys are refused. `SEAM_ATTRIBUTES`, `XFAM`,
 //! `MRSEAM`, `MRSIGNERSEAM`, `MRCONFIGID`, `MROWNER` and `MROWNERCONFIG`

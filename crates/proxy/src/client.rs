@@ -28,7 +28,7 @@
 //!
 //! Limits: a resumed TLS session (no certificate sent) is trusted as the
 //! handshake it resumes, whose key was checked; what a report's
-//! verification leaves out (revocation, Intel's TCB and QE identity
+//! verification leaves out (revocation without CRLs, Intel's TCB and QE identity
 //! collateral, ...) is listed in [`crate::attest`].
 
 use std::sync::{Arc, Mutex, PoisonError};

@@ -46,8 +46,9 @@
 //!   public files for upload from it ([`EnclaveOp::PublicFiles`]).
 //! * In a confidential VM (SEV-SNP, TDX), [`CvmEnclave`] serves reports
 //!   from configfs-tsm ([`attest`]); the client verifies an SEV-SNP report
-//!   fully but for revocation, and a TDX quote up to Intel's root but for
-//!   Intel's collateral (TCB status, QE identity, revocation). Neither has
+//!   fully (revocation when given AMD's CRL), and a TDX quote up to
+//!   Intel's root (revocation when given Intel's CRLs) but for Intel's TCB
+//!   status and QE identity. Neither has
 //!   run on SEV-SNP or TDX hardware here.
 //! * The network service terminates the client's TLS and sees plaintext
 //!   (it stands for the TEE); the server sees ciphertexts and public keys

@@ -3,6 +3,7 @@
 //! reports signed by its VCEK: forged, modified, stale, debug, unpinned
 //! and malformed reports are refused with typed errors.
 
+mod crl;
 mod snp_chain;
 
 use hecloud_proxy::attest::snp::{
@@ -1391,4 +1392,90 @@ fn vlek_reports_with_a_wrong_key_chain_or_tcb_are_refused() {
             SnpError::VcekMissingExtension(_)
         ));
     }
+}
+
+#[test]
+fn the_arks_crl_is_checked_when_given() {
+    let chain = Chain::new("Test");
+    let (tls, n) = (b"tls-key".as_slice(), nonce());
+    let data = report_data(tls, &n);
+    let vcek_signed = sev(chain.report(&data), Some(chain.table()));
+    let vlek_signed = sev(chain.vlek_report(&data), Some(chain.vlek_table()));
+    let verify_with = |att: &Attestation, crls: &[&Vec<u8>]| {
+        let mut policy = chain.policy(None);
+        policy.snp.crls = crls.iter().map(|c| c.to_vec()).collect();
+        verify(att, tls, &n, &policy)
+    };
+    // No CRL given: verified, and it says revocation was not checked.
+    assert!(!snp_ok(verify_with(&vcek_signed, &[])).revocation_checked);
+    // A current CRL listing the ASVK: the VCEK's chain passes, checked;
+    // the VLEK's is refused.
+    let asvk_revoked = chain.ark_crl(&[&chain.asvk], 2020, 2099);
+    assert!(snp_ok(verify_with(&vcek_signed, &[&asvk_revoked])).revocation_checked);
+    assert_eq!(
+        snp_err(verify_with(&vlek_signed, &[&asvk_revoked])),
+        SnpError::Revoked("ASVK")
+    );
+    let ask_revoked = chain.ark_crl(&[&chain.ask], 2020, 2099);
+    assert_eq!(
+        snp_err(verify_with(&vcek_signed, &[&ask_revoked])),
+        SnpError::Revoked("ASK")
+    );
+    assert!(snp_ok(verify_with(&vlek_signed, &[&ask_revoked])).revocation_checked);
+    // Another product's CRL beside it is skipped; alone, it is no CRL.
+    let other = Chain::new("Other").ark_crl(&[], 2020, 2099);
+    assert!(snp_ok(verify_with(&vcek_signed, &[&other, &asvk_revoked])).revocation_checked);
+    assert_eq!(
+        snp_err(verify_with(&vcek_signed, &[&other])),
+        SnpError::NoCrl("Test".into())
+    );
+    // Every CRL of the ARK counts: a revoking one is not outvoted.
+    assert_eq!(
+        snp_err(verify_with(&vcek_signed, &[&asvk_revoked, &ask_revoked])),
+        SnpError::Revoked("ASK")
+    );
+    // Past its next update, or issued in the future: out of date.
+    for (from, to) in [(2020, 2021), (2098, 2099)] {
+        let crl = chain.ark_crl(&[], from, to);
+        assert_eq!(
+            snp_err(verify_with(&vcek_signed, &[&crl])),
+            SnpError::CrlOutOfDate("Test".into()),
+            "{from}-{to}"
+        );
+    }
+    // Signed by another key under the same issuer name, or with its list
+    // of serials modified (the ASK's serial changed): not the ARK's.
+    let forged = Chain::new("Test").ark_crl(&[], 2020, 2099);
+    let (_, ask) = x509_parser::parse_x509_certificate(&chain.ask).unwrap();
+    let serial = ask.raw_serial();
+    let at = ask_revoked
+        .windows(serial.len())
+        .position(|w| w == serial)
+        .unwrap();
+    let mut unrevoked = ask_revoked.clone();
+    unrevoked[at + serial.len() - 1] ^= 1;
+    for crl in [&forged, &unrevoked] {
+        assert!(
+            matches!(snp_err(verify_with(&vcek_signed, &[crl])), SnpError::Chain(ref e) if e.contains("CRL")),
+        );
+    }
+    // Malformed: truncated, trailing bytes, not DER.
+    let mut trailing = asvk_revoked.clone();
+    trailing.push(0);
+    let truncated = asvk_revoked[..asvk_revoked.len() - 1].to_vec();
+    for crl in [&truncated, &trailing, &b"not a CRL".to_vec()] {
+        assert!(matches!(
+            snp_err(verify_with(&vcek_signed, &[crl])),
+            SnpError::Crl(_)
+        ));
+    }
+    // PEM CRLs decode to the same DER; a PEM certificate is not a CRL.
+    let pem = format!(
+        "-----BEGIN X509 CRL-----\n{}\n-----END X509 CRL-----\n",
+        base64(&asvk_revoked)
+    );
+    assert_eq!(snp::crl_der(pem.as_bytes()).unwrap(), asvk_revoked);
+    assert_eq!(snp::crl_der(&asvk_revoked).unwrap(), asvk_revoked);
+    let cert = pem.replace("X509 CRL", "CERTIFICATE");
+    assert!(snp::crl_der(cert.as_bytes()).is_err());
 }

@@ -8,6 +8,7 @@
 //! arithmetic mod t, and integers and reals refused for a tenant of the
 //! other scheme.
 
+mod crl;
 mod snp_chain;
 mod tdx_chain;
 

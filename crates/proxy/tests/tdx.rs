@@ -3,6 +3,7 @@
 //! modified, stale, debug, unpinned and malformed quotes are refused with
 //! typed errors, through `attest::verify` as the client calls it.
 
+mod crl;
 mod tdx_chain;
 
 use hecloud_proxy::Attestation;
@@ -675,4 +676,66 @@ fn a_real_quote_verifies_under_intels_pinned_root() {
         tdx::verify_quote(&q, &data, &p),
         Err(TdxError::UnpinnedRoot)
     );
+}
+
+#[test]
+fn the_roots_and_pck_cas_crls_are_checked_when_given() {
+    let (chain, n, q) = setup();
+    let att = tdx(q);
+    let verify_at = |crls: &[&Vec<u8>], at: Option<std::time::SystemTime>| {
+        let mut policy = chain.policy(None);
+        policy.tdx.crls = crls.iter().map(|c| c.to_vec()).collect();
+        policy.tdx.at = at;
+        verify(&att, TLS, &n, &policy)
+    };
+    let verify_with = |crls: &[&Vec<u8>]| verify_at(crls, None);
+    let checked = |r: Result<Verified, AttestError>| match r {
+        Ok(Verified::Tdx { quote, .. }) => quote.revocation_checked,
+        other => panic!("expected an accepted quote, got {other:?}"),
+    };
+    assert!(!checked(verify_with(&[])));
+    let root_crl = chain.root_crl(&[], 2020, 2099);
+    let ca_crl = chain.ca_crl(&[], 2020, 2099);
+    assert!(checked(verify_with(&[&root_crl, &ca_crl])));
+    // Both issuers' CRLs are needed.
+    assert_eq!(
+        tdx_err(verify_with(&[&root_crl])),
+        TdxError::NoCrl("PCK CA Intel SGX PCK Platform CA".into())
+    );
+    assert_eq!(
+        tdx_err(verify_with(&[&ca_crl])),
+        TdxError::NoCrl("root Test root".into())
+    );
+    // The PCK CA revoked by the root, the PCK certificate by the CA.
+    let ca_revoked = chain.root_crl(&[&chain.ca], 2020, 2099);
+    assert_eq!(
+        tdx_err(verify_with(&[&ca_revoked, &ca_crl])),
+        TdxError::Revoked("PCK CA")
+    );
+    let leaf_revoked = chain.ca_crl(&[&chain.leaf], 2020, 2099);
+    assert_eq!(
+        tdx_err(verify_with(&[&root_crl, &leaf_revoked])),
+        TdxError::Revoked("PCK")
+    );
+    // A serial is the issuer's: the leaf's in the root's CRL is not it.
+    let other_scope = chain.root_crl(&[&chain.leaf], 2020, 2099);
+    assert!(checked(verify_with(&[&other_scope, &ca_crl])));
+    // Out of date now; current at the policy's time.
+    let stale = chain.ca_crl(&[], 2020, 2021);
+    assert_eq!(
+        tdx_err(verify_with(&[&root_crl, &stale])),
+        TdxError::CrlOutOfDate("PCK CA Intel SGX PCK Platform CA".into())
+    );
+    let mid_2020 = std::time::UNIX_EPOCH + std::time::Duration::from_secs(1_593_561_600);
+    assert!(checked(verify_at(&[&root_crl, &stale], Some(mid_2020))));
+    // A CRL under the CA's name signed by another key; one not DER.
+    let forged = Chain::new("Test").ca_crl(&[], 2020, 2099);
+    assert!(matches!(
+        tdx_err(verify_with(&[&root_crl, &forged])),
+        TdxError::Chain(ref e) if e.contains("CRL")
+    ));
+    assert!(matches!(
+        tdx_err(verify_with(&[&root_crl, &ca_crl, &b"garbage".to_vec()])),
+        TdxError::Crl(_)
+    ));
 }

@@ -40,8 +40,9 @@ use x509_parser::oid_registry::{
     OID_SIG_ECDSA_WITH_SHA384,
 };
 use x509_parser::signature_algorithm::RsaSsaPssParams;
+use x509_parser::x509::AlgorithmIdentifier;
 
-use super::x509::{self, CertProblem, ec_point, hex};
+use super::x509::{self, CertProblem, Revocation, Signed, ec_point, hex};
 use crate::enclave::REPORT_DATA_LEN;
 
 /// Length of an SEV-SNP `ATTESTATION_REPORT`.
@@ -182,6 +183,20 @@ pub enum SnpError {
     /// A link of the chain whose signature does not verify.
     #[error("certificate chain: {0}")]
     Chain(String),
+    /// A CRL given in [`SnpPolicy::crls`] that does not parse.
+    #[error("malformed CRL: {0}")]
+    Crl(String),
+    /// Revocation checking was asked ([`SnpPolicy::crls`] not empty) and
+    /// no CRL given is issued by the ARK the chain ends in.
+    #[error("no CRL given is issued by the {0} ARK (revocation checking was asked)")]
+    NoCrl(String),
+    /// The ARK's CRL is not current: issued in the future, without a next
+    /// update, or past it.
+    #[error("the {0} ARK's CRL is out of date (fetch a current one from AMD)")]
+    CrlOutOfDate(String),
+    /// The ARK's CRL lists the ASK or ASVK of the chain.
+    #[error("the {0} of the chain is revoked by its ARK's CRL")]
+    Revoked(&'static str),
     /// The report's signature does not verify under the VCEK or VLEK that
     /// signed it (a forged or modified report, or the key of another chip,
     /// provider or TCB).
@@ -833,13 +848,24 @@ const AMD_ROOTS: [(&str, &str, &str, &str); 3] = [
     ),
 ];
 
-/// A certificate's DER from PEM or DER bytes.
+/// A certificate's DER from DER or PEM bytes (a `CERTIFICATE` block).
 pub fn cert_der(bytes: &[u8]) -> std::result::Result<Vec<u8>, String> {
+    pem_or_der(bytes, "CERTIFICATE")
+}
+
+/// A CRL's DER from DER or PEM bytes (an `X509 CRL` block), such as AMD's
+/// key distribution service or Intel's PCS serve.
+pub fn crl_der(bytes: &[u8]) -> std::result::Result<Vec<u8>, String> {
+    pem_or_der(bytes, "X509 CRL")
+}
+
+/// DER bytes as they are, or the contents of a PEM block labelled `label`.
+fn pem_or_der(bytes: &[u8], label: &str) -> std::result::Result<Vec<u8>, String> {
     if bytes.trim_ascii_start().starts_with(b"-----BEGIN") {
         let (_, pem) = x509_parser::pem::parse_x509_pem(bytes.trim_ascii_start())
-            .map_err(|e| format!("not a PEM certificate: {e}"))?;
-        if pem.label != "CERTIFICATE" {
-            return Err(format!("a PEM {:?}, not a CERTIFICATE", pem.label));
+            .map_err(|e| format!("not a PEM block: {e}"))?;
+        if pem.label != label {
+            return Err(format!("a PEM {:?} block, not {label:?}", pem.label));
         }
         Ok(pem.contents)
     } else {
@@ -890,6 +916,13 @@ pub struct SnpPolicy {
     pub vcek: Option<Vec<u8>>,
     /// The pinned roots ([`TrustedRoot::amd`] by default).
     pub roots: Vec<TrustedRoot>,
+    /// Certificate revocation lists (DER) of the ARKs, such as AMD's key
+    /// distribution service serves at `/vcek/v1/{product}/crl`. Empty (the
+    /// default): revocation is not checked (reported in
+    /// [`SnpVerified::revocation_checked`]). Otherwise one of them must be
+    /// issued by the ARK the chain ends in, signed by it and current, and
+    /// each such one must not list the chain's ASK or ASVK.
+    pub crls: Vec<Vec<u8>>,
 }
 
 impl Default for SnpPolicy {
@@ -903,6 +936,7 @@ impl Default for SnpPolicy {
             refuse_migration_agent: false,
             vcek: None,
             roots: TrustedRoot::amd(),
+            crls: vec![],
         }
     }
 }
@@ -918,6 +952,7 @@ impl fmt::Debug for SnpPolicy {
             .field("refuse_migration_agent", &self.refuse_migration_agent)
             .field("vcek", &self.vcek.is_some())
             .field("roots", &self.roots)
+            .field("crls", &self.crls.len())
             .finish()
     }
 }
@@ -1012,6 +1047,9 @@ pub struct SnpVerified {
     pub committed_tcb: TcbVersion,
     /// The guest's security version number.
     pub guest_svn: u32,
+    /// Whether the chain's ASK or ASVK was checked against its ARK's CRL
+    /// ([`SnpPolicy::crls`]); when `false` a revoked intermediate passes.
+    pub revocation_checked: bool,
 }
 
 impl fmt::Debug for SnpVerified {
@@ -1033,6 +1071,7 @@ impl fmt::Debug for SnpVerified {
             .field("current_tcb", &self.current_tcb)
             .field("committed_tcb", &self.committed_tcb)
             .field("guest_svn", &self.guest_svn)
+            .field("revocation_checked", &self.revocation_checked)
             .finish()
     }
 }
@@ -1059,8 +1098,8 @@ fn p384_point<'a>(cert: &'a X509Certificate<'_>) -> Option<&'a [u8]> {
 
 /// Whether RSASSA-PSS parameters are SHA-384, MGF1 with SHA-384, a
 /// 48-byte salt and the usual trailer.
-fn pss_sha384(cert: &X509Certificate<'_>) -> bool {
-    let Some(params) = cert.signature_algorithm.parameters.as_ref() else {
+fn pss_sha384(alg: &AlgorithmIdentifier<'_>) -> bool {
+    let Some(params) = alg.parameters.as_ref() else {
         return false;
     };
     let Ok(p) = RsaSsaPssParams::try_from(params) else {
@@ -1083,10 +1122,21 @@ fn check_signed_by(
     issuer: &X509Certificate<'_>,
     issuer_name: &'static str,
 ) -> Result<()> {
-    let alg = &cert.signature_algorithm.algorithm;
+    check_signature(&Signed::cert(cert), which, issuer, issuer_name)
+}
+
+/// Verifies that `issuer`'s key made `signed`'s signature with one of the
+/// two accepted algorithms (`which` names what was signed).
+fn check_signature(
+    signed: &Signed<'_>,
+    which: &'static str,
+    issuer: &X509Certificate<'_>,
+    issuer_name: &'static str,
+) -> Result<()> {
+    let alg = &signed.alg.algorithm;
     let spki = issuer.public_key();
     let (verifier, key): (&dyn VerificationAlgorithm, &[u8]) = if *alg == OID_PKCS1_RSASSAPSS {
-        if !pss_sha384(cert) {
+        if !pss_sha384(signed.alg) {
             return Err(SnpError::Certificate {
                 which,
                 reason: "RSASSA-PSS with other parameters than SHA-384, MGF1 SHA-384, salt 48"
@@ -1120,10 +1170,7 @@ fn check_signed_by(
         });
     };
     UnparsedPublicKey::new(verifier, key)
-        .verify(
-            cert.tbs_certificate.as_ref(),
-            cert.signature_value.data.as_ref(),
-        )
+        .verify(signed.data, signed.signature)
         .map_err(|_| SnpError::Chain(format!("the {which} is not signed by the {issuer_name}")))
 }
 
@@ -1175,7 +1222,8 @@ pub fn verify_report(
         ),
     };
     let vcek = parse_cert(signed_by.name(), vcek_der)?;
-    let product = verify_chain(&vcek, signed_by, &table, &policy.roots)?;
+    let (product, revocation_checked) =
+        verify_chain(&vcek, signed_by, &table, &policy.roots, &policy.crls)?;
 
     let point = p384_point(&vcek).ok_or_else(|| SnpError::Certificate {
         which: signed_by.name(),
@@ -1247,6 +1295,7 @@ pub fn verify_report(
         current_tcb: tcb(r.current_tcb),
         committed_tcb: tcb(r.committed_tcb),
         guest_svn: r.guest_svn,
+        revocation_checked,
     })
 }
 
@@ -1433,14 +1482,16 @@ fn check_intermediate_name(cert: &X509Certificate<'_>, key: SigningKey) -> Resul
 }
 
 /// Verifies VCEK ← ASK ← ARK, or VLEK ← ASVK ← ARK (the ARK pinned,
-/// self-signed; the intermediate from the table, else the pinned root's):
-/// the pinned root's product.
+/// self-signed; the intermediate from the table, else the pinned root's)
+/// and the intermediate against the ARK's CRLs: the pinned root's product
+/// and whether revocation was checked.
 fn verify_chain(
     vcek: &X509Certificate<'_>,
     key: SigningKey,
     table: &CertTable,
     roots: &[TrustedRoot],
-) -> Result<String> {
+    crls: &[Vec<u8>],
+) -> Result<(String, bool)> {
     let (which, inter) = (key.name(), key.intermediate());
     if roots.is_empty() {
         return Err(SnpError::Chain("no pinned root".into()));
@@ -1479,7 +1530,10 @@ fn verify_chain(
             .and_then(|()| check_signed_by(&ask, inter, &ark, "ARK"))
             .and_then(|()| check_signed_by(vcek, which, &ask, inter))
         {
-            Ok(()) => return Ok(root.product.clone()),
+            Ok(()) => {
+                let checked = check_revocation(&ark, &ask, inter, &root.product, crls)?;
+                return Ok((root.product.clone(), checked));
+            }
             Err(e) => errors.push((root, e)),
         }
     }
@@ -1494,4 +1548,29 @@ fn verify_chain(
             .collect::<Vec<_>>()
             .join("; ")
     )))
+}
+
+/// Checks the ARK-issued `inter` against the ARK's CRLs among `crls`:
+/// whether it did (`false` when `crls` is empty).
+fn check_revocation(
+    ark: &X509Certificate<'_>,
+    inter: &X509Certificate<'_>,
+    inter_name: &'static str,
+    product: &str,
+    crls: &[Vec<u8>],
+) -> Result<bool> {
+    if crls.is_empty() {
+        return Ok(false);
+    }
+    x509::check_revocation(crls, ark, inter, None, |signed| {
+        check_signature(signed, "CRL", ark, "ARK")
+    })
+    .map_err(|e| match e {
+        Revocation::Malformed(reason) => SnpError::Crl(reason),
+        Revocation::Signature(e) => e,
+        Revocation::OutOfDate => SnpError::CrlOutOfDate(product.into()),
+        Revocation::Revoked => SnpError::Revoked(inter_name),
+        Revocation::NoCrl => SnpError::NoCrl(product.into()),
+    })?;
+    Ok(true)
 }

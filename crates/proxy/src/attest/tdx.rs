@@ -41,7 +41,7 @@ use ring::signature::{ECDSA_P256_SHA256_ASN1, ECDSA_P256_SHA256_FIXED, UnparsedP
 use x509_parser::certificate::X509Certificate;
 use x509_parser::oid_registry::{OID_EC_P256, OID_SIG_ECDSA_WITH_SHA256};
 
-use super::x509::{self, CertProblem, ec_point, hex};
+use super::x509::{self, CertProblem, Revocation, Signed, ec_point, hex};
 use crate::enclave::REPORT_DATA_LEN;
 
 /// The quote version this verifier reads.
@@ -151,6 +151,21 @@ pub enum TdxError {
     /// A link of the chain whose signature does not verify.
     #[error("certificate chain: {0}")]
     Chain(String),
+    /// A CRL given in [`TdxPolicy::crls`] that does not parse.
+    #[error("malformed CRL: {0}")]
+    Crl(String),
+    /// Revocation checking was asked ([`TdxPolicy::crls`] not empty) and
+    /// no CRL given is issued by the root or the PCK CA of the chain.
+    #[error("no CRL given is issued by the {0} (revocation checking was asked)")]
+    NoCrl(String),
+    /// The root's or the PCK CA's CRL is not current: issued after the
+    /// verification time, without a next update, or past it.
+    #[error("the {0}'s CRL is out of date (fetch a current one from Intel's PCS)")]
+    CrlOutOfDate(String),
+    /// The PCK CA is listed in the root's CRL, or the PCK certificate in
+    /// the PCK CA's.
+    #[error("the {0} certificate of the quote is revoked")]
+    Revoked(&'static str),
     /// The QE report's signature does not verify under the PCK key.
     #[error("the QE report's signature does not verify under the PCK certificate's key")]
     BadQeReportSignature,
@@ -525,12 +540,23 @@ fn check_signed_by(
     issuer: &X509Certificate<'_>,
     issuer_name: &'static str,
 ) -> Result<()> {
-    if cert.signature_algorithm.algorithm != OID_SIG_ECDSA_WITH_SHA256 {
+    check_signature(&Signed::cert(cert), which, issuer, issuer_name)
+}
+
+/// Verifies that `issuer`'s P-256 key made `signed`'s signature with
+/// ECDSA SHA-256 (`which` names what was signed).
+fn check_signature(
+    signed: &Signed<'_>,
+    which: &'static str,
+    issuer: &X509Certificate<'_>,
+    issuer_name: &'static str,
+) -> Result<()> {
+    if signed.alg.algorithm != OID_SIG_ECDSA_WITH_SHA256 {
         return Err(TdxError::Certificate {
             which,
             reason: format!(
                 "signature algorithm {} (accepted: ECDSA with SHA-256)",
-                cert.signature_algorithm.algorithm
+                signed.alg.algorithm
             ),
         });
     }
@@ -540,11 +566,30 @@ fn check_signed_by(
         ))
     })?;
     UnparsedPublicKey::new(&ECDSA_P256_SHA256_ASN1, point)
-        .verify(
-            cert.tbs_certificate.as_ref(),
-            cert.signature_value.data.as_ref(),
-        )
+        .verify(signed.data, signed.signature)
         .map_err(|_| TdxError::Chain(format!("the {which} is not signed by the {issuer_name}")))
+}
+
+/// Checks `cert` (`which`) against the CRLs among `crls` that `issuer`
+/// (`issuer_name`, for messages) issued, at `at`.
+fn check_revocation(
+    crls: &[Vec<u8>],
+    issuer: &X509Certificate<'_>,
+    issuer_name: &str,
+    cert: &X509Certificate<'_>,
+    which: &'static str,
+    at: Option<SystemTime>,
+) -> Result<()> {
+    x509::check_revocation(crls, issuer, cert, at, |signed| {
+        check_signature(signed, "CRL", issuer, "issuer it names")
+    })
+    .map_err(|e| match e {
+        Revocation::Malformed(reason) => TdxError::Crl(reason),
+        Revocation::Signature(e) => e,
+        Revocation::OutOfDate => TdxError::CrlOutOfDate(issuer_name.into()),
+        Revocation::Revoked => TdxError::Revoked(which),
+        Revocation::NoCrl => TdxError::NoCrl(issuer_name.into()),
+    })
 }
 
 /// Whether `cert` says it is a CA (basic constraints, `cA` true).
@@ -616,6 +661,15 @@ pub struct TdxPolicy {
     /// fixed time verifies a recorded quote after its PCK certificate
     /// expired (tests, audits of old sessions).
     pub at: Option<SystemTime>,
+    /// Certificate revocation lists (DER), such as Intel's PCS serves:
+    /// the root CA's (`https://certificates.trustedservices.intel.com/IntelSGXRootCA.der`)
+    /// and the PCK CAs' (`.../sgx/certification/v4/pckcrl?ca=platform`
+    /// or `?ca=processor`). Empty (the default): revocation is not checked
+    /// (reported in [`TdxVerified::revocation_checked`]). Otherwise the
+    /// root's CRL and the PCK CA's must be among them, signed by their
+    /// issuer and current at [`TdxPolicy::at`], and must not list the PCK
+    /// CA and the PCK certificate.
+    pub crls: Vec<Vec<u8>>,
 }
 
 impl Default for TdxPolicy {
@@ -626,6 +680,7 @@ impl Default for TdxPolicy {
             min_tee_tcb_svn: None,
             roots: vec![TrustedRoot::intel()],
             at: None,
+            crls: vec![],
         }
     }
 }
@@ -642,6 +697,7 @@ impl fmt::Debug for TdxPolicy {
             )
             .field("roots", &self.roots)
             .field("at", &self.at)
+            .field("crls", &self.crls.len())
             .finish()
     }
 }
@@ -669,6 +725,10 @@ pub struct TdxVerified {
     /// Whether `TEE_TCB_SVN` was compared with a minimum; when `false` a
     /// TDX module at any version passes.
     pub min_tee_tcb_svn_checked: bool,
+    /// Whether the PCK CA and the PCK certificate were checked against
+    /// their issuers' CRLs ([`TdxPolicy::crls`]); when `false` a revoked
+    /// one passes.
+    pub revocation_checked: bool,
 }
 
 impl fmt::Debug for TdxVerified {
@@ -687,6 +747,7 @@ impl fmt::Debug for TdxVerified {
             .field("mrtd_pinned", &self.mrtd_pinned)
             .field("rtmrs_pinned", &self.rtmrs_pinned)
             .field("min_tee_tcb_svn_checked", &self.min_tee_tcb_svn_checked)
+            .field("revocation_checked", &self.revocation_checked)
             .finish()
     }
 }
@@ -705,12 +766,14 @@ impl TdxVerified {
 
 /// Verifies the PCK chain of a quote: leaf ← PCK CA ← pinned root. The
 /// quote's chain is the leaf, the CA and optionally the root, which must
-/// then be byte-equal to a pinned one. Returns the leaf's P-256 point,
-/// the CA's name and the root's name.
+/// then be byte-equal to a pinned one. With `crls`, the CA is checked
+/// against the root's CRL and the leaf against the CA's. Returns the
+/// leaf's P-256 point, the CA's name and the root's name.
 fn verify_chain(
     pem: &[u8],
     roots: &[TrustedRoot],
     at: Option<SystemTime>,
+    crls: &[Vec<u8>],
 ) -> Result<(Vec<u8>, String, String)> {
     if roots.is_empty() {
         return Err(TdxError::Chain("no pinned root".into()));
@@ -764,6 +827,12 @@ fn verify_chain(
             .and_then(|()| check_signed_by(&leaf, "PCK", &ca, "PCK CA"))
         {
             Ok(()) => {
+                if !crls.is_empty() {
+                    let root_name = format!("root {}", root.name);
+                    check_revocation(crls, &root_cert, &root_name, &ca, "PCK CA", at)?;
+                    let ca_label = format!("PCK CA {ca_name}");
+                    check_revocation(crls, &ca, &ca_label, &leaf, "PCK", at)?;
+                }
                 let point = p256_point(&leaf).ok_or_else(|| TdxError::Certificate {
                     which: "PCK",
                     reason: "its key is not an ECDSA P-256 key".into(),
@@ -801,7 +870,8 @@ pub fn verify_quote(
     policy: &TdxPolicy,
 ) -> Result<TdxVerified> {
     let q = Quote::parse(quote)?;
-    let (pck_key, pck_ca, root) = verify_chain(q.pck_chain, &policy.roots, policy.at)?;
+    let (pck_key, pck_ca, root) =
+        verify_chain(q.pck_chain, &policy.roots, policy.at, &policy.crls)?;
     UnparsedPublicKey::new(&ECDSA_P256_SHA256_FIXED, &pck_key)
         .verify(q.qe_report, &q.qe_report_signature)
         .map_err(|_| TdxError::BadQeReportSignature)?;
@@ -864,6 +934,7 @@ pub fn verify_quote(
         mrtd_pinned: policy.mrtd.is_some(),
         rtmrs_pinned: policy.rtmrs.map(|r| r.is_some()),
         min_tee_tcb_svn_checked: policy.min_tee_tcb_svn.is_some(),
+        revocation_checked: !policy.crls.is_empty(),
     })
 }
 

@@ -93,7 +93,9 @@ pub fn vlek_extensions() -> Vec<Ext> {
 /// ARK → ASK → VCEK and ARK → ASVK → VLEK, DER.
 #[derive(Debug)]
 pub struct Chain {
+    name: String,
     pub ark: Vec<u8>,
+    ark_key: Vec<u8>,
     pub ask: Vec<u8>,
     pub vcek: Vec<u8>,
     vcek_key: Vec<u8>,
@@ -154,7 +156,9 @@ impl Chain {
         let asvk_issuer = Issuer::new(asvk_params, &asvk_key);
         let (vlek, vlek_key) = leaf("SEV-VLEK", &vlek_exts, &asvk_issuer);
         Self {
+            name: name.into(),
             ark,
+            ark_key: ark_key.serialize_der(),
             ask,
             vcek,
             vcek_key,
@@ -172,6 +176,15 @@ impl Chain {
             ask: None,
             asvk: None,
         }
+    }
+
+    /// A CRL (DER) the ARK signs, issued on 1 January of `from` with its
+    /// next update on 1 January of `to`, listing the certificates
+    /// `revoked` (DER).
+    pub fn ark_crl(&self, revoked: &[&[u8]], from: i32, to: i32) -> Vec<u8> {
+        let key = KeyPair::try_from(self.ark_key.as_slice()).unwrap();
+        let issuer = Issuer::new(params(&format!("ARK-{}", self.name), true), &key);
+        crate::crl::crl(&issuer, revoked, from, to)
     }
 
     /// The certificate table a host provisions: VCEK, ASK, ARK.

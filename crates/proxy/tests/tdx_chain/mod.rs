@@ -137,6 +137,10 @@ pub struct Chain {
     pub root: Vec<u8>,
     pub ca: Vec<u8>,
     pub leaf: Vec<u8>,
+    root_name: String,
+    root_key: Vec<u8>,
+    ca_name: String,
+    ca_key: Vec<u8>,
     pck_key: Vec<u8>,
     att_key: Vec<u8>,
 }
@@ -155,7 +159,8 @@ impl Chain {
     /// A fresh chain named `name`, made as `o` says.
     pub fn with(name: &str, o: Options) -> Self {
         let root_key = KeyPair::generate_for(&PKCS_ECDSA_P256_SHA256).unwrap();
-        let root_params = params(&format!("{name} SGX Root CA"), true);
+        let root_name = format!("{name} SGX Root CA");
+        let root_params = params(&root_name, true);
         let root = root_params.self_signed(&root_key).unwrap().der().to_vec();
         let root_issuer = Issuer::new(root_params, &root_key);
         let ca_key = KeyPair::generate_for(&PKCS_ECDSA_P256_SHA256).unwrap();
@@ -188,9 +193,28 @@ impl Chain {
             root,
             ca,
             leaf,
+            root_name,
+            root_key: root_key.serialize_der(),
+            ca_name: o.ca_name,
+            ca_key: ca_key.serialize_der(),
             pck_key: pck_key.serialize_der(),
             att_key,
         }
+    }
+
+    /// A CRL (DER) of the root listing `revoked` (DER), issued on 1
+    /// January of `from`, next update on 1 January of `to`.
+    pub fn root_crl(&self, revoked: &[&[u8]], from: i32, to: i32) -> Vec<u8> {
+        let key = KeyPair::try_from(self.root_key.as_slice()).unwrap();
+        let issuer = Issuer::new(params(&self.root_name, true), &key);
+        crate::crl::crl(&issuer, revoked, from, to)
+    }
+
+    /// A CRL (DER) of the PCK CA, as [`Chain::root_crl`].
+    pub fn ca_crl(&self, revoked: &[&[u8]], from: i32, to: i32) -> Vec<u8> {
+        let key = KeyPair::try_from(self.ca_key.as_slice()).unwrap();
+        let issuer = Issuer::new(params(&self.ca_name, true), &key);
+        crate::crl::crl(&issuer, revoked, from, to)
     }
 
     /// The chain's root, to pin.
