@@ -1,8 +1,8 @@
 //! `hecloud bench ckks`: RNS-CKKS (issue 4) against Lattigo v6.2.0 and SEAL.
 //!
-//! At N = 2^14, 2^15 (our presets) and N = 2^16 (log QP ≈ 1655: 60 + 27×50
-//! bit Q primes as in the Lattigo anchor set; our P is 5×49-bit primes in 7
-//! digits, Lattigo's the anchor set's 4×61, see `peer_literal`): key generation
+//! At N = 2^14, 2^15 (our presets) and N = 2^16 (60 + 27×50-bit Q primes as
+//! in the Lattigo anchor set; our P is 6×49-bit primes for 6 digits, log QP
+//! ≈ 1704, Lattigo's the anchor set's 4×61, see `peer_literal`): key generation
 //! (sk, pk, relinearization and one rotation key), encode, encrypt (public
 //! key; seeded secret key), decrypt, decode, multiply+relinearize+rescale and
 //! rotate by one slot at the top level, serialized sizes and the precision of

@@ -1,5 +1,5 @@
-//! One production-size run (N = 2^16, log QP ≈ 1654: the Lattigo anchor
-//! set): keys, encryption, multiplication, rotation, with precision bounds.
+//! One production-size run (N = 2^16, log QP ≈ 1703: the Lattigo anchor
+//! set's Q, our P): keys, encryption, multiplication, rotation, with precision bounds.
 //! Meant for release builds (CI runs `cargo test --release`).
 
 use hecloud_ckks::{precision::report, *};
@@ -9,7 +9,7 @@ use num_complex::Complex64;
 fn preset_n16_multiply_and_rotate() {
     let params = Preset::N16.build().unwrap();
     assert!(params.rlwe().is_secure());
-    assert!((params.rlwe().log_qp() - 1654.0).abs() < 1.0);
+    assert!((params.rlwe().log_qp() - 1703.0).abs() < 1.0);
     let keys = KeySet::generate(&params, &[1], false).unwrap();
     let enc = Encoder::new(&params);
     let eval = Evaluator::new(&params, keys.evaluation_keys());

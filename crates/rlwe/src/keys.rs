@@ -158,8 +158,8 @@ pub struct RelinearizationKey(pub SwitchingKey);
 /// It is held with its NTT slots moved by the automorphism's inverse
 /// permutation π⁻¹: the key switch of an automorphism needs Σ π(d_j)·k_j
 /// over the digits d_j, which is π(Σ d_j·π⁻¹(k_j)), so it permutes its two
-/// outputs instead of every digit of its input (at N = 2^16 and 7 digits,
-/// 50 limbs moved instead of 228). [`Self::to_bytes`] writes the key itself.
+/// outputs instead of every digit of its input (two polynomials instead of
+/// one per digit). [`Self::to_bytes`] writes the key itself.
 #[derive(Debug, Clone, PartialEq)]
 pub struct GaloisKey {
     pub(crate) galois_element: usize,
