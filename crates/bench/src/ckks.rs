@@ -2,7 +2,7 @@
 //!
 //! At N = 2^14, 2^15 (our presets) and N = 2^16 (60 + 27×50-bit Q primes as
 //! in the Lattigo anchor set; our P is 6×49-bit primes for 6 digits, log QP
-//! ≈ 1704, Lattigo's the anchor set's 4×61, see `peer_literal`): key generation
+//! ≈ 1704, Lattigo's 5×61 for the same 6 digits, see `peer_literal`): key generation
 //! (sk, pk, relinearization and one rotation key), encode, encrypt (public
 //! key; seeded secret key), decrypt, decode, multiply+relinearize+rescale and
 //! rotate by one slot at the top level, serialized sizes and the precision of
@@ -168,8 +168,8 @@ fn parse(line: &str) -> anyhow::Result<Figures> {
 /// The literal a peer runs for ours: the same, except where our preset
 /// pins the digit count to use more, smaller P primes (our 52-bit
 /// kernels): there the peer gets one 61-bit P prime per prime of a digit,
-/// its own layout (Lattigo takes ⌈|Q|/|P|⌉ digits, so the same digits),
-/// the anchor set's 4 × 61 at N = 2^16. Same Q, log QP within a bit.
+/// its own layout (Lattigo takes ⌈|Q|/|P|⌉ digits, so the same digits):
+/// 5 × 61 at N = 2^16 (log QP 1715 against our 1704). Same Q.
 fn peer_literal(lit: &ParametersLiteral) -> ParametersLiteral {
     let mut peer = lit.clone();
     if let Some(dnum) = lit.dnum {
@@ -508,4 +508,24 @@ pub fn run(opts: &BenchOptions) -> anyhow::Result<()> {
     r.push("threads", cores);
     println!("{r}");
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_peer_gets_our_q_and_digits_within_the_bound() {
+        let digits =
+            |l: &ParametersLiteral| l.dnum.unwrap_or(l.log_q.len().div_ceil(l.log_p.len()));
+        for p in [Preset::N14, Preset::N15, Preset::N16] {
+            let (lit, _) = p.literal();
+            let peer = peer_literal(&lit);
+            assert_eq!(peer.log_q, lit.log_q, "{p:?}");
+            assert_eq!(digits(&peer), digits(&lit), "{p:?}");
+            let bits: u32 = peer.log_q.iter().chain(&peer.log_p).sum();
+            let max = hecloud_rlwe::params::max_log_qp(lit.log_n).unwrap();
+            assert!(bits <= max, "{p:?}: the peer's log QP {bits} > {max}");
+        }
+    }
 }
