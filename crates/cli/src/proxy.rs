@@ -459,28 +459,30 @@ fn verify_policy(a: &RunArgs) -> anyhow::Result<VerifyPolicy> {
         policy.tdx.min_tee_tcb_svn = Some(parse_hex::<TEE_TCB_SVN_LEN>(hex, "--min-tee-tcb-svn")?);
     }
     if let Some(path) = &a.vcek {
-        let bytes = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
-        policy.snp.vcek = Some(
-            cert_der(&bytes)
-                .map_err(anyhow::Error::msg)
-                .with_context(|| format!("reading the VCEK {}", path.display()))?,
-        );
+        policy.snp.vcek = Some(der_file(path, "VCEK", cert_der)?);
     }
     for (paths, crls) in [
         (&a.amd_crl, &mut policy.snp.crls),
         (&a.intel_crl, &mut policy.tdx.crls),
     ] {
         for path in paths {
-            let bytes =
-                std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
-            crls.push(
-                crl_der(&bytes)
-                    .map_err(anyhow::Error::msg)
-                    .with_context(|| format!("reading the CRL {}", path.display()))?,
-            );
+            crls.push(der_file(path, "CRL", crl_der)?);
         }
     }
     Ok(policy)
+}
+
+/// The DER of the `what` (`VCEK`, `CRL`) in the DER or PEM file at `path`,
+/// as `decode` reads it.
+fn der_file(
+    path: &Path,
+    what: &str,
+    decode: fn(&[u8]) -> Result<Vec<u8>, String>,
+) -> anyhow::Result<Vec<u8>> {
+    let bytes = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
+    decode(&bytes)
+        .map_err(anyhow::Error::msg)
+        .with_context(|| format!("reading the {what} {}", path.display()))
 }
 
 /// What `hecloud run` says of a verified TDX proxy: what was compared,

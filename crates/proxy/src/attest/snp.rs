@@ -1559,9 +1559,6 @@ fn check_revocation(
     product: &str,
     crls: &[Vec<u8>],
 ) -> Result<bool> {
-    if crls.is_empty() {
-        return Ok(false);
-    }
     x509::check_revocation(crls, ark, inter, None, |signed| {
         check_signature(signed, "CRL", ark, "ARK")
     })
@@ -1571,6 +1568,5 @@ fn check_revocation(
         Revocation::OutOfDate => SnpError::CrlOutOfDate(product.into()),
         Revocation::Revoked => SnpError::Revoked(inter_name),
         Revocation::NoCrl => SnpError::NoCrl(product.into()),
-    })?;
-    Ok(true)
+    })
 }

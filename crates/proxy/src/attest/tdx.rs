@@ -571,7 +571,8 @@ fn check_signature(
 }
 
 /// Checks `cert` (`which`) against the CRLs among `crls` that `issuer`
-/// (`issuer_name`, for messages) issued, at `at`.
+/// (`issuer_name`, for messages) issued, at `at`: whether it did (`false`
+/// when `crls` is empty).
 fn check_revocation(
     crls: &[Vec<u8>],
     issuer: &X509Certificate<'_>,
@@ -579,7 +580,7 @@ fn check_revocation(
     cert: &X509Certificate<'_>,
     which: &'static str,
     at: Option<SystemTime>,
-) -> Result<()> {
+) -> Result<bool> {
     x509::check_revocation(crls, issuer, cert, at, |signed| {
         check_signature(signed, "CRL", issuer, "issuer it names")
     })
@@ -768,13 +769,14 @@ impl TdxVerified {
 /// quote's chain is the leaf, the CA and optionally the root, which must
 /// then be byte-equal to a pinned one. With `crls`, the CA is checked
 /// against the root's CRL and the leaf against the CA's. Returns the
-/// leaf's P-256 point, the CA's name and the root's name.
+/// leaf's P-256 point, the CA's name, the root's name and whether
+/// revocation was checked.
 fn verify_chain(
     pem: &[u8],
     roots: &[TrustedRoot],
     at: Option<SystemTime>,
     crls: &[Vec<u8>],
-) -> Result<(Vec<u8>, String, String)> {
+) -> Result<(Vec<u8>, String, String, bool)> {
     if roots.is_empty() {
         return Err(TdxError::Chain("no pinned root".into()));
     }
@@ -827,17 +829,15 @@ fn verify_chain(
             .and_then(|()| check_signed_by(&leaf, "PCK", &ca, "PCK CA"))
         {
             Ok(()) => {
-                if !crls.is_empty() {
-                    let root_name = format!("root {}", root.name);
-                    check_revocation(crls, &root_cert, &root_name, &ca, "PCK CA", at)?;
-                    let ca_label = format!("PCK CA {ca_name}");
-                    check_revocation(crls, &ca, &ca_label, &leaf, "PCK", at)?;
-                }
+                let root_name = format!("root {}", root.name);
+                let checked = check_revocation(crls, &root_cert, &root_name, &ca, "PCK CA", at)?;
+                let ca_label = format!("PCK CA {ca_name}");
+                check_revocation(crls, &ca, &ca_label, &leaf, "PCK", at)?;
                 let point = p256_point(&leaf).ok_or_else(|| TdxError::Certificate {
                     which: "PCK",
                     reason: "its key is not an ECDSA P-256 key".into(),
                 })?;
-                return Ok((point.to_vec(), ca_name, root.name.clone()));
+                return Ok((point.to_vec(), ca_name, root.name.clone(), checked));
             }
             Err(e) => errors.push((root, e)),
         }
@@ -870,7 +870,7 @@ pub fn verify_quote(
     policy: &TdxPolicy,
 ) -> Result<TdxVerified> {
     let q = Quote::parse(quote)?;
-    let (pck_key, pck_ca, root) =
+    let (pck_key, pck_ca, root, revocation_checked) =
         verify_chain(q.pck_chain, &policy.roots, policy.at, &policy.crls)?;
     UnparsedPublicKey::new(&ECDSA_P256_SHA256_FIXED, &pck_key)
         .verify(q.qe_report, &q.qe_report_signature)
@@ -934,7 +934,7 @@ pub fn verify_quote(
         mrtd_pinned: policy.mrtd.is_some(),
         rtmrs_pinned: policy.rtmrs.map(|r| r.is_some()),
         min_tee_tcb_svn_checked: policy.min_tee_tcb_svn.is_some(),
-        revocation_checked: !policy.crls.is_empty(),
+        revocation_checked,
     })
 }
 

@@ -107,14 +107,18 @@ pub(crate) enum Revocation<E> {
 /// issued (its issuer name, byte for byte, is the certificate's subject):
 /// each must verify under `check`, be current at `at` (`None`: now) and
 /// not list `cert`'s serial number, and there must be one. Every CRL in
-/// `crls` must parse.
+/// `crls` must parse. Whether it checked: no CRLs given means revocation
+/// was not asked for (`false`).
 pub(crate) fn check_revocation<E>(
     crls: &[Vec<u8>],
     issuer: &X509Certificate<'_>,
     cert: &X509Certificate<'_>,
     at: Option<SystemTime>,
     check: impl Fn(&Signed<'_>) -> Result<(), E>,
-) -> Result<(), Revocation<E>> {
+) -> Result<bool, Revocation<E>> {
+    if crls.is_empty() {
+        return Ok(false);
+    }
     let mut found = false;
     for der in crls {
         let crl = parse_crl(der).map_err(Revocation::Malformed)?;
@@ -137,7 +141,7 @@ pub(crate) fn check_revocation<E>(
         found = true;
     }
     if found {
-        Ok(())
+        Ok(true)
     } else {
         Err(Revocation::NoCrl)
     }
