@@ -979,10 +979,10 @@ impl Bootstrapper {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum BootPreset {
     /// 128-bit, N = 2^16, ternary secret of Hamming weight 192, log QP ≈
-    /// 1450, under the bound of Lattigo's `N16QP1546H192H32` for H = 192
+    /// 1458, under the bound of Lattigo's `N16QP1546H192H32` for H = 192
     /// (the HE Standard's table, for uniform ternary secrets, allows 1772).
     /// The Q primes, from q₀ up: 60 bits; 9 × 40 (the residual levels,
-    /// scale 2^40); 3 × 42 (SlotsToCoeffs); 8 × 60 (EvalMod: the degree-30
+    /// scale 2^40); 3 × 42 (SlotsToCoeffs); 8 × 61 (EvalMod: the degree-30
     /// polynomial through the cosine at the integers −15 … 15 and 3 double
     /// angles); 3 × 60 (CoeffsToSlots). P: 4 × 61. Bootstrapping leaves 9
     /// levels. ModRaise runs under an ephemeral secret of Hamming weight 32
@@ -1033,7 +1033,13 @@ impl BootPreset {
         let mut log_q = vec![60];
         log_q.extend(std::iter::repeat_n(40, residual));
         log_q.extend(std::iter::repeat_n(42, circuit.stc_levels));
-        log_q.extend(std::iter::repeat_n(60, Self::EVAL_MOD_LEVELS));
+        // EvalMod at 61 bits: its products' rounding, not the cosine, sets
+        // bootstrapping's precision (T_2's reaches the result about 40
+        // times over), and a scale twice as large halves it: 28.0 bits
+        // mean instead of 27.4 at N = 2^16. Every EvalMod prime alike: a
+        // 61-bit prime among 60-bit ones leaves the giant steps above the
+        // primes' scale and their quotients below it, and lost bits.
+        log_q.extend(std::iter::repeat_n(61, Self::EVAL_MOD_LEVELS));
         log_q.extend(std::iter::repeat_n(60, circuit.cts_levels));
         let literal = hecloud_rlwe::ParametersLiteral {
             log_n,

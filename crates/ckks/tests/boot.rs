@@ -321,7 +321,7 @@ fn cpu_seconds() -> f64 {
     f.iter().sum::<f64>() / 100.0
 }
 
-/// The 128-bit preset at full size (N = 2^16, about 8.5 GB of keys):
+/// The 128-bit preset at full size (N = 2^16, about 2.7 GiB of keys):
 /// `cargo test --release -p hecloud-ckks --test boot -- --ignored`.
 /// `hecloud bench boot` measures it against Lattigo.
 #[test]

@@ -229,6 +229,16 @@ impl Parameters {
     }
 
     fn build(literal: ParametersLiteral, check_security: bool) -> Result<Arc<Self>> {
+        Self::build_over(literal, None, check_security)
+    }
+
+    /// [`Self::build`] over the given primes (Q's then P's, of the
+    /// literal's sizes) instead of picking them.
+    fn build_over(
+        literal: ParametersLiteral,
+        primes: Option<Vec<u64>>,
+        check_security: bool,
+    ) -> Result<Arc<Self>> {
         let log_n = literal.log_n;
         if !(hecloud_math::ntt::MIN_LOG_N..=hecloud_math::ntt::MAX_LOG_N).contains(&log_n) {
             return Err(invalid(format!("log N = {log_n} is outside 4..=17")));
@@ -292,12 +302,17 @@ impl Parameters {
         // Primes: for each entry, the largest unused NTT prime of that size
         // (never t itself, which must stay invertible mod every prime).
         let t = literal.plaintext_modulus;
-        let mut used: Vec<u64> = Vec::new();
-        for &b in literal.log_q.iter().chain(&literal.log_p) {
-            let exclude: Vec<u64> = used.iter().copied().chain(t).collect();
-            let q = ntt_primes(b, n, 1, &exclude)?[0];
-            used.push(q);
-        }
+        let used = match primes {
+            Some(primes) => primes,
+            None => {
+                let mut used: Vec<u64> = Vec::new();
+                for &b in literal.log_q.iter().chain(&literal.log_p) {
+                    let exclude: Vec<u64> = used.iter().copied().chain(t).collect();
+                    used.push(ntt_primes(b, n, 1, &exclude)?[0]);
+                }
+                used
+            }
+        };
         if let Some(t) = t
             && let Some(q) = used.iter().find(|&&q| t % q == 0)
         {
@@ -353,20 +368,14 @@ impl Parameters {
         let mut lit = self.literal.clone();
         lit.log_q.truncate(1);
         lit.dnum = Some(1);
-        let bottom = Self::build(lit, false)?;
-        let same = bottom.q.moduli()[0].value() == self.q.moduli()[0].value()
-            && bottom
-                .p
-                .moduli()
-                .iter()
-                .zip(self.p.moduli())
-                .all(|(a, b)| a.value() == b.value());
-        if !same {
-            return Err(invalid(
-                "the level-0 parameters picked other primes (a P prime's size equals a Q prime's)",
-            ));
-        }
-        Ok(bottom)
+        // The same primes, not the ones the sizes would pick: without the
+        // Q primes above q₀, a P prime of the same size as one of them
+        // would come out as another prime.
+        let primes = std::iter::once(&self.q.moduli()[0])
+            .chain(self.p.moduli())
+            .map(|m| m.value())
+            .collect();
+        Self::build_over(lit, Some(primes), false)
     }
 
     /// The literal these parameters were built from.
@@ -674,6 +683,22 @@ pub(crate) mod tests {
         ));
         let p = Parameters::new_insecure_for_tests(tiny).unwrap();
         assert!(!p.is_secure());
+    }
+
+    /// The level-0 parameters keep q₀ and P even where a Q prime above
+    /// q₀ has a P prime's size (bootstrapping's 61-bit EvalMod primes
+    /// under 61-bit P primes): picked again by size, P would come out as
+    /// the primes Q took first, and keys over it would not match.
+    #[test]
+    fn bottom_keeps_q0_and_p_where_q_shares_p_sizes() {
+        let mut lit = small(10, 2, None);
+        lit.log_q = vec![55, 58, 58];
+        let params = Parameters::new_insecure_for_tests(lit).unwrap();
+        let bottom = params.bottom().unwrap();
+        let values = |b: &RnsBasis| b.moduli().iter().map(|m| m.value()).collect::<Vec<_>>();
+        assert_eq!(values(bottom.q_basis()), values(params.q_basis())[..1]);
+        assert_eq!(values(bottom.p_basis()), values(params.p_basis()));
+        assert_eq!(bottom.max_level(), 0);
     }
 
     #[test]
