@@ -141,8 +141,8 @@ pub enum Preset {
     /// N = 2^15, log QP ≈ 875: Q = 60 + 13×50, P = 3×55. Depth 13, scale 2^50,
     /// ≈ 28 bits after one multiplication.
     N15,
-    /// N = 2^16, log QP ≈ 1704 (Q as Lattigo's anchor set): Q = 60 + 27×50,
-    /// P = 6×49, 6 key-switching digits of 5 primes. Depth 27, scale 2^50,
+    /// N = 2^16, log QP ≈ 1732 (Q as Lattigo's anchor set): Q = 60 + 27×50,
+    /// P = 7×46, 5 key-switching digits of 6 primes. Depth 27, scale 2^50,
     /// ≈ 28 bits after one multiplication.
     N16,
     /// N = 2^17, log QP ≈ 3500: Q = 60 + 59×50, P = 10×49, 7 digits of 9
@@ -161,11 +161,13 @@ impl Preset {
     /// takes the 52-bit kernels (IFMA, or double-precision FMA on AVX2).
     /// Measured (mul+relin+rescale at N = 2^16, one thread, interleaved
     /// runs, precision unchanged at 2^-33.3): 13 % faster on AVX2, 15 %
-    /// with IFMA. At N = 2^16 a sixth P prime then allows 6 digits of 5
+    /// with IFMA. At N = 2^16 a sixth P prime then allowed 6 digits of 5
     /// primes instead of 7 of 4 (fewer NTTs in ModUp, a smaller key to
     /// read): rotation 8–15 % and the product 2–12 % faster on AVX2, 6–8 %
-    /// with IFMA, precision unchanged; log QP stays under the HE
-    /// Standard's 1747 (a seventh, for 5 digits, would not). At N = 2^17,
+    /// with IFMA, precision unchanged. Seven P primes of 46 bits (322, a
+    /// seventh of 49 would pass the HE Standard's 1747) allow 5 digits of
+    /// 6 (310 bits at most, with q₀): the product and rotation about 8 %
+    /// faster again on AVX2 and with IFMA, precision unchanged. At N = 2^17,
     /// 7 digits of 9 primes (460 bits at most) instead of 8 of 8 under the
     /// same P: the product 0–11 % and rotation 4–8 % faster with IFMA.
     pub fn literal(self) -> (ParametersLiteral, u32) {
@@ -173,9 +175,9 @@ impl Preset {
             Self::N13 => (13, 60, 40, 2, 60, 1, None, 40),
             Self::N14 => (14, 60, 45, 6, 50, 2, None, 45),
             Self::N15 => (15, 60, 50, 13, 55, 3, None, 50),
-            // The digits stay at most 5 (9) primes, below P's 294 (490)
+            // The digits stay at most 6 (9) primes, below P's 322 (490)
             // bits: ⌈|Q|/|P|⌉ would make them larger than P.
-            Self::N16 => (16, 60, 50, 27, 49, 6, Some(6), 50),
+            Self::N16 => (16, 60, 50, 27, 46, 7, Some(5), 50),
             Self::N17 => (17, 60, 50, 59, 49, 10, Some(7), 50),
         };
         let mut log_q = vec![q0];

@@ -1,4 +1,4 @@
-//! One production-size run (N = 2^16, log QP ≈ 1703: the Lattigo anchor
+//! One production-size run (N = 2^16, log QP ≈ 1732: the Lattigo anchor
 //! set's Q, our P): keys, encryption, multiplication, rotation, with precision bounds.
 //! Meant for release builds (CI runs `cargo test --release`).
 
@@ -9,7 +9,7 @@ use num_complex::Complex64;
 fn preset_n16_multiply_and_rotate() {
     let params = Preset::N16.build().unwrap();
     assert!(params.rlwe().is_secure());
-    assert!((params.rlwe().log_qp() - 1703.0).abs() < 1.0);
+    assert!((params.rlwe().log_qp() - 1732.0).abs() < 1.0);
     let keys = KeySet::generate(&params, &[1], false).unwrap();
     let enc = Encoder::new(&params);
     let eval = Evaluator::new(&params, keys.evaluation_keys());

@@ -219,45 +219,75 @@ impl Drop for Scratch {
 /// sources (megabytes, read from beyond L2) serves the whole group.
 const TARGET_GROUP: usize = 4;
 
-/// Runs `work(first, limbs)` on groups of up to TARGET_GROUP n-coefficient
-/// limbs of `data`, `first` being the index of the group's first limb.
+/// The groups of up to TARGET_GROUP limbs, of `limbs` in all, that a
+/// limb-group loop runs as tasks: as many as the threads divide evenly
+/// (at least ⌈limbs / TARGET_GROUP⌉), their sizes differing by at most one
+/// and spread out, so that each half of the list (rayon halves it among
+/// its threads) holds half the limbs. Fixed groups of 4 over N = 2^16's 35
+/// limbs made 9 tasks, 5 of them (20 limbs) on one of two threads.
+fn limb_groups(limbs: usize, n: usize) -> Vec<std::ops::Range<usize>> {
+    let threads = if n >= PARALLEL_MIN_N {
+        rayon::current_num_threads().max(1)
+    } else {
+        1
+    };
+    let count = limbs
+        .div_ceil(TARGET_GROUP)
+        .next_multiple_of(threads)
+        .min(limbs)
+        .max(1);
+    (0..count)
+        .map(|i| i * limbs / count..(i + 1) * limbs / count)
+        .collect()
+}
+
+/// `data`'s n-coefficient limbs cut along [`limb_groups`]: (first limb,
+/// the group's limbs).
+fn split_groups(data: &mut [u64], n: usize) -> Vec<(usize, &mut [u64])> {
+    let mut rest = data;
+    limb_groups(rest.len() / n, n)
+        .into_iter()
+        .map(|r| {
+            let (group, tail) = std::mem::take(&mut rest).split_at_mut(r.len() * n);
+            rest = tail;
+            (r.start, group)
+        })
+        .collect()
+}
+
+/// Runs `work(first, limbs)` on the [`limb_groups`] of `data`, `first`
+/// being the index of the group's first limb.
 fn for_each_limb_group<F>(data: &mut [u64], n: usize, work: F)
 where
     F: Fn(usize, &mut [u64]) + Sync + Send,
 {
-    let g = TARGET_GROUP * n;
+    let groups = split_groups(data, n);
     if n >= PARALLEL_MIN_N {
-        data.par_chunks_mut(g)
-            .enumerate()
-            .for_each(|(i, group)| work(i * TARGET_GROUP, group));
+        groups.into_par_iter().for_each(|(i, g)| work(i, g));
     } else {
-        for (i, group) in data.chunks_mut(g).enumerate() {
-            work(i * TARGET_GROUP, group);
-        }
+        groups.into_iter().for_each(|(i, g)| work(i, g));
     }
 }
 
-/// Runs `f(t0, out0, out1, scratch)` on groups of up to TARGET_GROUP target
-/// limbs of Q_l ∪ P, the first being t0 (`out0`, `out1`: the group's limbs).
+/// Runs `f(t0, out0, out1, scratch)` on the [`limb_groups`] of Q_l ∪ P, the
+/// first target being t0 (`out0`, `out1`: the group's limbs).
 fn for_each_target<F>(n: usize, digits: usize, out0: &mut RnsPoly, out1: &mut RnsPoly, f: F)
 where
     F: Fn(usize, &mut [u64], &mut [u64], &mut Scratch) + Sync + Send,
 {
-    let o0 = out0.data_mut();
-    let o1 = out1.data_mut();
-    let g = TARGET_GROUP * n;
+    let groups: Vec<_> = split_groups(out0.data_mut(), n)
+        .into_iter()
+        .zip(split_groups(out1.data_mut(), n))
+        .map(|((t0, a), (_, b))| (t0, a, b))
+        .collect();
     if n >= PARALLEL_MIN_N {
-        o0.par_chunks_mut(g)
-            .zip(o1.par_chunks_mut(g))
-            .enumerate()
-            .for_each_init(
-                || Scratch::new(n, digits),
-                |s, (i, (a, b))| f(i * TARGET_GROUP, a, b, s),
-            );
+        groups
+            .into_par_iter()
+            .for_each_init(|| Scratch::new(n, digits), |s, (t0, a, b)| f(t0, a, b, s));
     } else {
         let mut s = Scratch::new(n, digits);
-        for (i, (a, b)) in o0.chunks_mut(g).zip(o1.chunks_mut(g)).enumerate() {
-            f(i * TARGET_GROUP, a, b, &mut s);
+        for (t0, a, b) in groups {
+            f(t0, a, b, &mut s);
         }
     }
 }
@@ -505,15 +535,14 @@ fn divide_out(
         .iter()
         .map(|_| pooled_uninit(target, Domain::Ntt))
         .collect();
-    // Groups of up to TARGET_GROUP target limbs, of every input.
+    // The target limbs' groups, of every input.
     let groups: Vec<(usize, usize, &mut [u64])> = outs
         .iter_mut()
         .enumerate()
         .flat_map(|(j, o)| {
-            o.data_mut()
-                .chunks_mut(TARGET_GROUP * n)
-                .enumerate()
-                .map(move |(g, limbs)| (j, g * TARGET_GROUP, limbs))
+            split_groups(o.data_mut(), n)
+                .into_iter()
+                .map(move |(first, limbs)| (j, first, limbs))
         })
         .collect();
     if n >= PARALLEL_MIN_N {
@@ -704,4 +733,45 @@ fn key_limbs(key: &SwitchingKey, ki: usize, digits: usize) -> (Vec<&[u64]>, Vec<
         key.b.iter().take(digits).map(|p| p.limb(ki)).collect(),
         key.a.iter().take(digits).map(|p| p.limb(ki)).collect(),
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The groups cover every limb once, in order, at most TARGET_GROUP
+    /// each, and each half of the list (what rayon gives each of two
+    /// threads) holds half the limbs, to one.
+    #[test]
+    fn limb_groups_cover_the_limbs_and_halve_evenly() {
+        let n = PARALLEL_MIN_N;
+        for threads in [1, 2, 3, 4] {
+            let pool = rayon::ThreadPoolBuilder::new()
+                .num_threads(threads)
+                .build()
+                .unwrap();
+            for limbs in 1..=80 {
+                let groups = pool.install(|| limb_groups(limbs, n));
+                let mut next = 0;
+                for g in &groups {
+                    assert_eq!(g.start, next, "{limbs} limbs on {threads} threads");
+                    assert!((1..=TARGET_GROUP).contains(&g.len()));
+                    next = g.end;
+                }
+                assert_eq!(next, limbs);
+                assert!(groups.len() >= limbs.div_ceil(TARGET_GROUP));
+                if limbs >= threads {
+                    assert_eq!(groups.len() % threads, 0, "{limbs} limbs on {threads}");
+                }
+                let half = groups.len() / 2;
+                let first: usize = groups[..half].iter().map(|g| g.len()).sum();
+                let second: usize = groups[half..].iter().map(|g| g.len()).sum();
+                if groups.len() % 2 == 0 {
+                    assert!(first.abs_diff(second) <= 1, "{limbs} limbs: {groups:?}");
+                }
+            }
+        }
+        // One thread below the parallel size: fixed groups.
+        assert_eq!(limb_groups(9, 16).len(), 3);
+    }
 }
