@@ -980,7 +980,8 @@ impl Bootstrapper {
 pub enum BootPreset {
     /// 128-bit, N = 2^16, ternary secret of Hamming weight 192, log QP ≈
     /// 1458, under the bound of Lattigo's `N16QP1546H192H32` for H = 192
-    /// (the HE Standard's table, for uniform ternary secrets, allows 1772).
+    /// (the table `Parameters::new` checks, for uniform ternary secrets,
+    /// allows 1747).
     /// The Q primes, from q₀ up: 60 bits; 9 × 40 (the residual levels,
     /// scale 2^40); 3 × 42 (SlotsToCoeffs); 8 × 61 (EvalMod: the degree-30
     /// polynomial through the cosine at the integers −15 … 15 and 3 double

@@ -34,7 +34,7 @@ const PARALLEL_MIN_N: usize = 1 << 11;
 
 /// Runs `work(limb_index, limb)` on every n-coefficient limb of `data`, on
 /// several threads from degree PARALLEL_MIN_N up.
-fn for_each_limb<F>(data: &mut [u64], n: usize, work: F)
+pub(crate) fn for_each_limb<F>(data: &mut [u64], n: usize, work: F)
 where
     F: Fn((usize, &mut [u64])) + Sync + Send,
 {

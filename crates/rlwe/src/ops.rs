@@ -94,14 +94,11 @@ pub(crate) fn permute_slots(x: &RnsPoly, perm: &[usize]) -> RnsPoly {
     let n = x.degree();
     debug_assert_eq!(perm.len(), n);
     let mut out = crate::pool::pooled_uninit(x.basis(), x.domain());
-    for (o, s) in out
-        .data_mut()
-        .chunks_exact_mut(n)
-        .zip(x.data().chunks_exact(n))
-    {
+    crate::keyswitch::for_each_limb(out.data_mut(), n, |(i, o)| {
+        let s = x.limb(i);
         for (v, &p) in o.iter_mut().zip(perm) {
             *v = s[p];
         }
-    }
+    });
     out
 }
