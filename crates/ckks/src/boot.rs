@@ -979,15 +979,16 @@ impl Bootstrapper {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum BootPreset {
     /// 128-bit, N = 2^16, ternary secret of Hamming weight 192, log QP ≈
-    /// 1458, under the bound of Lattigo's `N16QP1546H192H32` for H = 192
+    /// 1459, under the bound of Lattigo's `N16QP1546H192H32` for H = 192
     /// (the table `Parameters::new` checks, for uniform ternary secrets,
     /// allows 1747).
     /// The Q primes, from q₀ up: 60 bits; 9 × 40 (the residual levels,
     /// scale 2^40); 3 × 42 (SlotsToCoeffs); 8 × 61 (EvalMod: the degree-30
     /// polynomial through the cosine at the integers −15 … 15 and 3 double
-    /// angles); 3 × 60 (CoeffsToSlots). P: 4 × 61. Bootstrapping leaves 9
+    /// angles); 3 × 60 (CoeffsToSlots). P: 5 × 49 (6 key-switching digits
+    /// of 4 Q primes). Bootstrapping leaves 9
     /// levels. ModRaise runs under an ephemeral secret of Hamming weight 32
-    /// ([`EncapsulationKeys`], over q₀·P: 304 bits). Failure (a coefficient
+    /// ([`EncapsulationKeys`], over q₀·P: 305 bits). Failure (a coefficient
     /// of ModRaise's integer part beyond EvalMod's bound 15): each is the
     /// rounded sum of 33 uniform terms in ±1/2, so |I| = 16 needs the sum
     /// beyond 15.5, probability 2/33! per coefficient: 2^-105.7 per
@@ -1042,10 +1043,15 @@ impl BootPreset {
         // primes' scale and their quotients below it, and lost bits.
         log_q.extend(std::iter::repeat_n(61, Self::EVAL_MOD_LEVELS));
         log_q.extend(std::iter::repeat_n(60, circuit.cts_levels));
+        // P below 2^50 keeps key switching's extension limbs on the
+        // floating-point kernels of AVX2 and the 52-bit ones of IFMA.
+        // Four CoeffsToSlots factors (31 diagonals each) would take 10 %
+        // less time for one more prime, but 7 digits and 48 rotation keys
+        // (4.1 GiB) take the peak memory to 13.8 GiB (BENCHMARKS.md).
         let literal = hecloud_rlwe::ParametersLiteral {
             log_n,
             log_q,
-            log_p: vec![61; 4],
+            log_p: vec![49; 5],
             secret: hecloud_rlwe::SecretDistribution::TernaryHamming(192),
             sigma: hecloud_rlwe::params::SIGMA,
             dnum: None,
