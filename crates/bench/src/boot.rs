@@ -4,7 +4,7 @@
 //! Both bootstrap one full-slot random complex vector (real and imaginary
 //! parts uniform in [−1, 1]) encrypted at level 0. Ours: the 128-bit
 //! preset [`BootPreset::N16`] (H = 192 with an H = 32 ephemeral secret,
-//! log QP ≈ 1459, 9 levels left);
+//! log QP ≈ 1519, 9 levels left);
 //! Lattigo: `N16QP1546H192H32` (H = 192 with an H = 32 ephemeral secret, 9
 //! levels left). Reported for each: the time of one bootstrapping with one
 //! thread (our rayon pool of 1, Lattigo `GOMAXPROCS=1`) and with every
@@ -81,7 +81,7 @@ pub const RUNS: u32 = 3;
 fn ours(preset: BootPreset) -> anyhow::Result<Ours> {
     let (params, boot) = preset.build()?;
     let t = Instant::now();
-    let mut keys = KeySet::generate(&params, &boot.rotations(), true)?;
+    let mut keys = KeySet::generate_at_levels(&params, &boot.rotation_levels(), true)?;
     let encapsulation = boot
         .literal()
         .ephemeral_hamming

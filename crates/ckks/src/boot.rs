@@ -20,7 +20,7 @@
 //! use num_complex::Complex64;
 //! // The test-sized layout (insecure); BootPreset::N16 is the 128-bit one.
 //! let (params, boot) = BootPreset::TestN12.build()?;
-//! let keys = KeySet::generate(&params, &boot.rotations(), true)?;
+//! let keys = KeySet::generate_at_levels(&params, &boot.rotation_levels(), true)?;
 //! let hamming = boot.literal().ephemeral_hamming.unwrap_or(32);
 //! let encapsulation = EncapsulationKeys::generate(&params, keys.secret_key(), hamming)?;
 //! let (enc, eval) = (Encoder::new(&params), Evaluator::new(&params, keys.evaluation_keys()));
@@ -37,6 +37,7 @@
 //! # Ok::<(), hecloud_ckks::CkksError>(())
 //! ```
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 
@@ -707,9 +708,9 @@ impl Bootstrapper {
 
     /// How many bytes of encoded DFT diagonals [`Self::new`] keeps from
     /// one bootstrapping to the next ([`Self::keep_encoded_diagonals`]):
-    /// at the N = 2^16 preset, the CoeffsToSlots factors (1.84 of the
-    /// 2.78 GiB all six would take), which keeps the peak memory below
-    /// 12 GiB with the keys.
+    /// at the N = 2^16 preset, CoeffsToSlots' factors and most of
+    /// SlotsToCoeffs' (1.84 of the 2.01 GiB all seven would take), which
+    /// keeps the peak memory below 12 GiB with the keys.
     pub const KEPT_DIAGONAL_BYTES: usize = 2 << 30;
 
     /// Keeps the encoded diagonals of the DFT factors, from the highest
@@ -791,12 +792,27 @@ impl Bootstrapper {
 
     /// The rotations it needs keys for (and the conjugation key).
     pub fn rotations(&self) -> Vec<i64> {
-        let mut r = self.cts.rotations();
-        r.extend(self.stc.rotations());
-        r.extend(self.trace_rotations());
-        r.sort_unstable();
-        r.dedup();
-        r
+        self.rotation_levels().into_iter().map(|(k, _)| k).collect()
+    }
+
+    /// [`Self::rotations`], each with the highest level it is used at
+    /// (a DFT factor's at the level it is applied at, the trace's at the
+    /// top). Keys cut to those levels ([`crate::KeySet::generate_at_levels`])
+    /// are smaller: SlotsToCoeffs' run below EvalMod, on a fraction of
+    /// the primes and digits.
+    pub fn rotation_levels(&self) -> Vec<(i64, usize)> {
+        let top = self.params.max_level();
+        let stc_top = top - self.cts.levels() - self.eval_mod.depth();
+        let mut levels: BTreeMap<i64, usize> = self.trace_rotations().map(|k| (k, top)).collect();
+        for (start, dft) in [(top, &self.cts), (stc_top, &self.stc)] {
+            for (i, factor) in dft.factors().iter().enumerate() {
+                for k in factor.rotations() {
+                    let l = levels.entry(k).or_insert(start - i);
+                    *l = (*l).max(start - i);
+                }
+            }
+        }
+        levels.into_iter().collect()
     }
 
     /// Levels it spends from the top: CoeffsToSlots, EvalMod,
@@ -836,22 +852,30 @@ impl Bootstrapper {
     }
 
     /// Refused unless `eval` holds the relinearization key, the
-    /// conjugation key and a key for each of [`Self::rotations`].
+    /// conjugation key and a key for each of [`Self::rotations`], each
+    /// reaching the level it is used at ([`Self::rotation_levels`]).
     pub fn check_keys(&self, eval: &Evaluator) -> Result<()> {
         let keys = eval.keys();
         if keys.relin.is_none() {
             return Err(hecloud_rlwe::RlweError::MissingRelinearizationKey.into());
         }
         let n = self.params.n();
-        let conj = hecloud_rlwe::keys::galois_element_conjugate(n);
+        // The conjugation runs after CoeffsToSlots.
+        let conj = (
+            hecloud_rlwe::keys::galois_element_conjugate(n),
+            self.params.max_level() - self.cts.levels(),
+        );
         let elements = self
-            .rotations()
+            .rotation_levels()
             .into_iter()
-            .map(|k| hecloud_rlwe::keys::galois_element_for_rotation(k, n))
+            .map(|(k, level)| (hecloud_rlwe::keys::galois_element_for_rotation(k, n), level))
             .chain(std::iter::once(conj))
-            .filter(|&g| g != 1);
-        for g in elements {
-            keys.galois.get(g)?;
+            .filter(|&(g, _)| g != 1);
+        for (g, level) in elements {
+            let key = keys.galois.get(g)?.switching_key().level();
+            if key < level {
+                return Err(hecloud_rlwe::RlweError::KeyBelowLevel { key, level }.into());
+            }
         }
         Ok(())
     }
@@ -979,14 +1003,14 @@ impl Bootstrapper {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum BootPreset {
     /// 128-bit, N = 2^16, ternary secret of Hamming weight 192, log QP ≈
-    /// 1459, under the bound of Lattigo's `N16QP1546H192H32` for H = 192
+    /// 1519, under the bound of Lattigo's `N16QP1546H192H32` for H = 192
     /// (the table `Parameters::new` checks, for uniform ternary secrets,
     /// allows 1747).
     /// The Q primes, from q₀ up: 60 bits; 9 × 40 (the residual levels,
     /// scale 2^40); 3 × 42 (SlotsToCoeffs); 8 × 61 (EvalMod: the degree-30
     /// polynomial through the cosine at the integers −15 … 15 and 3 double
-    /// angles); 3 × 60 (CoeffsToSlots). P: 5 × 49 (6 key-switching digits
-    /// of 4 Q primes). Bootstrapping leaves 9
+    /// angles); 4 × 60 (CoeffsToSlots). P: 5 × 49 (7 key-switching digits
+    /// of up to 4 Q primes). Bootstrapping leaves 9
     /// levels. ModRaise runs under an ephemeral secret of Hamming weight 32
     /// ([`EncapsulationKeys`], over q₀·P: 305 bits). Failure (a coefficient
     /// of ModRaise's integer part beyond EvalMod's bound 15): each is the
@@ -1021,7 +1045,7 @@ impl BootPreset {
         };
         let residual = self.output_level();
         let circuit = BootstrapLiteral {
-            cts_levels: 3,
+            cts_levels: 4,
             stc_levels: 3,
             eval_mod_bound: 15,
             eval_mod_degree: 30,
@@ -1044,10 +1068,11 @@ impl BootPreset {
         log_q.extend(std::iter::repeat_n(61, Self::EVAL_MOD_LEVELS));
         log_q.extend(std::iter::repeat_n(60, circuit.cts_levels));
         // P below 2^50 keeps key switching's extension limbs on the
-        // floating-point kernels of AVX2 and the 52-bit ones of IFMA.
-        // Four CoeffsToSlots factors (31 diagonals each) would take 10 %
-        // less time for one more prime, but 7 digits and 48 rotation keys
-        // (4.1 GiB) take the peak memory to 13.8 GiB (BENCHMARKS.md).
+        // floating-point kernels of AVX2 and the 52-bit ones of IFMA. Four
+        // CoeffsToSlots factors (31 diagonals each, where three have 63)
+        // take fewer rotations for one more prime: 10 % less time, 7
+        // digits instead of 6. Their keys fit in memory because each is
+        // cut to the level it is used at (`rotation_levels`).
         let literal = hecloud_rlwe::ParametersLiteral {
             log_n,
             log_q,

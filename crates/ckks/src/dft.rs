@@ -293,6 +293,11 @@ impl HomomorphicDft {
     }
 
     /// Its factors, in the order they are applied (one level each).
+    pub fn factors(&self) -> &[LinearTransform] {
+        &self.factors
+    }
+
+    /// Its factors, in the order they are applied (one level each).
     pub fn factors_mut(&mut self) -> &mut [LinearTransform] {
         &mut self.factors
     }

@@ -29,11 +29,25 @@ impl KeySet {
         rotations: &[i64],
         conjugate: bool,
     ) -> Result<Self> {
+        let top = params.max_level();
+        let at: Vec<(i64, usize)> = rotations.iter().map(|&k| (k, top)).collect();
+        Self::generate_at_levels(params, &at, conjugate)
+    }
+
+    /// [`Self::generate`] with each rotation's key cut to the highest
+    /// level it is used at (`(rotation, level)` pairs, as
+    /// `Bootstrapper::rotation_levels` gives them): a rotation at a
+    /// higher level is then refused (`KeyBelowLevel`).
+    pub fn generate_at_levels(
+        params: &Arc<CkksParameters>,
+        rotations: &[(i64, usize)],
+        conjugate: bool,
+    ) -> Result<Self> {
         let mut kg = KeyGenerator::new(params.rlwe());
         let sk = kg.gen_secret_key()?;
         let pk = kg.gen_public_key(&sk)?;
         let relin = Some(kg.gen_relinearization_key(&sk)?);
-        let galois = kg.gen_galois_keys(&sk, rotations, conjugate)?;
+        let galois = kg.gen_galois_keys_at_levels(&sk, rotations, conjugate)?;
         Ok(Self {
             params: params.clone(),
             sk,

@@ -22,7 +22,7 @@ fn boot_keys(
     params: &std::sync::Arc<CkksParameters>,
     boot: &hecloud_ckks::boot::Bootstrapper,
 ) -> (KeySet, Encoder, Evaluator) {
-    let keys = KeySet::generate(params, &boot.rotations(), true).unwrap();
+    let keys = KeySet::generate_at_levels(params, &boot.rotation_levels(), true).unwrap();
     let eval = Evaluator::new(params, keys.evaluation_keys());
     (keys, Encoder::new(params), eval)
 }
@@ -197,6 +197,24 @@ fn bootstrapping_brings_a_level_0_ciphertext_back_with_its_slots() {
             _
         )))
     ));
+    // Every key present but cut one level below where the circuit uses it.
+    let short: Vec<(i64, usize)> = boot
+        .rotation_levels()
+        .into_iter()
+        .map(|(k, l)| (k, l - 1))
+        .collect();
+    let short = Evaluator::new(
+        &params,
+        KeySet::generate_at_levels(&params, &short, true)
+            .unwrap()
+            .evaluation_keys(),
+    );
+    assert!(matches!(
+        boot.bootstrap(&short, None, &ct),
+        Err(CkksError::Rlwe(
+            hecloud_rlwe::RlweError::KeyBelowLevel { .. }
+        ))
+    ));
     let deep = BootstrapLiteral {
         eval_mod_degree: 255,
         eval_mod_at_integers: false,
@@ -332,7 +350,7 @@ fn the_n16_preset_bootstraps_full_slots() {
     let (params, boot) = BootPreset::N16.build().unwrap();
     assert!(params.rlwe().is_secure());
     let t = std::time::Instant::now();
-    let mut keys = KeySet::generate(&params, &boot.rotations(), true).unwrap();
+    let mut keys = KeySet::generate_at_levels(&params, &boot.rotation_levels(), true).unwrap();
     let h = boot.literal().ephemeral_hamming.unwrap();
     let encapsulation = EncapsulationKeys::generate(&params, keys.secret_key(), h).unwrap();
     eprintln!(
@@ -410,15 +428,21 @@ fn the_test_preset_bootstraps_sparse_slots() {
     // The arcsine correction, where the sine limits the result: at 8 slots,
     // the same inputs with and without it, on the layout with two more
     // EvalMod primes for the correction's two levels.
+    // Three CoeffsToSlots factors (8 slots have 3 bits): one CtS prime
+    // fewer than the preset's.
     let (mut wider, log_scale, _) = BootPreset::TestN12.literal();
     let eval_mod_top = 1 + BootPreset::TestN12.output_level() + circuit.stc_levels;
     wider.log_q.splice(eval_mod_top..eval_mod_top, [60; 2]);
+    wider
+        .log_q
+        .truncate(wider.log_q.len() - (circuit.cts_levels - 3));
     let wider = CkksParameters::new_insecure_for_tests(wider, log_scale).unwrap();
     let z = random_slots(&mut rng, 8);
     let mut bits = Vec::new();
     for arcsine_degree in [0, 3] {
         let literal = hecloud_ckks::boot::BootstrapLiteral {
             slots: Some(8),
+            cts_levels: 3,
             arcsine_degree,
             ..circuit
         };

@@ -180,7 +180,8 @@ pub fn keygen_with(
 /// `ckks.switching_key`). The session spec's bootstrapping part names the
 /// circuit and those keys; its refresh part stays, so a key holder can
 /// still refresh unless `prefer_bootstrap` says the planner bootstraps
-/// anyway. At N = 2^16 this is about 3.3 GiB of keys to upload.
+/// anyway. At N = 2^16 this is about 2.7 GiB of keys to upload (the
+/// rotation keys cut to the levels the circuit uses them at).
 ///
 /// With `options.slots`, the circuit bootstraps ciphertexts of that many
 /// slots (sparse packing: a power of two from 2 to N/4, fewer rotations in
@@ -201,12 +202,12 @@ pub fn boot_keygen(
     };
     let boot = Bootstrapper::new(&params, circuit).map_err(crypto)?;
     let refresh = refresh.spec(MaskPolicy::circuit_private(&params).flood_bits)?;
-    let mut rots = boot.rotations();
-    rots.extend_from_slice(rotations);
-    rots.sort_unstable();
-    rots.dedup();
+    // The circuit's keys cut to the levels it uses them at; the caller's
+    // extra rotations whole.
+    let mut rots = boot.rotation_levels();
+    rots.extend(rotations.iter().map(|&k| (k, params.max_level())));
     std::fs::create_dir_all(dir)?;
-    let mut keys = KeySet::generate(&params, &rots, true).map_err(crypto)?;
+    let mut keys = KeySet::generate_at_levels(&params, &rots, true).map_err(crypto)?;
     let encapsulation = match circuit.ephemeral_hamming {
         Some(h) => {
             Some(EncapsulationKeys::generate(&params, keys.secret_key(), h).map_err(crypto)?)

@@ -1331,8 +1331,10 @@ impl PayloadCheck {
         let Some(p) = p else {
             return Ok(());
         };
-        let is_key = self.kind.is_key();
-        if (is_key && level != p.max_level()) || level > p.max_level() {
+        // Public keys are whole; switching keys may be cut to a lower
+        // level (`SwitchingKey::at_level`).
+        let whole_key = shape == ObjectKind::CkksPublicKey;
+        if (whole_key && level != p.max_level()) || level > p.max_level() {
             return Err(invalid(
                 "level",
                 format!(
@@ -1342,7 +1344,10 @@ impl PayloadCheck {
                 ),
             ));
         }
-        let key_poly = hecloud_rlwe::serial::packed_poly_bytes(p.qp_basis());
+        let key_poly =
+            hecloud_rlwe::serial::packed_poly_bytes(p.qp_at(level).map_err(|_| {
+                invalid("level", format!("{level} outside the parameters' levels"))
+            })?);
         if self.kind.is_bgv() != p.plaintext_modulus().is_some() {
             return Err(invalid(
                 "parameter hash",
@@ -1355,10 +1360,13 @@ impl PayloadCheck {
             ObjectKind::CkksPlaintext => p.poly_bytes(level),
             ObjectKind::CkksPublicKey => key_poly + 32,
             _ => {
-                if count != p.dnum() {
+                let digits = p.dnum_at(level).unwrap_or(0);
+                if count != digits {
                     return Err(invalid(
                         "count",
-                        format!("{count} digits where the parameters have {}", p.dnum()),
+                        format!(
+                            "{count} digits where the parameters have {digits} at level {level}"
+                        ),
                     ));
                 }
                 count * (key_poly + if seeded { 32 } else { key_poly })

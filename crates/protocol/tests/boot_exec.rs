@@ -34,7 +34,7 @@ fn boot_setup_with(residual: usize) -> Boot {
         .splice(1..3, std::iter::repeat_n(40, residual));
     let params = CkksParameters::new_insecure_for_tests(literal, log_scale).unwrap();
     let boot = Bootstrapper::new(&params, circuit).unwrap();
-    let keys = KeySet::generate(&params, &boot.rotations(), true).unwrap();
+    let keys = KeySet::generate_at_levels(&params, &boot.rotation_levels(), true).unwrap();
     let h = boot.literal().ephemeral_hamming.unwrap();
     let encapsulation = EncapsulationKeys::generate(&params, keys.secret_key(), h).unwrap();
     Boot {

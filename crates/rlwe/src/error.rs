@@ -68,6 +68,15 @@ pub enum RlweError {
     /// No Galois key for the needed Galois element.
     #[error("no Galois key for Galois element {0}")]
     MissingGaloisKey(usize),
+    /// A switching key cut below the level it is asked to switch at
+    /// ([`crate::SwitchingKey::at_level`]).
+    #[error("the key reaches level {key}, the operand is at level {level}")]
+    KeyBelowLevel {
+        /// The key's highest level.
+        key: usize,
+        /// The operand's level.
+        level: usize,
+    },
     /// No relinearization key.
     #[error("no relinearization key")]
     MissingRelinearizationKey,

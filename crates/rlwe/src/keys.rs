@@ -116,6 +116,49 @@ impl SwitchingKey {
         self.b.len()
     }
 
+    /// The highest level it switches at: the parameters' top level, or
+    /// the level it was cut to ([`Self::at_level`]).
+    pub fn level(&self) -> usize {
+        let limbs = self.b.first().map_or(0, |b| b.basis().len());
+        limbs.saturating_sub(self.params.p_basis().len() + 1)
+    }
+
+    /// The key for levels up to `level` only: the Q primes above it and
+    /// the digits no such level has are dropped (what remains is the same
+    /// key there, so key switching gives the same result). A key used
+    /// only low in a circuit takes a fraction of the memory and bytes.
+    /// Refused: a level above the key's own.
+    ///
+    /// ```
+    /// use hecloud_rlwe::*;
+    /// let params = Parameters::new_insecure_for_tests(ParametersLiteral {
+    ///     log_n: 10, log_q: vec![50, 40, 40, 40], log_p: vec![50], dnum: Some(4),
+    ///     secret: SecretDistribution::Ternary, sigma: params::SIGMA, plaintext_modulus: None,
+    /// }).unwrap();
+    /// let mut kg = KeyGenerator::new(&params);
+    /// let sk = kg.gen_secret_key().unwrap();
+    /// let rlk = kg.gen_relinearization_key(&sk).unwrap();
+    /// let low = rlk.0.at_level(1).unwrap();
+    /// assert_eq!(low.level(), 1);
+    /// assert!(low.serialized_len(true) < rlk.0.serialized_len(true));
+    /// assert!(rlk.0.at_level(4).is_err());
+    /// ```
+    pub fn at_level(&self, level: usize) -> Result<Self> {
+        let own = self.level();
+        if level > own {
+            return Err(RlweError::LevelOutOfRange { level, max: own });
+        }
+        let lt = self.params.level(level)?;
+        let digits = lt.digits.len();
+        let cut = |x: &RnsPoly| cut_to_level(x, &lt.qp, own, level);
+        Ok(Self {
+            params: self.params.clone(),
+            b: self.b.iter().take(digits).map(cut).collect(),
+            a: self.a.iter().take(digits).map(cut).collect(),
+            seeds: self.seeds.as_ref().map(|s| s[..digits].to_vec()),
+        })
+    }
+
     /// The key with `f` applied to each of its polynomials (a slot
     /// permutation: the seeds stay, as they describe the key in place),
     /// each held in a buffer of its own size (a pooled one may be larger,
@@ -139,7 +182,10 @@ impl SwitchingKey {
     /// Its serialized size in bytes (as relinearization and Galois keys
     /// write it; `seeded`: each a_j as its 32-byte seed).
     pub fn serialized_len(&self, seeded: bool) -> usize {
-        let poly = crate::serial::packed_poly_bytes(self.params.qp_basis());
+        let poly = self
+            .b
+            .first()
+            .map_or(0, |b| crate::serial::packed_poly_bytes(b.basis()));
         let a = if seeded && self.seeds.is_some() {
             32
         } else {
@@ -147,6 +193,22 @@ impl SwitchingKey {
         };
         crate::serial::HEADER_LEN + self.b.len() * (poly + a)
     }
+}
+
+/// `x` (over Q_from ∪ P) with only the limbs of Q_level ∪ P, over `basis`,
+/// in a buffer of its own size.
+pub(crate) fn cut_to_level(
+    x: &RnsPoly,
+    basis: &Arc<RnsBasis>,
+    from: usize,
+    level: usize,
+) -> RnsPoly {
+    let p = basis.len() - level - 1;
+    let mut data = Vec::with_capacity(basis.len() * x.degree());
+    for i in (0..=level).chain(from + 1..from + 1 + p) {
+        data.extend_from_slice(x.limb(i));
+    }
+    RnsPoly::from_buffer_unchecked(basis, x.domain(), data)
 }
 
 /// Relinearization key: switches s² to s.
@@ -180,6 +242,15 @@ impl GaloisKey {
     /// documentation; its size, digits and parameters are the key's).
     pub fn switching_key(&self) -> &SwitchingKey {
         &self.key
+    }
+
+    /// The key for levels up to `level` only ([`SwitchingKey::at_level`]).
+    pub fn at_level(&self, level: usize) -> Result<Self> {
+        Ok(Self {
+            galois_element: self.galois_element,
+            key: self.key.at_level(level)?,
+            perm: self.perm.clone(),
+        })
     }
 
     /// The switching key itself, slots in place (what serialization writes).
@@ -465,20 +536,44 @@ impl KeyGenerator {
         rotations: &[i64],
         conjugate: bool,
     ) -> Result<GaloisKeys> {
-        let n = self.params.n();
-        let mut out = GaloisKeys::new();
-        let mut elements: Vec<usize> = rotations
-            .iter()
-            .map(|&k| galois_element_for_rotation(k, n))
-            .filter(|&g| g != 1)
-            .collect();
-        if conjugate {
-            elements.push(galois_element_conjugate(n));
+        let top = self.params.max_level();
+        let at: Vec<(i64, usize)> = rotations.iter().map(|&k| (k, top)).collect();
+        self.gen_galois_keys_at_levels(sk, &at, conjugate)
+    }
+
+    /// [`Self::gen_galois_keys`] with each rotation's key cut to the
+    /// highest level it is used at (`(rotation, level)` pairs; a rotation
+    /// listed twice keeps the higher level; [`GaloisKey::at_level`]). The
+    /// conjugation key is whole. Refused: a level above the top.
+    pub fn gen_galois_keys_at_levels(
+        &mut self,
+        sk: &SecretKey,
+        rotations: &[(i64, usize)],
+        conjugate: bool,
+    ) -> Result<GaloisKeys> {
+        let (n, top) = (self.params.n(), self.params.max_level());
+        let mut levels: BTreeMap<usize, usize> = BTreeMap::new();
+        for &(k, level) in rotations {
+            if level > top {
+                return Err(RlweError::LevelOutOfRange { level, max: top });
+            }
+            let g = galois_element_for_rotation(k, n);
+            if g != 1 {
+                let l = levels.entry(g).or_insert(level);
+                *l = (*l).max(level);
+            }
         }
-        elements.sort_unstable();
-        elements.dedup();
-        for g in elements {
-            out.insert(self.gen_galois_key(sk, g)?);
+        if conjugate {
+            levels.insert(galois_element_conjugate(n), top);
+        }
+        let mut out = GaloisKeys::new();
+        for (g, level) in levels {
+            let key = self.gen_galois_key(sk, g)?;
+            out.insert(if level < top {
+                key.at_level(level)?
+            } else {
+                key
+            });
         }
         Ok(out)
     }

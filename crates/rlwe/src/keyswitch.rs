@@ -90,20 +90,29 @@ fn check_input(params: &Parameters, d: &RnsPoly) -> Result<usize> {
     Ok(level)
 }
 
-fn check_key(params: &Parameters, key: &SwitchingKey) -> Result<()> {
+/// The key belongs to `params` and reaches `level` (a key cut lower,
+/// [`SwitchingKey::at_level`], lacks the primes).
+fn check_key(params: &Parameters, key: &SwitchingKey, level: usize) -> Result<()> {
     if key.params.hash() != params.hash() {
         return Err(RlweError::ParameterMismatch);
+    }
+    if key.level() < level {
+        return Err(RlweError::KeyBelowLevel {
+            key: key.level(),
+            level,
+        });
     }
     Ok(())
 }
 
-/// Index of limb t (in the Q_l ∪ P index space) inside the key's Q·P basis.
+/// Index of limb t (in the Q_l ∪ P index space) inside the key's basis
+/// Q_{key_level} ∪ P.
 #[inline]
-fn key_index(params: &Parameters, level: usize, t: usize) -> usize {
+fn key_index(key_level: usize, level: usize, t: usize) -> usize {
     if t <= level {
         t
     } else {
-        params.max_level() + 1 + (t - level - 1)
+        key_level + 1 + (t - level - 1)
     }
 }
 
@@ -295,8 +304,8 @@ where
 /// Σ_j ModUp(\[d\]_{Q_j}) · (b_j, a_j) over Q_l ∪ P (NTT domain), for `d` in
 /// the NTT domain over Q_l: the key-switching product before ModDown.
 pub fn key_switch_ext(params: &Parameters, d: &RnsPoly, key: &SwitchingKey) -> Result<ExtPair> {
-    check_key(params, key)?;
     let level = check_input(params, d)?;
+    check_key(params, key, level)?;
     let lt = params.level(level)?;
     let n = params.n();
     let y = modup_prepare(lt, d);
@@ -354,7 +363,7 @@ pub fn key_switch_ext(params: &Parameters, d: &RnsPoly, key: &SwitchingKey) -> R
                 .enumerate()
                 .map(|(j, limb)| if own(j, t) { d.limb(t) } else { limb })
                 .collect();
-            let (kb, ka) = key_limbs(key, key_index(params, level, t), digits);
+            let (kb, ka) = key_limbs(key, key_index(key.level(), level, t), digits);
             be.dot_product_pair(&lt.qp.moduli()[t], &srcs, &kb, &ka, r0, r1);
         }
     });
@@ -418,8 +427,8 @@ pub fn key_switch_hoisted_ext(
     dec: &Decomposed,
     key: &SwitchingKey,
 ) -> Result<ExtPair> {
-    check_key(params, key)?;
     let level = dec.level;
+    check_key(params, key, level)?;
     let lt = params.level(level)?;
     let n = params.n();
     let mut out0 = pooled_uninit(&lt.qp, Domain::Ntt);
@@ -428,7 +437,7 @@ pub fn key_switch_hoisted_ext(
     for_each_target(n, 0, &mut out0, &mut out1, |t0, o0, o1, _| {
         let outs = o0.chunks_exact_mut(n).zip(o1.chunks_exact_mut(n));
         for (t, (r0, r1)) in (t0..).zip(outs) {
-            let (kb, ka) = key_limbs(key, key_index(params, level, t), digits);
+            let (kb, ka) = key_limbs(key, key_index(key.level(), level, t), digits);
             let srcs: Vec<&[u64]> = dec.digits.iter().map(|dj| dj.limb(t)).collect();
             default_backend().dot_product_pair(&lt.qp.moduli()[t], &srcs, &kb, &ka, r0, r1);
         }

@@ -439,6 +439,12 @@ impl Parameters {
         self.q.moduli().get(i)
     }
 
+    /// Number of key-switching digits at `level` (what a key cut to it
+    /// holds, `SwitchingKey::at_level`).
+    pub fn dnum_at(&self, level: usize) -> Result<usize> {
+        Ok(self.level(level)?.digits.len())
+    }
+
     /// Number of key-switching digits (dnum) at the top level.
     pub fn dnum(&self) -> usize {
         self.dnum

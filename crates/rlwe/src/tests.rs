@@ -162,6 +162,56 @@ fn galois_automorphisms_match_plain_for_many_elements() {
     assert_eq!(gks.get(9).unwrap_err(), RlweError::MissingGaloisKey(9));
 }
 
+/// A key cut to a level switches there exactly as the whole key does
+/// (single and hoisted, and after a serialization round trip, seeded or
+/// not), with fewer digits and bytes, and is refused above its level.
+#[test]
+fn keys_cut_to_a_level_switch_like_the_whole_key_there() {
+    let (params, sk) = setup(10, 4, Some(5));
+    let mut kg = KeyGenerator::new(&params);
+    let g = galois_element_for_rotation(3, params.n());
+    let keys = kg.gen_galois_keys(&sk, &[3], false).unwrap();
+    let whole = keys.get(g).unwrap();
+    let mut enc = Encryptor::new(&params);
+    let (m, pt) = random_message(&params, params.max_level(), 1 << 20);
+    let top = enc.encrypt_sk(&sk, &pt).unwrap();
+    let top_level = params.max_level();
+    assert_eq!(whole.switching_key().level(), top_level);
+    for level in 0..top_level {
+        let cut = whole.at_level(level).unwrap();
+        let k = cut.switching_key();
+        assert_eq!((k.level(), k.digits()), (level, level + 1));
+        assert!(k.serialized_len(true) < whole.switching_key().serialized_len(true));
+        let mut ct = top.clone();
+        ct.drop_to_level(level).unwrap();
+        let want = ops::apply_galois(&ct, whole).unwrap();
+        assert!(max_diff(&decrypt_coeffs(&sk, &want), &automorphism_plain(&m, g)) < 1 << 16);
+        assert_eq!(ops::apply_galois(&ct, &cut).unwrap(), want);
+        assert_eq!(ops::apply_galois_hoisted(&ct, &[&cut]).unwrap()[0], want);
+        for seeded in [true, false] {
+            let bytes = cut.to_bytes(seeded);
+            assert_eq!(bytes.len(), k.serialized_len(seeded));
+            let back = GaloisKey::from_bytes(&params, &bytes).unwrap();
+            assert_eq!(ops::apply_galois(&ct, &back).unwrap(), want);
+        }
+        let above = RlweError::KeyBelowLevel {
+            key: level,
+            level: top_level,
+        };
+        assert_eq!(ops::apply_galois(&top, &cut).unwrap_err(), above);
+        assert_eq!(ops::apply_galois_hoisted(&top, &[&cut]).unwrap_err(), above);
+    }
+    assert!(matches!(
+        whole.at_level(top_level + 1),
+        Err(RlweError::LevelOutOfRange { .. })
+    ));
+    // Generated cut: the higher of two levels asked for the same rotation.
+    let at = kg
+        .gen_galois_keys_at_levels(&sk, &[(3, 1), (3, 2)], false)
+        .unwrap();
+    assert_eq!(at.get(g).unwrap().switching_key().level(), 2);
+}
+
 #[test]
 fn fused_mod_down_rescale_matches_separate_steps() {
     let (params, sk) = setup(10, 3, None);

@@ -7,7 +7,9 @@ use hecloud_math::sampling::expand_seed_uniform;
 use super::header::{FLAG_SEEDED, HEADER_LEN, Header, Kind, read_header, write_header};
 use super::limbs::{Body, packed_poly_bytes, write_poly};
 use crate::error::{DecodeError, Result, RlweError};
-use crate::keys::{GaloisKey, PublicKey, RelinearizationKey, SecretKey, SwitchingKey};
+use crate::keys::{
+    GaloisKey, PublicKey, RelinearizationKey, SecretKey, SwitchingKey, cut_to_level,
+};
 use crate::params::Parameters;
 
 impl PublicKey {
@@ -70,7 +72,7 @@ fn write_switching_key(out: &mut Vec<u8>, k: &SwitchingKey, kind: Kind, extra: u
         Header {
             kind: kind as u8,
             flags: if seeded { FLAG_SEEDED } else { 0 },
-            level: k.params.max_level() as u32,
+            level: k.level() as u32,
             scale: 1.0,
             count: k.b.len() as u32,
             extra,
@@ -87,8 +89,15 @@ fn write_switching_key(out: &mut Vec<u8>, k: &SwitchingKey, kind: Kind, extra: u
 }
 
 fn read_switching_key(params: &Arc<Parameters>, bytes: &[u8], h: &Header) -> Result<SwitchingKey> {
-    let digits = params.dnum();
-    if h.level as usize != params.max_level() || h.count as usize != digits {
+    // A key may be cut to a level below the top (`SwitchingKey::at_level`):
+    // the primes of Q up to it and P, the digits that level has.
+    let level = h.level as usize;
+    let lt = params.level(level).map_err(|_| DecodeError::InvalidField {
+        field: "level",
+        value: h.level as u64,
+    })?;
+    let digits = lt.digits.len();
+    if h.count as usize != digits {
         return Err(DecodeError::InvalidField {
             field: "count",
             value: h.count as u64,
@@ -96,18 +105,21 @@ fn read_switching_key(params: &Arc<Parameters>, bytes: &[u8], h: &Header) -> Res
         .into());
     }
     let seeded = h.flags & FLAG_SEEDED != 0;
-    let per = key_poly_bytes(params) + if seeded { 32 } else { key_poly_bytes(params) };
+    let basis = lt.qp.clone();
+    let poly = packed_poly_bytes(&basis);
+    let per = poly + if seeded { 32 } else { poly };
     let mut body = Body::new(bytes, per * digits)?;
-    let qp = params.qp_basis().clone();
     let (mut b, mut a, mut seeds) = (vec![], vec![], vec![]);
     for _ in 0..digits {
-        b.push(body.poly(&qp)?);
+        b.push(body.poly(&basis)?);
         if seeded {
             let s = body.seed();
-            a.push(expand_seed_uniform(&s, &qp));
+            // The seed expands over the whole Q·P; the key keeps its limbs.
+            let whole = expand_seed_uniform(&s, params.qp_basis());
+            a.push(cut_to_level(&whole, &basis, params.max_level(), level));
             seeds.push(s);
         } else {
-            a.push(body.poly(&qp)?);
+            a.push(body.poly(&basis)?);
         }
     }
     Ok(SwitchingKey {
