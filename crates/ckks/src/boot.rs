@@ -872,10 +872,7 @@ impl Bootstrapper {
             .chain(std::iter::once(conj))
             .filter(|&(g, _)| g != 1);
         for (g, level) in elements {
-            let key = keys.galois.get(g)?.switching_key().level();
-            if key < level {
-                return Err(hecloud_rlwe::RlweError::KeyBelowLevel { key, level }.into());
-            }
+            keys.galois.get(g)?.switching_key().reaches(level)?;
         }
         Ok(())
     }

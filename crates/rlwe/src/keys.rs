@@ -123,6 +123,16 @@ impl SwitchingKey {
         limbs.saturating_sub(self.params.p_basis().len() + 1)
     }
 
+    /// Refused with [`RlweError::KeyBelowLevel`] unless it switches at
+    /// `level` (a key cut lower lacks the primes).
+    pub fn reaches(&self, level: usize) -> Result<()> {
+        let key = self.level();
+        if key < level {
+            return Err(RlweError::KeyBelowLevel { key, level });
+        }
+        Ok(())
+    }
+
     /// The key for levels up to `level` only: the Q primes above it and
     /// the digits no such level has are dropped (what remains is the same
     /// key there, so key switching gives the same result). A key used

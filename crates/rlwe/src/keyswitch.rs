@@ -96,13 +96,7 @@ fn check_key(params: &Parameters, key: &SwitchingKey, level: usize) -> Result<()
     if key.params.hash() != params.hash() {
         return Err(RlweError::ParameterMismatch);
     }
-    if key.level() < level {
-        return Err(RlweError::KeyBelowLevel {
-            key: key.level(),
-            level,
-        });
-    }
-    Ok(())
+    key.reaches(level)
 }
 
 /// Index of limb t (in the Q_l ∪ P index space) inside the key's basis
@@ -306,6 +300,7 @@ where
 pub fn key_switch_ext(params: &Parameters, d: &RnsPoly, key: &SwitchingKey) -> Result<ExtPair> {
     let level = check_input(params, d)?;
     check_key(params, key, level)?;
+    let key_level = key.level();
     let lt = params.level(level)?;
     let n = params.n();
     let y = modup_prepare(lt, d);
@@ -363,7 +358,7 @@ pub fn key_switch_ext(params: &Parameters, d: &RnsPoly, key: &SwitchingKey) -> R
                 .enumerate()
                 .map(|(j, limb)| if own(j, t) { d.limb(t) } else { limb })
                 .collect();
-            let (kb, ka) = key_limbs(key, key_index(key.level(), level, t), digits);
+            let (kb, ka) = key_limbs(key, key_index(key_level, level, t), digits);
             be.dot_product_pair(&lt.qp.moduli()[t], &srcs, &kb, &ka, r0, r1);
         }
     });
@@ -429,6 +424,7 @@ pub fn key_switch_hoisted_ext(
 ) -> Result<ExtPair> {
     let level = dec.level;
     check_key(params, key, level)?;
+    let key_level = key.level();
     let lt = params.level(level)?;
     let n = params.n();
     let mut out0 = pooled_uninit(&lt.qp, Domain::Ntt);
@@ -437,7 +433,7 @@ pub fn key_switch_hoisted_ext(
     for_each_target(n, 0, &mut out0, &mut out1, |t0, o0, o1, _| {
         let outs = o0.chunks_exact_mut(n).zip(o1.chunks_exact_mut(n));
         for (t, (r0, r1)) in (t0..).zip(outs) {
-            let (kb, ka) = key_limbs(key, key_index(key.level(), level, t), digits);
+            let (kb, ka) = key_limbs(key, key_index(key_level, level, t), digits);
             let srcs: Vec<&[u64]> = dec.digits.iter().map(|dj| dj.limb(t)).collect();
             default_backend().dot_product_pair(&lt.qp.moduli()[t], &srcs, &kb, &ka, r0, r1);
         }

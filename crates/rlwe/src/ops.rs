@@ -67,12 +67,7 @@ pub fn apply_galois_hoisted(ct: &Ciphertext, gks: &[&GaloisKey]) -> Result<Vec<C
     }
     for gk in gks {
         same(ct, gk.key.params().hash())?;
-        if gk.key.level() < ct.level() {
-            return Err(RlweError::KeyBelowLevel {
-                key: gk.key.level(),
-                level: ct.level(),
-            });
-        }
+        gk.key.reaches(ct.level())?;
     }
     let dec = decompose(ct.params(), &ct.polys()[1])?;
     let out = gks
