@@ -264,7 +264,7 @@ impl Encoder {
                 .par_chunks_exact_mut(n)
                 .zip(moduli)
                 .for_each(|(limb, m)| {
-                    be.linear_combination(m, limb, None, &[&pos, &neg], &[1, m.neg(1)], 64);
+                    be.linear_combination(m, limb, None, &[&pos, &neg], &[1, m.neg(1)], &[64, 64]);
                 });
         } else {
             for (i, m) in basis.moduli().iter().enumerate() {

@@ -158,6 +158,7 @@ fn avx2_fma_vs_int(c: &mut Criterion) {
         });
         for (label, srcs, bits) in [("8x50bit", &src50, 50), ("4x61bit", &src61, 61)] {
             let refs: Vec<&[u64]> = srcs.iter().map(Vec::as_slice).collect();
+            let bits = vec![bits; refs.len()];
             g.bench_function(format!("linear_combinations_{label}_to_4/{name}"), |bch| {
                 bch.iter(|| {
                     let mut outputs: Vec<Combination<'_>> = moduli[..4]
@@ -170,7 +171,7 @@ fn avx2_fma_vs_int(c: &mut Criterion) {
                             w: &w[..refs.len()],
                         })
                         .collect();
-                    be.linear_combinations(&mut outputs, &refs, bits);
+                    be.linear_combinations(&mut outputs, &refs, &bits);
                 })
             });
         }

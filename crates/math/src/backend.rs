@@ -66,12 +66,14 @@ pub trait Backend: Send + Sync + std::fmt::Debug {
 
     /// `out[i] = (keep·out[i] + Σ_k srcs[k][i]·w[k]) mod q` for constant
     /// weights `w[k] < q` and `keep < q` (`None`: the old contents of `out`
-    /// are ignored). Entries of every source are below `2^src_bits`, old
-    /// entries of `out` below q. This is fast base conversion and the
-    /// scaled additions around it.
+    /// are ignored). Entries of source k are below `2^src_bits[k]` (kernels
+    /// take narrow sources whole and split only the wide ones), old entries
+    /// of `out` below q. This is fast base conversion and the scaled
+    /// additions around it.
     ///
     /// # Panics
-    /// If `srcs` and `w` differ in length or a source is shorter than `out`.
+    /// If `srcs`, `w` and `src_bits` differ in length or a source is
+    /// shorter than `out`.
     fn linear_combination(
         &self,
         q: &Modulus,
@@ -79,12 +81,14 @@ pub trait Backend: Send + Sync + std::fmt::Debug {
         keep: Option<u64>,
         srcs: &[&[u64]],
         w: &[u64],
-        src_bits: u32,
+        src_bits: &[u32],
     ) {
-        check_sources(out.len(), srcs, w.len());
+        check_sources(out.len(), srcs, w.len(), src_bits);
         // Terms that fit a u128 on top of a value below q (see the bound in
-        // the parity tests): 2^headroom − 1 products of src_bits + q bits.
-        let headroom = 128 - src_bits.min(64) - q.bits();
+        // the parity tests): 2^headroom − 1 products of the widest source's
+        // bits + q bits.
+        let widest = src_bits.iter().copied().max().unwrap_or(0);
+        let headroom = 128 - widest.min(64) - q.bits();
         let per = if headroom >= 16 {
             1 << 16
         } else {
@@ -108,7 +112,12 @@ pub trait Backend: Send + Sync + std::fmt::Debug {
     ///
     /// # Panics
     /// As [`Backend::linear_combination`], for any output.
-    fn linear_combinations(&self, outputs: &mut [Combination<'_>], srcs: &[&[u64]], src_bits: u32) {
+    fn linear_combinations(
+        &self,
+        outputs: &mut [Combination<'_>],
+        srcs: &[&[u64]],
+        src_bits: &[u32],
+    ) {
         for o in outputs {
             self.linear_combination(o.q, o.out, None, srcs, o.w, src_bits);
         }
@@ -193,12 +202,20 @@ pub struct Combination<'a> {
     pub w: &'a [u64],
 }
 
-fn check_sources(len: usize, srcs: &[&[u64]], weights: usize) {
+fn check_sources(len: usize, srcs: &[&[u64]], weights: usize, src_bits: &[u32]) {
     assert_eq!(srcs.len(), weights, "one weight per source");
+    assert_eq!(srcs.len(), src_bits.len(), "one width per source");
     assert!(
         srcs.iter().all(|s| s.len() >= len),
         "source shorter than output"
     );
+}
+
+/// Which sources the 52-bit kernels take as two 32-bit halves: those whose
+/// entries may reach 2^50 (the others enter whole).
+#[cfg(target_arch = "x86_64")]
+fn wide_sources(src_bits: &[u32]) -> Vec<bool> {
+    src_bits.iter().map(|&b| b > 50).collect()
 }
 
 fn check_pair(s: &[&[u64]], b: &[&[u64]], a: &[&[u64]], n0: usize, n1: usize) {
@@ -431,7 +448,7 @@ impl Backend for Simd {
     }
 
     fn mul_scalar(&self, q: &Modulus, a: &mut [u64], c: u64) {
-        self.linear_combination(q, a, Some(c), &[], &[], 0);
+        self.linear_combination(q, a, Some(c), &[], &[], &[]);
     }
 
     fn linear_combination(
@@ -441,13 +458,14 @@ impl Backend for Simd {
         keep: Option<u64>,
         srcs: &[&[u64]],
         w: &[u64],
-        src_bits: u32,
+        src_bits: &[u32],
     ) {
         #[cfg(target_arch = "x86_64")]
         {
             use crate::ntt::{avx2, avx2fma, avx512, avx512ifma};
-            check_sources(out.len(), srcs, w.len());
+            check_sources(out.len(), srcs, w.len(), src_bits);
             let whole = whole_vectors(out.len());
+            let wide = wide_sources(src_bits);
             let ifma = q.value() < avx512ifma::MAX_MODULUS;
             let body = &mut out[..whole];
             // SAFETY: `Simd::new` checked that the CPU supports the level's
@@ -456,11 +474,11 @@ impl Backend for Simd {
             unsafe {
                 match self.level {
                     _ if self.fp(q.value()) => {
-                        avx2fma::linear_combination(q, body, keep, srcs, w, src_bits)
+                        avx2fma::linear_combination(q, body, keep, srcs, w, &wide)
                     }
                     SimdLevel::Avx2 => avx2::linear_combination(q, body, keep, srcs, w),
                     SimdLevel::Avx512Ifma if ifma => {
-                        avx512ifma::linear_combination(q, body, keep, srcs, w, src_bits)
+                        avx512ifma::linear_combination(q, body, keep, srcs, w, &wide)
                     }
                     _ => avx512::linear_combination(q, body, keep, srcs, w),
                 }
@@ -474,7 +492,12 @@ impl Backend for Simd {
         Scalar.linear_combination(q, out, keep, srcs, w, src_bits);
     }
 
-    fn linear_combinations(&self, outputs: &mut [Combination<'_>], srcs: &[&[u64]], src_bits: u32) {
+    fn linear_combinations(
+        &self,
+        outputs: &mut [Combination<'_>],
+        srcs: &[&[u64]],
+        src_bits: &[u32],
+    ) {
         #[allow(unused_mut)]
         let mut rest: Vec<&mut Combination<'_>> = outputs.iter_mut().collect();
         #[cfg(target_arch = "x86_64")]
@@ -483,6 +506,7 @@ impl Backend for Simd {
             use avx512ifma::{GROUP, MAX_MODULUS};
             const _: () = assert!(GROUP == avx2fma::GROUP && MAX_MODULUS == avx2fma::MAX_MODULUS);
             let ifma = self.level == SimdLevel::Avx512Ifma;
+            let wide = wide_sources(src_bits);
             // Groups of outputs below 2^50 share one pass over the sources.
             let mut small;
             (small, rest) = rest.into_iter().partition(|o| o.q.value() < MAX_MODULUS);
@@ -490,7 +514,7 @@ impl Backend for Simd {
                 let n = group[0].out.len();
                 for o in group.iter() {
                     assert_eq!(o.out.len(), n, "output lengths");
-                    check_sources(n, srcs, o.w.len());
+                    check_sources(n, srcs, o.w.len(), src_bits);
                 }
                 let whole = whole_vectors(n);
                 let qs: Vec<&Modulus> = group.iter().map(|o| o.q).collect();
@@ -502,9 +526,9 @@ impl Backend for Simd {
                 // the kernel's bound and the outputs are whole 8-entry vectors.
                 unsafe {
                     if ifma {
-                        avx512ifma::linear_combination_group(&qs, &mut outs, srcs, &ws, src_bits)
+                        avx512ifma::linear_combination_group(&qs, &mut outs, srcs, &ws, &wide)
                     } else {
-                        avx2fma::linear_combination_group(&qs, &mut outs, srcs, &ws, src_bits)
+                        avx2fma::linear_combination_group(&qs, &mut outs, srcs, &ws, &wide)
                     }
                 };
                 if whole < n {
@@ -798,19 +822,28 @@ pub mod parity {
                         return Err(format!("mul_scalar differs ({ctx} c={c})"));
                     }
                 }
-                for (count, src_bits) in [(9, 50), (3, 51), (20, 64), (70, 50), (70, 64), (17, 62)]
-                {
-                    let top = if src_bits == 64 {
-                        u64::MAX
-                    } else {
-                        (1u64 << src_bits) - 1
-                    };
+                // Source k's width is pattern[k % len]: uniform and mixed.
+                let cases: [(usize, &[u32]); 9] = [
+                    (9, &[50]),
+                    (3, &[51]),
+                    (20, &[64]),
+                    (70, &[50]),
+                    (70, &[64]),
+                    (17, &[62]),
+                    (7, &[60, 50, 50, 3]),
+                    (23, &[3, 64, 40, 61, 50]),
+                    (40, &[50, 50, 50, 50, 50, 62]),
+                ];
+                for (count, pattern) in cases {
+                    let src_bits: Vec<u32> =
+                        (0..count).map(|k| pattern[k % pattern.len()]).collect();
                     let srcs: Vec<Vec<u64>> = (0..count)
                         .map(|k| {
+                            let top = u64::MAX >> (64 - src_bits[k]);
                             (0..n)
                                 .map(|i| match (i + k) % 4 {
                                     0 => top,
-                                    1 => top - rng.next_u64() % 1024,
+                                    1 => top.saturating_sub(rng.next_u64() % 1024),
                                     2 => rng.next_u64() & top,
                                     _ => (i % 2) as u64,
                                 })
@@ -827,11 +860,11 @@ pub mod parity {
                         .collect();
                     for keep in [None, Some(q - 1)] {
                         let (mut x, mut y) = (a.clone(), a.clone());
-                        Scalar.linear_combination(&m, &mut x, keep, &refs, &w, src_bits);
-                        backend.linear_combination(&m, &mut y, keep, &refs, &w, src_bits);
+                        Scalar.linear_combination(&m, &mut x, keep, &refs, &w, &src_bits);
+                        backend.linear_combination(&m, &mut y, keep, &refs, &w, &src_bits);
                         if x != y {
                             return Err(format!(
-                                "linear_combination differs ({ctx} sources={count}x{src_bits} bits)"
+                                "linear_combination differs ({ctx} sources={count}x{pattern:?} bits)"
                             ));
                         }
                     }
@@ -841,16 +874,16 @@ pub mod parity {
                         out: &mut x,
                         w: &w,
                     }];
-                    Scalar.linear_combinations(&mut want, &refs, src_bits);
+                    Scalar.linear_combinations(&mut want, &refs, &src_bits);
                     let mut got = [super::Combination {
                         q: &m,
                         out: &mut y,
                         w: &w,
                     }];
-                    backend.linear_combinations(&mut got, &refs, src_bits);
+                    backend.linear_combinations(&mut got, &refs, &src_bits);
                     if x != y {
                         return Err(format!(
-                            "linear_combinations differs ({ctx} sources={count}x{src_bits} bits)"
+                            "linear_combinations differs ({ctx} sources={count}x{pattern:?} bits)"
                         ));
                     }
                 }
@@ -859,8 +892,8 @@ pub mod parity {
                 let top = vec![(1u64 << 62) - 1; n];
                 let srcs = vec![top.as_slice(); 40];
                 let (mut x, mut y) = (a.clone(), a.clone());
-                Scalar.linear_combination(&m, &mut x, None, &srcs, &[q - 1; 40], 62);
-                backend.linear_combination(&m, &mut y, None, &srcs, &[q - 1; 40], 62);
+                Scalar.linear_combination(&m, &mut x, None, &srcs, &[q - 1; 40], &[62; 40]);
+                backend.linear_combination(&m, &mut y, None, &srcs, &[q - 1; 40], &[62; 40]);
                 if x != y {
                     return Err(format!("linear_combination differs ({ctx} largest terms)"));
                 }
@@ -990,14 +1023,21 @@ pub mod parity {
             .iter()
             .map(|&q| Modulus::new(q).expect("prime"))
             .collect();
-        for (count, src_bits) in [(5, 50), (5, 61), (1, 64), (30, 50), (9, 64)] {
-            let bound = if src_bits == 64 {
-                u64::MAX
-            } else {
-                1u64 << src_bits
-            };
-            let srcs: Vec<Vec<u64>> = (0..count)
-                .map(|_| (0..n).map(|_| rng.next_u64() % bound).collect())
+        // Source k's width is pattern[k % len]: uniform and mixed.
+        let cases: [(usize, &[u32]); 7] = [
+            (5, &[50]),
+            (5, &[61]),
+            (1, &[64]),
+            (30, &[50]),
+            (9, &[64]),
+            (7, &[61, 50, 50, 50, 50, 50, 3]),
+            (9, &[49, 60]),
+        ];
+        for (count, pattern) in cases {
+            let src_bits: Vec<u32> = (0..count).map(|k| pattern[k % pattern.len()]).collect();
+            let srcs: Vec<Vec<u64>> = src_bits
+                .iter()
+                .map(|&b| (0..n).map(|_| rng.next_u64() >> (64 - b)).collect())
                 .collect();
             let refs: Vec<&[u64]> = srcs.iter().map(Vec::as_slice).collect();
             let weights: Vec<Vec<u64>> = primes
@@ -1006,7 +1046,7 @@ pub mod parity {
                 .collect();
             let mut want = vec![vec![0u64; n]; primes.len()];
             for ((m, w), o) in moduli.iter().zip(&weights).zip(&mut want) {
-                Scalar.linear_combination(m, o, None, &refs, w, src_bits);
+                Scalar.linear_combination(m, o, None, &refs, w, &src_bits);
             }
             let mut got = vec![vec![0u64; n]; primes.len()];
             let mut outputs: Vec<super::Combination<'_>> = moduli
@@ -1015,10 +1055,10 @@ pub mod parity {
                 .zip(&mut got)
                 .map(|((q, w), out)| super::Combination { q, out, w })
                 .collect();
-            backend.linear_combinations(&mut outputs, &refs, src_bits);
+            backend.linear_combinations(&mut outputs, &refs, &src_bits);
             if want != got {
                 return Err(format!(
-                    "linear_combinations differs ({} n={n} sources={count}x{src_bits} bits)",
+                    "linear_combinations differs ({} n={n} sources={count}x{pattern:?} bits)",
                     backend.name()
                 ));
             }
@@ -1071,8 +1111,9 @@ pub mod parity {
                 for keep in [None, Some(q - 1), Some(rng.next_u64() % q)] {
                     let start = limb(rng, q, max);
                     let (mut x, mut y) = (start.clone(), start);
-                    Scalar.linear_combination(m, &mut x, keep, &refs, &w, src_bits);
-                    backend.linear_combination(m, &mut y, keep, &refs, &w, src_bits);
+                    let widths = vec![src_bits; count];
+                    Scalar.linear_combination(m, &mut x, keep, &refs, &w, &widths);
+                    backend.linear_combination(m, &mut y, keep, &refs, &w, &widths);
                     if x != y {
                         return Err(format!(
                             "linear_combination differs ({} n={n} q={q} sources={count}x{src_bits} bits)",
@@ -1142,7 +1183,7 @@ mod tests {
         let refs: Vec<&[u64]> = srcs.iter().map(Vec::as_slice).collect();
         let w: Vec<u64> = (0..20).map(|k| q - 1 - k).collect();
         let mut out = vec![q - 1; 16];
-        Scalar.linear_combination(&m, &mut out, Some(q - 2), &refs, &w, 64);
+        Scalar.linear_combination(&m, &mut out, Some(q - 2), &refs, &w, &[64; 20]);
         for (i, &o) in out.iter().enumerate() {
             let mut terms = std::iter::once((q - 1, q - 2))
                 .chain(refs.iter().zip(&w).map(|(s, &wk)| (s[i], wk)));

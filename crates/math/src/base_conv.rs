@@ -132,14 +132,14 @@ impl BaseConverter {
             be.mul_scalar(m, yi, self.qhat_inv[i]);
         }
         let srcs: Vec<&[u64]> = y.chunks_exact(len).collect();
-        let bits = qs.iter().map(Modulus::bits).max().unwrap_or(64);
+        let bits: Vec<u32> = qs.iter().map(Modulus::bits).collect();
         let mut outputs: Vec<Combination<'_>> = outs
             .iter_mut()
             .zip(self.to.moduli())
             .zip(&self.qhat_mod_p)
             .map(|((out, q), w)| Combination { q, out, w })
             .collect();
-        be.linear_combinations(&mut outputs, &srcs, bits);
+        be.linear_combinations(&mut outputs, &srcs, &bits);
     }
 }
 

@@ -587,7 +587,7 @@ impl RnsPoly {
         }
         let be = default_backend();
         self.par_limbs(|i, limb, m, _| {
-            be.linear_combination(m, limb, Some(1), &[a.limb(i)], &[cs[i]], m.bits());
+            be.linear_combination(m, limb, Some(1), &[a.limb(i)], &[cs[i]], &[m.bits()]);
         });
         Ok(())
     }
@@ -695,10 +695,10 @@ impl RnsPoly {
                 // The reduction and the final x·q_L⁻¹ − r·q_L⁻¹ are the
                 // vectorised linear combinations.
                 let mut r = vec![0; last.len()];
-                be.linear_combination(m, &mut r, None, &[&last], &[1], last_bits);
+                be.linear_combination(m, &mut r, None, &[&last], &[1], &[last_bits]);
                 r.iter_mut().for_each(|x| *x = m.sub(*x, half_i));
                 be.ntt_forward(t, &mut r);
-                be.linear_combination(m, limb, Some(ql_inv), &[&r], &[m.neg(ql_inv)], m.bits());
+                be.linear_combination(m, limb, Some(ql_inv), &[&r], &[m.neg(ql_inv)], &[m.bits()]);
             } else {
                 let ql_inv_s = m.shoup(ql_inv);
                 for (x, &xl) in limb.iter_mut().zip(&last) {

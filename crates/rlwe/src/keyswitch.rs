@@ -166,21 +166,26 @@ fn round_sums(out: &mut [u64], limbs: &[&[u64]], inv: &[f64], n: usize) {
 }
 
 /// The sources of digit j's conversion: its y limbs and v_j (whose weight
-/// carries −Q_j), with their bit width.
+/// carries −Q_j), with their bit widths.
 fn digit_sources<'a>(
     lt: &LevelTables,
     j: usize,
     y: &'a [u64],
     v: &'a [u64],
-) -> (Vec<&'a [u64]>, u32) {
+) -> (Vec<&'a [u64]>, Vec<u32>) {
     let (dg, n) = (&lt.digits[j], v.len() / lt.digits.len());
     let mut srcs: Vec<&[u64]> = y[dg.start * n..dg.end * n].chunks_exact(n).collect();
     srcs.push(&v[j * n..(j + 1) * n]);
-    let bits = lt.q.moduli()[dg.start..dg.end]
-        .iter()
-        .map(Modulus::bits)
-        .max();
-    (srcs, bits.unwrap_or(64))
+    let moduli = &lt.q.moduli()[dg.start..dg.end];
+    let mut bits: Vec<u32> = moduli.iter().map(Modulus::bits).collect();
+    bits.push(center_bits(moduli.len()));
+    (srcs, bits)
+}
+
+/// Bits of a conversion's centering term v = round(Σ_i y_i/q_i) over
+/// `limbs` limbs: 0 ≤ v ≤ limbs.
+fn center_bits(limbs: usize) -> u32 {
+    usize::BITS - limbs.leading_zeros()
 }
 
 /// Weights of [`digit_sources`] at target t: (Q_j/q_i) mod t, then −Q_j mod t.
@@ -338,7 +343,7 @@ pub fn key_switch_ext(params: &Parameters, d: &RnsPoly, key: &SwitchingKey) -> R
                     w,
                 })
                 .collect();
-            be.linear_combinations(&mut outputs, &srcs, bits);
+            be.linear_combinations(&mut outputs, &srcs, &bits);
         }
         let scratch = &mut s.digits[..g * digits * n];
         for (k, target_limbs) in scratch.chunks_exact_mut(digits * n).enumerate() {
@@ -402,7 +407,7 @@ pub fn decompose(params: &Parameters, d: &RnsPoly) -> Result<Decomposed> {
                         w,
                     })
                     .collect();
-                default_backend().linear_combinations(&mut outputs, &srcs, bits);
+                default_backend().linear_combinations(&mut outputs, &srcs, &bits);
                 for (&t, o) in ts.iter().zip(outputs) {
                     default_backend().ntt_forward(&lt.qp.tables()[t], o.out);
                 }
@@ -495,11 +500,11 @@ fn divide_out(
         .zip(v.chunks_exact(n))
         .map(|(ys, vj)| ys.chunks_exact(n).chain([vj]).collect())
         .collect();
-    let bits = removed
+    let bits: Vec<u32> = removed
         .iter()
         .map(|&r| basis.moduli()[r].bits())
-        .max()
-        .unwrap_or(64);
+        .chain([center_bits(r)])
+        .collect();
     // x mod R in the centered representative: −R folded into v's weight.
     let weights: Vec<Vec<u64>> = (0..target.len())
         .map(|i| {
@@ -519,7 +524,7 @@ fn divide_out(
                 w,
             })
             .collect();
-        be.linear_combinations(&mut outputs, &srcs[j], bits);
+        be.linear_combinations(&mut outputs, &srcs[j], &bits);
         for (i, o) in (first..).zip(group.chunks_exact_mut(n)) {
             let table = &target.tables()[i];
             let m = table.modulus();
@@ -532,7 +537,7 @@ fn divide_out(
                 Some(m.neg(r_inv)),
                 &[xs[j].limb(i)],
                 &[r_inv],
-                m.bits(),
+                &[m.bits()],
             );
         }
     };
@@ -689,7 +694,7 @@ pub fn add_times_p_assign(params: &Parameters, acc: &mut RnsPoly, x: &RnsPoly) -
     let work = |(i, o): (usize, &mut [u64])| {
         let m = moduli[i];
         let c = pm.iter().fold(1u64, |a, p| m.mul(a, m.reduce(p.value())));
-        default_backend().linear_combination(&m, o, Some(1), &[x.limb(i)], &[c], m.bits());
+        default_backend().linear_combination(&m, o, Some(1), &[x.limb(i)], &[c], &[m.bits()]);
     };
     let q_part = &mut acc.data_mut()[..(level + 1) * n];
     for_each_limb(q_part, n, work);

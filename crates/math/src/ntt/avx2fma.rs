@@ -701,10 +701,11 @@ fn add_term<const SPLIT: bool>(acc: D, x: (D, D), w: &[(D, D); 2], q: D) -> D {
 
 /// `out = keep·out + Σ_k srcs[k]·w[k] mod q` on whole vectors of `out`
 /// (the caller finishes the tail; its length is a multiple of 8), for
-/// q < 2^50, weights and `out` entries below q and sources below
-/// 2^src_bits. Sources wider than 50 bits enter as two 32-bit halves, the
-/// high one weighted by w·2^32 mod q. A term x·w with x < 2^50 is within
-/// 5q/8 after [`mul_const`]; the sum is reduced every [`RUN`] terms.
+/// q < 2^50, weights and `out` entries below q. Sources marked `wide` (any
+/// entry at or above 2^50) enter as two 32-bit halves, the high one
+/// weighted by w·2^32 mod q; the others whole. A term x·w with
+/// x < 2^50 is within 5q/8 after [`mul_const`]; the sum is reduced every
+/// [`RUN`] terms.
 #[target_feature(enable = "avx2,fma")]
 pub(crate) fn linear_combination(
     m: &Modulus,
@@ -712,15 +713,15 @@ pub(crate) fn linear_combination(
     keep: Option<u64>,
     srcs: &[&[u64]],
     w: &[u64],
-    src_bits: u32,
+    wide: &[bool],
 ) {
     let k = [Combination::new(m, w)];
     let keep = keep.map(|x| constant(x, m.value()));
     let mut outs = [out];
-    if src_bits > 50 {
-        combine_all::<1, true>(&k, &mut outs, keep, srcs);
+    if wide.contains(&true) {
+        combine_all::<1, true>(&k, &mut outs, keep, srcs, wide);
     } else {
-        combine_all::<1, false>(&k, &mut outs, keep, srcs);
+        combine_all::<1, false>(&k, &mut outs, keep, srcs, wide);
     }
 }
 
@@ -735,7 +736,7 @@ pub(crate) fn linear_combination_group(
     out: &mut [&mut [u64]],
     srcs: &[&[u64]],
     w: &[&[u64]],
-    src_bits: u32,
+    wide: &[bool],
 ) {
     let ks: Vec<Combination> = q
         .iter()
@@ -745,10 +746,10 @@ pub(crate) fn linear_combination_group(
     macro_rules! run {
         ($t:literal) => {{
             let ks: &[Combination; $t] = ks.as_slice().try_into().expect("group size");
-            if src_bits > 50 {
-                combine_all::<$t, true>(ks, out, None, srcs);
+            if wide.contains(&true) {
+                combine_all::<$t, true>(ks, out, None, srcs, wide);
             } else {
-                combine_all::<$t, false>(ks, out, None, srcs);
+                combine_all::<$t, false>(ks, out, None, srcs, wide);
             }
         }};
     }
@@ -761,20 +762,42 @@ pub(crate) fn linear_combination_group(
     }
 }
 
-/// The T outputs of a combination, two vectors at a time (2T independent
-/// sums); `keep` multiplies the old contents of the outputs.
+/// Vectors of each output summed together in [`combine_all`].
+const U: usize = 2;
+
+/// The T outputs' sums plus source j's terms at entry c (U vectors).
 #[inline]
 #[target_feature(enable = "avx2,fma")]
-fn combine_all<const T: usize, const SPLIT: bool>(
+fn add_source<const T: usize, const SPLIT: bool>(
+    acc: &mut [[D; U]; T],
+    ks: &[Combination; T],
+    j: usize,
+    s: &[u64],
+    c: usize,
+) {
+    for u in 0..U {
+        let x = load_source::<SPLIT>(&s[c + u * LANES..]);
+        for t in 0..T {
+            acc[t][u] = add_term::<SPLIT>(acc[t][u], x, &ks[t].weights[j], ks[t].q.q);
+        }
+    }
+}
+
+/// The T outputs of a combination, two vectors at a time (2T independent
+/// sums); `keep` multiplies the old contents of the outputs. With ANY_WIDE
+/// the sources marked in `wide` enter as two halves, without it none does.
+#[inline]
+#[target_feature(enable = "avx2,fma")]
+fn combine_all<const T: usize, const ANY_WIDE: bool>(
     ks: &[Combination; T],
     out: &mut [&mut [u64]],
     keep: Option<(D, D)>,
     srcs: &[&[u64]],
+    wide: &[bool],
 ) {
-    const U: usize = 2;
     let len = out[0].len();
     assert!(out.iter().all(|o| o.len() == len) && len.is_multiple_of(U * LANES));
-    let per_term = if SPLIT { 2 } else { 1 };
+    assert_eq!(wide.len(), srcs.len(), "one width per source");
     let zero = _mm256_setzero_pd();
     for c in (0..len).step_by(U * LANES) {
         let mut acc = [[zero; U]; T];
@@ -788,6 +811,8 @@ fn combine_all<const T: usize, const SPLIT: bool>(
         }
         let mut terms = 1;
         for (j, s) in srcs.iter().enumerate() {
+            let split = ANY_WIDE && wide[j];
+            let per_term = if split { 2 } else { 1 };
             if terms + per_term > RUN {
                 for (k, row) in ks.iter().zip(acc.iter_mut()) {
                     for x in row.iter_mut() {
@@ -796,11 +821,10 @@ fn combine_all<const T: usize, const SPLIT: bool>(
                 }
                 terms = 0;
             }
-            for u in 0..U {
-                let x = load_source::<SPLIT>(&s[c + u * LANES..]);
-                for t in 0..T {
-                    acc[t][u] = add_term::<SPLIT>(acc[t][u], x, &ks[t].weights[j], ks[t].q.q);
-                }
+            if split {
+                add_source::<T, true>(&mut acc, ks, j, s, c);
+            } else {
+                add_source::<T, false>(&mut acc, ks, j, s, c);
             }
             terms += per_term;
         }

@@ -195,7 +195,6 @@ struct Combination {
     /// Weight of each source and of its high half (w·2^32 mod q).
     weights: Vec<(V, V)>,
     keep: Option<V>,
-    split: bool,
     fold: Fold104,
 }
 
@@ -232,9 +231,10 @@ impl Fold104 {
 
 /// `out = keep·out + Σ_k srcs[k]·w[k] mod q` on whole vectors (the caller
 /// finishes the tail), for q < 2^50, weights and `out` entries below q and
-/// sources below 2^src_bits: 104-bit lazy sums as in [`dot_product_pair`].
-/// Sources wider than 50 bits enter as two 32-bit halves, the high one
-/// weighted by w·2^32 mod q, so every product stays below 2^100.
+/// sources marked `wide` of any width, the others below 2^50: 104-bit lazy
+/// sums as in [`dot_product_pair`]. Wide sources enter as two 32-bit
+/// halves, the high one weighted by w·2^32 mod q, so every product stays
+/// below 2^100.
 #[target_feature(enable = "avx512f,avx512dq,avx512ifma")]
 pub(crate) fn linear_combination(
     m: &crate::Modulus,
@@ -242,7 +242,7 @@ pub(crate) fn linear_combination(
     keep: Option<u64>,
     srcs: &[&[u64]],
     w: &[u64],
-    src_bits: u32,
+    wide: &[bool],
 ) {
     let two32 = (1u64 << 32) % m.value();
     let k = Combination {
@@ -251,37 +251,38 @@ pub(crate) fn linear_combination(
             .map(|&x| (splat(x), splat(m.mul(x, two32))))
             .collect(),
         keep: keep.map(|k| splat(k)),
-        split: src_bits > 50,
         fold: Fold104::new(m),
     };
     // Four vectors at a time: the multiply-add chains are latency-bound.
     const U: usize = 4;
     let whole = out.len() / LANES * LANES;
     let unrolled = whole / (U * LANES) * (U * LANES);
-    if k.split {
+    if wide.contains(&true) {
         for c in (0..unrolled).step_by(U * LANES) {
-            combine_vectors::<U, true>(&k, out, srcs, c);
+            combine_vectors::<U, true>(&k, out, srcs, wide, c);
         }
         for c in (unrolled..whole).step_by(LANES) {
-            combine_vectors::<1, true>(&k, out, srcs, c);
+            combine_vectors::<1, true>(&k, out, srcs, wide, c);
         }
     } else {
         for c in (0..unrolled).step_by(U * LANES) {
-            combine_vectors::<U, false>(&k, out, srcs, c);
+            combine_vectors::<U, false>(&k, out, srcs, wide, c);
         }
         for c in (unrolled..whole).step_by(LANES) {
-            combine_vectors::<1, false>(&k, out, srcs, c);
+            combine_vectors::<1, false>(&k, out, srcs, wide, c);
         }
     }
 }
 
-/// [`linear_combination`] on the U vectors of `out` from entry `c`.
+/// [`linear_combination`] on the U vectors of `out` from entry `c`; with
+/// ANY_WIDE the sources marked in `wide` enter as two halves.
 #[inline]
 #[target_feature(enable = "avx512f,avx512dq,avx512ifma")]
-fn combine_vectors<const U: usize, const SPLIT: bool>(
+fn combine_vectors<const U: usize, const ANY_WIDE: bool>(
     k: &Combination,
     out: &mut [u64],
     srcs: &[&[u64]],
+    wide: &[bool],
     c: usize,
 ) {
     const RUN: usize = 15;
@@ -295,12 +296,21 @@ fn combine_vectors<const U: usize, const SPLIT: bool>(
         }
         terms = 1;
     }
-    for (s, &(wl, wh)) in srcs.iter().zip(&k.weights) {
-        for u in 0..U {
-            let x = load(&s[c + u * LANES..]);
-            (lo[u], hi[u]) = add_term::<SPLIT>(lo[u], hi[u], x, wl, wh);
+    for ((s, &(wl, wh)), &w) in srcs.iter().zip(&k.weights).zip(wide) {
+        // Before a source terms ≤ RUN − 2: a split one (2 terms) fits.
+        if ANY_WIDE && w {
+            for u in 0..U {
+                let x = load(&s[c + u * LANES..]);
+                (lo[u], hi[u]) = add_term::<true>(lo[u], hi[u], x, wl, wh);
+            }
+            terms += 2;
+        } else {
+            for u in 0..U {
+                let x = load(&s[c + u * LANES..]);
+                (lo[u], hi[u]) = add_term::<false>(lo[u], hi[u], x, wl, wh);
+            }
+            terms += 1;
         }
-        terms += if SPLIT { 2 } else { 1 };
         if terms >= RUN - 1 {
             for u in 0..U {
                 lo[u] = k.fold.apply(lo[u], hi[u]);
@@ -326,9 +336,8 @@ pub(crate) fn linear_combination_group(
     out: &mut [&mut [u64]],
     srcs: &[&[u64]],
     w: &[&[u64]],
-    src_bits: u32,
+    wide: &[bool],
 ) {
-    let split = src_bits > 50;
     let ks: Vec<Combination> = m
         .iter()
         .zip(w)
@@ -340,7 +349,6 @@ pub(crate) fn linear_combination_group(
                     .map(|&x| (splat(x), splat(m.mul(x, two32))))
                     .collect(),
                 keep: None,
-                split,
                 fold: Fold104::new(m),
             }
         })
@@ -350,10 +358,10 @@ pub(crate) fn linear_combination_group(
         ($t:literal) => {{
             let ks: &[Combination; $t] = ks.as_slice().try_into().expect("group size");
             for c in (0..whole).step_by(LANES) {
-                if split {
-                    combine_group::<$t, true>(ks, out, srcs, c);
+                if wide.contains(&true) {
+                    combine_group::<$t, true>(ks, out, srcs, wide, c);
                 } else {
-                    combine_group::<$t, false>(ks, out, srcs, c);
+                    combine_group::<$t, false>(ks, out, srcs, wide, c);
                 }
             }
         }};
@@ -368,13 +376,15 @@ pub(crate) fn linear_combination_group(
 }
 
 /// One vector from entry `c` of each of the T outputs of
-/// [`linear_combination_group`]; 2T independent multiply-add chains.
+/// [`linear_combination_group`]; 2T independent multiply-add chains. With
+/// ANY_WIDE the sources marked in `wide` enter as two halves.
 #[inline]
 #[target_feature(enable = "avx512f,avx512dq,avx512ifma")]
-fn combine_group<const T: usize, const SPLIT: bool>(
+fn combine_group<const T: usize, const ANY_WIDE: bool>(
     ks: &[Combination; T],
     out: &mut [&mut [u64]],
     srcs: &[&[u64]],
+    wide: &[bool],
     c: usize,
 ) {
     const RUN: usize = 15;
@@ -382,11 +392,19 @@ fn combine_group<const T: usize, const SPLIT: bool>(
     let (mut lo, mut hi, mut terms) = ([zero; T], [zero; T], 0);
     for (k, s) in srcs.iter().enumerate() {
         let x = load(&s[c..]);
-        for t in 0..T {
-            let (wl, wh) = ks[t].weights[k];
-            (lo[t], hi[t]) = add_term::<SPLIT>(lo[t], hi[t], x, wl, wh);
+        if ANY_WIDE && wide[k] {
+            for t in 0..T {
+                let (wl, wh) = ks[t].weights[k];
+                (lo[t], hi[t]) = add_term::<true>(lo[t], hi[t], x, wl, wh);
+            }
+            terms += 2;
+        } else {
+            for t in 0..T {
+                let (wl, wh) = ks[t].weights[k];
+                (lo[t], hi[t]) = add_term::<false>(lo[t], hi[t], x, wl, wh);
+            }
+            terms += 1;
         }
-        terms += if SPLIT { 2 } else { 1 };
         if terms >= RUN - 1 {
             for t in 0..T {
                 lo[t] = ks[t].fold.apply(lo[t], hi[t]);
