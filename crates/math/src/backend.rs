@@ -688,7 +688,7 @@ pub mod parity {
     use super::{Backend, Scalar};
     use crate::modular::Modulus;
     use crate::ntt::NttTable;
-    use crate::prime::ntt_primes;
+    use crate::prime::{ntt_primes, ntt_primes_any_form};
     use rand_chacha::ChaCha20Rng;
     use rand_core::RngCore;
 
@@ -706,8 +706,14 @@ pub mod parity {
         let mut rng = crate::testing::rng();
         for log_n in crate::ntt::MIN_LOG_N..=max_log_n {
             let n = 1usize << log_n;
-            for bits in [20, 30, 49, 50, 60, 61] {
-                let q = ntt_primes(bits, n, 1, &[]).map_err(|e| e.to_string())?[0];
+            // Above 50 bits both forms: ≡ 1 mod 2^32 (ntt_primes) or not.
+            let any_form = [55, 60, 61].map(|bits| ntt_primes_any_form(bits, n, 1, &[]));
+            let primes = [20, 30, 49, 50, 55, 60, 61]
+                .map(|bits| ntt_primes(bits, n, 1, &[]))
+                .into_iter()
+                .chain(any_form);
+            for q in primes {
+                let q = q.map_err(|e| e.to_string())?[0];
                 let table = NttTable::new(q, n).map_err(|e| e.to_string())?;
                 let m = Modulus::new(q).map_err(|e| e.to_string())?;
                 let inputs = [
@@ -1018,6 +1024,7 @@ pub mod parity {
     fn check_multi(backend: &dyn Backend, n: usize, rng: &mut ChaCha20Rng) -> Result<(), String> {
         let mut primes = ntt_primes(50, n, 3, &[]).map_err(|e| e.to_string())?;
         primes.extend(ntt_primes(61, n, 1, &[]).map_err(|e| e.to_string())?);
+        primes.extend(ntt_primes_any_form(61, n, 1, &[]).map_err(|e| e.to_string())?);
         primes.extend(ntt_primes(30, n, 1, &[]).map_err(|e| e.to_string())?);
         let moduli: Vec<Modulus> = primes
             .iter()

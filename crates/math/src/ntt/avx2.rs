@@ -101,12 +101,25 @@ fn mul_lo(a: V, b: V) -> V {
     _mm256_add_epi64(ll, _mm256_slli_epi64(_mm256_add_epi64(lh, hl), 32))
 }
 
-/// x·w mod q in [0, 2q) (Shoup), as `Modulus::mul_shoup_lazy`.
+/// Low 64 bits of t·q; with Q1 (q ≡ 1 mod 2^32) t + (t·⌊q/2^32⌋ mod
+/// 2^32)·2^32, one 32-bit product instead of three.
 #[inline]
 #[target_feature(enable = "avx2")]
-fn mul_shoup_lazy(x: V, w: V, ws: V, q: V) -> V {
+fn mul_lo_q<const Q1: bool>(t: V, q: V) -> V {
+    if Q1 {
+        add(t, _mm256_slli_epi64(mul32(t, swap32(q)), 32))
+    } else {
+        mul_lo(t, q)
+    }
+}
+
+/// x·w mod q in [0, 2q) (Shoup), as `Modulus::mul_shoup_lazy`; Q1 as
+/// [`mul_lo_q`].
+#[inline]
+#[target_feature(enable = "avx2")]
+fn mul_shoup_lazy<const Q1: bool>(x: V, w: V, ws: V, q: V) -> V {
     let hi = mul_hi(x, ws);
-    _mm256_sub_epi64(mul_lo(x, w), mul_lo(hi, q))
+    _mm256_sub_epi64(mul_lo(x, w), mul_lo_q::<Q1>(hi, q))
 }
 
 /// Moduli below this take [`mul_shoup_loose`] in the NTTs.
@@ -114,12 +127,19 @@ const LOOSE_MAX_MODULUS: u64 = 1 << 60;
 
 /// x·w mod q in [0, 4q) for any x, with Shoup's `ws` = ⌊w·2^64/q⌋ and
 /// the quotient of [`loose_quotient`]; the two low products are gathered
-/// before one shift.
+/// before one shift. Q1 as [`mul_lo_q`]: the quotient's multiple of q
+/// takes one 32-bit product (7 in all instead of 9).
 #[inline]
 #[target_feature(enable = "avx2")]
-fn mul_shoup_loose(x: V, w: V, ws: V, q: V) -> V {
+fn mul_shoup_loose<const Q1: bool>(x: V, w: V, ws: V, q: V) -> V {
     let hi = loose_quotient(x, ws);
-    let (xh, hih) = (swap32(x), swap32(hi));
+    let xh = swap32(x);
+    if Q1 {
+        let low = sub(mul32(x, w), hi);
+        let cross = sub(add(mul32(x, swap32(w)), mul32(xh, w)), mul32(hi, swap32(q)));
+        return add(low, _mm256_slli_epi64(cross, 32));
+    }
+    let hih = swap32(hi);
     let low = sub(mul32(x, w), mul32(hi, q));
     let cross = sub(
         add(mul32(x, swap32(w)), mul32(xh, w)),
@@ -184,15 +204,18 @@ mod tests {
             return;
         }
         crate::ntt::simd::check_loose_products(|x, w, ws, q| {
-            let mut out = [0u64; LANES];
+            let (mut general, mut q1) = ([0u64; LANES], [0u64; LANES]);
             // SAFETY: AVX2 was detected above.
             unsafe {
-                store(
-                    &mut out,
-                    mul_shoup_loose(splat(x), splat(w), splat(ws), splat(q)),
-                )
-            };
-            out.to_vec()
+                let (x, w, ws, vq) = (splat(x), splat(w), splat(ws), splat(q));
+                store(&mut general, mul_shoup_loose::<false>(x, w, ws, vq));
+                store(&mut q1, mul_shoup_loose::<true>(x, w, ws, vq));
+            }
+            let mut lanes = general.to_vec();
+            if q % (1 << 32) == 1 {
+                lanes.extend(q1);
+            }
+            lanes
         });
     }
 }

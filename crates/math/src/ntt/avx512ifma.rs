@@ -14,9 +14,10 @@ pub(crate) const MAX_MODULUS: u64 = 1 << 50;
 /// ⌊w·2^52/q⌋ = ws >> 12, the quotient estimate ⌊x·(ws >> 12)/2^52⌋ is short
 /// by at most one, and x·w − quotient·q < 2q < 2^52 is exact modulo 2^52;
 /// the subtraction rides on the last multiply-add as + quotient·(2^52 − q).
+/// The form of q (Q1) changes nothing here.
 #[inline]
 #[target_feature(enable = "avx512f,avx512dq,avx512ifma")]
-fn mul_shoup_lazy(x: V, w: V, ws: V, q: V) -> V {
+fn mul_shoup_lazy<const Q1: bool>(x: V, w: V, ws: V, q: V) -> V {
     let mask52 = _mm512_set1_epi64((1 << 52) - 1);
     let neg_q = _mm512_sub_epi64(_mm512_set1_epi64(1 << 52), q);
     let quotient = _mm512_madd52hi_epu64(_mm512_setzero_si512(), x, _mm512_srli_epi64(ws, 12));
@@ -29,8 +30,8 @@ const LOOSE_MAX_MODULUS: u64 = 0;
 
 #[inline]
 #[target_feature(enable = "avx512f,avx512dq,avx512ifma")]
-fn mul_shoup_loose(x: V, w: V, ws: V, q: V) -> V {
-    mul_shoup_lazy(x, w, ws, q)
+fn mul_shoup_loose<const Q1: bool>(x: V, w: V, ws: V, q: V) -> V {
+    mul_shoup_lazy::<Q1>(x, w, ws, q)
 }
 
 /// Lazy values stay below LAZY_CAP·q: the 52-bit multipliers need every value below 4q < 2^52.
@@ -184,8 +185,8 @@ fn fold104(lo: V, hi: V, w52: V, w52s: V, one: V, ones: V, q: V) -> V {
     let hi = add(hi, _mm512_srli_epi64(lo, 52));
     let lo = _mm512_and_si512(lo, splat((1 << 52) - 1));
     let r = add(
-        mul_shoup_lazy(hi, w52, w52s, q),
-        mul_shoup_lazy(lo, one, ones, q),
+        mul_shoup_lazy::<false>(hi, w52, w52s, q),
+        mul_shoup_lazy::<false>(lo, one, ones, q),
     );
     csub(csub(r, add(q, q)), q)
 }

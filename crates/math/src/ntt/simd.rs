@@ -25,6 +25,22 @@ pub(super) fn quarters(grp: &mut [u64], lanes: usize) -> impl Iterator<Item = [&
         .map(|((p0, p1), (p2, p3))| [p0, p1, p2, p3])
 }
 
+/// Calls `f::<LOOSE, Q1>(args)` with LOOSE = `loose` and Q1 = whether the
+/// modulus `q` is ≡ 1 mod 2^32.
+macro_rules! with_product {
+    ($q:expr, $loose:expr, $f:ident($($arg:expr),*)) => {{
+        let q1 = $q & 0xffff_ffff == 1;
+        match ($loose, q1) {
+            (true, true) => $f::<true, true>($($arg),*),
+            (true, false) => $f::<true, false>($($arg),*),
+            (false, true) => $f::<false, true>($($arg),*),
+            (false, false) => $f::<false, false>($($arg),*),
+        }
+    }};
+}
+
+pub(crate) use with_product;
+
 macro_rules! simd_ntt_kernels {
     ($feat:literal) => {
         use crate::ntt::NttTable;
@@ -37,14 +53,16 @@ macro_rules! simd_ntt_kernels {
         /// 2q, or the loose one (a quotient estimate with fewer 32-bit
         /// products), below 4q. The NTTs take the loose one for moduli
         /// below `LOOSE_MAX_MODULUS` (their lazy values then reach
-        /// 16q < 2^64), the linear combinations below 2^61 (8q).
+        /// 16q < 2^64), the linear combinations below 2^61 (8q). Q1: q ≡ 1
+        /// mod 2^32 ([`crate::prime::ntt_primes`] above 50 bits), which
+        /// makes the quotient's multiple of q cheaper.
         #[inline]
         #[target_feature(enable = $feat)]
-        fn mul_twiddle<const LOOSE: bool>(x: V, w: V, ws: V, q: V) -> V {
+        fn mul_twiddle<const LOOSE: bool, const Q1: bool>(x: V, w: V, ws: V, q: V) -> V {
             if LOOSE {
-                mul_shoup_loose(x, w, ws, q)
+                mul_shoup_loose::<Q1>(x, w, ws, q)
             } else {
-                mul_shoup_lazy(x, w, ws, q)
+                mul_shoup_lazy::<Q1>(x, w, ws, q)
             }
         }
 
@@ -57,7 +75,7 @@ macro_rules! simd_ntt_kernels {
         /// (gap ≥ LANES); group j uses twiddle `tw_base + j`. X is first
         /// reduced by `red[0]`, then `red[1]`, … (the first R of them).
         #[target_feature(enable = $feat)]
-        fn fwd_stage<const R: usize, const LOOSE: bool>(
+        fn fwd_stage<const R: usize, const LOOSE: bool, const Q1: bool>(
             t: &NttTable,
             a: &mut [u64],
             tw_base: usize,
@@ -76,7 +94,7 @@ macro_rules! simd_ntt_kernels {
                     for r in &red[..R] {
                         u = csub(u, *r);
                     }
-                    let v = mul_twiddle::<LOOSE>(load(y), w, ws, vq);
+                    let v = mul_twiddle::<LOOSE, Q1>(load(y), w, ws, vq);
                     store(x, add(u, v));
                     store(y, sub(add(u, vmq), v));
                 }
@@ -90,7 +108,7 @@ macro_rules! simd_ntt_kernels {
         /// `2·(tw_base + j)` and `2·(tw_base + j) + 1`, as two calls of
         /// [`fwd_stage`] would; the reductions are the two stages' own.
         #[target_feature(enable = $feat)]
-        fn fwd_stage_pair<const R1: usize, const R2: usize, const LOOSE: bool>(
+        fn fwd_stage_pair<const R1: usize, const R2: usize, const LOOSE: bool, const Q1: bool>(
             t: &NttTable,
             a: &mut [u64],
             tw_base: usize,
@@ -111,15 +129,15 @@ macro_rules! simd_ntt_kernels {
                     if R1 == 1 {
                         (u0, u1) = (csub(u0, red1), csub(u1, red1));
                     }
-                    let v2 = mul_twiddle::<LOOSE>(load(p2), w, ws, vq);
-                    let v3 = mul_twiddle::<LOOSE>(load(p3), w, ws, vq);
+                    let v2 = mul_twiddle::<LOOSE, Q1>(load(p2), w, ws, vq);
+                    let v3 = mul_twiddle::<LOOSE, Q1>(load(p3), w, ws, vq);
                     let (mut y0, y1) = (add(u0, v2), add(u1, v3));
                     let (mut y2, y3) = (sub(add(u0, vmq), v2), sub(add(u1, vmq), v3));
                     if R2 == 1 {
                         (y0, y2) = (csub(y0, red2), csub(y2, red2));
                     }
-                    let v1 = mul_twiddle::<LOOSE>(y1, w0, ws0, vq);
-                    let v3 = mul_twiddle::<LOOSE>(y3, w1, ws1, vq);
+                    let v1 = mul_twiddle::<LOOSE, Q1>(y1, w0, ws0, vq);
+                    let v3 = mul_twiddle::<LOOSE, Q1>(y3, w1, ws1, vq);
                     store(p0, add(y0, v1));
                     store(p1, sub(add(y0, vmq), v1));
                     store(p2, add(y2, v3));
@@ -134,13 +152,13 @@ macro_rules! simd_ntt_kernels {
         /// would pass the cap. The last large stage brings X below m·q so
         /// the small stages start below 2m·q.
         #[derive(Clone, Copy)]
-        struct FwdPlan<const LOOSE: bool> {
+        struct FwdPlan<const LOOSE: bool, const Q1: bool> {
             q: u64,
             cap: u64,
             bound: u64,
         }
 
-        impl<const LOOSE: bool> FwdPlan<LOOSE> {
+        impl<const LOOSE: bool, const Q1: bool> FwdPlan<LOOSE, Q1> {
             fn new(q: u64) -> Self {
                 let cap = if LOOSE {
                     16
@@ -167,16 +185,16 @@ macro_rules! simd_ntt_kernels {
                         c /= 2;
                     }
                     match r {
-                        0 => fwd_stage::<0, LOOSE>(t, a, tw_base, gap, red),
-                        1 => fwd_stage::<1, LOOSE>(t, a, tw_base, gap, red),
-                        2 => fwd_stage::<2, LOOSE>(t, a, tw_base, gap, red),
-                        _ => fwd_stage::<3, LOOSE>(t, a, tw_base, gap, red),
+                        0 => fwd_stage::<0, LOOSE, Q1>(t, a, tw_base, gap, red),
+                        1 => fwd_stage::<1, LOOSE, Q1>(t, a, tw_base, gap, red),
+                        2 => fwd_stage::<2, LOOSE, Q1>(t, a, tw_base, gap, red),
+                        _ => fwd_stage::<3, LOOSE, Q1>(t, a, tw_base, gap, red),
                     }
                     self.bound = 2 * m;
                 } else if self.reduces() {
-                    fwd_stage::<1, LOOSE>(t, a, tw_base, gap, [self.cap / 2 * q, 0, 0]);
+                    fwd_stage::<1, LOOSE, Q1>(t, a, tw_base, gap, [self.cap / 2 * q, 0, 0]);
                 } else {
-                    fwd_stage::<0, LOOSE>(t, a, tw_base, gap, [0; 3]);
+                    fwd_stage::<0, LOOSE, Q1>(t, a, tw_base, gap, [0; 3]);
                 }
             }
 
@@ -195,10 +213,10 @@ macro_rules! simd_ntt_kernels {
             fn stage_pair(&mut self, t: &NttTable, a: &mut [u64], tw_base: usize, gap: usize) {
                 let red = [self.cap / 2 * self.q; 2];
                 match (self.reduces(), self.reduces()) {
-                    (false, false) => fwd_stage_pair::<0, 0, LOOSE>(t, a, tw_base, gap, red),
-                    (false, true) => fwd_stage_pair::<0, 1, LOOSE>(t, a, tw_base, gap, red),
-                    (true, false) => fwd_stage_pair::<1, 0, LOOSE>(t, a, tw_base, gap, red),
-                    (true, true) => fwd_stage_pair::<1, 1, LOOSE>(t, a, tw_base, gap, red),
+                    (false, false) => fwd_stage_pair::<0, 0, LOOSE, Q1>(t, a, tw_base, gap, red),
+                    (false, true) => fwd_stage_pair::<0, 1, LOOSE, Q1>(t, a, tw_base, gap, red),
+                    (true, false) => fwd_stage_pair::<1, 0, LOOSE, Q1>(t, a, tw_base, gap, red),
+                    (true, true) => fwd_stage_pair::<1, 1, LOOSE, Q1>(t, a, tw_base, gap, red),
                 }
             }
         }
@@ -207,7 +225,7 @@ macro_rules! simd_ntt_kernels {
         /// butterfly `first` of the stage: values below 2m·q in and out;
         /// the last stage reduces to [0, q).
         #[target_feature(enable = $feat)]
-        fn fwd_small_stage<const LOOSE: bool>(
+        fn fwd_small_stage<const LOOSE: bool, const Q1: bool>(
             t: &NttTable,
             a: &mut [u64],
             first: usize,
@@ -224,7 +242,7 @@ macro_rules! simd_ntt_kernels {
                 let i = b * LANES / gap;
                 let (w, ws) = (load_repeated(&gw[i..], gap), load_repeated(&gws[i..], gap));
                 let u = csub(x, vmq);
-                let v = mul_twiddle::<LOOSE>(y, w, ws, vq);
+                let v = mul_twiddle::<LOOSE, Q1>(y, w, ws, vq);
                 let (mut x, mut y) = (add(u, v), sub(add(u, vmq), v));
                 if gap == 1 {
                     let mut c = m;
@@ -243,18 +261,15 @@ macro_rules! simd_ntt_kernels {
         /// Forward NTT; same contract as [`NttTable::forward_scalar`].
         #[target_feature(enable = $feat)]
         pub(crate) fn forward(t: &NttTable, a: &mut [u64]) {
-            if t.modulus().value() < LOOSE_MAX_MODULUS {
-                forward_with::<true>(t, a)
-            } else {
-                forward_with::<false>(t, a)
-            }
+            let q = t.modulus().value();
+            super::simd::with_product!(q, q < LOOSE_MAX_MODULUS, forward_with(t, a))
         }
 
         #[target_feature(enable = $feat)]
-        fn forward_with<const LOOSE: bool>(t: &NttTable, a: &mut [u64]) {
+        fn forward_with<const LOOSE: bool, const Q1: bool>(t: &NttTable, a: &mut [u64]) {
             let n = t.degree();
             assert_eq!(a.len(), n, "NTT input length");
-            let mut plan = FwdPlan::<LOOSE>::new(t.modulus().value());
+            let mut plan = FwdPlan::<LOOSE, Q1>::new(t.modulus().value());
             let (mut gap, mut groups) = (n / 2, 1);
             while 2 * gap > BLOCK {
                 if PAIRED_STAGES && gap > BLOCK {
@@ -279,7 +294,7 @@ macro_rules! simd_ntt_kernels {
                     }
                 }
                 while gap >= 1 {
-                    fwd_small_stage::<LOOSE>(t, blk, b * block / 2, gap);
+                    fwd_small_stage::<LOOSE, Q1>(t, blk, b * block / 2, gap);
                     gap /= 2;
                 }
             }
@@ -289,7 +304,12 @@ macro_rules! simd_ntt_kernels {
         /// (gap ≥ LANES); group j uses twiddle `tw_base + j`. Values stay
         /// below m·q.
         #[target_feature(enable = $feat)]
-        fn inv_stage<const LOOSE: bool>(t: &NttTable, a: &mut [u64], tw_base: usize, gap: usize) {
+        fn inv_stage<const LOOSE: bool, const Q1: bool>(
+            t: &NttTable,
+            a: &mut [u64],
+            tw_base: usize,
+            gap: usize,
+        ) {
             let tw = t.inv_twiddles();
             let q = t.modulus().value();
             let (vq, vmq) = (splat(q), splat(twiddle_bound(LOOSE) * q));
@@ -299,7 +319,7 @@ macro_rules! simd_ntt_kernels {
                 for (x, y) in lo.chunks_exact_mut(LANES).zip(hi.chunks_exact_mut(LANES)) {
                     let (u, v) = (load(x), load(y));
                     store(x, csub(add(u, v), vmq));
-                    store(y, mul_twiddle::<LOOSE>(sub(add(u, vmq), v), w, ws, vq));
+                    store(y, mul_twiddle::<LOOSE, Q1>(sub(add(u, vmq), v), w, ws, vq));
                 }
             }
         }
@@ -310,7 +330,7 @@ macro_rules! simd_ntt_kernels {
         /// the second stage twiddle `tw_base/2 + j`, as two calls of
         /// [`inv_stage`] would.
         #[target_feature(enable = $feat)]
-        fn inv_stage_pair<const LOOSE: bool>(
+        fn inv_stage_pair<const LOOSE: bool, const Q1: bool>(
             t: &NttTable,
             a: &mut [u64],
             tw_base: usize,
@@ -327,13 +347,19 @@ macro_rules! simd_ntt_kernels {
                 for [p0, p1, p2, p3] in super::simd::quarters(grp, LANES) {
                     let (u0, u1, u2, u3) = (load(p0), load(p1), load(p2), load(p3));
                     let y0 = csub(add(u0, u1), vmq);
-                    let y1 = mul_twiddle::<LOOSE>(sub(add(u0, vmq), u1), w0, ws0, vq);
+                    let y1 = mul_twiddle::<LOOSE, Q1>(sub(add(u0, vmq), u1), w0, ws0, vq);
                     let y2 = csub(add(u2, u3), vmq);
-                    let y3 = mul_twiddle::<LOOSE>(sub(add(u2, vmq), u3), w1, ws1, vq);
+                    let y3 = mul_twiddle::<LOOSE, Q1>(sub(add(u2, vmq), u3), w1, ws1, vq);
                     store(p0, csub(add(y0, y2), vmq));
-                    store(p2, mul_twiddle::<LOOSE>(sub(add(y0, vmq), y2), w, ws, vq));
+                    store(
+                        p2,
+                        mul_twiddle::<LOOSE, Q1>(sub(add(y0, vmq), y2), w, ws, vq),
+                    );
                     store(p1, csub(add(y1, y3), vmq));
-                    store(p3, mul_twiddle::<LOOSE>(sub(add(y1, vmq), y3), w, ws, vq));
+                    store(
+                        p3,
+                        mul_twiddle::<LOOSE, Q1>(sub(add(y1, vmq), y3), w, ws, vq),
+                    );
                 }
             }
         }
@@ -341,7 +367,7 @@ macro_rules! simd_ntt_kernels {
         /// Inverse stage with gap < LANES (see [`fwd_small_stage`]); values
         /// stay below m·q.
         #[target_feature(enable = $feat)]
-        fn inv_small_stage<const LOOSE: bool>(
+        fn inv_small_stage<const LOOSE: bool, const Q1: bool>(
             t: &NttTable,
             a: &mut [u64],
             first: usize,
@@ -357,7 +383,7 @@ macro_rules! simd_ntt_kernels {
                 let i = b * LANES / gap;
                 let (w, ws) = (load_repeated(&gw[i..], gap), load_repeated(&gws[i..], gap));
                 let x = csub(add(u, v), vmq);
-                let y = mul_twiddle::<LOOSE>(sub(add(u, vmq), v), w, ws, vq);
+                let y = mul_twiddle::<LOOSE, Q1>(sub(add(u, vmq), v), w, ws, vq);
                 let (o0, o1) = join(x, y, gap);
                 store(lo, o0);
                 store(hi, o1);
@@ -367,17 +393,14 @@ macro_rules! simd_ntt_kernels {
         /// Inverse NTT; same contract as [`NttTable::inverse_scalar`].
         #[target_feature(enable = $feat)]
         pub(crate) fn inverse(t: &NttTable, a: &mut [u64]) {
-            if t.modulus().value() < LOOSE_MAX_MODULUS {
-                inverse_with::<true>(t, a)
-            } else {
-                inverse_with::<false>(t, a)
-            }
+            let q = t.modulus().value();
+            super::simd::with_product!(q, q < LOOSE_MAX_MODULUS, inverse_with(t, a))
         }
 
         /// The last stage's products are exact (below 2q), so one
         /// subtraction of q ends them.
         #[target_feature(enable = $feat)]
-        fn inverse_with<const LOOSE: bool>(t: &NttTable, a: &mut [u64]) {
+        fn inverse_with<const LOOSE: bool, const Q1: bool>(t: &NttTable, a: &mut [u64]) {
             let n = t.degree();
             assert_eq!(a.len(), n, "NTT input length");
             let block = n.min(BLOCK);
@@ -386,26 +409,26 @@ macro_rules! simd_ntt_kernels {
             for (b, blk) in a.chunks_exact_mut(block).enumerate() {
                 gap = 1;
                 while gap < LANES {
-                    inv_small_stage::<LOOSE>(t, blk, b * block / 2, gap);
+                    inv_small_stage::<LOOSE, Q1>(t, blk, b * block / 2, gap);
                     gap *= 2;
                 }
                 while 2 * gap <= block && gap < n / 2 {
                     let tw_base = n / (2 * gap) + b * block / (2 * gap);
                     if PAIRED_STAGES && 4 * gap <= block && 2 * gap < n / 2 {
-                        inv_stage_pair::<LOOSE>(t, blk, tw_base, gap);
+                        inv_stage_pair::<LOOSE, Q1>(t, blk, tw_base, gap);
                         gap *= 4;
                     } else {
-                        inv_stage::<LOOSE>(t, blk, tw_base, gap);
+                        inv_stage::<LOOSE, Q1>(t, blk, tw_base, gap);
                         gap *= 2;
                     }
                 }
             }
             while gap < n / 2 {
                 if PAIRED_STAGES && 2 * gap < n / 2 {
-                    inv_stage_pair::<LOOSE>(t, a, n / (2 * gap), gap);
+                    inv_stage_pair::<LOOSE, Q1>(t, a, n / (2 * gap), gap);
                     gap *= 4;
                 } else {
-                    inv_stage::<LOOSE>(t, a, n / (2 * gap), gap);
+                    inv_stage::<LOOSE, Q1>(t, a, n / (2 * gap), gap);
                     gap *= 2;
                 }
             }
@@ -418,8 +441,11 @@ macro_rules! simd_ntt_kernels {
             let (lo, hi) = a.split_at_mut(n / 2);
             for (x, y) in lo.chunks_exact_mut(LANES).zip(hi.chunks_exact_mut(LANES)) {
                 let (u, v) = (load(x), load(y));
-                store(x, csub(mul_shoup_lazy(add(u, v), ni, nis, vq), vq));
-                store(y, csub(mul_shoup_lazy(sub(add(u, vmq), v), w, ws, vq), vq));
+                store(x, csub(mul_shoup_lazy::<Q1>(add(u, v), ni, nis, vq), vq));
+                store(
+                    y,
+                    csub(mul_shoup_lazy::<Q1>(sub(add(u, vmq), v), w, ws, vq), vq),
+                );
             }
         }
     };
@@ -477,15 +503,16 @@ macro_rules! simd_linear_kernels {
             srcs: &[&[u64]],
             w: &[u64],
         ) {
-            if m.value() < 1 << 61 {
-                linear_combination_with::<true>(m, out, keep, srcs, w)
-            } else {
-                linear_combination_with::<false>(m, out, keep, srcs, w)
-            }
+            let q = m.value();
+            super::simd::with_product!(
+                q,
+                q < 1 << 61,
+                linear_combination_with(m, out, keep, srcs, w)
+            )
         }
 
         #[target_feature(enable = $feat)]
-        fn linear_combination_with<const LOOSE: bool>(
+        fn linear_combination_with<const LOOSE: bool, const Q1: bool>(
             m: &crate::Modulus,
             out: &mut [u64],
             keep: Option<u64>,
@@ -500,11 +527,11 @@ macro_rules! simd_linear_kernels {
             let whole = out.len() / LANES * LANES;
             for c in (0..whole).step_by(LANES) {
                 let mut acc = match keep {
-                    Some((k, ks)) => mul_twiddle::<LOOSE>(load(&out[c..]), k, ks, vq),
+                    Some((k, ks)) => mul_twiddle::<LOOSE, Q1>(load(&out[c..]), k, ks, vq),
                     None => splat(0),
                 };
                 for (s, &(wk, wks)) in srcs.iter().zip(&consts) {
-                    let term = mul_twiddle::<LOOSE>(load(&s[c..]), wk, wks, vq);
+                    let term = mul_twiddle::<LOOSE, Q1>(load(&s[c..]), wk, wks, vq);
                     acc = csub(add(acc, term), vmq);
                 }
                 if LOOSE {
@@ -640,7 +667,7 @@ macro_rules! simd_linear_kernels {
             #[inline]
             #[target_feature(enable = $feat)]
             fn fold(self, f: &WideFold) -> V {
-                let part = |t: V, (w, ws): (V, V)| mul_shoup_lazy(t, w, ws, f.q);
+                let part = |t: V, (w, ws): (V, V)| mul_shoup_lazy::<false>(t, w, ws, f.q);
                 let r = csub(add(part(self.t0, f.one), part(self.t1, f.w32)), f.q2);
                 csub(csub(add(r, part(self.t2, f.w64)), f.q2), f.q)
             }
@@ -651,15 +678,24 @@ macro_rules! simd_linear_kernels {
 pub(crate) use simd_linear_kernels;
 
 /// Checks a backend's `mul_shoup_loose`, given as the lanes of one
-/// product of splatted (x, w, ws, q): congruent to x·w and below 4q, for q
-/// NTT primes below 2^60 (the largest among them), w and x at their edges
-/// (x anywhere in 64 bits: lazy values reach 16q) and random.
+/// product of splatted (x, w, ws, q) (every variant that applies to q):
+/// congruent to x·w and below 4q, for q NTT primes below 2^60 (the largest
+/// among them) of either form (≡ 1 mod 2^32 or not), w and x at their
+/// edges (x anywhere in 64 bits: lazy values reach 16q) and random.
 #[cfg(test)]
 pub(super) fn check_loose_products(product: impl Fn(u64, u64, u64, u64) -> Vec<u64>) {
+    use crate::prime::{ntt_primes, ntt_primes_any_form};
     use rand_core::RngCore;
     let mut rng = crate::testing::rng();
-    for bits in [50, 55, 60] {
-        let q = crate::prime::ntt_primes(bits, 1 << 16, 1, &[]).unwrap()[0];
+    let n = 1 << 16;
+    let primes = [50, 55, 60].into_iter().flat_map(|bits| {
+        [
+            ntt_primes(bits, n, 1, &[]),
+            ntt_primes_any_form(bits, n, 1, &[]),
+        ]
+    });
+    for q in primes {
+        let q = q.unwrap()[0];
         let m = crate::Modulus::new(q).unwrap();
         for w in [0, 1, 2, q / 2, q - 2, q - 1, rng.next_u64() % q] {
             let edges = [
