@@ -841,8 +841,7 @@ pub mod parity {
                     (40, &[50, 50, 50, 50, 50, 62]),
                 ];
                 for (count, pattern) in cases {
-                    let src_bits: Vec<u32> =
-                        (0..count).map(|k| pattern[k % pattern.len()]).collect();
+                    let src_bits = cycled(pattern, count);
                     let srcs: Vec<Vec<u64>> = (0..count)
                         .map(|k| {
                             let top = u64::MAX >> (64 - src_bits[k]);
@@ -1019,6 +1018,11 @@ pub mod parity {
         Ok(())
     }
 
+    /// `count` widths repeating `pattern`.
+    fn cycled(pattern: &[u32], count: usize) -> Vec<u32> {
+        pattern.iter().copied().cycle().take(count).collect()
+    }
+
     /// `linear_combinations` into outputs of mixed sizes (IFMA pairs, an odd
     /// one out, 61-bit primes) against one `linear_combination` each.
     fn check_multi(backend: &dyn Backend, n: usize, rng: &mut ChaCha20Rng) -> Result<(), String> {
@@ -1041,7 +1045,7 @@ pub mod parity {
             (9, &[49, 60]),
         ];
         for (count, pattern) in cases {
-            let src_bits: Vec<u32> = (0..count).map(|k| pattern[k % pattern.len()]).collect();
+            let src_bits = cycled(pattern, count);
             let srcs: Vec<Vec<u64>> = src_bits
                 .iter()
                 .map(|&b| (0..n).map(|_| rng.next_u64() >> (64 - b)).collect())

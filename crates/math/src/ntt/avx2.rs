@@ -203,19 +203,16 @@ mod tests {
         if !std::arch::is_x86_feature_detected!("avx2") {
             return;
         }
-        crate::ntt::simd::check_loose_products(|x, w, ws, q| {
-            let (mut general, mut q1) = ([0u64; LANES], [0u64; LANES]);
+        crate::ntt::simd::check_loose_products(|x, w, ws, q, q1| {
+            let mut out = [0u64; LANES];
+            let product = if q1 {
+                mul_shoup_loose::<true>
+            } else {
+                mul_shoup_loose::<false>
+            };
             // SAFETY: AVX2 was detected above.
-            unsafe {
-                let (x, w, ws, vq) = (splat(x), splat(w), splat(ws), splat(q));
-                store(&mut general, mul_shoup_loose::<false>(x, w, ws, vq));
-                store(&mut q1, mul_shoup_loose::<true>(x, w, ws, vq));
-            }
-            let mut lanes = general.to_vec();
-            if q % (1 << 32) == 1 {
-                lanes.extend(q1);
-            }
-            lanes
+            unsafe { store(&mut out, product(splat(x), splat(w), splat(ws), splat(q))) };
+            out.to_vec()
         });
     }
 }

@@ -678,12 +678,13 @@ macro_rules! simd_linear_kernels {
 pub(crate) use simd_linear_kernels;
 
 /// Checks a backend's `mul_shoup_loose`, given as the lanes of one
-/// product of splatted (x, w, ws, q) (every variant that applies to q):
-/// congruent to x·w and below 4q, for q NTT primes below 2^60 (the largest
-/// among them) of either form (≡ 1 mod 2^32 or not), w and x at their
-/// edges (x anywhere in 64 bits: lazy values reach 16q) and random.
+/// product of splatted (x, w, ws, q) with its `Q1` (taken for the primes
+/// ≡ 1 mod 2^32 and never for the others): congruent to x·w and below 4q,
+/// for q NTT primes below 2^60 (the largest among them) of both forms, w
+/// and x at their edges (x anywhere in 64 bits: lazy values reach 16q) and
+/// random.
 #[cfg(test)]
-pub(super) fn check_loose_products(product: impl Fn(u64, u64, u64, u64) -> Vec<u64>) {
+pub(super) fn check_loose_products(product: impl Fn(u64, u64, u64, u64, bool) -> Vec<u64>) {
     use crate::prime::{ntt_primes, ntt_primes_any_form};
     use rand_core::RngCore;
     let mut rng = crate::testing::rng();
@@ -711,7 +712,12 @@ pub(super) fn check_loose_products(product: impl Fn(u64, u64, u64, u64) -> Vec<u
             let random: Vec<u64> = (0..64).map(|_| rng.next_u64()).collect();
             for &x in edges.iter().chain(&random) {
                 let want = (u128::from(x) * u128::from(w) % u128::from(q)) as u64;
-                for got in product(x, w, m.shoup(w), q) {
+                let q1 = q % (1 << 32) == 1;
+                let mut lanes = product(x, w, m.shoup(w), q, false);
+                if q1 {
+                    lanes.extend(product(x, w, m.shoup(w), q, true));
+                }
+                for got in lanes {
                     assert!(got < 4 * q, "q={q} w={w} x={x}: {got} not below 4q");
                     assert_eq!(got % q, want, "q={q} w={w} x={x}");
                 }
