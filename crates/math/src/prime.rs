@@ -58,7 +58,7 @@ pub fn is_prime(n: u64) -> bool {
 /// largest first, skipping any listed in `exclude`. Above 50 bits they are
 /// ≡ 1 mod 2^32 as well: the 64-bit SIMD kernels without a 64-bit
 /// multiplier (AVX2) then form a quotient's multiple of q with one 32-bit
-/// product instead of three (the NTT of a 60-bit limb 16 % faster).
+/// product instead of three (the NTT of a 60-bit limb 14–16 % faster).
 ///
 /// ```
 /// use hecloud_math::prime::ntt_primes;

@@ -2,7 +2,8 @@
 //! type `V`, `LANES`, and the primitives `load`, `load_repeated` (LANES / gap
 //! values, each repeated `gap` times), `store`, `splat`, `add`,
 //! `sub`, `csub` (x ≥ b ? x − b : x), `mul_shoup_lazy` (below 2q),
-//! `mul_shoup_loose` (below 4q, for moduli below `LOOSE_MAX_MODULUS`),
+//! `mul_shoup_loose` (below 4q, for moduli below `LOOSE_MAX_MODULUS`), both
+//! generic over `Q1` (q ≡ 1 mod 2^32: a shortcut the backend may take),
 //! `split` and `join` (gather the X and Y operands of a stage with gap <
 //! LANES from two consecutive vectors, and back), then invokes
 //! `simd_ntt_kernels!` with its target features, and `LAZY_CAP`, how many
