@@ -209,6 +209,13 @@ fn check_sources(len: usize, srcs: &[&[u64]], weights: usize, src_bits: &[u32]) 
         srcs.iter().all(|s| s.len() >= len),
         "source shorter than output"
     );
+    // A width below a source's entries would give wrong sums silently.
+    debug_assert!(
+        srcs.iter()
+            .zip(src_bits)
+            .all(|(s, &b)| b >= 64 || s[..len].iter().all(|&x| x >> b == 0)),
+        "a source has entries wider than its declared width"
+    );
 }
 
 /// Which sources the 52-bit kernels take as two 32-bit halves: those whose
@@ -1234,7 +1241,7 @@ mod tests {
                 let q = crate::prime::ntt_primes(bits, n, 1, &[]).unwrap()[0];
                 let t = NttTable::new(q, n).unwrap();
                 let a: Vec<u64> = (0..n as u64)
-                    .map(|i| (i * 0x9E37_79B9_7F4A_7C15) % q)
+                    .map(|i| i.wrapping_mul(0x9E37_79B9_7F4A_7C15) % q)
                     .collect();
                 let (mut x, mut y) = (a.clone(), a.clone());
                 Scalar.ntt_forward(&t, &mut x);

@@ -197,7 +197,7 @@ mod tests {
 
     #[test]
     fn primes_have_requested_shape() {
-        for bits in [20, 30, 50, 60, 61] {
+        for bits in [20, 30, 50, 51, 60, 61] {
             let n = 1 << 12;
             let qs = ntt_primes(bits, n, 4, &[]).unwrap();
             let mut sorted = qs.clone();
@@ -207,7 +207,11 @@ mod tests {
                 assert!(is_prime(q));
                 assert_eq!(q % (2 * n as u64), 1);
                 assert_eq!(64 - q.leading_zeros(), bits);
+                // The form the AVX2 kernels use, above 50 bits only.
+                assert_eq!(q % (1 << 32) == 1, bits > 50, "q = {q}");
             }
+            let any = ntt_primes_any_form(bits, n, 1, &[]).unwrap()[0];
+            assert!(is_prime(any) && any % (2 * n as u64) == 1);
         }
         let first = ntt_primes(50, 1 << 16, 2, &[]).unwrap();
         let next = ntt_primes(50, 1 << 16, 2, &first).unwrap();
