@@ -749,6 +749,34 @@ fn key_limbs(key: &SwitchingKey, ki: usize, digits: usize) -> (Vec<&[u64]>, Vec<
 mod tests {
     use super::*;
 
+    /// The centering term v = round(Σ y_i/q_i) of a conversion stays within
+    /// the width the kernels are told ([`center_bits`]): at its largest
+    /// (every y_i = q_i − 1) it is the limb count.
+    #[test]
+    fn centering_terms_fit_their_declared_width() {
+        let n = 8;
+        for limbs in 1..=12usize {
+            let qs: Vec<u64> = (0..limbs as u64).map(|i| (1 << 61) - 1 - 2 * i).collect();
+            let inv: Vec<f64> = qs.iter().map(|&q| 1.0 / q as f64).collect();
+            let ys: Vec<Vec<u64>> = qs
+                .iter()
+                .map(|&q| {
+                    (0..n as u64)
+                        .map(|c| if c == 0 { q - 1 } else { c * (q / 8) })
+                        .collect()
+                })
+                .collect();
+            let refs: Vec<&[u64]> = ys.iter().map(Vec::as_slice).collect();
+            let mut v = vec![0u64; n];
+            round_sums(&mut v, &refs, &inv, n);
+            assert_eq!(v[0], limbs as u64, "{limbs} limbs at their largest");
+            let bits = center_bits(limbs);
+            assert!(v.iter().all(|&x| x >> bits == 0), "{limbs} limbs: {v:?}");
+        }
+        assert_eq!(center_bits(1), 1);
+        assert_eq!(center_bits(4), 3);
+    }
+
     /// The groups cover every limb once, in order, at most TARGET_GROUP
     /// each, and each half of the list (what rayon gives each of two
     /// threads) holds half the limbs, to one.

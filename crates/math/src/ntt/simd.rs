@@ -681,16 +681,16 @@ pub(crate) use simd_linear_kernels;
 /// Checks a backend's `mul_shoup_loose`, given as the lanes of one
 /// product of splatted (x, w, ws, q) with its `Q1` (taken for the primes
 /// ≡ 1 mod 2^32 and never for the others): congruent to x·w and below 4q,
-/// for q NTT primes below 2^60 (the largest among them) of both forms, w
-/// and x at their edges (x anywhere in 64 bits: lazy values reach 16q) and
-/// random.
+/// for q NTT primes of 50 to 61 bits (the NTTs take it below 2^60, the
+/// linear combinations below 2^61) of both forms, w and x at their edges
+/// (x anywhere in 64 bits: lazy values reach 16q) and random.
 #[cfg(test)]
 pub(super) fn check_loose_products(product: impl Fn(u64, u64, u64, u64, bool) -> Vec<u64>) {
     use crate::prime::{ntt_primes, ntt_primes_any_form};
     use rand_core::RngCore;
     let mut rng = crate::testing::rng();
     let n = 1 << 16;
-    let primes = [50, 55, 60].into_iter().flat_map(|bits| {
+    let primes = [50, 55, 60, 61].into_iter().flat_map(|bits| {
         [
             ntt_primes(bits, n, 1, &[]),
             ntt_primes_any_form(bits, n, 1, &[]),
