@@ -218,13 +218,6 @@ fn check_sources(len: usize, srcs: &[&[u64]], weights: usize, src_bits: &[u32]) 
     );
 }
 
-/// Which sources the 52-bit kernels take as two 32-bit halves: those whose
-/// entries may reach 2^50 (the others enter whole).
-#[cfg(target_arch = "x86_64")]
-fn wide_sources(src_bits: &[u32]) -> Vec<bool> {
-    src_bits.iter().map(|&b| b > 50).collect()
-}
-
 fn check_pair(s: &[&[u64]], b: &[&[u64]], a: &[&[u64]], n0: usize, n1: usize) {
     assert_eq!(n0, n1, "output lengths");
     assert!(s.len() == b.len() && s.len() == a.len(), "operand counts");
@@ -472,7 +465,6 @@ impl Backend for Simd {
             use crate::ntt::{avx2, avx2fma, avx512, avx512ifma};
             check_sources(out.len(), srcs, w.len(), src_bits);
             let whole = whole_vectors(out.len());
-            let wide = wide_sources(src_bits);
             let ifma = q.value() < avx512ifma::MAX_MODULUS;
             let body = &mut out[..whole];
             // SAFETY: `Simd::new` checked that the CPU supports the level's
@@ -481,11 +473,11 @@ impl Backend for Simd {
             unsafe {
                 match self.level {
                     _ if self.fp(q.value()) => {
-                        avx2fma::linear_combination(q, body, keep, srcs, w, &wide)
+                        avx2fma::linear_combination(q, body, keep, srcs, w, src_bits)
                     }
                     SimdLevel::Avx2 => avx2::linear_combination(q, body, keep, srcs, w),
                     SimdLevel::Avx512Ifma if ifma => {
-                        avx512ifma::linear_combination(q, body, keep, srcs, w, &wide)
+                        avx512ifma::linear_combination(q, body, keep, srcs, w, src_bits)
                     }
                     _ => avx512::linear_combination(q, body, keep, srcs, w),
                 }
@@ -513,7 +505,6 @@ impl Backend for Simd {
             use avx512ifma::{GROUP, MAX_MODULUS};
             const _: () = assert!(GROUP == avx2fma::GROUP && MAX_MODULUS == avx2fma::MAX_MODULUS);
             let ifma = self.level == SimdLevel::Avx512Ifma;
-            let wide = wide_sources(src_bits);
             // Groups of outputs below 2^50 share one pass over the sources.
             let mut small;
             (small, rest) = rest.into_iter().partition(|o| o.q.value() < MAX_MODULUS);
@@ -533,9 +524,9 @@ impl Backend for Simd {
                 // the kernel's bound and the outputs are whole 8-entry vectors.
                 unsafe {
                     if ifma {
-                        avx512ifma::linear_combination_group(&qs, &mut outs, srcs, &ws, &wide)
+                        avx512ifma::linear_combination_group(&qs, &mut outs, srcs, &ws, src_bits)
                     } else {
-                        avx2fma::linear_combination_group(&qs, &mut outs, srcs, &ws, &wide)
+                        avx2fma::linear_combination_group(&qs, &mut outs, srcs, &ws, src_bits)
                     }
                 };
                 if whole < n {

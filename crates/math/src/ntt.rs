@@ -20,6 +20,15 @@ pub(crate) mod avx512ifma;
 #[cfg(target_arch = "x86_64")]
 mod simd;
 
+/// Whether the 52-bit kernels (IFMA, and double-precision FMA on AVX2)
+/// take a linear combination's source of `bits`-bit entries as two 32-bit
+/// halves: above 50 bits; narrower sources enter whole.
+#[cfg(target_arch = "x86_64")]
+#[inline]
+pub(crate) fn splits(bits: u32) -> bool {
+    bits > 50
+}
+
 use crate::error::{MathError, Result};
 use crate::modular::Modulus;
 use crate::prime::primitive_root_2n;

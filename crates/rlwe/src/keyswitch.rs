@@ -176,10 +176,15 @@ fn digit_sources<'a>(
     let (dg, n) = (&lt.digits[j], v.len() / lt.digits.len());
     let mut srcs: Vec<&[u64]> = y[dg.start * n..dg.end * n].chunks_exact(n).collect();
     srcs.push(&v[j * n..(j + 1) * n]);
-    let moduli = &lt.q.moduli()[dg.start..dg.end];
-    let mut bits: Vec<u32> = moduli.iter().map(Modulus::bits).collect();
-    bits.push(center_bits(moduli.len()));
-    (srcs, bits)
+    (srcs, source_bits(&lt.q.moduli()[dg.start..dg.end]))
+}
+
+/// Bit widths of a conversion's sources from limbs over `moduli`: each
+/// y_i below its q_i, then the centering term v = round(Σ_i y_i/q_i).
+fn source_bits<'a>(moduli: impl IntoIterator<Item = &'a Modulus>) -> Vec<u32> {
+    let mut bits: Vec<u32> = moduli.into_iter().map(Modulus::bits).collect();
+    bits.push(center_bits(bits.len()));
+    bits
 }
 
 /// Bits of a conversion's centering term v = round(Σ_i y_i/q_i) over
@@ -500,11 +505,7 @@ fn divide_out(
         .zip(v.chunks_exact(n))
         .map(|(ys, vj)| ys.chunks_exact(n).chain([vj]).collect())
         .collect();
-    let bits: Vec<u32> = removed
-        .iter()
-        .map(|&r| basis.moduli()[r].bits())
-        .chain([center_bits(r)])
-        .collect();
+    let bits = source_bits(removed.iter().map(|&r| &basis.moduli()[r]));
     // x mod R in the centered representative: −R folded into v's weight.
     let weights: Vec<Vec<u64>> = (0..target.len())
         .map(|i| {

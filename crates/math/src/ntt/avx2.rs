@@ -133,18 +133,15 @@ const LOOSE_MAX_MODULUS: u64 = 1 << 60;
 #[target_feature(enable = "avx2")]
 fn mul_shoup_loose<const Q1: bool>(x: V, w: V, ws: V, q: V) -> V {
     let hi = loose_quotient(x, ws);
-    let xh = swap32(x);
-    if Q1 {
-        let low = sub(mul32(x, w), hi);
-        let cross = sub(add(mul32(x, swap32(w)), mul32(xh, w)), mul32(hi, swap32(q)));
-        return add(low, _mm256_slli_epi64(cross, 32));
-    }
-    let hih = swap32(hi);
-    let low = sub(mul32(x, w), mul32(hi, q));
-    let cross = sub(
-        add(mul32(x, swap32(w)), mul32(xh, w)),
-        add(mul32(hi, swap32(q)), mul32(hih, q)),
-    );
+    // hi·q as low + cross·2^32 (mod 2^64); with Q1 its low half is hi.
+    let (hq_low, hq_cross) = if Q1 {
+        (hi, mul32(hi, swap32(q)))
+    } else {
+        let hq_cross = add(mul32(hi, swap32(q)), mul32(swap32(hi), q));
+        (mul32(hi, q), hq_cross)
+    };
+    let low = sub(mul32(x, w), hq_low);
+    let cross = sub(add(mul32(x, swap32(w)), mul32(swap32(x), w)), hq_cross);
     add(low, _mm256_slli_epi64(cross, 32))
 }
 

@@ -18,7 +18,7 @@ use std::arch::x86_64::*;
 use std::sync::OnceLock;
 
 use crate::Modulus;
-use crate::ntt::NttTable;
+use crate::ntt::{NttTable, splits};
 
 type D = __m256d;
 const LANES: usize = 4;
@@ -701,8 +701,9 @@ fn add_term<const SPLIT: bool>(acc: D, x: (D, D), w: &[(D, D); 2], q: D) -> D {
 
 /// `out = keep·out + Σ_k srcs[k]·w[k] mod q` on whole vectors of `out`
 /// (the caller finishes the tail; its length is a multiple of 8), for
-/// q < 2^50, weights and `out` entries below q. Sources marked `wide` (any
-/// entry at or above 2^50) enter as two 32-bit halves, the high one
+/// q < 2^50, weights and `out` entries below q, source k below
+/// 2^src_bits\[k\]. Sources wider than 50 bits ([`crate::ntt::splits`])
+/// enter as two 32-bit halves, the high one
 /// weighted by w·2^32 mod q; the others whole. A term x·w with
 /// x < 2^50 is within 5q/8 after [`mul_const`]; the sum is reduced every
 /// [`RUN`] terms.
@@ -713,15 +714,15 @@ pub(crate) fn linear_combination(
     keep: Option<u64>,
     srcs: &[&[u64]],
     w: &[u64],
-    wide: &[bool],
+    src_bits: &[u32],
 ) {
     let k = [Combination::new(m, w)];
     let keep = keep.map(|x| constant(x, m.value()));
     let mut outs = [out];
-    if wide.contains(&true) {
-        combine_all::<1, true>(&k, &mut outs, keep, srcs, wide);
+    if src_bits.iter().any(|&b| splits(b)) {
+        combine_all::<1, true>(&k, &mut outs, keep, srcs, src_bits);
     } else {
-        combine_all::<1, false>(&k, &mut outs, keep, srcs, wide);
+        combine_all::<1, false>(&k, &mut outs, keep, srcs, src_bits);
     }
 }
 
@@ -736,7 +737,7 @@ pub(crate) fn linear_combination_group(
     out: &mut [&mut [u64]],
     srcs: &[&[u64]],
     w: &[&[u64]],
-    wide: &[bool],
+    src_bits: &[u32],
 ) {
     let ks: Vec<Combination> = q
         .iter()
@@ -746,10 +747,10 @@ pub(crate) fn linear_combination_group(
     macro_rules! run {
         ($t:literal) => {{
             let ks: &[Combination; $t] = ks.as_slice().try_into().expect("group size");
-            if wide.contains(&true) {
-                combine_all::<$t, true>(ks, out, None, srcs, wide);
+            if src_bits.iter().any(|&b| splits(b)) {
+                combine_all::<$t, true>(ks, out, None, srcs, src_bits);
             } else {
-                combine_all::<$t, false>(ks, out, None, srcs, wide);
+                combine_all::<$t, false>(ks, out, None, srcs, src_bits);
             }
         }};
     }
@@ -785,7 +786,8 @@ fn add_source<const T: usize, const SPLIT: bool>(
 
 /// The T outputs of a combination, two vectors at a time (2T independent
 /// sums); `keep` multiplies the old contents of the outputs. With ANY_WIDE
-/// the sources marked in `wide` enter as two halves, without it none does.
+/// the sources wider than 50 bits enter as two halves, without it none
+/// does.
 #[inline]
 #[target_feature(enable = "avx2,fma")]
 fn combine_all<const T: usize, const ANY_WIDE: bool>(
@@ -793,11 +795,11 @@ fn combine_all<const T: usize, const ANY_WIDE: bool>(
     out: &mut [&mut [u64]],
     keep: Option<(D, D)>,
     srcs: &[&[u64]],
-    wide: &[bool],
+    src_bits: &[u32],
 ) {
     let len = out[0].len();
     assert!(out.iter().all(|o| o.len() == len) && len.is_multiple_of(U * LANES));
-    assert_eq!(wide.len(), srcs.len(), "one width per source");
+    assert_eq!(src_bits.len(), srcs.len(), "one width per source");
     let zero = _mm256_setzero_pd();
     for c in (0..len).step_by(U * LANES) {
         let mut acc = [[zero; U]; T];
@@ -811,7 +813,7 @@ fn combine_all<const T: usize, const ANY_WIDE: bool>(
         }
         let mut terms = 1;
         for (j, s) in srcs.iter().enumerate() {
-            let split = ANY_WIDE && wide[j];
+            let split = ANY_WIDE && splits(src_bits[j]);
             let per_term = if split { 2 } else { 1 };
             if terms + per_term > RUN {
                 for (k, row) in ks.iter().zip(acc.iter_mut()) {

@@ -6,6 +6,7 @@
 use std::arch::x86_64::*;
 
 use super::avx512::{LANES, V, add, csub, join, load, load_repeated, splat, split, store, sub};
+use super::splits;
 
 /// Moduli this kernel accepts (exclusive bound).
 pub(crate) const MAX_MODULUS: u64 = 1 << 50;
@@ -232,10 +233,10 @@ impl Fold104 {
 
 /// `out = keep·out + Σ_k srcs[k]·w[k] mod q` on whole vectors (the caller
 /// finishes the tail), for q < 2^50, weights and `out` entries below q and
-/// sources marked `wide` of any width, the others below 2^50: 104-bit lazy
-/// sums as in [`dot_product_pair`]. Wide sources enter as two 32-bit
-/// halves, the high one weighted by w·2^32 mod q, so every product stays
-/// below 2^100.
+/// source k below 2^src_bits\[k\]: 104-bit lazy sums as in
+/// [`dot_product_pair`]. Sources wider than 50 bits
+/// ([`crate::ntt::splits`]) enter as two 32-bit halves, the high one
+/// weighted by w·2^32 mod q, so every product stays below 2^100.
 #[target_feature(enable = "avx512f,avx512dq,avx512ifma")]
 pub(crate) fn linear_combination(
     m: &crate::Modulus,
@@ -243,7 +244,7 @@ pub(crate) fn linear_combination(
     keep: Option<u64>,
     srcs: &[&[u64]],
     w: &[u64],
-    wide: &[bool],
+    src_bits: &[u32],
 ) {
     let two32 = (1u64 << 32) % m.value();
     let k = Combination {
@@ -258,32 +259,32 @@ pub(crate) fn linear_combination(
     const U: usize = 4;
     let whole = out.len() / LANES * LANES;
     let unrolled = whole / (U * LANES) * (U * LANES);
-    if wide.contains(&true) {
+    if src_bits.iter().any(|&b| splits(b)) {
         for c in (0..unrolled).step_by(U * LANES) {
-            combine_vectors::<U, true>(&k, out, srcs, wide, c);
+            combine_vectors::<U, true>(&k, out, srcs, src_bits, c);
         }
         for c in (unrolled..whole).step_by(LANES) {
-            combine_vectors::<1, true>(&k, out, srcs, wide, c);
+            combine_vectors::<1, true>(&k, out, srcs, src_bits, c);
         }
     } else {
         for c in (0..unrolled).step_by(U * LANES) {
-            combine_vectors::<U, false>(&k, out, srcs, wide, c);
+            combine_vectors::<U, false>(&k, out, srcs, src_bits, c);
         }
         for c in (unrolled..whole).step_by(LANES) {
-            combine_vectors::<1, false>(&k, out, srcs, wide, c);
+            combine_vectors::<1, false>(&k, out, srcs, src_bits, c);
         }
     }
 }
 
 /// [`linear_combination`] on the U vectors of `out` from entry `c`; with
-/// ANY_WIDE the sources marked in `wide` enter as two halves.
+/// ANY_WIDE the sources wider than 50 bits enter as two halves.
 #[inline]
 #[target_feature(enable = "avx512f,avx512dq,avx512ifma")]
 fn combine_vectors<const U: usize, const ANY_WIDE: bool>(
     k: &Combination,
     out: &mut [u64],
     srcs: &[&[u64]],
-    wide: &[bool],
+    src_bits: &[u32],
     c: usize,
 ) {
     const RUN: usize = 15;
@@ -297,9 +298,9 @@ fn combine_vectors<const U: usize, const ANY_WIDE: bool>(
         }
         terms = 1;
     }
-    for ((s, &(wl, wh)), &w) in srcs.iter().zip(&k.weights).zip(wide) {
+    for ((s, &(wl, wh)), &bits) in srcs.iter().zip(&k.weights).zip(src_bits) {
         // Before a source terms ≤ RUN − 2: a split one (2 terms) fits.
-        if ANY_WIDE && w {
+        if ANY_WIDE && splits(bits) {
             for u in 0..U {
                 let x = load(&s[c + u * LANES..]);
                 (lo[u], hi[u]) = add_term::<true>(lo[u], hi[u], x, wl, wh);
@@ -337,7 +338,7 @@ pub(crate) fn linear_combination_group(
     out: &mut [&mut [u64]],
     srcs: &[&[u64]],
     w: &[&[u64]],
-    wide: &[bool],
+    src_bits: &[u32],
 ) {
     let ks: Vec<Combination> = m
         .iter()
@@ -359,10 +360,10 @@ pub(crate) fn linear_combination_group(
         ($t:literal) => {{
             let ks: &[Combination; $t] = ks.as_slice().try_into().expect("group size");
             for c in (0..whole).step_by(LANES) {
-                if wide.contains(&true) {
-                    combine_group::<$t, true>(ks, out, srcs, wide, c);
+                if src_bits.iter().any(|&b| splits(b)) {
+                    combine_group::<$t, true>(ks, out, srcs, src_bits, c);
                 } else {
-                    combine_group::<$t, false>(ks, out, srcs, wide, c);
+                    combine_group::<$t, false>(ks, out, srcs, src_bits, c);
                 }
             }
         }};
@@ -378,14 +379,14 @@ pub(crate) fn linear_combination_group(
 
 /// One vector from entry `c` of each of the T outputs of
 /// [`linear_combination_group`]; 2T independent multiply-add chains. With
-/// ANY_WIDE the sources marked in `wide` enter as two halves.
+/// ANY_WIDE the sources wider than 50 bits enter as two halves.
 #[inline]
 #[target_feature(enable = "avx512f,avx512dq,avx512ifma")]
 fn combine_group<const T: usize, const ANY_WIDE: bool>(
     ks: &[Combination; T],
     out: &mut [&mut [u64]],
     srcs: &[&[u64]],
-    wide: &[bool],
+    src_bits: &[u32],
     c: usize,
 ) {
     const RUN: usize = 15;
@@ -393,7 +394,7 @@ fn combine_group<const T: usize, const ANY_WIDE: bool>(
     let (mut lo, mut hi, mut terms) = ([zero; T], [zero; T], 0);
     for (k, s) in srcs.iter().enumerate() {
         let x = load(&s[c..]);
-        if ANY_WIDE && wide[k] {
+        if ANY_WIDE && splits(src_bits[k]) {
             for t in 0..T {
                 let (wl, wh) = ks[t].weights[k];
                 (lo[t], hi[t]) = add_term::<true>(lo[t], hi[t], x, wl, wh);
