@@ -16,7 +16,7 @@ use std::sync::Arc;
 use hecloud_math::RnsPoly;
 use hecloud_rlwe::keys::{galois_element_conjugate, galois_element_for_rotation};
 use hecloud_rlwe::keyswitch::{
-    add_times_p_assign, key_switch_ext, lift_times_p, mod_down_rescale, mod_down_rescale_pair,
+    key_switch_ext, lift_times_p, mod_down_rescale, mod_down_rescale_pair_adding,
 };
 use hecloud_rlwe::{Ciphertext, RlweError, ops};
 
@@ -382,10 +382,9 @@ impl Evaluator {
         let level = d.level();
         let params = self.params.rlwe();
         let p = d.polys();
-        let mut ext = key_switch_ext(params, &p[2], &self.relin_key()?.0)?;
-        add_times_p_assign(params, &mut ext.c0, &p[0])?;
-        add_times_p_assign(params, &mut ext.c1, &p[1])?;
-        let (c0, c1) = mod_down_rescale_pair(params, level, &ext.c0, &ext.c1)?;
+        let ext = key_switch_ext(params, &p[2], &self.relin_key()?.0)?;
+        let (c0, c1) =
+            mod_down_rescale_pair_adding(params, level, [&ext.c0, &ext.c1], [&p[0], &p[1]])?;
         let mut out = Ciphertext::new(params, vec![c0, c1], level - 1, 1.0)?;
         out.set_factor(self.params.switched_factor(d.factor(), level)?);
         let noise = self.params.noise_after_mul_relin(d.scale(), level);

@@ -7,7 +7,7 @@
 use std::sync::Arc;
 
 use hecloud_math::{Domain, MathError, RnsPoly, backend::default_backend};
-use hecloud_rlwe::keyswitch::{add_times_p_assign, key_switch_ext, mod_down_rescale_pair};
+use hecloud_rlwe::keyswitch::{key_switch_ext, mod_down_rescale_pair_adding};
 use hecloud_rlwe::pool::{pooled_uninit, recycle};
 use hecloud_rlwe::{Ciphertext, GaloisKeys, Plaintext, RelinearizationKey, RlweError, ops};
 use num_complex::Complex64;
@@ -442,10 +442,8 @@ impl Evaluator {
         let level = plan.level;
         let [d0, d1, d2] = self.tensor_parts(a, b)?;
         let rl = self.params.rlwe();
-        let mut ext = key_switch_ext(rl, &d2, &rlk.0)?;
-        add_times_p_assign(rl, &mut ext.c0, &d0)?;
-        add_times_p_assign(rl, &mut ext.c1, &d1)?;
-        let (c0, c1) = mod_down_rescale_pair(rl, level, &ext.c0, &ext.c1)?;
+        let ext = key_switch_ext(rl, &d2, &rlk.0)?;
+        let (c0, c1) = mod_down_rescale_pair_adding(rl, level, [&ext.c0, &ext.c1], [&d0, &d1])?;
         for p in [d0, d1, d2, ext.c0, ext.c1] {
             recycle(p);
         }

@@ -228,37 +228,82 @@ impl Drop for Scratch {
     }
 }
 
-/// Target limbs converted together: each conversion pass over a digit's
-/// sources (megabytes, read from beyond L2) serves the whole group.
+/// Target limbs converted together on one thread: each conversion pass
+/// over a digit's sources (megabytes, read from beyond L2) serves the
+/// whole group.
 const TARGET_GROUP: usize = 4;
 
-/// The groups of up to TARGET_GROUP limbs, of `limbs` in all, that a
-/// limb-group loop runs as tasks: as many as the threads divide evenly
-/// (at least ⌈limbs / TARGET_GROUP⌉), their sizes differing by at most one
-/// and spread out, so that each half of the list (rayon halves it among
-/// its threads) holds half the limbs. Fixed groups of 4 over N = 2^16's 35
-/// limbs made 9 tasks, 5 of them (20 limbs) on one of two threads.
-fn limb_groups(limbs: usize, n: usize) -> Vec<std::ops::Range<usize>> {
+/// [`TARGET_GROUP`], one less on several threads: every thread holds a
+/// group's digit limbs (10 MiB for 4 targets at N = 2^16), and two
+/// threads' groups of 4 with the shared sources (16 MiB) overflowed a
+/// 32 MiB L3. Measured at N = 2^16 on two threads: the product 48.7 →
+/// 47.6 ms; one thread unchanged within noise.
+fn target_group(threads: usize) -> usize {
+    if threads > 1 {
+        TARGET_GROUP - 1
+    } else {
+        TARGET_GROUP
+    }
+}
+
+/// Relative costs of a target limb's work in a key switch, for
+/// [`limb_groups`]: a digit converted to it and transformed
+/// (`CONVERSION`), one digit's term of its inner product with the key
+/// (`PRODUCT_TERM`), a digit's limb copied (`COPY`), as measured at
+/// N = 2^16.
+const CONVERSION: u32 = 12;
+const PRODUCT_TERM: u32 = 4;
+const COPY: u32 = 1;
+
+/// The groups of about [`target_group`] limbs, `costs.len()` in all, that
+/// a limb-group loop runs as tasks: as many as the threads divide evenly
+/// (at least ⌈limbs / group⌉), cut where the running cost crosses each
+/// multiple of the total over the group count, so that each half of the
+/// list (rayon halves it among its threads) holds half the work. Fixed
+/// groups of 4 over N = 2^16's 35 limbs made 9 tasks, 5 of them (20 limbs)
+/// on one of two threads; equal limb counts still left the P limbs (one
+/// more digit to convert each) on one thread: 13 % more work than the
+/// other.
+fn limb_groups(costs: &[u32], n: usize) -> Vec<std::ops::Range<usize>> {
+    let limbs = costs.len();
     let threads = if n >= PARALLEL_MIN_N {
         rayon::current_num_threads().max(1)
     } else {
         1
     };
     let count = limbs
-        .div_ceil(TARGET_GROUP)
+        .div_ceil(target_group(threads))
         .next_multiple_of(threads)
         .min(limbs)
         .max(1);
-    (0..count)
-        .map(|i| i * limbs / count..(i + 1) * limbs / count)
-        .collect()
+    // Running cost before each limb (cost ≥ 1 each, so cuts are distinct).
+    let mut before = vec![0u64; limbs + 1];
+    for (i, &c) in costs.iter().enumerate() {
+        before[i + 1] = before[i] + u64::from(c.max(1));
+    }
+    let total = before[limbs];
+    let mut cuts = vec![0];
+    for i in 1..count {
+        let goal = total * i as u64 / count as u64;
+        let prev = cuts[i - 1];
+        // The limb boundary nearest the goal, leaving each group a limb.
+        let lo = prev + 1;
+        let hi = limbs - (count - i);
+        let k = (lo..=hi)
+            .min_by_key(|&k| before[k].abs_diff(goal))
+            .unwrap_or(lo);
+        cuts.push(k);
+    }
+    cuts.push(limbs);
+    cuts.windows(2).map(|w| w[0]..w[1]).collect()
 }
 
-/// `data`'s n-coefficient limbs cut along [`limb_groups`]: (first limb,
-/// the group's limbs).
-fn split_groups(data: &mut [u64], n: usize) -> Vec<(usize, &mut [u64])> {
+/// `data`'s n-coefficient limbs cut along [`limb_groups`] of `costs`
+/// (one per limb): (first limb, the group's limbs).
+fn split_groups<'a>(data: &'a mut [u64], n: usize, costs: &[u32]) -> Vec<(usize, &'a mut [u64])> {
+    debug_assert_eq!(data.len(), costs.len() * n, "one cost per limb");
     let mut rest = data;
-    limb_groups(rest.len() / n, n)
+    limb_groups(costs, n)
         .into_iter()
         .map(|r| {
             let (group, tail) = std::mem::take(&mut rest).split_at_mut(r.len() * n);
@@ -268,13 +313,13 @@ fn split_groups(data: &mut [u64], n: usize) -> Vec<(usize, &mut [u64])> {
         .collect()
 }
 
-/// Runs `work(first, limbs)` on the [`limb_groups`] of `data`, `first`
-/// being the index of the group's first limb.
-fn for_each_limb_group<F>(data: &mut [u64], n: usize, work: F)
+/// Runs `work(first, limbs)` on the [`limb_groups`] of `data` under
+/// `costs`, `first` being the index of the group's first limb.
+fn for_each_limb_group<F>(data: &mut [u64], n: usize, costs: &[u32], work: F)
 where
     F: Fn(usize, &mut [u64]) + Sync + Send,
 {
-    let groups = split_groups(data, n);
+    let groups = split_groups(data, n, costs);
     if n >= PARALLEL_MIN_N {
         groups.into_par_iter().for_each(|(i, g)| work(i, g));
     } else {
@@ -282,15 +327,22 @@ where
     }
 }
 
-/// Runs `f(t0, out0, out1, scratch)` on the [`limb_groups`] of Q_l ∪ P, the
-/// first target being t0 (`out0`, `out1`: the group's limbs).
-fn for_each_target<F>(n: usize, digits: usize, out0: &mut RnsPoly, out1: &mut RnsPoly, f: F)
-where
+/// Runs `f(t0, out0, out1, scratch)` on the [`limb_groups`] of Q_l ∪ P
+/// under `costs` (one per target), the first target being t0 (`out0`,
+/// `out1`: the group's limbs).
+fn for_each_target<F>(
+    n: usize,
+    digits: usize,
+    costs: &[u32],
+    out0: &mut RnsPoly,
+    out1: &mut RnsPoly,
+    f: F,
+) where
     F: Fn(usize, &mut [u64], &mut [u64], &mut Scratch) + Sync + Send,
 {
-    let groups: Vec<_> = split_groups(out0.data_mut(), n)
+    let groups: Vec<_> = split_groups(out0.data_mut(), n, costs)
         .into_iter()
-        .zip(split_groups(out1.data_mut(), n))
+        .zip(split_groups(out1.data_mut(), n, costs))
         .map(|((t0, a), (_, b))| (t0, a, b))
         .collect();
     if n >= PARALLEL_MIN_N {
@@ -319,9 +371,15 @@ pub fn key_switch_ext(params: &Parameters, d: &RnsPoly, key: &SwitchingKey) -> R
     let mut out1 = pooled_uninit(&lt.qp, Domain::Ntt);
     let digits = lt.digits.len();
     let be = default_backend();
-    for_each_target(n, digits, &mut out0, &mut out1, |t0, o0, o1, s| {
+    let own = |j: usize, t: usize| (lt.digits[j].start..lt.digits[j].end).contains(&t);
+    let costs: Vec<u32> = (0..lt.qp.len())
+        .map(|t| {
+            let converted = (0..digits).filter(|&j| !own(j, t)).count() as u32;
+            CONVERSION * converted + PRODUCT_TERM * digits as u32
+        })
+        .collect();
+    for_each_target(n, digits, &costs, &mut out0, &mut out1, |t0, o0, o1, s| {
         let g = o0.len() / n;
-        let own = |j: usize, t: usize| (lt.digits[j].start..lt.digits[j].end).contains(&t);
         // Every digit's ModUp'ed limbs for the group first (one pass over
         // each digit's sources), then each target's transforms back to back
         // (its twiddles stay in cache), then its inner product.
@@ -394,7 +452,10 @@ pub fn decompose(params: &Parameters, d: &RnsPoly) -> Result<Decomposed> {
             let dg = &lt.digits[j];
             let own = |t: usize| (dg.start..dg.end).contains(&t);
             let (srcs, bits) = digit_sources(lt, j, &y, &v);
-            for_each_limb_group(out.data_mut(), n, |first, group| {
+            let costs: Vec<u32> = (0..lt.qp.len())
+                .map(|t| if own(t) { COPY } else { CONVERSION })
+                .collect();
+            for_each_limb_group(out.data_mut(), n, &costs, |first, group| {
                 let limbs = (first..).zip(group.chunks_exact_mut(n));
                 let (inside, converted): (Vec<_>, Vec<_>) = limbs.partition(|(t, _)| own(*t));
                 for (t, o) in inside {
@@ -440,7 +501,8 @@ pub fn key_switch_hoisted_ext(
     let mut out0 = pooled_uninit(&lt.qp, Domain::Ntt);
     let mut out1 = pooled_uninit(&lt.qp, Domain::Ntt);
     let digits = dec.digits.len();
-    for_each_target(n, 0, &mut out0, &mut out1, |t0, o0, o1, _| {
+    let costs = vec![1; lt.qp.len()];
+    for_each_target(n, 0, &costs, &mut out0, &mut out1, |t0, o0, o1, _| {
         let outs = o0.chunks_exact_mut(n).zip(o1.chunks_exact_mut(n));
         for (t, (r0, r1)) in (t0..).zip(outs) {
             let (kb, ka) = key_limbs(key, key_index(key_level, level, t), digits);
@@ -470,8 +532,16 @@ pub fn key_switch_hoisted_ext(
 /// run side by side as separate tasks fight over the caches (measured at
 /// N = 2^16, two threads: 13.3 ms one after the other, 15.3 ms side by
 /// side).
+///
+/// With `adds` (one per input, over Q_l in the NTT domain, or none), each
+/// input is x + P·a: P·a joins the removed Q limb (a rescale's q_l) before
+/// the conversion and the other limbs in the last step's sum, where a
+/// separate pass adding P·a to every limb first would cost two more
+/// passes over memory (measured: 2 ms of a 90 ms product at N = 2^16, and
+/// the part of it that gains least from a second thread).
 fn divide_out(
     xs: &[&RnsPoly],
+    adds: &[&RnsPoly],
     removed: &[usize],
     tables: &ModDownTables,
     target: &Arc<RnsBasis>,
@@ -485,11 +555,31 @@ fn divide_out(
     // y_m = [x_m · (R/r_m)^-1]_{r_m} in the coefficient domain: input j's
     // in limbs j·r .. (j + 1)·r.
     let mut y = take(xs.len() * r * n);
+    // P mod q_i for the Q primes the addends live on.
+    let p_mod_q: Vec<u64> = match adds.first() {
+        Some(a) => (0..a.limbs())
+            .map(|i| times_p(&basis.moduli()[i], &basis.moduli()[a.limbs()..]))
+            .collect(),
+        None => vec![],
+    };
     let work = |(k, out): (usize, &mut [u64])| {
-        let (x, m) = (xs[k / r], k % r);
+        let (j, m) = (k / r, k % r);
         let idx = removed[m];
-        out.copy_from_slice(x.limb(idx));
+        out.copy_from_slice(xs[j].limb(idx));
         let table = &basis.tables()[idx];
+        if let Some(a) = adds.get(j)
+            && idx < a.limbs()
+        {
+            let q = table.modulus();
+            be.linear_combination(
+                q,
+                out,
+                Some(1),
+                &[a.limb(idx)],
+                &[p_mod_q[idx]],
+                &[q.bits()],
+            );
+        }
         be.ntt_inverse(table, out);
         be.mul_scalar(table.modulus(), out, tables.phat_inv[m].0);
     };
@@ -530,16 +620,20 @@ fn divide_out(
             let table = &target.tables()[i];
             let m = table.modulus();
             be.ntt_forward(table, o);
-            // (x_i − o)·R^-1 as o·(−R^-1) + x_i·R^-1.
+            // (x_i + P·a_i − o)·R^-1 as o·(−R^-1) + x_i·R^-1 + a_i·P·R^-1.
             let r_inv = tables.p_inv[i].0;
-            be.linear_combination(
-                m,
-                o,
-                Some(m.neg(r_inv)),
-                &[xs[j].limb(i)],
-                &[r_inv],
-                &[m.bits()],
-            );
+            let keep = Some(m.neg(r_inv));
+            match adds.get(j) {
+                Some(a) => be.linear_combination(
+                    m,
+                    o,
+                    keep,
+                    &[xs[j].limb(i), a.limb(i)],
+                    &[r_inv, m.mul(p_mod_q[i], r_inv)],
+                    &[m.bits(); 2],
+                ),
+                None => be.linear_combination(m, o, keep, &[xs[j].limb(i)], &[r_inv], &[m.bits()]),
+            }
         }
     };
     let mut outs: Vec<RnsPoly> = xs
@@ -551,7 +645,7 @@ fn divide_out(
         .iter_mut()
         .enumerate()
         .flat_map(|(j, o)| {
-            split_groups(o.data_mut(), n)
+            split_groups(o.data_mut(), n, &vec![1; target.len()])
                 .into_iter()
                 .map(move |(first, limbs)| (j, first, limbs))
         })
@@ -581,19 +675,26 @@ fn check_ext(params: &Parameters, x: &RnsPoly, level: usize) -> Result<()> {
 /// tables, and the basis the result is over.
 type DividePlan<'a> = (Vec<usize>, &'a ModDownTables, &'a Arc<RnsBasis>);
 
-/// Checks each of `xs` against Q_l ∪ P at `level`, then divides them out
-/// together under `plan` ([`divide_out`]).
+/// Checks each of `xs` against Q_l ∪ P at `level` (and `adds` against
+/// Q_l), then divides them out together under `plan` ([`divide_out`]).
 fn divide_down<const K: usize>(
     params: &Parameters,
     level: usize,
     xs: [&RnsPoly; K],
+    adds: Option<[&RnsPoly; K]>,
     plan: for<'a> fn(&'a Parameters, usize) -> Result<DividePlan<'a>>,
 ) -> Result<[RnsPoly; K]> {
     for x in xs {
         check_ext(params, x, level)?;
     }
+    let adds: Vec<&RnsPoly> = adds.map_or(vec![], Vec::from);
+    for a in &adds {
+        if check_input(params, a)? != level {
+            return Err(RlweError::ParameterMismatch);
+        }
+    }
     let (removed, tables, target) = plan(params, level)?;
-    let out = divide_out(&xs, &removed, tables, target)?;
+    let out = divide_out(&xs, &adds, &removed, tables, target)?;
     Ok(out
         .try_into()
         .unwrap_or_else(|_| unreachable!("one output per input")))
@@ -601,7 +702,7 @@ fn divide_down<const K: usize>(
 
 /// ModDown: x over Q_l ∪ P (NTT) ↦ ≈ x / P over Q_l (NTT).
 pub fn mod_down(params: &Parameters, level: usize, x: &RnsPoly) -> Result<RnsPoly> {
-    let [y] = divide_down(params, level, [x], mod_down_plan)?;
+    let [y] = divide_down(params, level, [x], None, mod_down_plan)?;
     Ok(y)
 }
 
@@ -614,7 +715,7 @@ pub fn mod_down_pair(
     x0: &RnsPoly,
     x1: &RnsPoly,
 ) -> Result<(RnsPoly, RnsPoly)> {
-    let [y0, y1] = divide_down(params, level, [x0, x1], mod_down_plan)?;
+    let [y0, y1] = divide_down(params, level, [x0, x1], None, mod_down_plan)?;
     Ok((y0, y1))
 }
 
@@ -631,7 +732,7 @@ fn mod_down_plan(params: &Parameters, level: usize) -> Result<DividePlan<'_>> {
 /// Fused ModDown and rescale: x over Q_l ∪ P (NTT) ↦ ≈ x / (q_l·P) over
 /// Q_{l−1} (NTT), saving the NTTs of a separate rescale.
 pub fn mod_down_rescale(params: &Parameters, level: usize, x: &RnsPoly) -> Result<RnsPoly> {
-    let [y] = divide_down(params, level, [x], mod_down_rescale_plan)?;
+    let [y] = divide_down(params, level, [x], None, mod_down_rescale_plan)?;
     Ok(y)
 }
 
@@ -643,7 +744,20 @@ pub fn mod_down_rescale_pair(
     x0: &RnsPoly,
     x1: &RnsPoly,
 ) -> Result<(RnsPoly, RnsPoly)> {
-    let [y0, y1] = divide_down(params, level, [x0, x1], mod_down_rescale_plan)?;
+    let [y0, y1] = divide_down(params, level, [x0, x1], None, mod_down_rescale_plan)?;
+    Ok((y0, y1))
+}
+
+/// [`mod_down_rescale_pair`] of (x₀ + P·a₀, x₁ + P·a₁), for a₀, a₁ over
+/// Q_l (NTT): the degree-0 and degree-1 parts of a product folded into its
+/// relinearization, without a pass of their own.
+pub fn mod_down_rescale_pair_adding(
+    params: &Parameters,
+    level: usize,
+    [x0, x1]: [&RnsPoly; 2],
+    adds: [&RnsPoly; 2],
+) -> Result<(RnsPoly, RnsPoly)> {
+    let [y0, y1] = divide_down(params, level, [x0, x1], Some(adds), mod_down_rescale_plan)?;
     Ok((y0, y1))
 }
 
@@ -676,30 +790,16 @@ pub fn lift_times_p(params: &Parameters, x: &RnsPoly) -> Result<RnsPoly> {
         .enumerate()
     {
         let m = lt.q.moduli()[i];
-        let p_mod = pm.iter().fold(1u64, |a, p| m.mul(a, m.reduce(p.value())));
+        let p_mod = times_p(&m, pm);
         o.copy_from_slice(x.limb(i));
         be.mul_scalar(&m, o, p_mod);
     }
     Ok(out)
 }
 
-/// `acc += P·x` on the Q_l limbs of `acc` (over Q_l ∪ P, NTT), for x over
-/// Q_l (NTT): folds a Q_l term into a key-switching product before a fused
-/// [`mod_down`] or [`mod_down_rescale`].
-pub fn add_times_p_assign(params: &Parameters, acc: &mut RnsPoly, x: &RnsPoly) -> Result<()> {
-    let level = check_input(params, x)?;
-    check_ext(params, acc, level)?;
-    let n = params.n();
-    let pm = params.p_basis().moduli();
-    let moduli = params.q_at(level)?.moduli();
-    let work = |(i, o): (usize, &mut [u64])| {
-        let m = moduli[i];
-        let c = pm.iter().fold(1u64, |a, p| m.mul(a, m.reduce(p.value())));
-        default_backend().linear_combination(&m, o, Some(1), &[x.limb(i)], &[c], &[m.bits()]);
-    };
-    let q_part = &mut acc.data_mut()[..(level + 1) * n];
-    for_each_limb(q_part, n, work);
-    Ok(())
+/// P mod q for P the product of `p`.
+fn times_p(q: &Modulus, p: &[Modulus]) -> u64 {
+    p.iter().fold(1, |acc, p| q.mul(acc, q.reduce(p.value())))
 }
 
 /// Key switching of d (NTT over Q_l) with `key`: (c_0, c_1) over Q_l with
@@ -778,11 +878,13 @@ mod tests {
         assert_eq!(center_bits(4), 3);
     }
 
-    /// The groups cover every limb once, in order, at most TARGET_GROUP
-    /// each, and each half of the list (what rayon gives each of two
-    /// threads) holds half the limbs, to one.
+    /// The groups cover every limb once, in order (at most [`target_group`]
+    /// each under equal costs), and each half of the list (what rayon
+    /// gives each of two threads) holds half the work, to one limb's cost:
+    /// under equal costs and under a key switch's (the last limbs, P's,
+    /// converting one digit more).
     #[test]
-    fn limb_groups_cover_the_limbs_and_halve_evenly() {
+    fn limb_groups_cover_the_limbs_and_halve_the_work() {
         let n = PARALLEL_MIN_N;
         for threads in [1, 2, 3, 4] {
             let pool = rayon::ThreadPoolBuilder::new()
@@ -790,27 +892,40 @@ mod tests {
                 .build()
                 .unwrap();
             for limbs in 1..=80 {
-                let groups = pool.install(|| limb_groups(limbs, n));
-                let mut next = 0;
-                for g in &groups {
-                    assert_eq!(g.start, next, "{limbs} limbs on {threads} threads");
-                    assert!((1..=TARGET_GROUP).contains(&g.len()));
-                    next = g.end;
-                }
-                assert_eq!(next, limbs);
-                assert!(groups.len() >= limbs.div_ceil(TARGET_GROUP));
-                if limbs >= threads {
-                    assert_eq!(groups.len() % threads, 0, "{limbs} limbs on {threads}");
-                }
-                let half = groups.len() / 2;
-                let first: usize = groups[..half].iter().map(|g| g.len()).sum();
-                let second: usize = groups[half..].iter().map(|g| g.len()).sum();
-                if groups.len() % 2 == 0 {
-                    assert!(first.abs_diff(second) <= 1, "{limbs} limbs: {groups:?}");
+                let p_limbs = limbs / 5;
+                let uneven: Vec<u32> = (0..limbs)
+                    .map(|t| if t + p_limbs >= limbs { 20 } else { 17 })
+                    .collect();
+                for costs in [vec![1; limbs], uneven] {
+                    let groups = pool.install(|| limb_groups(&costs, n));
+                    let mut next = 0;
+                    for g in &groups {
+                        assert_eq!(g.start, next, "{limbs} limbs on {threads} threads");
+                        assert!(!g.is_empty());
+                        if costs[0] == 1 {
+                            let most = target_group(threads);
+                            assert!(g.len() <= most, "{limbs} limbs: {groups:?}");
+                        }
+                        next = g.end;
+                    }
+                    assert_eq!(next, limbs);
+                    assert!(groups.len() >= limbs.div_ceil(target_group(threads)));
+                    if limbs >= threads {
+                        assert_eq!(groups.len() % threads, 0, "{limbs} limbs on {threads}");
+                    }
+                    let half = groups.len() / 2;
+                    let work = |gs: &[std::ops::Range<usize>]| -> u32 {
+                        gs.iter().flat_map(|g| &costs[g.clone()]).sum()
+                    };
+                    if groups.len() % 2 == 0 {
+                        let (first, second) = (work(&groups[..half]), work(&groups[half..]));
+                        let most = *costs.iter().max().unwrap();
+                        assert!(first.abs_diff(second) <= most, "{limbs}: {groups:?}");
+                    }
                 }
             }
         }
         // One thread below the parallel size: fixed groups.
-        assert_eq!(limb_groups(9, 16).len(), 3);
+        assert_eq!(limb_groups(&[1; 9], 16).len(), 3);
     }
 }

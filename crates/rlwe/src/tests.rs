@@ -7,6 +7,7 @@ use hecloud_math::{Domain, RnsPoly};
 use crate::keys::galois_element_for_rotation;
 use crate::keyswitch::{
     key_switch_ext, lift_times_p, mod_down, mod_down_pair, mod_down_rescale, mod_down_rescale_pair,
+    mod_down_rescale_pair_adding,
 };
 use crate::params::tests::small;
 use crate::*;
@@ -277,6 +278,26 @@ fn paired_mod_downs_match_single_ones() {
         let (a, b) = mod_down_rescale_pair(&params, level, &ext.c0, &ext.c1).unwrap();
         assert_eq!(a, mod_down_rescale(&params, level, &ext.c0).unwrap());
         assert_eq!(b, mod_down_rescale(&params, level, &ext.c1).unwrap());
+        // Folding x + P·a into the division gives what adding P·a first
+        // does, bit for bit (a's limb at q_l is divided out with P).
+        let (a0, a1) = (
+            s.uniform_poly(params.q_at(level).unwrap(), Domain::Ntt),
+            s.uniform_poly(params.q_at(level).unwrap(), Domain::Ntt),
+        );
+        let plus_p = |x: &RnsPoly, a: &RnsPoly| x.add(&lift_times_p(&params, a).unwrap()).unwrap();
+        let (x0, x1) = (plus_p(&ext.c0, &a0), plus_p(&ext.c1, &a1));
+        let fused =
+            mod_down_rescale_pair_adding(&params, level, [&ext.c0, &ext.c1], [&a0, &a1]).unwrap();
+        assert_eq!(
+            fused,
+            mod_down_rescale_pair(&params, level, &x0, &x1).unwrap(),
+            "2^{log_n}"
+        );
+        let below = s.uniform_poly(params.q_at(level - 1).unwrap(), Domain::Ntt);
+        assert!(
+            mod_down_rescale_pair_adding(&params, level, [&ext.c0, &ext.c1], [&a0, &below])
+                .is_err()
+        );
         // Against exact big-integer division: ⌊x / P⌉ in every limb.
         let centered = |p: &RnsPoly| {
             let mut p = p.clone();
