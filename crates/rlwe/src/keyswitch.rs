@@ -30,7 +30,7 @@ use crate::params::{DigitTables, LevelTables, ModDownTables, Parameters};
 use crate::pool::{give, pooled_uninit, recycle, take};
 
 /// Below this many coefficients per limb, limb loops stay on one thread.
-const PARALLEL_MIN_N: usize = 1 << 11;
+pub(crate) const PARALLEL_MIN_N: usize = 1 << 11;
 
 /// Runs `work(limb_index, limb)` on every n-coefficient limb of `data`, on
 /// several threads from degree PARALLEL_MIN_N up.
@@ -147,14 +147,18 @@ const ROUND_CHUNK: usize = 1 << 12;
 /// of a base conversion, on several threads from degree PARALLEL_MIN_N up
 /// (it is a serial stretch of every key switch otherwise).
 fn round_sums(out: &mut [u64], limbs: &[&[u64]], inv: &[f64], n: usize) {
+    // Limb by limb over a chunk (the loops vectorize; coefficient by
+    // coefficient they did not), each sum in the same order as before.
     let work = |(chunk, o): (usize, &mut [u64])| {
         let base = chunk * ROUND_CHUNK;
-        for (c, e) in o.iter_mut().enumerate() {
-            let f: f64 = limbs
-                .iter()
-                .zip(inv)
-                .map(|(l, inv)| l[base + c] as f64 * inv)
-                .sum();
+        let mut sums = [0f64; ROUND_CHUNK];
+        let sums = &mut sums[..o.len()];
+        for (l, &inv) in limbs.iter().zip(inv) {
+            for (f, &x) in sums.iter_mut().zip(&l[base..base + o.len()]) {
+                *f += x as f64 * inv;
+            }
+        }
+        for (e, f) in o.iter_mut().zip(sums.iter()) {
             *e = f.round() as u64;
         }
     };
