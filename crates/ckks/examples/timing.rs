@@ -6,7 +6,7 @@
 //! The server and the benches keep freed memory in the C allocator
 //! (`hecloud_server::alloc::retain_freed_memory`); for the same figures
 //! here, run with
-//! `GLIBC_TUNABLES=glibc.malloc.mmap_threshold=33554432:glibc.malloc.trim_threshold=2147483647`.
+//! `GLIBC_TUNABLES=glibc.malloc.mmap_threshold=33554432:glibc.malloc.trim_threshold=2147483647:glibc.malloc.mmap_max=0:glibc.malloc.arena_max=1`.
 
 use std::time::Instant;
 

@@ -50,7 +50,7 @@ pub fn apply_galois(ct: &Ciphertext, gk: &GaloisKey) -> Result<Ciphertext> {
 /// of its c1 as it is: the key is held permuted by π⁻¹ (see `GaloisKey`),
 /// so c0 is added first and both results are moved by π, in one pass over
 /// the slots (the addition and two moves on their own were three passes
-/// and two reads of π: 6 % of a rotation on AVX2 at N = 2^16).
+/// and two reads of π, about 5 % of a rotation on AVX2 at N = 2^16).
 fn moved(ct: &Ciphertext, gk: &GaloisKey, k0: RnsPoly, k1: RnsPoly) -> Result<Ciphertext> {
     let c0 = &ct.polys()[0];
     let n = k0.degree();
