@@ -30,7 +30,7 @@ use crate::params::{DigitTables, LevelTables, ModDownTables, Parameters};
 use crate::pool::{give, pooled_uninit, recycle, take};
 
 /// Below this many coefficients per limb, limb loops stay on one thread.
-pub(crate) const PARALLEL_MIN_N: usize = 1 << 11;
+const PARALLEL_MIN_N: usize = 1 << 11;
 
 /// Runs `work(limb_index, limb)` on every n-coefficient limb of `data`, on
 /// several threads from degree PARALLEL_MIN_N up.
