@@ -116,8 +116,8 @@ fn ours(preset: BootPreset) -> anyhow::Result<Ours> {
         let pool = rayon::ThreadPoolBuilder::new()
             .num_threads(threads)
             .build()?;
-        // In the pool that is timed: each of its threads allocates from
-        // its own malloc arena, which the warm-up fills.
+        // In the pool that is timed: the warm-up fills its threads'
+        // buffer pools and the heap.
         for _ in 0..WARMUP {
             pool.install(|| boot.bootstrap(&eval, encapsulation.as_ref(), &ct))?;
         }
@@ -154,10 +154,10 @@ pub fn run(opts: &BenchOptions) -> anyhow::Result<()> {
     } else {
         (BootPreset::N16, 16, lattigo_boot::MIN_FREE_BYTES)
     };
-    let cores = rayon::current_num_threads();
     // As the server does by default (`retain_freed_memory` in its config),
-    // and as Go's runtime does for Lattigo.
+    // and as Go's runtime does for Lattigo; before the thread pool exists.
     let retained = hecloud_server::alloc::retain_freed_memory();
+    let cores = rayon::current_num_threads();
     println!(
         "CKKS bootstrapping at N = 2^{logn}, ours ({}, backend {}, freed memory retained: {retained}) vs Lattigo v6.2.0 on {}; one thread each, then {cores}",
         preset.name(),

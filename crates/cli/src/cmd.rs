@@ -156,6 +156,10 @@ pub fn serve(a: ServeArgs) -> anyhow::Result<()> {
             token_blake3: None,
         });
     }
+    // Before the runtime's threads exist (see `retain_freed_memory`).
+    if config.retain_freed_memory {
+        hecloud_server::alloc::retain_freed_memory();
+    }
     runtime()?.block_on(async move {
         let server = hecloud_server::start(config).await?;
         eprintln!("hecloud serving on {}", server.url());

@@ -148,7 +148,7 @@ const ROUND_CHUNK: usize = 1 << 12;
 /// (it is a serial stretch of every key switch otherwise).
 fn round_sums(out: &mut [u64], limbs: &[&[u64]], inv: &[f64], n: usize) {
     // Limb by limb over a chunk (the loops vectorize; coefficient by
-    // coefficient they did not), each sum in the same order as before.
+    // coefficient they did not), each sum taken over the limbs in order.
     let work = |(chunk, o): (usize, &mut [u64])| {
         let base = chunk * ROUND_CHUNK;
         let mut sums = [0f64; ROUND_CHUNK];
@@ -241,7 +241,9 @@ const TARGET_GROUP: usize = 4;
 /// group's digit limbs (10 MiB for 4 targets at N = 2^16), and two
 /// threads' groups of 4 with the shared sources (16 MiB) overflowed a
 /// 32 MiB L3. Measured at N = 2^16 on two threads: the product 48.7 →
-/// 47.6 ms; one thread unchanged within noise.
+/// 47.6 ms; one thread unchanged within noise. Every limb-group loop
+/// takes it (the decomposition, the hoisted product and ModDown hold no
+/// such scratch; their groups only set the tasks).
 fn target_group(threads: usize) -> usize {
     if threads > 1 {
         TARGET_GROUP - 1
@@ -280,7 +282,7 @@ fn limb_groups(costs: &[u32], n: usize) -> Vec<std::ops::Range<usize>> {
         .next_multiple_of(threads)
         .min(limbs)
         .max(1);
-    // Running cost before each limb (cost ≥ 1 each, so cuts are distinct).
+    // Running cost before each limb (a zero cost counts as 1).
     let mut before = vec![0u64; limbs + 1];
     for (i, &c) in costs.iter().enumerate() {
         before[i + 1] = before[i] + u64::from(c.max(1));
@@ -288,13 +290,14 @@ fn limb_groups(costs: &[u32], n: usize) -> Vec<std::ops::Range<usize>> {
     let total = before[limbs];
     let mut cuts = vec![0];
     for i in 1..count {
-        let goal = total * i as u64 / count as u64;
+        // Distances scaled by the count: the goal total·i/count exactly.
+        let goal = total * i as u64;
         let prev = cuts[i - 1];
         // The limb boundary nearest the goal, leaving each group a limb.
         let lo = prev + 1;
         let hi = limbs - (count - i);
         let k = (lo..=hi)
-            .min_by_key(|&k| before[k].abs_diff(goal))
+            .min_by_key(|&k| (before[k] * count as u64).abs_diff(goal))
             .unwrap_or(lo);
         cuts.push(k);
     }
@@ -780,8 +783,9 @@ fn mod_down_rescale_plan(params: &Parameters, level: usize) -> Result<DividePlan
     Ok((removed, tables, params.q_at(level - 1)?))
 }
 
-/// Lifts x over Q_l (NTT) to P·x over Q_l ∪ P (zero on the P limbs), so it
-/// can be added to an [`ExtPair`] component before a fused ModDown.
+/// Lifts x over Q_l (NTT) to P·x over Q_l ∪ P (zero on the P limbs), for a
+/// ModDown (or [`mod_down_rescale`]) of x itself: BGV's modulus switch. A
+/// sum with a key-switching product is [`mod_down_rescale_pair_adding`].
 pub fn lift_times_p(params: &Parameters, x: &RnsPoly) -> Result<RnsPoly> {
     let level = check_input(params, x)?;
     let lt = params.level(level)?;
@@ -900,13 +904,24 @@ mod tests {
                 let uneven: Vec<u32> = (0..limbs)
                     .map(|t| if t + p_limbs >= limbs { 20 } else { 17 })
                     .collect();
-                for costs in [vec![1; limbs], uneven] {
+                // A decomposed digit: its own limbs (here a middle run) copies.
+                let digit: Vec<u32> = (0..limbs)
+                    .map(|t| {
+                        if (limbs / 3..limbs / 2).contains(&t) {
+                            1
+                        } else {
+                            12
+                        }
+                    })
+                    .collect();
+                let zeros = vec![0; limbs];
+                for costs in [vec![1; limbs], uneven, digit, zeros] {
                     let groups = pool.install(|| limb_groups(&costs, n));
                     let mut next = 0;
                     for g in &groups {
                         assert_eq!(g.start, next, "{limbs} limbs on {threads} threads");
                         assert!(!g.is_empty());
-                        if costs[0] == 1 {
+                        if costs.iter().all(|&c| c <= 1) {
                             let most = target_group(threads);
                             assert!(g.len() <= most, "{limbs} limbs: {groups:?}");
                         }
@@ -919,11 +934,14 @@ mod tests {
                     }
                     let half = groups.len() / 2;
                     let work = |gs: &[std::ops::Range<usize>]| -> u32 {
-                        gs.iter().flat_map(|g| &costs[g.clone()]).sum()
+                        gs.iter()
+                            .flat_map(|g| &costs[g.clone()])
+                            .map(|&c| c.max(1))
+                            .sum()
                     };
                     if groups.len() % 2 == 0 {
                         let (first, second) = (work(&groups[..half]), work(&groups[half..]));
-                        let most = *costs.iter().max().unwrap();
+                        let most = costs.iter().map(|&c| c.max(1)).max().unwrap();
                         assert!(first.abs_diff(second) <= most, "{limbs}: {groups:?}");
                     }
                 }

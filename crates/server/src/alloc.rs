@@ -21,8 +21,11 @@
 /// result freed on a worker thread came back as fresh pages on the next
 /// operation (measured at N = 2^16: a rotation on a worker thread after a
 /// few multiplications faulted 17.5 MB every time; two threads: rotation
-/// 62–69 → 52–61 ms median, product 55–72 → 53–62 ms). Returns whether
-/// the allocator accepted it (always false off glibc).
+/// 62–69 → 52–61 ms median, product 55–72 → 53–62 ms). glibc fixes its
+/// arena limit when a second arena is first needed, and a thread keeps
+/// the arena it has: call this before the process starts other threads
+/// (a thread pool or an async runtime), or the arena limit has no effect.
+/// Returns whether the allocator accepted it (always false off glibc).
 ///
 /// The same settings can be given to any process from outside, without
 /// this call: `GLIBC_TUNABLES=glibc.malloc.mmap_threshold=33554432:glibc.malloc.trim_threshold=2147483647:glibc.malloc.mmap_max=0:glibc.malloc.arena_max=1`.

@@ -141,7 +141,10 @@ impl RunningServer {
 }
 
 /// Opens the store, recovers interrupted jobs and starts serving. Must be
-/// called inside a multi-threaded tokio runtime.
+/// called inside a multi-threaded tokio runtime. With
+/// `retain_freed_memory` on, call [`alloc::retain_freed_memory`] before
+/// building the runtime as well (as `hecloud serve` does): its arena
+/// limit only holds for threads that have not allocated yet.
 pub async fn start(config: ServerConfig) -> Result<RunningServer> {
     config.validate()?;
     hecloud_protocol::rpc::install_tls_provider();

@@ -179,7 +179,9 @@ fn constant(w: u64, q: u64) -> (D, D) {
     (splat(w as f64), splat(w as f64 / q as f64))
 }
 
-/// The NTT twiddles as f64 with their quotients w/q, built on first use.
+/// The NTT twiddles as f64 with their quotients w/q, built on first use;
+/// the last n/2 (the gap-1 stage's) in the order [`pair_stage_order`]
+/// gives them, not the table's.
 #[derive(Debug, Clone)]
 pub(crate) struct FpTwiddles {
     fwd_w: Vec<f64>,
@@ -259,7 +261,7 @@ fn load_f64(s: &[f64]) -> D {
     unsafe { _mm256_loadu_pd(s.as_ptr()) }
 }
 
-/// 16 values of `a` from `at`, transposed: vector j holds value j of four
+/// The first 16 values of `a`, transposed: vector j holds value j of four
 /// consecutive groups of four (`U64`: entries are u64, else f64 bits).
 #[inline]
 #[target_feature(enable = "avx2,fma")]
