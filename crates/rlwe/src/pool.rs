@@ -18,11 +18,13 @@ thread_local! {
 pub(crate) fn take(len: usize) -> Vec<u64> {
     let buf = POOL.with(|p| {
         let mut p = p.borrow_mut();
+        // The smallest that holds `len` initialized residues already, else
+        // the smallest with room (extended with zeros: a pass of its own).
         let best = p
             .iter()
             .enumerate()
             .filter(|(_, b)| b.capacity() >= len)
-            .min_by_key(|(_, b)| b.capacity())
+            .min_by_key(|(_, b)| (b.len() < len, b.capacity()))
             .map(|(i, _)| i);
         best.map(|i| p.swap_remove(i))
     });
