@@ -305,13 +305,17 @@ fn limb_groups(costs: &[u32], n: usize) -> Vec<std::ops::Range<usize>> {
     cuts.windows(2).map(|w| w[0]..w[1]).collect()
 }
 
-/// `data`'s n-coefficient limbs cut along [`limb_groups`] of `costs`
-/// (one per limb): (first limb, the group's limbs).
-fn split_groups<'a>(data: &'a mut [u64], n: usize, costs: &[u32]) -> Vec<(usize, &'a mut [u64])> {
-    debug_assert_eq!(data.len(), costs.len() * n, "one cost per limb");
+/// `data`'s n-coefficient limbs cut along `groups` (from
+/// [`limb_groups`]): (first limb, the group's limbs).
+fn split_groups<'a>(
+    data: &'a mut [u64],
+    n: usize,
+    groups: &[std::ops::Range<usize>],
+) -> Vec<(usize, &'a mut [u64])> {
+    debug_assert_eq!(data.len(), groups.last().map_or(0, |g| g.end) * n);
     let mut rest = data;
-    limb_groups(costs, n)
-        .into_iter()
+    groups
+        .iter()
         .map(|r| {
             let (group, tail) = std::mem::take(&mut rest).split_at_mut(r.len() * n);
             rest = tail;
@@ -326,7 +330,7 @@ fn for_each_limb_group<F>(data: &mut [u64], n: usize, costs: &[u32], work: F)
 where
     F: Fn(usize, &mut [u64]) + Sync + Send,
 {
-    let groups = split_groups(data, n, costs);
+    let groups = split_groups(data, n, &limb_groups(costs, n));
     if n >= PARALLEL_MIN_N {
         groups.into_par_iter().for_each(|(i, g)| work(i, g));
     } else {
@@ -347,9 +351,10 @@ fn for_each_target<F>(
 ) where
     F: Fn(usize, &mut [u64], &mut [u64], &mut Scratch) + Sync + Send,
 {
-    let groups: Vec<_> = split_groups(out0.data_mut(), n, costs)
+    let cuts = limb_groups(costs, n);
+    let groups: Vec<_> = split_groups(out0.data_mut(), n, &cuts)
         .into_iter()
-        .zip(split_groups(out1.data_mut(), n, costs))
+        .zip(split_groups(out1.data_mut(), n, &cuts))
         .map(|((t0, a), (_, b))| (t0, a, b))
         .collect();
     if n >= PARALLEL_MIN_N {
@@ -648,11 +653,12 @@ fn divide_out(
         .map(|_| pooled_uninit(target, Domain::Ntt))
         .collect();
     // The target limbs' groups, of every input.
+    let cuts = limb_groups(&vec![1; target.len()], n);
     let groups: Vec<(usize, usize, &mut [u64])> = outs
         .iter_mut()
         .enumerate()
         .flat_map(|(j, o)| {
-            split_groups(o.data_mut(), n, &vec![1; target.len()])
+            split_groups(o.data_mut(), n, &cuts)
                 .into_iter()
                 .map(move |(first, limbs)| (j, first, limbs))
         })

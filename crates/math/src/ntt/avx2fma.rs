@@ -261,6 +261,13 @@ fn load_f64(s: &[f64]) -> D {
     unsafe { _mm256_loadu_pd(s.as_ptr()) }
 }
 
+/// Twiddles `i .. i + LANES` of `w` with their quotients from `wq`.
+#[inline]
+#[target_feature(enable = "avx2,fma")]
+fn twiddles_at(w: &[f64], wq: &[f64], i: usize) -> (D, D) {
+    (load_f64(&w[i..]), load_f64(&wq[i..]))
+}
+
 /// The first 16 values of `a`, transposed: vector j holds value j of four
 /// consecutive groups of four (`U64`: entries are u64, else f64 bits).
 #[inline]
@@ -380,16 +387,11 @@ fn fwd_last_stages<const R2: bool>(tw: &FpTwiddles, k: &Q, a: &mut [u64], n: usi
     for (b, vals) in a.chunks_exact_mut(4 * LANES).enumerate() {
         let g = (start + b * 4 * LANES) / 4;
         let x = load_groups::<false>(vals);
-        let (w2, wq2) = (
-            load_f64(&tw.fwd_w[n / 4 + g..]),
-            load_f64(&tw.fwd_wq[n / 4 + g..]),
-        );
+        let (w, wq) = (&tw.fwd_w[..], &tw.fwd_wq[..]);
         let e = n / 2 + 2 * g;
-        let (w1, wq1) = (load_f64(&tw.fwd_w[e..]), load_f64(&tw.fwd_wq[e..]));
-        let (w3, wq3) = (
-            load_f64(&tw.fwd_w[e + LANES..]),
-            load_f64(&tw.fwd_wq[e + LANES..]),
-        );
+        let (w2, wq2) = twiddles_at(w, wq, n / 4 + g);
+        let (w1, wq1) = twiddles_at(w, wq, e);
+        let (w3, wq3) = twiddles_at(w, wq, e + LANES);
         let (u0, u1) = if R2 {
             (k.reduce(x[0]), k.reduce(x[1]))
         } else {
@@ -526,16 +528,11 @@ fn inv_first_stages(tw: &FpTwiddles, k: &Q, a: &mut [u64], n: usize, start: usiz
     for (b, vals) in a.chunks_exact_mut(4 * LANES).enumerate() {
         let g = (start + b * 4 * LANES) / 4;
         let x = load_groups::<true>(vals);
+        let (w, wq) = (&tw.inv_w[..], &tw.inv_wq[..]);
         let e = n / 2 + 2 * g;
-        let (w0, wq0) = (load_f64(&tw.inv_w[e..]), load_f64(&tw.inv_wq[e..]));
-        let (w1, wq1) = (
-            load_f64(&tw.inv_w[e + LANES..]),
-            load_f64(&tw.inv_wq[e + LANES..]),
-        );
-        let (w2, wq2) = (
-            load_f64(&tw.inv_w[n / 4 + g..]),
-            load_f64(&tw.inv_wq[n / 4 + g..]),
-        );
+        let (w0, wq0) = twiddles_at(w, wq, e);
+        let (w1, wq1) = twiddles_at(w, wq, e + LANES);
+        let (w2, wq2) = twiddles_at(w, wq, n / 4 + g);
         let y0 = k.reduce(add(x[0], x[1]));
         let y1 = mul_const(sub(x[0], x[1]), w0, wq0, k.q);
         let y2 = k.reduce(add(x[2], x[3]));
