@@ -1227,7 +1227,15 @@ mod tests {
     #[test]
     fn simd_backends_match_scalar_at_large_degrees() {
         for b in available().iter().skip(1) {
-            for (log_n, bits) in [(16, 60), (17, 60), (16, 50), (17, 50), (17, 49)] {
+            for (log_n, bits) in [
+                (16, 61),
+                (17, 61),
+                (16, 60),
+                (17, 60),
+                (16, 50),
+                (17, 50),
+                (17, 49),
+            ] {
                 let n = 1 << log_n;
                 let q = crate::prime::ntt_primes(bits, n, 1, &[]).unwrap()[0];
                 let t = NttTable::new(q, n).unwrap();

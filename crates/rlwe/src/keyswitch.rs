@@ -143,6 +143,9 @@ fn digit_centers(lt: &LevelTables, y: &[u64], n: usize) -> Vec<u64> {
 /// Coefficients per task of [`round_sums`] on several threads.
 const ROUND_CHUNK: usize = 1 << 12;
 
+/// 2^52: the f64 whose last mantissa place is 1.
+const ROUND_SHIFT: f64 = (1u64 << 52) as f64;
+
 /// out_c = round(Σ_k limbs_k\[c\]·inv_k) per coefficient c: the centering
 /// of a base conversion, on several threads from degree PARALLEL_MIN_N up
 /// (it is a serial stretch of every key switch otherwise).
@@ -158,8 +161,12 @@ fn round_sums(out: &mut [u64], limbs: &[&[u64]], inv: &[f64], n: usize) {
                 *f += x as f64 * inv;
             }
         }
+        // The sums lie in [0, limbs): adding 2^52 rounds them to the
+        // nearest integer in the mantissa's last place (ties to even, where
+        // the sum's own floating-point error is larger than a tie's
+        // distance), in vector registers; `f64::round` is a call per value.
         for (e, f) in o.iter_mut().zip(sums.iter()) {
-            *e = f.round() as u64;
+            *e = (f + ROUND_SHIFT).to_bits() - ROUND_SHIFT.to_bits();
         }
     };
     if n >= PARALLEL_MIN_N {
@@ -890,6 +897,40 @@ mod tests {
         }
         assert_eq!(center_bits(1), 1);
         assert_eq!(center_bits(4), 3);
+    }
+
+    /// round_sums rounds each sum to the nearest integer, as `f64::round`
+    /// of the same sum does away from ties: random residues of 50- to
+    /// 61-bit moduli, over 1 to 12 limbs and a length with a partial chunk.
+    #[test]
+    fn centering_terms_round_to_nearest() {
+        let mut rng = hecloud_math::testing::sampler();
+        let n = ROUND_CHUNK + 37;
+        for limbs in 1..=12usize {
+            let qs: Vec<u64> = (0..limbs)
+                .map(|i| (1u64 << (50 + i % 12)) - 1 - 2 * i as u64)
+                .collect();
+            let inv: Vec<f64> = qs.iter().map(|&q| 1.0 / q as f64).collect();
+            let ys: Vec<Vec<u64>> = qs
+                .iter()
+                .map(|&q| (0..n).map(|_| rng.uniform_mod(q)).collect())
+                .collect();
+            let refs: Vec<&[u64]> = ys.iter().map(Vec::as_slice).collect();
+            let mut v = vec![0u64; n];
+            round_sums(&mut v, &refs, &inv, n);
+            let mut checked = 0;
+            for (c, &got) in v.iter().enumerate() {
+                let sum = ys
+                    .iter()
+                    .zip(&inv)
+                    .fold(0.0, |s, (y, i)| s + y[c] as f64 * i);
+                if (sum - sum.floor() - 0.5).abs() > 1e-9 {
+                    assert_eq!(got, sum.round() as u64, "{limbs} limbs, coefficient {c}");
+                    checked += 1;
+                }
+            }
+            assert!(checked > n - 10, "{limbs} limbs: {checked} checked");
+        }
     }
 
     /// The groups cover every limb once, in order (at most [`target_group`]

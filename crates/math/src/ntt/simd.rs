@@ -53,8 +53,9 @@ macro_rules! simd_ntt_kernels {
         /// A product by a constant with its Shoup companion: Shoup's, below
         /// 2q, or the loose one (a quotient estimate with fewer 32-bit
         /// products), below 4q. The NTTs take the loose one for moduli
-        /// below `LOOSE_MAX_MODULUS` (their lazy values then reach
-        /// 16q < 2^64), the linear combinations below 2^61 (8q). Q1: q ≡ 1
+        /// below `LOOSE_MAX_MODULUS` (their lazy values then reach 16q, or
+        /// 8q from 2^60 on: [`FwdPlan`]), the linear combinations below
+        /// 2^61 (8q). Q1: q ≡ 1
         /// mod 2^32 ([`crate::prime::ntt_primes`] above 50 bits), which
         /// makes the quotient's multiple of q cheaper.
         #[inline]
@@ -161,7 +162,11 @@ macro_rules! simd_ntt_kernels {
 
         impl<const LOOSE: bool, const Q1: bool> FwdPlan<LOOSE, Q1> {
             fn new(q: u64) -> Self {
-                let cap = if LOOSE {
+                // 16q < 2^64 below 2^60; from there to 2^61 the loose
+                // products' 4q bound leaves a stage only 8q, so it reduces
+                // X at every stage (one comparison) where the exact product
+                // reduced it every other one.
+                let cap = if LOOSE && q < (1 << 60) {
                     16
                 } else if q < (1 << 61) {
                     LAZY_CAP
@@ -558,6 +563,23 @@ macro_rules! simd_linear_kernels {
             o0: &mut [u64],
             o1: &mut [u64],
         ) {
+            let q = m.value();
+            super::simd::with_product!(
+                q,
+                q < 1 << 61,
+                dot_product_pair_wide_with(m, s, b, a, o0, o1)
+            )
+        }
+
+        #[target_feature(enable = $feat)]
+        fn dot_product_pair_wide_with<const LOOSE: bool, const Q1: bool>(
+            m: &crate::Modulus,
+            s: &[&[u64]],
+            b: &[&[u64]],
+            a: &[&[u64]],
+            o0: &mut [u64],
+            o1: &mut [u64],
+        ) {
             const RUN: usize = 15;
             let fold = WideFold::new(m);
             let whole = o0.len() / LANES * LANES;
@@ -571,8 +593,8 @@ macro_rules! simd_linear_kernels {
                         sum0.add_product(load(&b[j][c..]), y, yh);
                         sum1.add_product(load(&a[j][c..]), y, yh);
                     }
-                    r0 = sum0.fold(&fold);
-                    r1 = sum1.fold(&fold);
+                    r0 = sum0.fold::<LOOSE, Q1>(&fold);
+                    r1 = sum1.fold::<LOOSE, Q1>(&fold);
                 }
                 store(&mut o0[c..], r0);
                 store(&mut o1[c..], r1);
@@ -589,13 +611,24 @@ macro_rules! simd_linear_kernels {
             b: &[u64],
             acc: &mut [u64],
         ) {
+            let q = m.value();
+            super::simd::with_product!(q, q < 1 << 61, mul_add_pointwise_wide_with(m, a, b, acc))
+        }
+
+        #[target_feature(enable = $feat)]
+        fn mul_add_pointwise_wide_with<const LOOSE: bool, const Q1: bool>(
+            m: &crate::Modulus,
+            a: &[u64],
+            b: &[u64],
+            acc: &mut [u64],
+        ) {
             let fold = WideFold::new(m);
             let whole = acc.len() / LANES * LANES;
             for c in (0..whole).step_by(LANES) {
                 let y = load(&b[c..]);
                 let mut sum = WideSum::from(load(&acc[c..]));
                 sum.add_product(load(&a[c..]), y, swap32(y));
-                store(&mut acc[c..], sum.fold(&fold));
+                store(&mut acc[c..], sum.fold::<LOOSE, Q1>(&fold));
             }
         }
 
@@ -611,13 +644,14 @@ macro_rules! simd_linear_kernels {
         }
 
         /// Constants of [`WideSum::fold`]: 1, 2^32 and 2^64 mod q with
-        /// their Shoup companions, q and 2q.
+        /// their Shoup companions, q, 2q and 4q.
         struct WideFold {
             one: (V, V),
             w32: (V, V),
             w64: (V, V),
             q: V,
             q2: V,
+            q4: V,
         }
 
         impl WideFold {
@@ -633,6 +667,7 @@ macro_rules! simd_linear_kernels {
                     w64: weight(((1u128 << 64) % u128::from(q)) as u64),
                     q: splat(q),
                     q2: splat(2 * q),
+                    q4: splat(4 * q),
                 }
             }
         }
@@ -662,15 +697,22 @@ macro_rules! simd_linear_kernels {
                 self.t2 = add(self.t2, add(high32(cross), mul32(xh, yh)));
             }
 
-            /// The sum mod q, in [0, q): each part times its weight by a lazy
-            /// Shoup product (below 2q), added with conditional subtractions
-            /// (4q < 2^64).
+            /// The sum mod q, in [0, q): each part times its weight by a
+            /// [`mul_twiddle`] product (below m·q, m = 4 for LOOSE, which
+            /// needs q < 2^61, else 2), added with conditional subtractions
+            /// of m·q (2m·q < 2^64). The loose products: a 61-bit
+            /// `mul_add_pointwise` on AVX2 1.95 → 1.62 ns per coefficient.
             #[inline]
             #[target_feature(enable = $feat)]
-            fn fold(self, f: &WideFold) -> V {
-                let part = |t: V, (w, ws): (V, V)| mul_shoup_lazy::<false>(t, w, ws, f.q);
-                let r = csub(add(part(self.t0, f.one), part(self.t1, f.w32)), f.q2);
-                csub(csub(add(r, part(self.t2, f.w64)), f.q2), f.q)
+            fn fold<const LOOSE: bool, const Q1: bool>(self, f: &WideFold) -> V {
+                let part = |t: V, (w, ws): (V, V)| mul_twiddle::<LOOSE, Q1>(t, w, ws, f.q);
+                let mq = if LOOSE { f.q4 } else { f.q2 };
+                let r = csub(add(part(self.t0, f.one), part(self.t1, f.w32)), mq);
+                let mut r = csub(add(r, part(self.t2, f.w64)), mq);
+                if LOOSE {
+                    r = csub(r, f.q2);
+                }
+                csub(r, f.q)
             }
         }
     };
@@ -681,8 +723,8 @@ pub(crate) use simd_linear_kernels;
 /// Checks a backend's `mul_shoup_loose`, given as the lanes of one
 /// product of splatted (x, w, ws, q) with its `Q1` (taken for the primes
 /// ≡ 1 mod 2^32 and never for the others): congruent to x·w and below 4q,
-/// for q NTT primes of 50 to 61 bits (the NTTs take it below 2^60, the
-/// linear combinations below 2^61) of both forms, w and x at their edges
+/// for q NTT primes of 50 to 61 bits (the NTTs and linear combinations
+/// take it below 2^61) of both forms, w and x at their edges
 /// (x anywhere in 64 bits: lazy values reach 16q) and random.
 #[cfg(test)]
 pub(super) fn check_loose_products(product: impl Fn(u64, u64, u64, u64, bool) -> Vec<u64>) {
