@@ -8,6 +8,7 @@ use std::sync::Arc;
 
 use hecloud_math::{Domain, MathError, RnsPoly, backend::default_backend};
 use hecloud_rlwe::keyswitch::{key_switch_ext, mod_down_rescale_pair_adding};
+use hecloud_rlwe::ops::GaloisSum;
 use hecloud_rlwe::pool::{pooled_uninit, recycle};
 use hecloud_rlwe::{Ciphertext, GaloisKeys, Plaintext, RelinearizationKey, RlweError, ops};
 use num_complex::Complex64;
@@ -30,6 +31,37 @@ pub struct EvaluationKeys {
     pub relin: Option<RelinearizationKey>,
     /// Galois keys (rotations, conjugation).
     pub galois: GaloisKeys,
+}
+
+/// A sum of rotated ciphertexts, rescaled at the end
+/// ([`Evaluator::add_rotation`], [`Evaluator::rescale_rotation_sum`]):
+/// the rotations' key switches share one ModDown, fused with the rescale
+/// ([`hecloud_rlwe::ops::GaloisSum`]), where rotating each term, adding
+/// and rescaling takes a ModDown per rotation and the rescale's own
+/// transforms.
+///
+/// ```
+/// use hecloud_ckks::{*, evaluator::RotationSum, params::test_literal};
+/// let params = CkksParameters::new_insecure_for_tests(test_literal(10, 2), 40).unwrap();
+/// let keys = KeySet::generate(&params, &[1, 2], false).unwrap();
+/// let (enc, eval) = (Encoder::new(&params), Evaluator::new(&params, keys.evaluation_keys()));
+/// let x: Vec<f64> = (0..512).map(|i| i as f64 / 512.0).collect();
+/// let pt = enc.encode_real(&x, 2, params.default_scale()).unwrap();
+/// // Raised by q_2 (as by a plaintext product), which the rescale divides out.
+/// let ct = eval.mul_const_raw(&keys.encrypt(&pt).unwrap(), 1.0, params.q_f64(2)).unwrap();
+/// let mut sum = RotationSum::default();
+/// for k in [0, 1, 2] {
+///     eval.add_rotation(&mut sum, &ct, k).unwrap();
+/// }
+/// let out = eval.rescale_rotation_sum(sum).unwrap();
+/// assert_eq!(out.level(), 1);
+/// let got = enc.decode_real(&keys.decrypt(&out).unwrap()).unwrap();
+/// assert!((got[0] - (x[0] + x[1] + x[2])).abs() < 1e-6);
+/// ```
+#[derive(Debug, Default)]
+pub struct RotationSum {
+    sum: GaloisSum,
+    shape: Option<CtShape>,
 }
 
 /// Homomorphic operations on CKKS ciphertexts.
@@ -472,6 +504,41 @@ impl Evaluator {
         let key = self.keys.galois.get(self.planner().conjugation_key())?;
         self.planner().conjugate(&CtShape::of(ct))?;
         Ok(ops::apply_galois(ct, key)?)
+    }
+
+    /// Adds `ct` rotated left by `k` to `sum` (refused as [`Self::rotate`]
+    /// and [`Self::add`] would refuse; every term at the first's level).
+    pub fn add_rotation(&self, sum: &mut RotationSum, ct: &Ciphertext, k: i64) -> Result<()> {
+        self.check(ct)?;
+        let planner = self.planner();
+        let rotated = planner.rotate(&CtShape::of(ct), k)?.out;
+        let shape = match &sum.shape {
+            None => rotated,
+            Some(s) => planner.add(s, &rotated)?.out,
+        };
+        let key = match planner.rotation_key(k) {
+            Some(g) => Some(self.keys.galois.get(g)?),
+            None => None,
+        };
+        sum.sum.add(ct, key)?;
+        sum.shape = Some(shape);
+        Ok(())
+    }
+
+    /// The sum of `sum`'s rotated terms, rescaled (one level down, the
+    /// scale divided by the level's prime, as [`Self::rescale`]).
+    pub fn rescale_rotation_sum(&self, sum: RotationSum) -> Result<Ciphertext> {
+        let shape = sum
+            .shape
+            .ok_or_else(|| CkksError::ValueOutOfRange("an empty sum of rotations".into()))?;
+        let out = self.planner().rescale(&shape)?.out;
+        let (c0, c1) = sum.sum.finish_rescaled()?;
+        Ok(Ciphertext::new(
+            self.params.rlwe(),
+            vec![c0, c1],
+            out.level,
+            out.scale,
+        )?)
     }
 
     /// Several rotations of one ciphertext, decomposing it once (hoisting).

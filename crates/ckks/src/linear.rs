@@ -46,7 +46,7 @@ use num_complex::Complex64;
 
 use crate::encoder::Encoder;
 use crate::error::{CkksError, Result};
-use crate::evaluator::Evaluator;
+use crate::evaluator::{Evaluator, RotationSum};
 
 /// A slots × slots complex matrix by its nonzero diagonals, and the
 /// baby-step count its evaluation uses.
@@ -364,7 +364,9 @@ impl LinearTransform {
             false => None,
         };
         let mut kept = kept.as_ref().map(|k| k.plaintexts.iter());
-        let mut total: Option<Ciphertext> = None;
+        // The giant steps' rotations share one ModDown, fused with the
+        // rescale.
+        let mut total = RotationSum::default();
         for (g, terms) in self.giant_steps() {
             let mut inner: Option<Ciphertext> = None;
             for (j, v) in terms {
@@ -385,13 +387,9 @@ impl LinearTransform {
                 }
             }
             let inner = inner.expect("a giant step has a term");
-            let step = eval.rotate(&inner, g as i64)?;
-            match total.as_mut() {
-                None => total = Some(step),
-                Some(acc) => eval.add_assign(acc, &step)?,
-            }
+            eval.add_rotation(&mut total, &inner, g as i64)?;
         }
-        let mut out = eval.rescale(&total.expect("a diagonal exists"))?;
+        let mut out = eval.rescale_rotation_sum(total)?;
         out.set_scale(out_scale);
         Ok(out)
     }

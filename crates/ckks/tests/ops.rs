@@ -401,6 +401,75 @@ fn rotations_conjugation_and_sums_match_plaintext() {
     assert!(bare.conjugate(&ca).is_err());
 }
 
+/// A sum of rotations rescaled with one ModDown for all its key switches
+/// (`RotationSum`) against the plaintext and against rotating, adding and
+/// rescaling term by term; then the refusals.
+#[test]
+fn a_rescaled_sum_of_rotations_matches_plaintext() {
+    let f = fixture();
+    let slots = f.params.slots();
+    let (a, b) = (random_vec(slots, 1.0), random_vec(slots, 1.0));
+    // Raised by q_3 first, as a linear transform's diagonal products are,
+    // so that the rescale brings them back to the default scale.
+    let q3 = f.params.q_f64(3);
+    let raise = |x: &[Complex64]| f.eval.mul_const_raw(&f.encrypt(x, 3), 1.0, q3).unwrap();
+    let (ca, cb) = (raise(&a), raise(&b));
+    let rot = |x: &[Complex64], k: i64| -> Vec<Complex64> {
+        (0..slots)
+            .map(|i| x[(i as i64 + k).rem_euclid(slots as i64) as usize])
+            .collect()
+    };
+    let terms = [(&ca, &a, 1), (&cb, &b, 7), (&cb, &b, 0), (&ca, &a, -5)];
+    let mut want = vec![Complex64::default(); slots];
+    let mut sum = evaluator::RotationSum::default();
+    let mut separate: Option<hecloud_rlwe::Ciphertext> = None;
+    for (ct, x, k) in terms {
+        for (w, v) in want.iter_mut().zip(rot(x, k)) {
+            *w += v;
+        }
+        f.eval.add_rotation(&mut sum, ct, k).unwrap();
+        let r = f.eval.rotate(ct, k).unwrap();
+        separate = Some(match separate {
+            None => r,
+            Some(s) => f.eval.add(&s, &r).unwrap(),
+        });
+    }
+    let fused = f.eval.rescale_rotation_sum(sum).unwrap();
+    let separate = f.eval.rescale(&separate.unwrap()).unwrap();
+    assert_eq!(
+        (fused.level(), fused.scale()),
+        (separate.level(), separate.scale())
+    );
+    f.check(&want, &separate, 26.0, "rotations added, then rescaled");
+    f.check(&want, &fused, 26.0, "rotations rescaled with one ModDown");
+    // Refusals: nothing to sum, a term at another level or scale, a
+    // rotation without a key, no level to rescale.
+    assert!(matches!(
+        f.eval
+            .rescale_rotation_sum(evaluator::RotationSum::default()),
+        Err(CkksError::ValueOutOfRange(_))
+    ));
+    let mut sum = evaluator::RotationSum::default();
+    f.eval.add_rotation(&mut sum, &ca, 1).unwrap();
+    let lower = f.eval.drop_level(&ca, 2).unwrap();
+    assert!(matches!(
+        f.eval.add_rotation(&mut sum, &lower, 1),
+        Err(CkksError::Rlwe(RlweError::LevelMismatch { .. }))
+    ));
+    let mut doubled = ca.clone();
+    doubled.set_scale(2.0 * ca.scale());
+    assert!(f.eval.add_rotation(&mut sum, &doubled, 1).is_err());
+    assert!(matches!(
+        f.eval.add_rotation(&mut sum, &ca, 5),
+        Err(CkksError::Rlwe(RlweError::MissingGaloisKey(_)))
+    ));
+    let mut bottom = evaluator::RotationSum::default();
+    f.eval
+        .add_rotation(&mut bottom, &f.encrypt(&a, 0), 1)
+        .unwrap();
+    assert!(f.eval.rescale_rotation_sum(bottom).is_err());
+}
+
 #[test]
 fn foreign_parameters_are_refused() {
     let f = fixture();

@@ -1,12 +1,15 @@
 //! Ciphertext-level operations shared by CKKS and BGV: relinearization and
 //! automorphisms (single and hoisted).
 
-use hecloud_math::RnsPoly;
+use hecloud_math::{Domain, RnsPoly};
 
 use crate::ciphertext::Ciphertext;
 use crate::error::{Result, RlweError};
 use crate::keys::{GaloisKey, RelinearizationKey};
-use crate::keyswitch::{decompose, key_switch, key_switch_hoisted};
+use crate::keyswitch::{
+    decompose, key_switch, key_switch_ext, key_switch_hoisted, mod_down_rescale_pair_adding,
+};
+use crate::pool::recycle;
 
 fn same(ct: &Ciphertext, key_hash: &[u8; 32]) -> Result<()> {
     if ct.params().hash() != key_hash {
@@ -79,6 +82,157 @@ pub fn apply_galois_hoisted(ct: &Ciphertext, gks: &[&GaloisKey]) -> Result<Vec<C
         .collect();
     dec.recycle();
     out
+}
+
+/// A sum Σ σ_i(ct_i) of degree-1 ciphertexts at one level l, each moved
+/// by an automorphism (or added as it is), whose key switches share one
+/// division by P: their products are summed over Q_l ∪ P and
+/// [`GaloisSum::finish_rescaled`] divides the sum by P·q_l in one
+/// ModDown+rescale. The giant steps of a baby-step giant-step linear
+/// transform are such a sum, rescaled: one ModDown instead of one per
+/// rotation, and no rescale of its own.
+///
+/// ```
+/// use hecloud_rlwe::ops::GaloisSum;
+/// use hecloud_rlwe::*;
+/// let params = Parameters::new_insecure_for_tests(ParametersLiteral {
+///     log_n: 10, log_q: vec![50, 40], log_p: vec![50],
+///     secret: SecretDistribution::Ternary, sigma: params::SIGMA, dnum: None, plaintext_modulus: None,
+/// }).unwrap();
+/// let mut kg = KeyGenerator::new(&params);
+/// let sk = kg.gen_secret_key().unwrap();
+/// let gk = kg.gen_galois_key(&sk, 5).unwrap();
+/// let zero = hecloud_math::RnsPoly::zero(params.q_at(1).unwrap(), hecloud_math::Domain::Ntt);
+/// let pt = Plaintext::new(&params, zero, 1, 1.0).unwrap();
+/// let ct = Encryptor::new(&params).encrypt_sk(&sk, &pt).unwrap();
+/// // σ(ct) + ct, divided by q_1: one ModDown for both terms.
+/// let mut sum = GaloisSum::new();
+/// sum.add(&ct, Some(&gk)).unwrap();
+/// sum.add(&ct, None).unwrap();
+/// let (c0, c1) = sum.finish_rescaled().unwrap();
+/// assert_eq!((c0.limbs(), c1.limbs()), (1, 1));
+/// ```
+#[derive(Debug, Default)]
+pub struct GaloisSum {
+    /// The terms' parameters and level.
+    shape: Option<(std::sync::Arc<crate::params::Parameters>, usize)>,
+    /// Σ of the moved key-switching products, over Q_l ∪ P.
+    ext: [Option<RnsPoly>; 2],
+    /// Σ of what needs no division: the moved c_0 of each rotated term,
+    /// both components of the others; over Q_l.
+    direct: [Option<RnsPoly>; 2],
+}
+
+impl GaloisSum {
+    /// An empty sum.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Adds σ(ct) for `gk` the key of σ, or ct itself for `None`. Every
+    /// term must be of degree 1, at the first term's level and under its
+    /// parameters.
+    pub fn add(&mut self, ct: &Ciphertext, gk: Option<&GaloisKey>) -> Result<()> {
+        if ct.degree() != 1 {
+            return Err(RlweError::CiphertextDegree {
+                expected: 1,
+                found: ct.degree(),
+            });
+        }
+        match &self.shape {
+            None => self.shape = Some((ct.params().clone(), ct.level())),
+            Some((params, level)) => {
+                if params.hash() != ct.params().hash() {
+                    return Err(RlweError::ParameterMismatch);
+                }
+                if *level != ct.level() {
+                    return Err(RlweError::LevelMismatch {
+                        left: *level,
+                        right: ct.level(),
+                    });
+                }
+            }
+        }
+        let p = ct.polys();
+        match gk {
+            Some(gk) => {
+                same(ct, gk.key.params().hash())?;
+                let ext = key_switch_ext(ct.params(), &p[1], &gk.key)?;
+                let [e0, e1] = &mut self.ext;
+                add_moved(e0, &ext.c0, Some(&gk.perm))?;
+                add_moved(e1, &ext.c1, Some(&gk.perm))?;
+                recycle(ext.c0);
+                recycle(ext.c1);
+                add_moved(&mut self.direct[0], &p[0], Some(&gk.perm))
+            }
+            None => {
+                let [d0, d1] = &mut self.direct;
+                add_moved(d0, &p[0], None)?;
+                add_moved(d1, &p[1], None)
+            }
+        }
+    }
+
+    /// The sum divided by q_l with rounding, over Q_{l−1} (NTT): (c_0,
+    /// c_1). Refused for an empty sum or at level 0.
+    pub fn finish_rescaled(self) -> Result<(RnsPoly, RnsPoly)> {
+        let Some((params, level)) = self.shape else {
+            return Err(RlweError::InvalidParameters(
+                "an empty sum of rotations".into(),
+            ));
+        };
+        let [d0, d1] = self.direct;
+        let zero = || -> Result<RnsPoly> { Ok(RnsPoly::zero(params.q_at(level)?, Domain::Ntt)) };
+        let (d0, d1) = (d0.map_or_else(zero, Ok)?, d1.map_or_else(zero, Ok)?);
+        match self.ext {
+            [Some(e0), Some(e1)] => {
+                let out = mod_down_rescale_pair_adding(&params, level, [&e0, &e1], [&d0, &d1])?;
+                for x in [e0, e1, d0, d1] {
+                    recycle(x);
+                }
+                Ok(out)
+            }
+            _ => {
+                if level == 0 {
+                    return Err(RlweError::LevelsExhausted { level, need: 1 });
+                }
+                let (mut d0, mut d1) = (d0, d1);
+                d0.rescale()?;
+                d1.rescale()?;
+                Ok((d0, d1))
+            }
+        }
+    }
+}
+
+/// acc += x moved by `perm` (as it is for `None`), or acc = that where
+/// acc is empty; both NTT.
+fn add_moved(acc: &mut Option<RnsPoly>, x: &RnsPoly, perm: Option<&[usize]>) -> Result<()> {
+    let Some(a) = acc.as_mut() else {
+        *acc = Some(match perm {
+            Some(perm) => permute(x, perm)?,
+            None => x.clone(),
+        });
+        return Ok(());
+    };
+    let Some(perm) = perm else {
+        return Ok(a.add_assign(x)?);
+    };
+    if !a.same_basis(x)
+        || perm.len() != x.degree()
+        || x.domain() != Domain::Ntt
+        || a.domain() != Domain::Ntt
+    {
+        return Err(RlweError::ParameterMismatch);
+    }
+    let moduli = x.basis().moduli();
+    crate::keyswitch::for_each_limb(a.data_mut(), x.degree(), |(i, o)| {
+        let (s, q) = (x.limb(i), &moduli[i]);
+        for (v, &p) in o.iter_mut().zip(perm) {
+            *v = q.add(*v, s[p]);
+        }
+    });
+    Ok(())
 }
 
 /// out[p] = x[perm[p]] (an automorphism in the NTT domain).
