@@ -226,9 +226,12 @@ struct Scratch {
 }
 
 impl Scratch {
-    fn new(n: usize, digits: usize) -> Self {
+    /// Room for `limbs` limbs of n coefficients: a loop's largest group
+    /// times its digits (a group larger than the scratch grew it by a
+    /// reallocation, copy and zero fill).
+    fn new(n: usize, limbs: usize) -> Self {
         Self {
-            digits: take(TARGET_GROUP * digits * n),
+            digits: take(limbs * n),
         }
     }
 }
@@ -364,12 +367,13 @@ fn for_each_target<F>(
         .zip(split_groups(out1.data_mut(), n, &cuts))
         .map(|((t0, a), (_, b))| (t0, a, b))
         .collect();
+    let limbs = digits * cuts.iter().map(|g| g.len()).max().unwrap_or(0);
     if n >= PARALLEL_MIN_N {
         groups
             .into_par_iter()
-            .for_each_init(|| Scratch::new(n, digits), |s, (t0, a, b)| f(t0, a, b, s));
+            .for_each_init(|| Scratch::new(n, limbs), |s, (t0, a, b)| f(t0, a, b, s));
     } else {
-        let mut s = Scratch::new(n, digits);
+        let mut s = Scratch::new(n, limbs);
         for (t0, a, b) in groups {
             f(t0, a, b, &mut s);
         }
