@@ -506,8 +506,10 @@ impl Evaluator {
         Ok(ops::apply_galois(ct, key)?)
     }
 
-    /// Adds `ct` rotated left by `k` to `sum` (refused as [`Self::rotate`]
-    /// and [`Self::add`] would refuse; every term at the first's level).
+    /// Adds `ct` rotated left by `k` to `sum`. Refused (leaving `sum` as it
+    /// was): a term not of degree 1, at another level than the first term
+    /// (no realignment, unlike [`Self::add`]) or at another scale, a
+    /// rotation without its key.
     pub fn add_rotation(&self, sum: &mut RotationSum, ct: &Ciphertext, k: i64) -> Result<()> {
         self.check(ct)?;
         let planner = self.planner();
@@ -528,9 +530,7 @@ impl Evaluator {
     /// The sum of `sum`'s rotated terms, rescaled (one level down, the
     /// scale divided by the level's prime, as [`Self::rescale`]).
     pub fn rescale_rotation_sum(&self, sum: RotationSum) -> Result<Ciphertext> {
-        let shape = sum
-            .shape
-            .ok_or_else(|| CkksError::ValueOutOfRange("an empty sum of rotations".into()))?;
+        let shape = sum.shape.ok_or(RlweError::EmptySum)?;
         let out = self.planner().rescale(&shape)?.out;
         let (c0, c1) = sum.sum.finish_rescaled()?;
         Ok(Ciphertext::new(

@@ -447,7 +447,7 @@ fn a_rescaled_sum_of_rotations_matches_plaintext() {
     assert!(matches!(
         f.eval
             .rescale_rotation_sum(evaluator::RotationSum::default()),
-        Err(CkksError::ValueOutOfRange(_))
+        Err(CkksError::Rlwe(RlweError::EmptySum))
     ));
     let mut sum = evaluator::RotationSum::default();
     f.eval.add_rotation(&mut sum, &ca, 1).unwrap();
@@ -458,16 +458,29 @@ fn a_rescaled_sum_of_rotations_matches_plaintext() {
     ));
     let mut doubled = ca.clone();
     doubled.set_scale(2.0 * ca.scale());
-    assert!(f.eval.add_rotation(&mut sum, &doubled, 1).is_err());
+    assert!(matches!(
+        f.eval.add_rotation(&mut sum, &doubled, 1),
+        Err(CkksError::ScaleMismatch { .. })
+    ));
     assert!(matches!(
         f.eval.add_rotation(&mut sum, &ca, 5),
         Err(CkksError::Rlwe(RlweError::MissingGaloisKey(_)))
     ));
+    // The refused terms left the sum as it was: rot(a, 1) alone.
+    f.check(
+        &rot(&a, 1),
+        &f.eval.rescale_rotation_sum(sum).unwrap(),
+        26.0,
+        "the sum after refusals",
+    );
     let mut bottom = evaluator::RotationSum::default();
     f.eval
         .add_rotation(&mut bottom, &f.encrypt(&a, 0), 1)
         .unwrap();
-    assert!(f.eval.rescale_rotation_sum(bottom).is_err());
+    assert!(matches!(
+        f.eval.rescale_rotation_sum(bottom),
+        Err(CkksError::Rlwe(RlweError::LevelsExhausted { .. }))
+    ));
 }
 
 #[test]

@@ -49,6 +49,9 @@ pub enum RlweError {
     /// different parameter sets.
     #[error("operands belong to different parameter sets")]
     ParameterMismatch,
+    /// A sum finished with no term in it.
+    #[error("a sum with no term")]
+    EmptySum,
     /// Two operands at different levels where equal levels are needed.
     #[error("level mismatch: {left} vs {right}")]
     LevelMismatch {

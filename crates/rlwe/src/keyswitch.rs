@@ -146,7 +146,8 @@ const ROUND_CHUNK: usize = 1 << 12;
 /// 2^52: the f64 whose last mantissa place is 1.
 const ROUND_SHIFT: f64 = (1u64 << 52) as f64;
 
-/// out_c = round(Σ_k limbs_k\[c\]·inv_k) per coefficient c: the centering
+/// out_c = Σ_k limbs_k\[c\]·inv_k rounded to the nearest integer (ties to
+/// even) per coefficient c: the centering
 /// of a base conversion, on several threads from degree PARALLEL_MIN_N up
 /// (it is a serial stretch of every key switch otherwise).
 fn round_sums(out: &mut [u64], limbs: &[&[u64]], inv: &[f64], n: usize) {
@@ -227,8 +228,8 @@ struct Scratch {
 
 impl Scratch {
     /// Room for `limbs` limbs of n coefficients: a loop's largest group
-    /// times its digits (a group larger than the scratch grew it by a
-    /// reallocation, copy and zero fill).
+    /// times its digits, so that no group grows it (a reallocation, a copy
+    /// and a zero fill).
     fn new(n: usize, limbs: usize) -> Self {
         Self {
             digits: take(limbs * n),
@@ -406,9 +407,10 @@ pub fn key_switch_ext(params: &Parameters, d: &RnsPoly, key: &SwitchingKey) -> R
         // Every digit's ModUp'ed limbs for the group first (one pass over
         // each digit's sources), then each target's transforms back to back
         // (its twiddles stay in cache), then its inner product.
-        if s.digits.len() < g * digits * n {
-            s.digits.resize(g * digits * n, 0);
-        }
+        debug_assert!(
+            s.digits.len() >= g * digits * n,
+            "scratch for the largest group"
+        );
         let scratch = &mut s.digits[..g * digits * n];
         let mut limbs: Vec<Option<&mut [u64]>> = scratch.chunks_exact_mut(n).map(Some).collect();
         for j in 0..digits {

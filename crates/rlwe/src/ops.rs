@@ -90,7 +90,13 @@ pub fn apply_galois_hoisted(ct: &Ciphertext, gks: &[&GaloisKey]) -> Result<Vec<C
 /// [`GaloisSum::finish_rescaled`] divides the sum by P·q_l in one
 /// ModDown+rescale. The giant steps of a baby-step giant-step linear
 /// transform are such a sum, rescaled: one ModDown instead of one per
-/// rotation, and no rescale of its own.
+/// rotation, and no rescale of its own. The products are moved before
+/// their division (each rotation alone divides, then moves): the division
+/// commutes with the automorphism's signed permutation of coefficients up
+/// to the rounding of ties, so the result equals the rotations' sum
+/// rescaled to within that rounding, not bit for bit. The rescale is
+/// CKKS's (a rounded division, no plaintext-modulus correction): not for
+/// BGV.
 ///
 /// ```
 /// use hecloud_rlwe::ops::GaloisSum;
@@ -111,6 +117,14 @@ pub fn apply_galois_hoisted(ct: &Ciphertext, gks: &[&GaloisKey]) -> Result<Vec<C
 /// sum.add(&ct, None).unwrap();
 /// let (c0, c1) = sum.finish_rescaled().unwrap();
 /// assert_eq!((c0.limbs(), c1.limbs()), (1, 1));
+/// // It decrypts to the rounding of (σ(0) + 0 + noise)/q_1: about zero.
+/// let out = Ciphertext::new(&params, vec![c0, c1], 0, 1.0).unwrap();
+/// let mut back = Decryptor::new(&sk).decrypt(&out).unwrap().into_poly();
+/// back.to_coefficient();
+/// let m = back.basis().moduli()[0];
+/// assert!(back.limb(0).iter().all(|&x| m.center(x).abs() < 64));
+/// // Nothing to sum: refused.
+/// assert!(matches!(GaloisSum::new().finish_rescaled(), Err(RlweError::EmptySum)));
 /// ```
 #[derive(Debug, Default)]
 pub struct GaloisSum {
@@ -131,7 +145,7 @@ impl GaloisSum {
 
     /// Adds σ(ct) for `gk` the key of σ, or ct itself for `None`. Every
     /// term must be of degree 1, at the first term's level and under its
-    /// parameters.
+    /// parameters; a refused term leaves the sum as it was.
     pub fn add(&mut self, ct: &Ciphertext, gk: Option<&GaloisKey>) -> Result<()> {
         if ct.degree() != 1 {
             return Err(RlweError::CiphertextDegree {
@@ -139,47 +153,48 @@ impl GaloisSum {
                 found: ct.degree(),
             });
         }
-        match &self.shape {
-            None => self.shape = Some((ct.params().clone(), ct.level())),
-            Some((params, level)) => {
-                if params.hash() != ct.params().hash() {
-                    return Err(RlweError::ParameterMismatch);
-                }
-                if *level != ct.level() {
-                    return Err(RlweError::LevelMismatch {
-                        left: *level,
-                        right: ct.level(),
-                    });
-                }
+        if let Some((params, level)) = &self.shape {
+            if params.hash() != ct.params().hash() {
+                return Err(RlweError::ParameterMismatch);
+            }
+            if *level != ct.level() {
+                return Err(RlweError::LevelMismatch {
+                    left: *level,
+                    right: ct.level(),
+                });
             }
         }
         let p = ct.polys();
         match gk {
             Some(gk) => {
                 same(ct, gk.key.params().hash())?;
+                // Every check is behind this point (the key's level
+                // among them): what follows cannot fail.
                 let ext = key_switch_ext(ct.params(), &p[1], &gk.key)?;
                 let [e0, e1] = &mut self.ext;
                 add_moved(e0, &ext.c0, Some(&gk.perm))?;
                 add_moved(e1, &ext.c1, Some(&gk.perm))?;
                 recycle(ext.c0);
                 recycle(ext.c1);
-                add_moved(&mut self.direct[0], &p[0], Some(&gk.perm))
+                add_moved(&mut self.direct[0], &p[0], Some(&gk.perm))?;
             }
             None => {
                 let [d0, d1] = &mut self.direct;
                 add_moved(d0, &p[0], None)?;
-                add_moved(d1, &p[1], None)
+                add_moved(d1, &p[1], None)?;
             }
         }
+        if self.shape.is_none() {
+            self.shape = Some((ct.params().clone(), ct.level()));
+        }
+        Ok(())
     }
 
     /// The sum divided by q_l with rounding, over Q_{l−1} (NTT): (c_0,
     /// c_1). Refused for an empty sum or at level 0.
     pub fn finish_rescaled(self) -> Result<(RnsPoly, RnsPoly)> {
         let Some((params, level)) = self.shape else {
-            return Err(RlweError::InvalidParameters(
-                "an empty sum of rotations".into(),
-            ));
+            return Err(RlweError::EmptySum);
         };
         let [d0, d1] = self.direct;
         let zero = || -> Result<RnsPoly> { Ok(RnsPoly::zero(params.q_at(level)?, Domain::Ntt)) };

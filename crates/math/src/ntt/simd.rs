@@ -1,14 +1,16 @@
 //! NTT loops shared by the SIMD backends. A backend module defines the vector
 //! type `V`, `LANES`, and the primitives `load`, `load_repeated` (LANES / gap
 //! values, each repeated `gap` times), `store`, `splat`, `add`,
-//! `sub`, `csub` (x ≥ b ? x − b : x), `mul_shoup_lazy` (below 2q),
+//! `sub`, `csub` (x ≥ b ? x − b : x, which callers use only for x < 2b
+//! and b ≤ 2^63: AVX2's reads the sign of x − b), `mul_shoup_lazy` (below 2q),
 //! `mul_shoup_loose` (below 4q, for moduli below `LOOSE_MAX_MODULUS`), both
 //! generic over `Q1` (q ≡ 1 mod 2^32: a shortcut the backend may take),
 //! `split` and `join` (gather the X and Y operands of a stage with gap <
 //! LANES from two consecutive vectors, and back), then invokes
 //! `simd_ntt_kernels!` with its target features, and `LAZY_CAP`, how many
 //! multiples of q its lazy values may reach with the exact product (8 where
-//! 8q and its products fit the kernel's word, else 4), and `PAIRED_STAGES`,
+//! 8q and its products fit the kernel's word, else 4; with the loose one
+//! too from 2^60 to 2^61), and `PAIRED_STAGES`,
 //! whether its stages with gaps of at least 2·LANES run two per pass.
 //! Intermediate values may differ from the scalar reference's, which reduces
 //! at every stage, but both end fully reduced, so outputs are bit-identical.
@@ -54,8 +56,8 @@ macro_rules! simd_ntt_kernels {
         /// 2q, or the loose one (a quotient estimate with fewer 32-bit
         /// products), below 4q. The NTTs take the loose one for moduli
         /// below `LOOSE_MAX_MODULUS` (their lazy values then reach 16q, or
-        /// 8q from 2^60 on: [`FwdPlan`]), the linear combinations below
-        /// 2^61 (8q). Q1: q ≡ 1
+        /// 8q from 2^60 on: [`FwdPlan`]), the linear combinations and the
+        /// wide sums' folds below 2^61 (8q). Q1: q ≡ 1
         /// mod 2^32 ([`crate::prime::ntt_primes`] above 50 bits), which
         /// makes the quotient's multiple of q cheaper.
         #[inline]
@@ -525,6 +527,10 @@ macro_rules! simd_linear_kernels {
             srcs: &[&[u64]],
             w: &[u64],
         ) {
+            debug_assert!(
+                !LOOSE || m.value() < 1 << 61,
+                "loose products need q < 2^61"
+            );
             let q = m.value();
             let bound = twiddle_bound(LOOSE);
             let (vq, vmq) = (splat(q), splat(bound * q));
@@ -580,6 +586,10 @@ macro_rules! simd_linear_kernels {
             o0: &mut [u64],
             o1: &mut [u64],
         ) {
+            debug_assert!(
+                !LOOSE || m.value() < 1 << 61,
+                "loose products need q < 2^61"
+            );
             const RUN: usize = 15;
             let fold = WideFold::new(m);
             let whole = o0.len() / LANES * LANES;
@@ -622,6 +632,10 @@ macro_rules! simd_linear_kernels {
             b: &[u64],
             acc: &mut [u64],
         ) {
+            debug_assert!(
+                !LOOSE || m.value() < 1 << 61,
+                "loose products need q < 2^61"
+            );
             let fold = WideFold::new(m);
             let whole = acc.len() / LANES * LANES;
             for c in (0..whole).step_by(LANES) {
@@ -748,7 +762,8 @@ pub(super) fn check_loose_products(product: impl Fn(u64, u64, u64, u64, bool) ->
                 q - 1,
                 q,
                 4 * q - 1,
-                16 * q - 1,
+                8 * q - 1,
+                16u64.saturating_mul(q) - 1,
                 u64::MAX - 1,
                 u64::MAX,
             ];
