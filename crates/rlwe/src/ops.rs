@@ -233,11 +233,8 @@ fn add_moved(acc: &mut Option<RnsPoly>, x: &RnsPoly, perm: Option<&[usize]>) -> 
     let Some(perm) = perm else {
         return Ok(a.add_assign(x)?);
     };
-    if !a.same_basis(x)
-        || perm.len() != x.degree()
-        || x.domain() != Domain::Ntt
-        || a.domain() != Domain::Ntt
-    {
+    check_moved(x, perm)?;
+    if !a.same_basis(x) || a.domain() != Domain::Ntt {
         return Err(RlweError::ParameterMismatch);
     }
     let moduli = x.basis().moduli();
@@ -252,10 +249,16 @@ fn add_moved(acc: &mut Option<RnsPoly>, x: &RnsPoly, perm: Option<&[usize]>) -> 
 
 /// out[p] = x[perm[p]] (an automorphism in the NTT domain).
 pub(crate) fn permute(x: &RnsPoly, perm: &[usize]) -> Result<RnsPoly> {
-    if perm.len() != x.degree() || x.domain() != hecloud_math::Domain::Ntt {
+    check_moved(x, perm)?;
+    Ok(permute_slots(x, perm))
+}
+
+/// x can be moved by `perm`: NTT domain, one entry per slot.
+fn check_moved(x: &RnsPoly, perm: &[usize]) -> Result<()> {
+    if perm.len() != x.degree() || x.domain() != Domain::Ntt {
         return Err(RlweError::ParameterMismatch);
     }
-    Ok(permute_slots(x, perm))
+    Ok(())
 }
 
 /// [`permute`] for a permutation of x's degree (any domain: a key's

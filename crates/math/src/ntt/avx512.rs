@@ -115,8 +115,8 @@ fn mul_shoup_lazy<const Q1: bool>(x: V, w: V, ws: V, q: V) -> V {
     _mm512_sub_epi64(_mm512_mullo_epi64(x, w), _mm512_mullo_epi64(hi, q))
 }
 
-/// Moduli below this take [`mul_shoup_loose`] in the NTTs (LAZY_CAP's
-/// 8q holds two of its 4q products' sums).
+/// Moduli below this take [`mul_shoup_loose`] in the NTTs and the linear
+/// kernels (LAZY_CAP's 8q holds two of its 4q products' sums).
 const LOOSE_MAX_MODULUS: u64 = 1 << 61;
 
 /// x·w mod q in [0, 4q) for any x, with the quotient of

@@ -54,10 +54,11 @@ macro_rules! simd_ntt_kernels {
 
         /// A product by a constant with its Shoup companion: Shoup's, below
         /// 2q, or the loose one (a quotient estimate with fewer 32-bit
-        /// products), below 4q. The NTTs take the loose one for moduli
-        /// below `LOOSE_MAX_MODULUS` (their lazy values then reach 16q, or
-        /// 8q from 2^60 on: [`FwdPlan`]), the linear combinations and the
-        /// wide sums' folds below 2^61 (8q). Q1: q ≡ 1
+        /// products), below 4q. The NTTs, the linear combinations and the
+        /// wide sums' folds take the loose one for moduli below
+        /// `LOOSE_MAX_MODULUS` (2^61 where it is not 0: the NTTs' lazy
+        /// values then reach 16q, or 8q from 2^60 on: [`FwdPlan`]; the
+        /// others' sums 8q). Q1: q ≡ 1
         /// mod 2^32 ([`crate::prime::ntt_primes`] above 50 bits), which
         /// makes the quotient's multiple of q cheaper.
         #[inline]
@@ -514,7 +515,7 @@ macro_rules! simd_linear_kernels {
             let q = m.value();
             super::simd::with_product!(
                 q,
-                q < 1 << 61,
+                q < LOOSE_MAX_MODULUS,
                 linear_combination_with(m, out, keep, srcs, w)
             )
         }
@@ -527,10 +528,7 @@ macro_rules! simd_linear_kernels {
             srcs: &[&[u64]],
             w: &[u64],
         ) {
-            debug_assert!(
-                !LOOSE || m.value() < 1 << 61,
-                "loose products need q < 2^61"
-            );
+            debug_assert!(!LOOSE || m.value() < LOOSE_MAX_MODULUS);
             let q = m.value();
             let bound = twiddle_bound(LOOSE);
             let (vq, vmq) = (splat(q), splat(bound * q));
@@ -572,7 +570,7 @@ macro_rules! simd_linear_kernels {
             let q = m.value();
             super::simd::with_product!(
                 q,
-                q < 1 << 61,
+                q < LOOSE_MAX_MODULUS,
                 dot_product_pair_wide_with(m, s, b, a, o0, o1)
             )
         }
@@ -586,10 +584,7 @@ macro_rules! simd_linear_kernels {
             o0: &mut [u64],
             o1: &mut [u64],
         ) {
-            debug_assert!(
-                !LOOSE || m.value() < 1 << 61,
-                "loose products need q < 2^61"
-            );
+            debug_assert!(!LOOSE || m.value() < LOOSE_MAX_MODULUS);
             const RUN: usize = 15;
             let fold = WideFold::new(m);
             let whole = o0.len() / LANES * LANES;
@@ -622,7 +617,11 @@ macro_rules! simd_linear_kernels {
             acc: &mut [u64],
         ) {
             let q = m.value();
-            super::simd::with_product!(q, q < 1 << 61, mul_add_pointwise_wide_with(m, a, b, acc))
+            super::simd::with_product!(
+                q,
+                q < LOOSE_MAX_MODULUS,
+                mul_add_pointwise_wide_with(m, a, b, acc)
+            )
         }
 
         #[target_feature(enable = $feat)]
@@ -632,10 +631,7 @@ macro_rules! simd_linear_kernels {
             b: &[u64],
             acc: &mut [u64],
         ) {
-            debug_assert!(
-                !LOOSE || m.value() < 1 << 61,
-                "loose products need q < 2^61"
-            );
+            debug_assert!(!LOOSE || m.value() < LOOSE_MAX_MODULUS);
             let fold = WideFold::new(m);
             let whole = acc.len() / LANES * LANES;
             for c in (0..whole).step_by(LANES) {
