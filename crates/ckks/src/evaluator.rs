@@ -140,7 +140,7 @@ impl Evaluator {
         &self,
         a: &Ciphertext,
         b: &Ciphertext,
-        f: impl Fn(&mut RnsPoly, &RnsPoly) -> hecloud_math::Result<()>,
+        f: impl Fn(&RnsPoly, &RnsPoly) -> hecloud_math::Result<RnsPoly>,
     ) -> Result<Ciphertext> {
         self.check(a)?;
         self.check(b)?;
@@ -149,13 +149,15 @@ impl Evaluator {
             let (a, b) = self.match_levels(a, b)?;
             return self.binary(&a, &b, f);
         }
-        let zero = RnsPoly::zero(a.polys()[0].basis(), Domain::Ntt);
-        let mut polys = Vec::with_capacity(out.degree + 1);
-        for i in 0..=out.degree {
-            let mut x = a.polys().get(i).cloned().unwrap_or_else(|| zero.clone());
-            f(&mut x, b.polys().get(i).unwrap_or(&zero))?;
-            polys.push(x);
-        }
+        let zero = || RnsPoly::zero(a.polys()[0].basis(), Domain::Ntt);
+        let polys = (0..=out.degree)
+            .map(|i| match (a.polys().get(i), b.polys().get(i)) {
+                (Some(x), Some(y)) => f(x, y),
+                (Some(x), None) => f(x, &zero()),
+                (None, Some(y)) => f(&zero(), y),
+                (None, None) => unreachable!("the sum's degree is an operand's"),
+            })
+            .collect::<hecloud_math::Result<Vec<_>>>()?;
         Ok(Ciphertext::new(
             self.params.rlwe(),
             polys,
@@ -166,7 +168,7 @@ impl Evaluator {
 
     /// a + b (levels matched, scales must agree).
     pub fn add(&self, a: &Ciphertext, b: &Ciphertext) -> Result<Ciphertext> {
-        self.binary(a, b, |x, y| x.add_assign(y))
+        self.binary(a, b, RnsPoly::add)
     }
 
     /// acc += b, in place where the two are at the same level and degree
@@ -189,27 +191,55 @@ impl Evaluator {
 
     /// a − b.
     pub fn sub(&self, a: &Ciphertext, b: &Ciphertext) -> Result<Ciphertext> {
-        self.binary(a, b, |x, y| x.sub_assign(y))
+        self.binary(a, b, RnsPoly::sub)
     }
 
     /// −a.
     pub fn neg(&self, a: &Ciphertext) -> Result<Ciphertext> {
         self.check(a)?;
-        let mut out = a.clone();
-        for p in out.polys_mut() {
-            p.neg_assign();
-        }
-        Ok(out)
+        let polys = a.polys().iter().map(RnsPoly::neg).collect();
+        Ok(Ciphertext::new(
+            self.params.rlwe(),
+            polys,
+            a.level(),
+            a.scale(),
+        )?)
     }
 
-    /// The limbs of `pt` at `level` (the planner has checked that it holds
-    /// them).
-    fn plain_at(&self, pt: &Plaintext, level: usize) -> Result<RnsPoly> {
-        let n = self.params.n();
-        Ok(RnsPoly::from_limbs(
-            self.params.rlwe().q_at(level)?,
-            Domain::Ntt,
-            pt.poly().data()[..(level + 1) * n].to_vec(),
+    /// `f` of every component of `ct`, at `ct`'s level and the given scale.
+    fn map_polys(
+        &self,
+        ct: &Ciphertext,
+        scale: f64,
+        f: impl Fn(&RnsPoly) -> hecloud_math::Result<RnsPoly>,
+    ) -> Result<Ciphertext> {
+        let polys = ct
+            .polys()
+            .iter()
+            .map(f)
+            .collect::<hecloud_math::Result<Vec<_>>>()?;
+        Ok(Ciphertext::new(
+            self.params.rlwe(),
+            polys,
+            ct.level(),
+            scale,
+        )?)
+    }
+
+    /// `ct` with c0 replaced by `f(c0)`, the other components copied.
+    fn map_c0(
+        &self,
+        ct: &Ciphertext,
+        f: impl FnOnce(&RnsPoly) -> hecloud_math::Result<RnsPoly>,
+    ) -> Result<Ciphertext> {
+        let mut polys = Vec::with_capacity(ct.polys().len());
+        polys.push(f(&ct.polys()[0])?);
+        polys.extend(ct.polys()[1..].iter().cloned());
+        Ok(Ciphertext::new(
+            self.params.rlwe(),
+            polys,
+            ct.level(),
+            ct.scale(),
         )?)
     }
 
@@ -219,10 +249,7 @@ impl Evaluator {
         self.check_plain(pt)?;
         self.planner()
             .add_plain(&CtShape::of(ct), &PtShape::of(pt))?;
-        let p = self.plain_at(pt, ct.level())?;
-        let mut out = ct.clone();
-        out.polys_mut()[0].add_assign(&p)?;
-        Ok(out)
+        self.map_c0(ct, |c0| c0.add_prefix(pt.poly()))
     }
 
     /// ct − pt.
@@ -231,10 +258,7 @@ impl Evaluator {
         self.check_plain(pt)?;
         self.planner()
             .sub_plain(&CtShape::of(ct), &PtShape::of(pt))?;
-        let p = self.plain_at(pt, ct.level())?;
-        let mut out = ct.clone();
-        out.polys_mut()[0].sub_assign(&p)?;
-        Ok(out)
+        self.map_c0(ct, |c0| c0.sub_prefix(pt.poly()))
     }
 
     /// Residues of round(x) modulo each prime of Q_level
@@ -261,27 +285,24 @@ impl Evaluator {
         let level = ct.level();
         let n = self.params.n();
         let re = self.round_residues(c.re * ct.scale(), level)?;
-        let mut out = ct.clone();
-        let c0 = &mut out.polys_mut()[0];
-        let moduli = c0.basis().moduli().to_vec();
-        // A constant polynomial is the same constant in every NTT slot.
-        for (i, m) in moduli.iter().enumerate() {
-            let r = re[i];
-            for x in c0.limb_mut(i) {
-                *x = m.add(*x, r);
+        let im = match c.im {
+            0.0 => None,
+            im => Some(self.round_residues(im * ct.scale(), level)?),
+        };
+        self.map_c0(ct, |c0| {
+            // A constant polynomial is the same constant in every NTT slot.
+            let mut c0 = c0.add_rns_scalar(&re)?;
+            if let Some(im) = im {
+                // i is X^{N/2} in every slot.
+                let mut p = RnsPoly::zero(c0.basis(), Domain::Coefficient);
+                for (i, r) in im.iter().enumerate() {
+                    p.limb_mut(i)[n / 2] = *r;
+                }
+                p.to_ntt();
+                c0.add_assign(&p)?;
             }
-        }
-        if c.im != 0.0 {
-            // i is X^{N/2} in every slot.
-            let im = self.round_residues(c.im * ct.scale(), level)?;
-            let mut p = RnsPoly::zero(c0.basis(), Domain::Coefficient);
-            for (i, r) in im.iter().enumerate() {
-                p.limb_mut(i)[n / 2] = *r;
-            }
-            p.to_ntt();
-            c0.add_assign(&p)?;
-        }
-        Ok(out)
+            Ok(c0)
+        })
     }
 
     /// ct · k for an integer k (no level consumed).
@@ -295,11 +316,7 @@ impl Evaluator {
             .iter()
             .map(|m| m.from_i64(k))
             .collect();
-        let mut out = ct.clone();
-        for p in out.polys_mut() {
-            p.mul_rns_scalar_assign(&res)?;
-        }
-        Ok(out)
+        self.map_polys(ct, ct.scale(), |p| p.mul_rns_scalar(&res))
     }
 
     /// ct · round(c·s) with the scale multiplied by s (no rescale): the
@@ -311,12 +328,7 @@ impl Evaluator {
         }
         let plan = self.planner().mul_const_raw(&CtShape::of(ct), s);
         let res = self.round_residues(c * s, ct.level())?;
-        let mut out = ct.clone();
-        for p in out.polys_mut() {
-            p.mul_rns_scalar_assign(&res)?;
-        }
-        out.set_scale(plan.out.scale);
-        Ok(out)
+        self.map_polys(ct, plan.out.scale, |p| p.mul_rns_scalar(&res))
     }
 
     /// acc += x · round(c·s) with x taken at acc's level (x at that level
@@ -395,12 +407,7 @@ impl Evaluator {
         let plan = self
             .planner()
             .mul_plain(&CtShape::of(ct), &PtShape::of(pt))?;
-        let mut out = ct.clone();
-        for c in out.polys_mut() {
-            c.mul_prefix_assign(pt.poly())?;
-        }
-        out.set_scale(plan.out.scale);
-        Ok(out)
+        self.map_polys(ct, plan.out.scale, |c| c.mul_prefix(pt.poly()))
     }
 
     /// acc += ct · pt with no temporary: `acc` must have the product's
@@ -450,10 +457,11 @@ impl Evaluator {
     pub fn rescale(&self, ct: &Ciphertext) -> Result<Ciphertext> {
         self.check(ct)?;
         let out = self.planner().rescale(&CtShape::of(ct))?.out;
-        let mut polys = ct.polys().to_vec();
-        for p in &mut polys {
-            p.rescale()?;
-        }
+        let polys = ct
+            .polys()
+            .iter()
+            .map(RnsPoly::rescaled)
+            .collect::<hecloud_math::Result<Vec<_>>>()?;
         Ok(Ciphertext::new(
             self.params.rlwe(),
             polys,

@@ -231,6 +231,69 @@ pub fn negacyclic_coefficient(m: &Modulus, a: &[u64], b: &[u64], k: usize) -> u6
     acc
 }
 
+/// What a rescale does to each limb it keeps: x ↦ ⌊x / q_L⌉ from the last
+/// limb, brought to the coefficient domain and shifted by q_L/2 once.
+struct RescaleStep {
+    /// The basis without q_L.
+    basis: Arc<RnsBasis>,
+    /// (x_L + q_L/2) mod q_L, coefficient domain.
+    last: Vec<u64>,
+    ql: u64,
+    last_bits: u32,
+    domain: Domain,
+}
+
+impl RescaleStep {
+    fn new(p: &RnsPoly) -> Result<Self> {
+        let l = p.limbs();
+        if l < 2 {
+            return Err(MathError::TooFewModuli { have: l, need: 2 });
+        }
+        let last_m = p.basis.moduli[l - 1];
+        let half = last_m.value() / 2;
+        let mut last = p.limb(l - 1).to_vec();
+        if p.domain == Domain::Ntt {
+            default_backend().ntt_inverse(&p.basis.tables[l - 1], &mut last);
+        }
+        // Adding q_L/2 before the floor division turns it into rounding.
+        for x in last.iter_mut() {
+            *x = last_m.add(*x, half);
+        }
+        Ok(Self {
+            basis: p.basis.prefix(l - 1)?,
+            last,
+            ql: last_m.value(),
+            last_bits: last_m.bits(),
+            domain: p.domain,
+        })
+    }
+
+    /// Divides one limb (over prime m) in place.
+    fn divide(&self, limb: &mut [u64], m: &Modulus, t: &NttTable) {
+        let (ql, last, be) = (self.ql, &self.last, default_backend());
+        let half_i = m.reduce(ql / 2);
+        let ql_inv = m.inv(m.reduce(ql)).expect("distinct primes are coprime");
+        // r = ((x_L + q_L/2) mod q_L) − q_L/2, so that x − r ≡ x − x_L
+        // (mod q_L) and (x − r)/q_L = ⌊(x + q_L/2)/q_L⌋; r is brought to
+        // the polynomial's domain before the subtraction.
+        if self.domain == Domain::Ntt {
+            // The reduction and the final x·q_L⁻¹ − r·q_L⁻¹ are the
+            // vectorised linear combinations.
+            let mut r = vec![0; last.len()];
+            be.linear_combination(m, &mut r, None, &[last], &[1], &[self.last_bits]);
+            r.iter_mut().for_each(|x| *x = m.sub(*x, half_i));
+            be.ntt_forward(t, &mut r);
+            be.linear_combination(m, limb, Some(ql_inv), &[&r], &[m.neg(ql_inv)], &[m.bits()]);
+        } else {
+            let ql_inv_s = m.shoup(ql_inv);
+            for (x, &xl) in limb.iter_mut().zip(last) {
+                let ri = m.sub(m.reduce(xl), half_i);
+                *x = m.mul_shoup(m.sub(*x, ri), ql_inv, ql_inv_s);
+            }
+        }
+    }
+}
+
 impl RnsPoly {
     /// The zero polynomial.
     pub fn zero(basis: &Arc<RnsBasis>, domain: Domain) -> Self {
@@ -405,6 +468,34 @@ impl RnsPoly {
         self.domain = domain;
     }
 
+    /// A copy of `self`'s first `basis.len()` limbs over `basis` (`self`'s
+    /// basis or a prefix of it), with `f(limb_index, limb, modulus, table)`
+    /// run on each limb as soon as it is copied: the out-of-place form of
+    /// an operation costs one pass over memory, not a copy of the whole
+    /// polynomial and then a second pass over the copy.
+    fn mapped<F>(&self, basis: &Arc<RnsBasis>, f: F) -> Self
+    where
+        F: Fn(usize, &mut [u64], &Modulus, &NttTable) + Sync + Send,
+    {
+        debug_assert!(
+            basis.len() <= self.limbs() && self.basis.moduli()[..basis.len()] == *basis.moduli()
+        );
+        let write = |i: usize, _: u64, limb: &mut [MaybeUninit<u64>]| {
+            let src = self.limb(i);
+            assert_eq!(limb.len(), src.len(), "limbs of one degree");
+            // SAFETY: the copy initialises every element of `limb` (a fresh
+            // buffer: no overlap), which may then be read as u64.
+            let limb = unsafe {
+                std::ptr::copy_nonoverlapping(src.as_ptr(), limb.as_mut_ptr().cast(), src.len());
+                &mut *(std::ptr::from_mut(limb) as *mut [u64])
+            };
+            f(i, limb, &basis.moduli[i], &basis.tables[i]);
+        };
+        // SAFETY: `write` initialises every element of its limb (the copy)
+        // before `f` sees it; `f` keeps residues below their primes.
+        unsafe { Self::from_limb_writer(basis, self.domain, write) }
+    }
+
     /// Runs `f(limb_index, limb, modulus, table)` on every limb, on several
     /// threads when the polynomial is large enough to pay for it.
     pub(crate) fn par_limbs<F>(&mut self, f: F)
@@ -494,18 +585,26 @@ impl RnsPoly {
         self.zip_assign(other, |m, x, y| m.sub(x, y))
     }
 
+    /// `f(q, self[i], other[i])` residue by residue over `self`'s limbs,
+    /// out of place (the caller has checked `other`'s basis).
+    fn zip(&self, other: &Self, f: impl Fn(&Modulus, u64, u64) -> u64 + Sync) -> Self {
+        self.mapped(&self.basis, |i, limb, m, _| {
+            for (x, y) in limb.iter_mut().zip(other.limb(i)) {
+                *x = f(m, *x, *y);
+            }
+        })
+    }
+
     /// `self + other`.
     pub fn add(&self, other: &Self) -> Result<Self> {
-        let mut out = self.clone();
-        out.add_assign(other)?;
-        Ok(out)
+        self.check_same(other)?;
+        Ok(self.zip(other, |m, x, y| m.add(x, y)))
     }
 
     /// `self - other`.
     pub fn sub(&self, other: &Self) -> Result<Self> {
-        let mut out = self.clone();
-        out.sub_assign(other)?;
-        Ok(out)
+        self.check_same(other)?;
+        Ok(self.zip(other, |m, x, y| m.sub(x, y)))
     }
 
     /// `-self`, in place.
@@ -513,11 +612,21 @@ impl RnsPoly {
         self.par_limbs(|_, limb, m, _| limb.iter_mut().for_each(|x| *x = m.neg(*x)));
     }
 
+    /// `-self`.
+    pub fn neg(&self) -> Self {
+        self.mapped(&self.basis, |_, limb, m, _| {
+            limb.iter_mut().for_each(|x| *x = m.neg(*x))
+        })
+    }
+
     /// `self · other` (both in the NTT domain: pointwise product).
     pub fn mul(&self, other: &Self) -> Result<Self> {
-        let mut out = self.clone();
-        out.mul_assign(other)?;
-        Ok(out)
+        self.check_same(other)?;
+        self.require_domain(Domain::Ntt)?;
+        let be = default_backend();
+        Ok(self.mapped(&self.basis, |i, limb, m, _| {
+            be.mul_pointwise(m, limb, other.limb(i))
+        }))
     }
 
     /// `self ·= other` (both in the NTT domain).
@@ -562,6 +671,29 @@ impl RnsPoly {
         let be = default_backend();
         self.par_limbs(|i, limb, m, _| be.mul_pointwise(m, limb, other.limb(i)));
         Ok(())
+    }
+
+    /// `self · other` over `self`'s limbs, where `other`'s basis starts
+    /// with `self`'s, out of place (see [`Self::mul_prefix_assign`]).
+    pub fn mul_prefix(&self, other: &Self) -> Result<Self> {
+        self.check_prefix(other)?;
+        let be = default_backend();
+        Ok(self.mapped(&self.basis, |i, limb, m, _| {
+            be.mul_pointwise(m, limb, other.limb(i))
+        }))
+    }
+
+    /// `self + other` over `self`'s limbs, where `other`'s basis starts
+    /// with `self`'s (a plaintext at a higher level), out of place.
+    pub fn add_prefix(&self, other: &Self) -> Result<Self> {
+        self.check_prefix(other)?;
+        Ok(self.zip(other, |m, x, y| m.add(x, y)))
+    }
+
+    /// `self − other` as [`Self::add_prefix`].
+    pub fn sub_prefix(&self, other: &Self) -> Result<Self> {
+        self.check_prefix(other)?;
+        Ok(self.zip(other, |m, x, y| m.sub(x, y)))
     }
 
     /// `self += a · b` over `self`'s limbs: `a` over `self`'s basis, `b`
@@ -610,6 +742,36 @@ impl RnsPoly {
         let be = default_backend();
         self.par_limbs(|i, limb, m, _| be.mul_scalar(m, limb, m.reduce(cs[i])));
         Ok(())
+    }
+
+    /// `self` with limb i multiplied by `cs[i]`, out of place.
+    pub fn mul_rns_scalar(&self, cs: &[u64]) -> Result<Self> {
+        if cs.len() != self.limbs() {
+            return Err(MathError::LengthMismatch {
+                expected: self.limbs(),
+                found: cs.len(),
+            });
+        }
+        let be = default_backend();
+        Ok(self.mapped(&self.basis, |i, limb, m, _| {
+            be.mul_scalar(m, limb, m.reduce(cs[i]))
+        }))
+    }
+
+    /// `self` with `cs[i]` added to every residue of limb i (in the NTT
+    /// domain: a constant polynomial), out of place.
+    pub fn add_rns_scalar(&self, cs: &[u64]) -> Result<Self> {
+        if cs.len() != self.limbs() {
+            return Err(MathError::LengthMismatch {
+                expected: self.limbs(),
+                found: cs.len(),
+            });
+        }
+        self.require_domain(Domain::Ntt)?;
+        Ok(self.mapped(&self.basis, |i, limb, m, _| {
+            let c = m.reduce(cs[i]);
+            limb.iter_mut().for_each(|x| *x = m.add(*x, c));
+        }))
     }
 
     /// The automorphism X → X^k (k odd, taken mod 2n), in either domain.
@@ -664,50 +826,18 @@ impl RnsPoly {
     /// x ↦ ⌊x / q_L⌉ over the remaining basis. Works in either domain (in the
     /// NTT domain the last limb is brought back to coefficients once).
     pub fn rescale(&mut self) -> Result<()> {
-        let l = self.limbs();
-        if l < 2 {
-            return Err(MathError::TooFewModuli { have: l, need: 2 });
-        }
-        let n = self.degree();
-        let last_m = self.basis.moduli[l - 1];
-        let ql = last_m.value();
-        let half = ql / 2;
-        let mut last = self.limb(l - 1).to_vec();
-        if self.domain == Domain::Ntt {
-            default_backend().ntt_inverse(&self.basis.tables[l - 1], &mut last);
-        }
-        // Adding q_L/2 before the floor division turns it into rounding.
-        for x in last.iter_mut() {
-            *x = last_m.add(*x, half);
-        }
-        let domain = self.domain;
-        let be = default_backend();
-        self.data.truncate((l - 1) * n);
-        self.basis = self.basis.prefix(l - 1)?;
-        let last_bits = last_m.bits();
-        self.par_limbs(|_, limb, m, t| {
-            let half_i = m.reduce(half);
-            let ql_inv = m.inv(m.reduce(ql)).expect("distinct primes are coprime");
-            // r = ((x_L + q_L/2) mod q_L) − q_L/2, so that x − r ≡ x − x_L
-            // (mod q_L) and (x − r)/q_L = ⌊(x + q_L/2)/q_L⌋; r is brought to
-            // the polynomial's domain before the subtraction.
-            if domain == Domain::Ntt {
-                // The reduction and the final x·q_L⁻¹ − r·q_L⁻¹ are the
-                // vectorised linear combinations.
-                let mut r = vec![0; last.len()];
-                be.linear_combination(m, &mut r, None, &[&last], &[1], &[last_bits]);
-                r.iter_mut().for_each(|x| *x = m.sub(*x, half_i));
-                be.ntt_forward(t, &mut r);
-                be.linear_combination(m, limb, Some(ql_inv), &[&r], &[m.neg(ql_inv)], &[m.bits()]);
-            } else {
-                let ql_inv_s = m.shoup(ql_inv);
-                for (x, &xl) in limb.iter_mut().zip(&last) {
-                    let ri = m.sub(m.reduce(xl), half_i);
-                    *x = m.mul_shoup(m.sub(*x, ri), ql_inv, ql_inv_s);
-                }
-            }
-        });
+        let step = RescaleStep::new(self)?;
+        self.data.truncate(step.basis.len() * self.degree());
+        self.basis = step.basis.clone();
+        self.par_limbs(|_, limb, m, t| step.divide(limb, m, t));
         Ok(())
+    }
+
+    /// [`Self::rescale`] out of place: each limb is divided as it is
+    /// copied, with no copy of the whole polynomial first.
+    pub fn rescaled(&self) -> Result<Self> {
+        let step = RescaleStep::new(self)?;
+        Ok(self.mapped(&step.basis, |_, limb, m, t| step.divide(limb, m, t)))
     }
 
     /// The coefficients as integers in [0, Q) by CRT (coefficient domain).

@@ -122,12 +122,27 @@ fn rescale_rounds_like_bigint_division_in_both_domains() {
     c.rescale().unwrap();
     assert_eq!(c.limbs(), 3);
     assert_eq!(c.to_biguint().unwrap(), want);
+    assert_eq!(x.rescaled().unwrap(), c);
     let mut nt = x.clone();
     nt.to_ntt();
+    let mut out_of_place = nt.rescaled().unwrap();
     nt.rescale().unwrap();
+    assert_eq!(out_of_place, nt);
     nt.to_coefficient();
     assert_eq!(nt, c);
+    out_of_place.to_coefficient();
+    assert_eq!(out_of_place, c);
+    // Large enough for the limbs to be divided on several threads.
+    let big = basis(1 << 12, 50, 9);
+    let mut y = s.uniform_poly(&big, Domain::Ntt);
+    let z = y.rescaled().unwrap();
+    y.rescale().unwrap();
+    assert_eq!(z, y);
     let mut one = RnsPoly::zero(&b.prefix(1).unwrap(), Domain::Coefficient);
+    assert_eq!(
+        one.rescaled(),
+        Err(MathError::TooFewModuli { have: 1, need: 2 })
+    );
     assert_eq!(
         one.rescale(),
         Err(MathError::TooFewModuli { have: 1, need: 2 })
@@ -207,8 +222,12 @@ fn arithmetic_matches_bigint_reference() {
     let diff = x.sub(&y).unwrap().to_biguint().unwrap();
     let mut neg = x.clone();
     neg.neg_assign();
+    assert_eq!(x.neg(), neg);
     let mut scaled = x.clone();
     scaled.mul_scalar_assign(u64::MAX);
+    let cs: Vec<u64> = b.moduli().iter().map(|m| m.value() - 5).collect();
+    let times_cs = x.mul_rns_scalar(&cs).unwrap().to_biguint().unwrap();
+    let minus_five = &q - BigUint::from(5u32);
     let negb = neg.to_biguint().unwrap();
     let scaledb = scaled.to_biguint().unwrap();
     for j in 0..64 {
@@ -216,7 +235,15 @@ fn arithmetic_matches_bigint_reference() {
         assert_eq!(diff[j], (&xb[j] + &q - &yb[j]) % &q);
         assert_eq!(negb[j], (&q - &xb[j]) % &q);
         assert_eq!(scaledb[j], (&xb[j] * BigUint::from(u64::MAX)) % &q);
+        assert_eq!(times_cs[j], (&xb[j] * &minus_five) % &q);
     }
+    assert_eq!(
+        x.mul_rns_scalar(&cs[..2]),
+        Err(MathError::LengthMismatch {
+            expected: 3,
+            found: 2
+        })
+    );
 }
 
 /// The prefix operations (a plaintext at a higher level than the
@@ -253,10 +280,19 @@ fn prefix_operations_match_bigint_reference() {
         (&q - BigUint::from(3u32)) % &q
     };
     let (pr, ac, sc) = (coeff(&prod), coeff(&acc), coeff(&scaled));
+    assert_eq!(x.mul_prefix(&p).unwrap(), prod);
+    let (sum, diff) = (
+        coeff(&x.add_prefix(&p).unwrap()),
+        coeff(&x.sub_prefix(&p).unwrap()),
+    );
+    let shifted = coeff(&x.add_rns_scalar(&cs).unwrap());
     for j in 0..n {
         assert_eq!(pr[j], (&x0[j] * &p0[j]) % &q);
         assert_eq!(ac[j], (&a0[j] + &x0[j] * &p0[j]) % &q);
         assert_eq!(sc[j], (&x0[j] + &p0[j] * &c_big) % &q);
+        assert_eq!(sum[j], (&x0[j] + &p0[j]) % &q);
+        assert_eq!(diff[j], (&x0[j] + &q - &p0[j]) % &q);
+        assert_eq!(shifted[j], (&x0[j] + &c_big) % &q);
     }
     // A longer target than the operand, another basis, the wrong domain.
     let mut long_acc = s.uniform_poly(&long, Domain::Ntt);
@@ -274,9 +310,19 @@ fn prefix_operations_match_bigint_reference() {
         acc.add_scaled_prefix_assign(&p, &cs[..1]),
         Err(MathError::BasisMismatch)
     );
+    assert_eq!(long_acc.mul_prefix(&x), Err(MathError::BasisMismatch));
+    assert_eq!(x.add_prefix(&q_other), Err(MathError::BasisMismatch));
     let coeff_p = s.uniform_poly(&long, Domain::Coefficient);
     assert!(matches!(
         acc.mul_prefix_assign(&coeff_p),
+        Err(MathError::DomainMismatch { .. })
+    ));
+    assert!(matches!(
+        x.sub_prefix(&coeff_p),
+        Err(MathError::DomainMismatch { .. })
+    ));
+    assert!(matches!(
+        coeff_p.add_rns_scalar(&[1; 4]),
         Err(MathError::DomainMismatch { .. })
     ));
 }
