@@ -120,11 +120,10 @@ impl Evaluator {
     /// `ct` times the signed constant `c` (factor and noise unchanged but
     /// for |c|).
     fn times(&self, ct: &Ciphertext, c: i64) -> Result<Ciphertext> {
-        let mut out = ct.clone();
-        for p in out.polys_mut() {
+        let mut out = ct.map_polys(|p| {
             let cs: Vec<u64> = p.basis().moduli().iter().map(|m| m.from_i64(c)).collect();
-            p.mul_rns_scalar_assign(&cs)?;
-        }
+            p.mul_rns_scalar(&cs)
+        })?;
         out.set_scale(self.params.noise().mul_scalar(ct.scale(), c.unsigned_abs()));
         Ok(out)
     }
@@ -202,9 +201,7 @@ impl Evaluator {
     /// −a.
     pub fn neg(&self, a: &Ciphertext) -> Result<Ciphertext> {
         check(&self.params, a)?;
-        let mut out = a.clone();
-        out.polys_mut().iter_mut().for_each(|p| p.neg_assign());
-        Ok(out)
+        Ok(a.map_polys(|p| Ok(p.neg()))?)
     }
 
     /// The sum of many ciphertexts, read in place (any iterator of
@@ -269,13 +266,13 @@ impl Evaluator {
     fn plain_term(&self, a: &Ciphertext, pt: &Plaintext, sub: bool) -> Result<Ciphertext> {
         check(&self.params, a)?;
         let m = pt.lift(&self.params, a.level(), a.factor())?;
-        let mut out = a.clone();
-        let c0 = &mut out.polys_mut()[0];
-        if sub {
-            c0.sub_assign(m.poly())?;
-        } else {
-            c0.add_assign(m.poly())?;
-        }
+        let out = a.map_c0(|c0| {
+            if sub {
+                c0.sub(m.poly())
+            } else {
+                c0.add(m.poly())
+            }
+        })?;
         let noise = self.params.noise().add_plaintext(a.scale());
         self.with_noise(out, noise)
     }
@@ -285,15 +282,11 @@ impl Evaluator {
         check(&self.params, a)?;
         let t = self.params.t_modulus();
         let cf = t.center(t.mul(t.reduce(c), a.factor()));
-        let mut out = a.clone();
         // A constant polynomial is the same value at every NTT point.
-        let c0 = &mut out.polys_mut()[0];
-        let moduli = c0.basis().moduli().to_vec();
-        let n = c0.degree();
-        for (limb, m) in c0.data_mut().chunks_exact_mut(n).zip(&moduli) {
-            let v = m.from_i64(cf);
-            limb.iter_mut().for_each(|x| *x = m.add(*x, v));
-        }
+        let out = a.map_c0(|c0| {
+            let cs: Vec<u64> = c0.basis().moduli().iter().map(|m| m.from_i64(cf)).collect();
+            c0.add_rns_scalar(&cs)
+        })?;
         let noise = self.params.noise().add_plaintext(a.scale());
         self.with_noise(out, noise)
     }
@@ -311,10 +304,7 @@ impl Evaluator {
     pub fn mul_plain(&self, a: &Ciphertext, pt: &Plaintext) -> Result<Ciphertext> {
         check(&self.params, a)?;
         let m = pt.lift(&self.params, a.level(), 1)?;
-        let mut out = a.clone();
-        for p in out.polys_mut() {
-            p.mul_assign(m.poly())?;
-        }
+        let out = a.map_polys(|p| p.mul(m.poly()))?;
         let noise = self.params.noise().mul_plain(a.scale());
         self.with_noise(out, noise)
     }

@@ -197,50 +197,7 @@ impl Evaluator {
     /// −a.
     pub fn neg(&self, a: &Ciphertext) -> Result<Ciphertext> {
         self.check(a)?;
-        let polys = a.polys().iter().map(RnsPoly::neg).collect();
-        Ok(Ciphertext::new(
-            self.params.rlwe(),
-            polys,
-            a.level(),
-            a.scale(),
-        )?)
-    }
-
-    /// `f` of every component of `ct`, at `ct`'s level and the given scale.
-    fn map_polys(
-        &self,
-        ct: &Ciphertext,
-        scale: f64,
-        f: impl Fn(&RnsPoly) -> hecloud_math::Result<RnsPoly>,
-    ) -> Result<Ciphertext> {
-        let polys = ct
-            .polys()
-            .iter()
-            .map(f)
-            .collect::<hecloud_math::Result<Vec<_>>>()?;
-        Ok(Ciphertext::new(
-            self.params.rlwe(),
-            polys,
-            ct.level(),
-            scale,
-        )?)
-    }
-
-    /// `ct` with c0 replaced by `f(c0)`, the other components copied.
-    fn map_c0(
-        &self,
-        ct: &Ciphertext,
-        f: impl FnOnce(&RnsPoly) -> hecloud_math::Result<RnsPoly>,
-    ) -> Result<Ciphertext> {
-        let mut polys = Vec::with_capacity(ct.polys().len());
-        polys.push(f(&ct.polys()[0])?);
-        polys.extend(ct.polys()[1..].iter().cloned());
-        Ok(Ciphertext::new(
-            self.params.rlwe(),
-            polys,
-            ct.level(),
-            ct.scale(),
-        )?)
+        Ok(a.map_polys(|p| Ok(p.neg()))?)
     }
 
     /// ct + pt (pt at the ciphertext's level or above, same scale).
@@ -249,7 +206,7 @@ impl Evaluator {
         self.check_plain(pt)?;
         self.planner()
             .add_plain(&CtShape::of(ct), &PtShape::of(pt))?;
-        self.map_c0(ct, |c0| c0.add_prefix(pt.poly()))
+        Ok(ct.map_c0(|c0| c0.add_prefix(pt.poly()))?)
     }
 
     /// ct − pt.
@@ -258,7 +215,7 @@ impl Evaluator {
         self.check_plain(pt)?;
         self.planner()
             .sub_plain(&CtShape::of(ct), &PtShape::of(pt))?;
-        self.map_c0(ct, |c0| c0.sub_prefix(pt.poly()))
+        Ok(ct.map_c0(|c0| c0.sub_prefix(pt.poly()))?)
     }
 
     /// Residues of round(x) modulo each prime of Q_level
@@ -289,7 +246,7 @@ impl Evaluator {
             0.0 => None,
             im => Some(self.round_residues(im * ct.scale(), level)?),
         };
-        self.map_c0(ct, |c0| {
+        Ok(ct.map_c0(|c0| {
             // A constant polynomial is the same constant in every NTT slot.
             let mut c0 = c0.add_rns_scalar(&re)?;
             if let Some(im) = im {
@@ -302,7 +259,7 @@ impl Evaluator {
                 c0.add_assign(&p)?;
             }
             Ok(c0)
-        })
+        })?)
     }
 
     /// ct · k for an integer k (no level consumed).
@@ -316,7 +273,7 @@ impl Evaluator {
             .iter()
             .map(|m| m.from_i64(k))
             .collect();
-        self.map_polys(ct, ct.scale(), |p| p.mul_rns_scalar(&res))
+        Ok(ct.map_polys(|p| p.mul_rns_scalar(&res))?)
     }
 
     /// ct · round(c·s) with the scale multiplied by s (no rescale): the
@@ -328,7 +285,9 @@ impl Evaluator {
         }
         let plan = self.planner().mul_const_raw(&CtShape::of(ct), s);
         let res = self.round_residues(c * s, ct.level())?;
-        self.map_polys(ct, plan.out.scale, |p| p.mul_rns_scalar(&res))
+        let mut out = ct.map_polys(|p| p.mul_rns_scalar(&res))?;
+        out.set_scale(plan.out.scale);
+        Ok(out)
     }
 
     /// acc += x · round(c·s) with x taken at acc's level (x at that level
@@ -407,7 +366,9 @@ impl Evaluator {
         let plan = self
             .planner()
             .mul_plain(&CtShape::of(ct), &PtShape::of(pt))?;
-        self.map_polys(ct, plan.out.scale, |c| c.mul_prefix(pt.poly()))
+        let mut out = ct.map_polys(|c| c.mul_prefix(pt.poly()))?;
+        out.set_scale(plan.out.scale);
+        Ok(out)
     }
 
     /// acc += ct · pt with no temporary: `acc` must have the product's

@@ -110,6 +110,31 @@ impl Ciphertext {
         })
     }
 
+    /// `f` of every component, at this ciphertext's level and with its
+    /// scale and factor: the out-of-place form of a componentwise
+    /// operation (see `RnsPoly::mul_rns_scalar` and the like, which
+    /// write each limb once).
+    pub fn map_polys(&self, f: impl Fn(&RnsPoly) -> hecloud_math::Result<RnsPoly>) -> Result<Self> {
+        let polys = self
+            .polys
+            .iter()
+            .map(f)
+            .collect::<hecloud_math::Result<Vec<_>>>()?;
+        Ok(Self::new(&self.params, polys, self.level, self.scale)?.with_metadata_of(self))
+    }
+
+    /// This ciphertext with c_0 replaced by `f(c_0)` and the other
+    /// components copied, with its level, scale and factor.
+    pub fn map_c0(
+        &self,
+        f: impl FnOnce(&RnsPoly) -> hecloud_math::Result<RnsPoly>,
+    ) -> Result<Self> {
+        let mut polys = Vec::with_capacity(self.polys.len());
+        polys.push(f(&self.polys[0])?);
+        polys.extend(self.polys[1..].iter().cloned());
+        Ok(Self::new(&self.params, polys, self.level, self.scale)?.with_metadata_of(self))
+    }
+
     /// A degree-1 ciphertext whose c_1 is `expand_seed_uniform(seed)` (the
     /// caller expanded it: only the seed is serialized).
     pub(crate) fn from_seed(
