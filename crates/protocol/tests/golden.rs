@@ -30,6 +30,9 @@ use hecloud_ckks::{CkksParameters, Encoder, EvaluationKeys, Evaluator};
 use hecloud_protocol::object::{payload_kind, unversion, versioned_bytes};
 use hecloud_protocol::*;
 use hecloud_rlwe::{Ciphertext, Decryptor, Encryptor, GaloisKeys, KeyGenerator, SecretKey};
+use tfhe::core_crypto::commons::generators::DeterministicSeeder;
+use tfhe::core_crypto::commons::math::random::{DefaultRandomGenerator, Seed};
+use tfhe::shortint::engine::ShortintEngine;
 
 /// The message every CKKS sample encrypts.
 const MESSAGE: [f64; 4] = [0.5, -0.25, 1.0, 0.125];
@@ -39,6 +42,9 @@ const TFHE_BIT: bool = true;
 /// Fixed seeds: golden files are deterministic by design.
 const KEY_SEED: [u8; 32] = [7; 32];
 const ENC_SEED: [u8; 32] = [11; 32];
+/// The seed of the TFHE-rs engine that draws the TFHE samples' key and
+/// encryption randomness.
+const TFHE_SEED: u128 = 13;
 
 fn dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden")
@@ -68,8 +74,8 @@ const OBJECTS: [(&str, ObjectKind); 7] = [
     ("tfhe-uint", ObjectKind::TfheUint),
 ];
 
-/// Writes every sample afresh from the fixed seeds (TFHE-rs draws its own
-/// key and encryption randomness, so the TFHE samples differ per blessing).
+/// Writes every sample afresh from the fixed seeds: blessing twice writes
+/// the same bytes.
 fn bless() {
     let params = ckks_params();
     let rlwe = params.rlwe();
@@ -86,10 +92,15 @@ fn bless() {
     let ct = enc.encrypt_pk(&pk, &pt).unwrap();
     let ct_seeded = enc.encrypt_sk(&sk, &pt).unwrap();
 
-    let ck = tfhe::shortint::ClientKey::new(TFHE_PARAMS);
+    // An engine of its own, seeded, rather than TFHE-rs's thread-local one
+    // (seeded from the OS).
+    let mut engine = ShortintEngine::new_from_seeder(&mut DeterministicSeeder::<
+        DefaultRandomGenerator,
+    >::new(Seed(TFHE_SEED)));
+    let ck = engine.new_client_key(TFHE_PARAMS);
     // A bit's degree is its public bound (1), as the TFHE engine sets it.
-    let wire = |b: bool| {
-        let mut ct = ck.encrypt(b as u64);
+    let mut wire = |b: bool| {
+        let mut ct = engine.encrypt(&ck, b as u64);
         ct.degree = tfhe::shortint::ciphertext::Degree::new(1);
         Wire::from_parts(ct, 1, 1)
     };
