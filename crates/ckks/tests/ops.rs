@@ -310,6 +310,28 @@ fn multiplications_match_plaintext() {
         25.0,
         "mul (degree 2) + rescale",
     );
+    // Degrees 2 and 1 summed both ways round (the missing component
+    // counts as zero): ab + ab and ab − ab.
+    let pb = f.enc.encode(&b, 4, f.params.default_scale()).unwrap();
+    let u = f.eval.mul_plain(&ca, &pb).unwrap();
+    let twice: Vec<Complex64> = prod.iter().map(|x| x * 2.0).collect();
+    let sum = f.eval.add(&u, &t).unwrap();
+    assert_eq!(sum.degree(), 2);
+    f.check(
+        &twice,
+        &f.eval.rescale(&sum).unwrap(),
+        25.0,
+        "degree 1 + degree 2",
+    );
+    let diff = f.eval.sub(&u, &t).unwrap();
+    assert_eq!(diff.degree(), 2);
+    let zeros = vec![Complex64::new(0.0, 0.0); slots];
+    f.check(
+        &zeros,
+        &f.eval.rescale(&diff).unwrap(),
+        25.0,
+        "degree 1 − degree 2",
+    );
     let r = f.eval.rescale(&f.eval.relinearize(&t).unwrap()).unwrap();
     assert_eq!((r.level(), r.degree()), (3, 1));
     f.check(&prod, &r, 30.0, "mul relin rescale");
