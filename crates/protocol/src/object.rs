@@ -22,7 +22,7 @@
 //! with the parameter set (dimensions, moduli) before use.
 
 use std::collections::BTreeSet;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, Weak};
 
 use hecloud_bgv::BgvParameters;
 use hecloud_circuits::packed::BgvMaskPolicy;
@@ -647,10 +647,50 @@ pub struct SessionKeys {
     boot: Option<BootRuntime>,
 }
 
+/// The bootstrapper of `circuit` under `params`, shared by every session
+/// that holds one: it depends on neither keys nor tenant, and it keeps
+/// the DFT's encoded diagonals from one bootstrapping to the next (up to
+/// [`Bootstrapper::KEPT_DIAGONAL_BYTES`], 2 GiB at N = 2^16), which each
+/// cached session would otherwise hold a copy of. Dropped with its last
+/// session.
+fn shared_bootstrapper(
+    params: &Arc<CkksParameters>,
+    circuit: BootstrapLiteral,
+) -> hecloud_ckks::Result<Arc<Bootstrapper>> {
+    type Key = ([u8; 32], u64, BootstrapLiteral);
+    static SHARED: Mutex<Vec<(Key, Weak<Bootstrapper>)>> = Mutex::new(Vec::new());
+    let key = (
+        *params.rlwe().hash(),
+        params.default_scale().to_bits(),
+        circuit,
+    );
+    let find = |shared: &mut Vec<(Key, Weak<Bootstrapper>)>| {
+        shared.retain(|(_, b)| b.strong_count() > 0);
+        shared
+            .iter()
+            .find(|(k, _)| *k == key)
+            .and_then(|(_, b)| b.upgrade())
+    };
+    if let Some(b) = find(&mut SHARED.lock().unwrap_or_else(|e| e.into_inner())) {
+        return Ok(b);
+    }
+    // Built outside the lock (it takes a while at N = 2^16); a session
+    // that raced this one may have stored its own meanwhile.
+    let fresh = Arc::new(Bootstrapper::new(params, circuit)?);
+    let mut shared = SHARED.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(b) = find(&mut shared) {
+        return Ok(b);
+    }
+    shared.push((key, Arc::downgrade(&fresh)));
+    Ok(fresh)
+}
+
 /// A session's bootstrapping: the circuit and its encapsulation keys.
 #[derive(Debug)]
 pub(crate) struct BootRuntime {
-    pub bootstrapper: Bootstrapper,
+    /// Shared by the sessions of one parameter set and circuit
+    /// ([`shared_bootstrapper`]).
+    pub bootstrapper: Arc<Bootstrapper>,
     pub encapsulation: Option<EncapsulationKeys>,
     prefer_over_refresh: bool,
 }
@@ -810,7 +850,7 @@ impl SessionKeys {
             .as_ref()
             .ok_or(SessionError::NoParameters("CKKS"))?;
         let p = rt.evaluator.params().clone();
-        let bootstrapper = Bootstrapper::new(&p, circuit).map_err(SessionError::Bootstrap)?;
+        let bootstrapper = shared_bootstrapper(&p, circuit).map_err(SessionError::Bootstrap)?;
         bootstrapper
             .check_keys(&rt.evaluator)
             .map_err(SessionError::Bootstrap)?;
@@ -1516,5 +1556,49 @@ mod payload_check_tests {
             long.push(0);
             assert!(check(ObjectKind::TfheUint, &long, &[], split).is_err());
         }
+    }
+}
+
+#[cfg(test)]
+mod shared_bootstrapper_tests {
+    use super::*;
+    use hecloud_ckks::KeySet;
+    use hecloud_ckks::boot::BootPreset;
+
+    #[test]
+    fn sessions_of_one_circuit_share_its_bootstrapper() {
+        let (literal, log_scale, circuit) = BootPreset::TestN12.literal();
+        let params = CkksParameters::new_insecure_for_tests(literal, log_scale).unwrap();
+        let levels = Bootstrapper::new(&params, circuit)
+            .unwrap()
+            .rotation_levels();
+        let keys = KeySet::generate_at_levels(&params, &levels, true).unwrap();
+        let h = circuit.ephemeral_hamming.unwrap();
+        let encapsulation = EncapsulationKeys::generate(&params, keys.secret_key(), h).unwrap();
+        let session = |circuit: BootstrapLiteral| {
+            let sp = SessionParams {
+                ckks: Some(params.clone()),
+                tfhe: None,
+                bgv: None,
+            };
+            SessionKeys::from_parts(sp, keys.evaluation_keys(), None)
+                .unwrap()
+                .with_bootstrap(circuit, Some(encapsulation.clone()), false)
+                .unwrap()
+        };
+        let boot = |s: &SessionKeys| s.boot_runtime().unwrap().bootstrapper.clone();
+        let (a, b) = (session(circuit), session(circuit));
+        assert!(Arc::ptr_eq(&boot(&a), &boot(&b)));
+        // Another circuit (a larger message ratio) gets its own.
+        let other = BootstrapLiteral {
+            log_message_ratio: circuit.log_message_ratio + 1,
+            ..circuit
+        };
+        let c = session(other);
+        assert!(!Arc::ptr_eq(&boot(&a), &boot(&c)));
+        // Held by the two sessions (and the clone taken here) only.
+        assert_eq!(Arc::strong_count(&boot(&a)), 3);
+        drop((a, b));
+        assert_eq!(Arc::strong_count(&boot(&c)), 2);
     }
 }
