@@ -120,10 +120,13 @@ impl Evaluator {
     /// `ct` times the signed constant `c` (factor and noise unchanged but
     /// for |c|).
     fn times(&self, ct: &Ciphertext, c: i64) -> Result<Ciphertext> {
-        let mut out = ct.map_polys(|p| {
-            let cs: Vec<u64> = p.basis().moduli().iter().map(|m| m.from_i64(c)).collect();
-            p.mul_rns_scalar(&cs)
-        })?;
+        let cs: Vec<u64> = ct.polys()[0]
+            .basis()
+            .moduli()
+            .iter()
+            .map(|m| m.from_i64(c))
+            .collect();
+        let mut out = ct.map_polys(|p| p.mul_rns_scalar(&cs))?;
         out.set_scale(self.params.noise().mul_scalar(ct.scale(), c.unsigned_abs()));
         Ok(out)
     }

@@ -242,9 +242,10 @@ impl Evaluator {
         let level = ct.level();
         let n = self.params.n();
         let re = self.round_residues(c.re * ct.scale(), level)?;
-        let im = match c.im {
-            0.0 => None,
-            im => Some(self.round_residues(im * ct.scale(), level)?),
+        let im = if c.im == 0.0 {
+            None
+        } else {
+            Some(self.round_residues(c.im * ct.scale(), level)?)
         };
         Ok(ct.map_c0(|c0| {
             // A constant polynomial is the same constant in every NTT slot.

@@ -227,12 +227,17 @@ impl LinearTransform {
             level,
             scale.to_bits(),
         );
-        let mut cache = self.encoded.0.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(hit) = cache.as_ref().filter(|c| c.key == key) {
-            return Ok(Arc::clone(hit));
+        {
+            let mut cache = self.encoded.0.lock().unwrap_or_else(|e| e.into_inner());
+            if let Some(hit) = cache.as_ref().filter(|c| c.key == key) {
+                return Ok(Arc::clone(hit));
+            }
+            // The old plaintexts go before the new ones are made.
+            *cache = None;
         }
-        // The old plaintexts go before the new ones are made.
-        *cache = None;
+        // Encoded outside the lock: a bootstrapper is shared by sessions
+        // (whose inputs' scales, and so SlotsToCoeffs' diagonals, may
+        // differ), and another application need not wait for this one.
         let plaintexts = self
             .giant_steps()
             .into_iter()
@@ -240,7 +245,7 @@ impl LinearTransform {
             .map(|(g, v)| self.encode_diagonal(enc, v, g, level, scale))
             .collect::<Result<Vec<_>>>()?;
         let fresh = Arc::new(EncodedDiagonals { key, plaintexts });
-        *cache = Some(Arc::clone(&fresh));
+        *self.encoded.0.lock().unwrap_or_else(|e| e.into_inner()) = Some(Arc::clone(&fresh));
         Ok(fresh)
     }
 

@@ -369,9 +369,7 @@ impl CkksMask {
         let r = to_rns(&self.params, &shifted, fresh.level());
         shifted.zeroize();
         let r = r?;
-        let mut out = fresh.clone();
-        out.polys_mut()[0].sub_assign(&r)?;
-        Ok(out)
+        Ok(fresh.map_c0(|c0| c0.sub(&r))?)
     }
 }
 

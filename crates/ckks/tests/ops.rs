@@ -294,6 +294,39 @@ fn additive_operations_match_plaintext() {
     f.check(&zip(|x, y| x + y), &s, 30.0, "add across levels");
 }
 
+/// Sums with a constant or a plaintext change c0 only: a seeded
+/// encryption stays seeded, and its half-size form still decrypts right.
+#[test]
+fn constant_and_plaintext_sums_keep_the_seed() {
+    let f = fixture();
+    let slots = f.params.slots();
+    let (a, b) = (random_vec(slots, 1.0), random_vec(slots, 1.0));
+    let pt = f.enc.encode(&a, 4, f.params.default_scale()).unwrap();
+    let seeded = f.keys.encrypt_sk(&pt).unwrap();
+    assert!(seeded.is_seeded());
+    let pb = f.enc.encode(&b, 4, f.params.default_scale()).unwrap();
+    let c = Complex64::new(0.25, -0.5);
+    let zip = |op: fn(Complex64, Complex64) -> Complex64| -> Vec<Complex64> {
+        a.iter().zip(&b).map(|(x, y)| op(*x, *y)).collect()
+    };
+    let sums = [
+        (f.eval.add_plain(&seeded, &pb).unwrap(), zip(|x, y| x + y)),
+        (f.eval.sub_plain(&seeded, &pb).unwrap(), zip(|x, y| x - y)),
+        (
+            f.eval.add_const(&seeded, c).unwrap(),
+            a.iter().map(|x| x + c).collect(),
+        ),
+    ];
+    for (ct, want) in sums {
+        assert!(ct.is_seeded());
+        let back = hecloud_rlwe::Ciphertext::from_bytes(f.params.rlwe(), &ct.to_bytes()).unwrap();
+        assert_eq!(back.polys(), ct.polys());
+        f.check(&want, &back, 30.0, "seeded sum");
+    }
+    // A product changes c1: no seed.
+    assert!(!f.eval.mul_plain(&seeded, &pb).unwrap().is_seeded());
+}
+
 #[test]
 fn multiplications_match_plaintext() {
     let f = fixture();
@@ -331,6 +364,20 @@ fn multiplications_match_plaintext() {
         &f.eval.rescale(&diff).unwrap(),
         25.0,
         "degree 1 − degree 2",
+    );
+    let sum = f.eval.add(&t, &u).unwrap();
+    f.check(
+        &twice,
+        &f.eval.rescale(&sum).unwrap(),
+        25.0,
+        "degree 2 + degree 1",
+    );
+    let diff = f.eval.sub(&t, &u).unwrap();
+    f.check(
+        &zeros,
+        &f.eval.rescale(&diff).unwrap(),
+        25.0,
+        "degree 2 − degree 1",
     );
     let r = f.eval.rescale(&f.eval.relinearize(&t).unwrap()).unwrap();
     assert_eq!((r.level(), r.degree()), (3, 1));

@@ -724,6 +724,17 @@ impl RnsPoly {
         Ok(())
     }
 
+    /// `cs` holds one constant per limb.
+    fn check_rns_scalar(&self, cs: &[u64]) -> Result<()> {
+        if cs.len() != self.limbs() {
+            return Err(MathError::LengthMismatch {
+                expected: self.limbs(),
+                found: cs.len(),
+            });
+        }
+        Ok(())
+    }
+
     /// Multiplies by an integer constant (any domain), reduced per prime.
     pub fn mul_scalar_assign(&mut self, c: u64) {
         let be = default_backend();
@@ -733,12 +744,7 @@ impl RnsPoly {
     /// Multiplies limb i by `cs[i]` (an RNS constant, e.g. a big integer
     /// given by its residues).
     pub fn mul_rns_scalar_assign(&mut self, cs: &[u64]) -> Result<()> {
-        if cs.len() != self.limbs() {
-            return Err(MathError::LengthMismatch {
-                expected: self.limbs(),
-                found: cs.len(),
-            });
-        }
+        self.check_rns_scalar(cs)?;
         let be = default_backend();
         self.par_limbs(|i, limb, m, _| be.mul_scalar(m, limb, m.reduce(cs[i])));
         Ok(())
@@ -746,12 +752,7 @@ impl RnsPoly {
 
     /// `self` with limb i multiplied by `cs[i]`, out of place.
     pub fn mul_rns_scalar(&self, cs: &[u64]) -> Result<Self> {
-        if cs.len() != self.limbs() {
-            return Err(MathError::LengthMismatch {
-                expected: self.limbs(),
-                found: cs.len(),
-            });
-        }
+        self.check_rns_scalar(cs)?;
         let be = default_backend();
         Ok(self.mapped(&self.basis, |i, limb, m, _| {
             be.mul_scalar(m, limb, m.reduce(cs[i]))
@@ -761,12 +762,7 @@ impl RnsPoly {
     /// `self` with `cs[i]` added to every residue of limb i (in the NTT
     /// domain: a constant polynomial), out of place.
     pub fn add_rns_scalar(&self, cs: &[u64]) -> Result<Self> {
-        if cs.len() != self.limbs() {
-            return Err(MathError::LengthMismatch {
-                expected: self.limbs(),
-                found: cs.len(),
-            });
-        }
+        self.check_rns_scalar(cs)?;
         self.require_domain(Domain::Ntt)?;
         Ok(self.mapped(&self.basis, |i, limb, m, _| {
             let c = m.reduce(cs[i]);

@@ -659,17 +659,19 @@ fn shared_bootstrapper(
 ) -> hecloud_ckks::Result<Arc<Bootstrapper>> {
     type Key = ([u8; 32], u64, BootstrapLiteral);
     static SHARED: Mutex<Vec<(Key, Weak<Bootstrapper>)>> = Mutex::new(Vec::new());
+    // Full slots given or left out are one circuit.
+    let slots = circuit.slots.filter(|&s| s != params.slots());
     let key = (
         *params.rlwe().hash(),
         params.default_scale().to_bits(),
-        circuit,
+        BootstrapLiteral { slots, ..circuit },
     );
     let find = |shared: &mut Vec<(Key, Weak<Bootstrapper>)>| {
         shared.retain(|(_, b)| b.strong_count() > 0);
         shared
             .iter()
-            .find(|(k, _)| *k == key)
-            .and_then(|(_, b)| b.upgrade())
+            .filter(|(k, _)| *k == key)
+            .find_map(|(_, b)| b.upgrade())
     };
     if let Some(b) = find(&mut SHARED.lock().unwrap_or_else(|e| e.into_inner())) {
         return Ok(b);
@@ -1587,18 +1589,28 @@ mod shared_bootstrapper_tests {
                 .unwrap()
         };
         let boot = |s: &SessionKeys| s.boot_runtime().unwrap().bootstrapper.clone();
-        let (a, b) = (session(circuit), session(circuit));
-        assert!(Arc::ptr_eq(&boot(&a), &boot(&b)));
-        // Another circuit (a larger message ratio) gets its own.
-        let other = BootstrapLiteral {
+        // Circuits no other test uses (the list is process-wide): a
+        // larger message ratio, then that and full slots spelled out.
+        let mine = BootstrapLiteral {
             log_message_ratio: circuit.log_message_ratio + 1,
             ..circuit
         };
-        let c = session(other);
-        assert!(!Arc::ptr_eq(&boot(&a), &boot(&c)));
-        // Held by the two sessions (and the clone taken here) only.
-        assert_eq!(Arc::strong_count(&boot(&a)), 3);
+        let (a, b) = (session(mine), session(mine));
+        assert!(Arc::ptr_eq(&boot(&a), &boot(&b)));
+        let full = BootstrapLiteral {
+            slots: Some(params.slots()),
+            ..mine
+        };
+        assert!(Arc::ptr_eq(&boot(&a), &boot(&session(full))));
+        // Another circuit gets its own.
+        let other = BootstrapLiteral {
+            log_message_ratio: circuit.log_message_ratio + 2,
+            ..circuit
+        };
+        assert!(!Arc::ptr_eq(&boot(&a), &boot(&session(other))));
+        // Released with its last session.
+        let weak = Arc::downgrade(&boot(&a));
         drop((a, b));
-        assert_eq!(Arc::strong_count(&boot(&c)), 2);
+        assert!(weak.upgrade().is_none());
     }
 }

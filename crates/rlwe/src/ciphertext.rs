@@ -111,7 +111,7 @@ impl Ciphertext {
     }
 
     /// `f` of every component, at this ciphertext's level and with its
-    /// scale and factor: the out-of-place form of a componentwise
+    /// scale and factor (not its seed): the out-of-place form of a componentwise
     /// operation (see `RnsPoly::mul_rns_scalar` and the like, which
     /// write each limb once).
     pub fn map_polys(&self, f: impl Fn(&RnsPoly) -> hecloud_math::Result<RnsPoly>) -> Result<Self> {
@@ -124,7 +124,9 @@ impl Ciphertext {
     }
 
     /// This ciphertext with c_0 replaced by `f(c_0)` and the other
-    /// components copied, with its level, scale and factor.
+    /// components copied, with its level, scale and factor, and its seed:
+    /// a seeded c_1 is unchanged, so the result still serializes at half
+    /// size.
     pub fn map_c0(
         &self,
         f: impl FnOnce(&RnsPoly) -> hecloud_math::Result<RnsPoly>,
@@ -132,7 +134,10 @@ impl Ciphertext {
         let mut polys = Vec::with_capacity(self.polys.len());
         polys.push(f(&self.polys[0])?);
         polys.extend(self.polys[1..].iter().cloned());
-        Ok(Self::new(&self.params, polys, self.level, self.scale)?.with_metadata_of(self))
+        let mut out =
+            Self::new(&self.params, polys, self.level, self.scale)?.with_metadata_of(self);
+        out.seed = self.seed;
+        Ok(out)
     }
 
     /// A degree-1 ciphertext whose c_1 is `expand_seed_uniform(seed)` (the
