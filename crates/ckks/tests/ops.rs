@@ -348,37 +348,22 @@ fn multiplications_match_plaintext() {
     let pb = f.enc.encode(&b, 4, f.params.default_scale()).unwrap();
     let u = f.eval.mul_plain(&ca, &pb).unwrap();
     let twice: Vec<Complex64> = prod.iter().map(|x| x * 2.0).collect();
-    let sum = f.eval.add(&u, &t).unwrap();
-    assert_eq!(sum.degree(), 2);
-    f.check(
-        &twice,
-        &f.eval.rescale(&sum).unwrap(),
-        25.0,
-        "degree 1 + degree 2",
-    );
-    let diff = f.eval.sub(&u, &t).unwrap();
-    assert_eq!(diff.degree(), 2);
     let zeros = vec![Complex64::new(0.0, 0.0); slots];
-    f.check(
-        &zeros,
-        &f.eval.rescale(&diff).unwrap(),
-        25.0,
-        "degree 1 − degree 2",
-    );
-    let sum = f.eval.add(&t, &u).unwrap();
-    f.check(
-        &twice,
-        &f.eval.rescale(&sum).unwrap(),
-        25.0,
-        "degree 2 + degree 1",
-    );
-    let diff = f.eval.sub(&t, &u).unwrap();
-    f.check(
-        &zeros,
-        &f.eval.rescale(&diff).unwrap(),
-        25.0,
-        "degree 2 − degree 1",
-    );
+    for (x, y, sub, want, what) in [
+        (&u, &t, false, &twice, "degree 1 + degree 2"),
+        (&u, &t, true, &zeros, "degree 1 − degree 2"),
+        (&t, &u, false, &twice, "degree 2 + degree 1"),
+        (&t, &u, true, &zeros, "degree 2 − degree 1"),
+    ] {
+        let s = if sub {
+            f.eval.sub(x, y)
+        } else {
+            f.eval.add(x, y)
+        }
+        .unwrap();
+        assert_eq!(s.degree(), 2, "{what}");
+        f.check(want, &f.eval.rescale(&s).unwrap(), 25.0, what);
+    }
     let r = f.eval.rescale(&f.eval.relinearize(&t).unwrap()).unwrap();
     assert_eq!((r.level(), r.degree()), (3, 1));
     f.check(&prod, &r, 30.0, "mul relin rescale");
@@ -388,7 +373,6 @@ fn multiplications_match_plaintext() {
     assert!(((fused.scale() - r.scale()) / r.scale()).abs() < 1e-12);
     f.check(&prod, &fused, 30.0, "fused mul_relin_rescale");
     // Plaintext product.
-    let pb = f.enc.encode(&b, 4, f.params.default_scale()).unwrap();
     let r = f
         .eval
         .rescale(&f.eval.mul_plain(&ca, &pb).unwrap())
