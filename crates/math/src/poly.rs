@@ -622,11 +622,8 @@ impl RnsPoly {
     /// `self · other` (both in the NTT domain: pointwise product).
     pub fn mul(&self, other: &Self) -> Result<Self> {
         self.check_same(other)?;
-        self.require_domain(Domain::Ntt)?;
-        let be = default_backend();
-        Ok(self.mapped(&self.basis, |i, limb, m, _| {
-            be.mul_pointwise(m, limb, other.limb(i))
-        }))
+        // Same basis: the prefix product over all of it.
+        self.mul_prefix(other)
     }
 
     /// `self ·= other` (both in the NTT domain).
