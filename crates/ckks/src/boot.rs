@@ -435,6 +435,12 @@ impl EncapsulationKeys {
         self.to_sparse.serialized_len(seeded) + self.from_sparse.serialized_len(seeded)
     }
 
+    /// The bytes the two keys take in memory
+    /// ([`hecloud_rlwe::SwitchingKey::memory_bytes`]).
+    pub fn memory_bytes(&self) -> usize {
+        self.to_sparse.memory_bytes() + self.from_sparse.memory_bytes()
+    }
+
     /// Serialized form (`seeded`: each key's uniform half as its 32-byte
     /// seed, as for the other evaluation keys): the key over q₀·P, length
     /// prefixed, then the top-level one; each header holds the Hamming

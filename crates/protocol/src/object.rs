@@ -976,6 +976,39 @@ impl SessionKeys {
         &self.params
     }
 
+    /// The bytes its keys take in memory: the CKKS and BGV evaluation
+    /// keys, refresh public keys and encapsulation keys expanded as they
+    /// are held (seeded uploads are twice as large here), the TFHE server
+    /// key by its serialized size. Not counted: the bootstrapper its
+    /// sessions share (with its kept diagonals, see
+    /// `Bootstrapper::KEPT_DIAGONAL_BYTES`) and small per-key tables.
+    pub fn memory_bytes(&self) -> u64 {
+        let ckks = self.ckks.as_ref().map_or(0, |rt| {
+            let k = rt.evaluator.keys();
+            k.relin.as_ref().map_or(0, |r| r.0.memory_bytes()) + k.galois.memory_bytes()
+        });
+        let bgv = self.bgv.as_ref().map_or(0, |rt| {
+            rt.keys.relin.as_ref().map_or(0, |r| r.0.memory_bytes()) + rt.keys.galois.memory_bytes()
+        });
+        let refresh = self.refresh.as_ref().map_or(0, |r| {
+            [&r.ckks_pk, &r.bgv_pk]
+                .into_iter()
+                .flatten()
+                .map(PublicKey::memory_bytes)
+                .sum()
+        });
+        let boot = self
+            .boot
+            .as_ref()
+            .and_then(|b| b.encapsulation.as_ref())
+            .map_or(0, EncapsulationKeys::memory_bytes);
+        let tfhe = self
+            .tfhe
+            .as_ref()
+            .map_or(0, |e| bincode::serialized_size(e.server_key()).unwrap_or(0));
+        (ckks + bgv + refresh + boot) as u64 + tfhe
+    }
+
     /// What graphs may use: schemes and keys present.
     pub fn capabilities(&self) -> Capabilities {
         let mut c = Capabilities {

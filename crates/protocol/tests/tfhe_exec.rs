@@ -161,6 +161,16 @@ fn a_cancel_raised_during_a_long_sum_stops_it_inside_the_node() {
         Some(TfheEngine::from_keys(None, client.server_key().clone())),
     )
     .unwrap();
+    // The key is counted at about its stored size (the server's key cache
+    // budgets by it).
+    let stored = Object::TfheServerKey(Box::new(client.server_key().clone()))
+        .to_bytes()
+        .len() as f64;
+    let counted = keys.memory_bytes() as f64;
+    assert!(
+        (0.9..1.1).contains(&(counted / stored)),
+        "{counted} vs {stored}"
+    );
     // 64 operands of 8 bits: a few hundred bootstraps over tens of layers
     // (seconds on two cores) behind 64 input nodes.
     const N: usize = 64;

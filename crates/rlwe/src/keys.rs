@@ -93,6 +93,11 @@ impl PublicKey {
     pub fn params(&self) -> &Arc<Parameters> {
         &self.params
     }
+
+    /// The bytes its two polynomials take in memory.
+    pub fn memory_bytes(&self) -> usize {
+        size_of_val(self.b.data()) + size_of_val(self.a.data())
+    }
 }
 
 /// A key-switching key from s' to s, one (b_j, a_j) pair per digit over Q·P.
@@ -187,6 +192,29 @@ impl SwitchingKey {
             a: self.a.iter().map(exact).collect(),
             seeds: self.seeds.clone(),
         }
+    }
+
+    /// The bytes its polynomials take in memory: every b_j and a_j in
+    /// full, whether the key was loaded seeded or not.
+    ///
+    /// ```
+    /// use hecloud_rlwe::*;
+    /// let params = Parameters::new_insecure_for_tests(ParametersLiteral {
+    ///     log_n: 10, log_q: vec![50, 40], log_p: vec![50], dnum: Some(2),
+    ///     secret: SecretDistribution::Ternary, sigma: params::SIGMA, plaintext_modulus: None,
+    /// }).unwrap();
+    /// let mut kg = KeyGenerator::new(&params);
+    /// let sk = kg.gen_secret_key().unwrap();
+    /// let rlk = kg.gen_relinearization_key(&sk).unwrap();
+    /// // Two digits, each a (b, a) pair over three primes of 2^10 coefficients.
+    /// assert_eq!(rlk.0.memory_bytes(), 2 * 2 * 3 * 1024 * 8);
+    /// ```
+    pub fn memory_bytes(&self) -> usize {
+        self.b
+            .iter()
+            .chain(&self.a)
+            .map(|p| size_of_val(p.data()))
+            .sum()
     }
 
     /// Its serialized size in bytes (as relinearization and Galois keys
@@ -321,6 +349,11 @@ impl GaloisKeys {
     /// Whether the set is empty.
     pub fn is_empty(&self) -> bool {
         self.keys.is_empty()
+    }
+
+    /// The bytes its keys take in memory ([`SwitchingKey::memory_bytes`]).
+    pub fn memory_bytes(&self) -> usize {
+        self.keys.values().map(|k| k.key.memory_bytes()).sum()
     }
 }
 

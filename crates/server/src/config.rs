@@ -161,6 +161,11 @@ pub struct ServerConfig {
     /// The price is that the process keeps its peak heap. Process-wide; on
     /// by default.
     pub retain_freed_memory: bool,
+    /// MiB of session keys kept loaded between jobs, all tenants together
+    /// (6 GiB by default: two N = 2^16 bootstrapping sessions). The least
+    /// recently used sessions are dropped first; a session larger than this
+    /// still loads for its job, alone.
+    pub key_cache_mib: u64,
     /// Per-tenant limits.
     pub quota: Quota,
     /// Tenants.
@@ -182,6 +187,7 @@ impl Default for ServerConfig {
             allow_insecure_params: false,
             refresh_wait_secs: 60,
             retain_freed_memory: true,
+            key_cache_mib: crate::exec::DEFAULT_KEY_CACHE_BYTES >> 20,
             quota: Quota::default(),
             tenants: vec![],
         }
@@ -340,6 +346,9 @@ mod tests {
         let off = ServerConfig::from_toml("retain_freed_memory = false").unwrap();
         assert!(!off.retain_freed_memory);
         assert_eq!(c.upload_expiry_hours, 24);
+        assert_eq!(c.key_cache_mib, 6144);
+        let small = ServerConfig::from_toml("key_cache_mib = 512").unwrap();
+        assert_eq!(small.key_cache_mib, 512);
         let hourly = ServerConfig::from_toml("upload_expiry_hours = 1").unwrap();
         assert_eq!(hourly.upload_expiry_hours, 1);
         hourly.validate().unwrap();

@@ -254,12 +254,12 @@ pub trait UploadWatcher: Send {
 pub type Executors = HashMap<String, Arc<dyn Executor>>;
 
 /// The built-in executors.
-pub fn builtin(allow_insecure: bool, refresh_wait: Duration) -> Executors {
+pub fn builtin(config: &crate::ServerConfig) -> Executors {
+    let graph = GraphExecutor::new(config.allow_insecure_params)
+        .with_refresh_wait(Duration::from_secs(config.refresh_wait_secs.into()))
+        .with_key_cache_bytes(config.key_cache_mib.saturating_mul(1 << 20));
     let mut m: Executors = HashMap::new();
-    m.insert(
-        JOB_KIND_GRAPH.into(),
-        Arc::new(GraphExecutor::new(allow_insecure).with_refresh_wait(refresh_wait)),
-    );
+    m.insert(JOB_KIND_GRAPH.into(), Arc::new(graph));
     m.insert(JOB_KIND_ECHO.into(), Arc::new(EchoExecutor));
     m
 }
@@ -334,7 +334,9 @@ impl RefreshLink for HubLink<'_> {
     }
 }
 
-type KeyCell = Arc<OnceLock<Result<Arc<SessionKeys>, JobError>>>;
+/// A session's keys as loaded, with the bytes they hold
+/// ([`SessionKeys::memory_bytes`], counted once at load).
+type KeyCell = Arc<OnceLock<Result<(Arc<SessionKeys>, u64), JobError>>>;
 
 /// A ciphertext being decoded as its upload completes: the CKKS parameter
 /// hash it was decoded under and the object, or `None` if it did not
@@ -351,7 +353,11 @@ type DecodedCache = Mutex<Vec<(TenantObject, Instant, DecodeCell)>>;
 pub struct GraphExecutor {
     allow_insecure: bool,
     refresh_wait: Duration,
+    /// Loaded sessions, least recently used first.
     keys: Mutex<Vec<(TenantObject, KeyCell)>>,
+    /// Bytes of keys [`Self::keys`] may hold.
+    key_cache_bytes: u64,
+    key_loads: AtomicU64,
     /// Jobs checked at submission, kept decoded for their run.
     prepared: Mutex<Vec<(PreparedKey, Instant, Arc<Prepared>)>>,
     /// Uploaded ciphertexts decoded (or being decoded) before a job names
@@ -360,8 +366,13 @@ pub struct GraphExecutor {
     decoded_hits: AtomicU64,
 }
 
-/// Sessions whose keys stay loaded.
+/// Sessions whose keys stay loaded, at most (fewer when their keys
+/// exceed the executor's byte budget).
 const KEY_CACHE: usize = 4;
+/// Bytes of session keys kept loaded by default: two N = 2^16
+/// bootstrapping sessions (2.7 GiB each) or a dozen N = 2^16 sessions
+/// with relinearization and rotation keys for a sum.
+pub const DEFAULT_KEY_CACHE_BYTES: u64 = 6 << 30;
 /// Checked jobs kept decoded (each holds its input ciphertexts): the next
 /// few to run skip reading and decoding their inputs a second time.
 const PREPARED_CACHE: usize = 4;
@@ -403,6 +414,8 @@ impl GraphExecutor {
             allow_insecure,
             refresh_wait: DEFAULT_REFRESH_WAIT,
             keys: Mutex::new(Vec::new()),
+            key_cache_bytes: DEFAULT_KEY_CACHE_BYTES,
+            key_loads: AtomicU64::new(0),
             prepared: Mutex::new(Vec::new()),
             decoded: Arc::default(),
             decoded_hits: AtomicU64::new(0),
@@ -415,13 +428,21 @@ impl GraphExecutor {
         self
     }
 
+    /// Bytes of session keys kept loaded between jobs (the session a job
+    /// uses is loaded whatever its size; older ones are dropped until the
+    /// rest fit).
+    pub fn with_key_cache_bytes(mut self, bytes: u64) -> Self {
+        self.key_cache_bytes = bytes;
+        self
+    }
+
     /// The sessions of `tenant` whose keys are loaded.
     fn loaded_sessions(&self, tenant: &str) -> Vec<Arc<SessionKeys>> {
         let cache = self.keys.lock().unwrap();
         cache
             .iter()
             .filter(|((t, _), _)| t == tenant)
-            .filter_map(|(_, cell)| cell.get().and_then(|r| r.as_ref().ok()).cloned())
+            .filter_map(|(_, cell)| Some(cell.get()?.as_ref().ok()?.0.clone()))
             .collect()
     }
 
@@ -495,14 +516,41 @@ impl GraphExecutor {
                 cell
             }
         };
-        let r = cell.get_or_init(|| self.load_keys(objects, id).map(Arc::new));
+        let r = cell.get_or_init(|| {
+            self.key_loads.fetch_add(1, Ordering::Relaxed);
+            let keys = self.load_keys(objects, id)?;
+            let bytes = keys.memory_bytes();
+            Ok((Arc::new(keys), bytes))
+        });
         match r {
-            Ok(k) => Ok(k.clone()),
+            Ok((k, _)) => {
+                self.trim_keys(&cell);
+                Ok(k.clone())
+            }
             Err(e) => {
                 // Do not cache failures: the client may upload the missing key.
                 let mut cache = self.keys.lock().unwrap();
                 cache.retain(|(_, c)| !Arc::ptr_eq(c, &cell));
                 Err(e.clone())
+            }
+        }
+    }
+
+    /// Drops the least recently used sessions but `keep` until the loaded
+    /// keys fit the byte budget. (A dropped session's keys stay in memory
+    /// while a job still holds them.)
+    fn trim_keys(&self, keep: &KeyCell) {
+        let mut cache = self.keys.lock().unwrap();
+        let bytes = |cell: &KeyCell| cell.get().and_then(|r| r.as_ref().ok()).map_or(0, |k| k.1);
+        let mut total: u64 = cache.iter().map(|(_, c)| bytes(c)).sum();
+        let mut i = 0;
+        while total > self.key_cache_bytes && i < cache.len() {
+            let cell = &cache[i].1;
+            if Arc::ptr_eq(cell, keep) || bytes(cell) == 0 {
+                i += 1;
+            } else {
+                total -= bytes(cell);
+                cache.remove(i);
             }
         }
     }
@@ -840,6 +888,72 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let store = Arc::new(Store::open(dir.path()).unwrap());
         (dir, store)
+    }
+
+    /// A stored session of `tenant` with a relinearization key of its own.
+    fn stored_session(store: &Store, tenant: &str) -> ObjectId {
+        use hecloud_protocol::{CkksParamSpec, ObjectKind, ParamSpec};
+        use hecloud_rlwe::{KeyGenerator, ParametersLiteral, SecretDistribution, params::SIGMA};
+        let ckks = CkksParamSpec::from_literal(
+            &ParametersLiteral {
+                log_n: 10,
+                log_q: vec![50, 40],
+                log_p: vec![50],
+                dnum: Some(2),
+                secret: SecretDistribution::Ternary,
+                sigma: SIGMA,
+                plaintext_modulus: None,
+            },
+            40,
+        );
+        let params = ckks.build(true).unwrap();
+        let mut kg = KeyGenerator::new(params.rlwe());
+        let sk = kg.gen_secret_key().unwrap();
+        let rlk = kg.gen_relinearization_key(&sk).unwrap().to_bytes(true);
+        let kind = rpc::object_kind_name(ObjectKind::CkksRelinKey);
+        let relin = store.put_object(tenant, kind, &rlk).unwrap().id;
+        let spec = SessionSpec {
+            params: ParamSpec {
+                ckks: Some(ckks),
+                tfhe: None,
+            },
+            relin_key: Some(relin),
+            ..SessionSpec::default()
+        };
+        store
+            .put_object(tenant, SESSION_KIND, &spec.encode())
+            .unwrap()
+            .id
+    }
+
+    #[test]
+    fn sessions_over_the_key_budget_are_dropped_least_recently_used_first() {
+        let (_dir, store) = view();
+        let objects = TenantObjects::new(store.clone(), "t");
+        let [a, b, c] = [(); 3].map(|_| stored_session(&store, "t"));
+        let one = GraphExecutor::new(true)
+            .session_keys(&objects, &a)
+            .unwrap()
+            .memory_bytes();
+        // Two digits, each a (b, a) pair over three primes of 2^10.
+        assert_eq!(one, 2 * 2 * 3 * 1024 * 8);
+        let loads = |budget: u64, order: &[ObjectId]| {
+            let exec = GraphExecutor::new(true).with_key_cache_bytes(budget);
+            for id in order {
+                exec.session_keys(&objects, id).unwrap();
+            }
+            exec.key_loads.load(Ordering::Relaxed)
+        };
+        // Room for two: a, b loaded; a used (b least recent); c evicts b.
+        assert_eq!(loads(2 * one, &[a, b, a, c, a, b]), 4);
+        assert_eq!(loads(2 * one, &[a, b, a, b, a]), 2);
+        // Room for one: every change of session loads.
+        assert_eq!(loads(one, &[a, b, a, b]), 4);
+        assert_eq!(loads(one, &[a, a, b, b]), 2);
+        // A budget below one session still serves it.
+        assert_eq!(loads(1, &[a, a]), 1);
+        // Room for all: the count limit stays.
+        assert_eq!(loads(u64::MAX, &[a, b, c, a, b, c]), 3);
     }
 
     #[test]

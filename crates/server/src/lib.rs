@@ -182,10 +182,7 @@ pub async fn start(config: ServerConfig) -> Result<RunningServer> {
     let hub_ref = hub.clone();
     let jobs = jobs::Jobs::start(
         store.clone(),
-        exec::builtin(
-            config.allow_insecure_params,
-            Duration::from_secs(config.refresh_wait_secs.into()),
-        ),
+        exec::builtin(&config),
         hub.clone(),
         config.workers,
         config.quota,
