@@ -173,32 +173,21 @@ impl Evaluator {
         &self,
         a: &Ciphertext,
         b: &Ciphertext,
-        f: impl Fn(&mut RnsPoly, &RnsPoly) -> hecloud_math::Result<()>,
+        f: impl Fn(&RnsPoly, &RnsPoly) -> hecloud_math::Result<RnsPoly>,
     ) -> Result<Ciphertext> {
         let (a, b) = self.matched(a, b)?;
         let noise = self.params.noise().add(a.scale(), b.scale());
-        let mut out = a.into_owned();
-        let polys = out.polys_mut();
-        while polys.len() < b.polys().len() {
-            polys.push(RnsPoly::zero(
-                b.polys()[0].basis(),
-                hecloud_math::Domain::Ntt,
-            ));
-        }
-        for (p, q) in polys.iter_mut().zip(b.polys()) {
-            f(p, q)?;
-        }
-        self.with_noise(out, noise)
+        self.with_noise(a.zip_polys(&b, f)?, noise)
     }
 
     /// a + b.
     pub fn add(&self, a: &Ciphertext, b: &Ciphertext) -> Result<Ciphertext> {
-        self.combine(a, b, |p, q| p.add_assign(q))
+        self.combine(a, b, RnsPoly::add)
     }
 
     /// a − b.
     pub fn sub(&self, a: &Ciphertext, b: &Ciphertext) -> Result<Ciphertext> {
-        self.combine(a, b, |p, q| p.sub_assign(q))
+        self.combine(a, b, RnsPoly::sub)
     }
 
     /// −a.

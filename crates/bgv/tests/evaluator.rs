@@ -109,10 +109,23 @@ fn arithmetic_matches_plain_mod_t() {
     assert_eq!(dec(&sum), slotwise(&prod, &a, |x, y| tm.add(x, y)));
     let sum = eval.sub(&ca, &m).unwrap();
     assert_eq!(dec(&sum), slotwise(&a, &prod, |x, y| tm.sub(x, y)));
-    // Degree 2 plus degree 1.
+    // Degree 2 and degree 1, in both orders (the missing component is a
+    // zero, also when subtracted).
     assert_eq!(
         dec(&eval.add(&ca, &d).unwrap()),
         slotwise(&a, &prod, |x, y| tm.add(x, y))
+    );
+    assert_eq!(
+        dec(&eval.add(&d, &ca).unwrap()),
+        slotwise(&a, &prod, |x, y| tm.add(x, y))
+    );
+    assert_eq!(
+        dec(&eval.sub(&ca, &d).unwrap()),
+        slotwise(&a, &prod, |x, y| tm.sub(x, y))
+    );
+    assert_eq!(
+        dec(&eval.sub(&d, &ca).unwrap()),
+        slotwise(&prod, &a, |x, y| tm.sub(x, y))
     );
     let many: Vec<_> = (0..20).map(|_| ca.clone()).collect();
     assert_eq!(

@@ -149,21 +149,9 @@ impl Evaluator {
             let (a, b) = self.match_levels(a, b)?;
             return self.binary(&a, &b, f);
         }
-        let zero = || RnsPoly::zero(a.polys()[0].basis(), Domain::Ntt);
-        let polys = (0..=out.degree)
-            .map(|i| match (a.polys().get(i), b.polys().get(i)) {
-                (Some(x), Some(y)) => f(x, y),
-                (Some(x), None) => f(x, &zero()),
-                (None, Some(y)) => f(&zero(), y),
-                (None, None) => unreachable!("the sum's degree is an operand's"),
-            })
-            .collect::<hecloud_math::Result<Vec<_>>>()?;
-        Ok(Ciphertext::new(
-            self.params.rlwe(),
-            polys,
-            out.level,
-            out.scale,
-        )?)
+        let mut ct = a.zip_polys(b, f)?;
+        ct.set_scale(out.scale);
+        Ok(ct)
     }
 
     /// a + b (levels matched, scales must agree).

@@ -123,6 +123,30 @@ impl Ciphertext {
         Ok(Self::new(&self.params, polys, self.level, self.scale)?.with_metadata_of(self))
     }
 
+    /// `f` of the components of this ciphertext and `other` pair by pair,
+    /// those the one of lower degree lacks read as zero, at this
+    /// ciphertext's level and with its scale and factor (not its seed): the
+    /// out-of-place form of a componentwise sum or difference. The caller
+    /// checks that the two agree on what these keep; `f` refuses
+    /// components over different primes.
+    pub fn zip_polys(
+        &self,
+        other: &Self,
+        f: impl Fn(&RnsPoly, &RnsPoly) -> hecloud_math::Result<RnsPoly>,
+    ) -> Result<Self> {
+        let n = self.polys.len().max(other.polys.len());
+        let zero = || RnsPoly::zero(self.polys[0].basis(), hecloud_math::Domain::Ntt);
+        let polys = (0..n)
+            .map(|i| match (self.polys.get(i), other.polys.get(i)) {
+                (Some(x), Some(y)) => f(x, y),
+                (Some(x), None) => f(x, &zero()),
+                (None, Some(y)) => f(&zero(), y),
+                (None, None) => unreachable!("i is below one of the two lengths"),
+            })
+            .collect::<hecloud_math::Result<Vec<_>>>()?;
+        Ok(Self::new(&self.params, polys, self.level, self.scale)?.with_metadata_of(self))
+    }
+
     /// This ciphertext with c_0 replaced by `f(c_0)` and the other
     /// components copied, with its level, scale and factor, and its seed:
     /// a seeded c_1 is unchanged, so the result still serializes at half
