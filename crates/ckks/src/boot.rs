@@ -1121,6 +1121,43 @@ mod tests {
     use super::*;
     use crate::params::test_literal;
 
+    /// EvalMod over primes of mixed sizes: one 61-bit prime above 60-bit
+    /// ones drifts the cosine's giant steps far enough above the primes
+    /// that a quotient would be taken 14 bits below the result's scale
+    /// (measured: 8 bits of the result lost), which is refused; two such
+    /// primes (7 bits, 1.3 lost) and the presets' all-alike primes pass.
+    #[test]
+    fn eval_mod_over_primes_of_mixed_sizes_is_refused_where_it_loses_bits() {
+        let (base, log_scale, circuit) = BootPreset::N16.literal();
+        let eval_mod = circuit.eval_mod().unwrap();
+        let n = base.log_q.len();
+        let first = n - circuit.cts_levels - BootPreset::EVAL_MOD_LEVELS;
+        for (top_61, refused) in [(0, false), (1, true), (2, false), (4, false), (8, false)] {
+            let mut literal = base.clone();
+            for (k, bits) in literal.log_q[first..n - circuit.cts_levels]
+                .iter_mut()
+                .enumerate()
+            {
+                *bits = if k + top_61 >= BootPreset::EVAL_MOD_LEVELS {
+                    61
+                } else {
+                    60
+                };
+            }
+            let params = CkksParameters::new_insecure_for_tests(literal, log_scale).unwrap();
+            let level = params.max_level() - circuit.cts_levels;
+            let scale = eval_mod.input_scale(params.q_f64(level));
+            let r = eval_mod.check(&params, level, scale);
+            match r {
+                Err(CkksError::Polynomial(m)) if refused => {
+                    assert!(m.contains("primes of mixed sizes"), "{m}")
+                }
+                Ok(()) if !refused => {}
+                other => panic!("{top_61} 61-bit primes: {other:?}"),
+            }
+        }
+    }
+
     /// The full-size circuit builds: its EvalMod walked on the preset's
     /// primes (`EvalMod::check`), its DFTs, its output level.
     #[test]

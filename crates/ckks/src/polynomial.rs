@@ -305,13 +305,15 @@ impl<V: Clone> Basis<V> {
     /// the giant steps and its baby steps are high enough, otherwise
     /// p = q·T_n + r for the largest power of two n ≤ deg p, q at the
     /// level above (where T_n is, for the depth [`ChebyshevPolynomial::depth`]
-    /// gives: T_n takes log2 n levels and q fewer).
+    /// gives: T_n takes log2 n levels and q fewer). Refused where a
+    /// quotient's scale would fall below `floor`.
     fn eval_rec<O: ChebyshevOps<Value = V>>(
         &self,
         ops: &mut O,
         c: &[f64],
         target: f64,
         level: usize,
+        floor: f64,
     ) -> std::result::Result<V, O::Error> {
         let d = c.len() - 1;
         if d < self.giant[0].0
@@ -330,12 +332,35 @@ impl<V: Clone> Basis<V> {
         }
         let (q, r) = divide(c, n);
         let q_target = target * ops.prime(level + 1) / ops.scale(tn);
-        let qv = self.eval_rec(ops, &q, q_target, level + 1)?;
+        if q_target < floor {
+            return Err(polynomial_error(&format!(
+                "T_{n} is at scale 2^{:.1} over a prime of 2^{:.1} (primes of mixed sizes \
+                 under one polynomial): a quotient would be taken at scale 2^{:.1}, {:.1} \
+                 bits below the result's (at most {MAX_QUOTIENT_LOSS_BITS}), and its rounding \
+                 would cost the result about as many bits; give the polynomial's levels \
+                 primes of one size",
+                ops.scale(tn).log2(),
+                ops.prime(level + 1).log2(),
+                q_target.log2(),
+                (floor / q_target).log2() + MAX_QUOTIENT_LOSS_BITS,
+            )));
+        }
+        let qv = self.eval_rec(ops, &q, q_target, level + 1, floor)?;
         let prod = ops.mul_relin_rescale(&qv, tn)?;
-        let rv = self.eval_rec(ops, &r, target, level)?;
+        let rv = self.eval_rec(ops, &r, target, level, floor)?;
         ops.add(&prod, &rv)
     }
 }
+
+/// How far below the result's scale a quotient's may fall. A product
+/// rescaled by a prime smaller than its operands' scales lands above
+/// them, and the giant steps, squared again and again, drift further: a
+/// quotient multiplying T_n is taken at scale·q/scale(T_n), and its
+/// rounding reaches the result that many bits larger. Measured at
+/// N = 2^16, bootstrapping's cosine with one 61-bit prime above 60-bit
+/// ones took a quotient 14 bits low and lost 8 bits; with two, 7 bits
+/// low, it lost 1.3.
+const MAX_QUOTIENT_LOSS_BITS: f64 = 10.0;
 
 /// x · round(c·s), refused by the schedule itself (so that a validator
 /// refuses it too) where c·s is beyond the evaluator's constants: the
@@ -412,9 +437,11 @@ impl ChebyshevPolynomial {
     /// by step on `ops`: the schedule [`Evaluator::evaluate_chebyshev`]
     /// runs and [`Planner::chebyshev`](crate::plan::Planner::chebyshev)
     /// plans. Refuses (with [`CkksError::Polynomial`]) empty or non-finite
-    /// coefficients, an interval without a < b, and an `x` below
-    /// [`Self::depth`]; a ciphertext product comes only after every
-    /// step it depends on.
+    /// coefficients, an interval without a < b, an `x` below
+    /// [`Self::depth`], and levels whose primes are so far from the
+    /// scales that a quotient would be taken more than 10 bits below the
+    /// result's scale (primes of mixed sizes); a ciphertext product comes
+    /// only after every step it depends on.
     pub fn evaluate_with<O: ChebyshevOps>(
         &self,
         ops: &mut O,
@@ -462,7 +489,9 @@ impl ChebyshevPolynomial {
                 .ok_or_else(|| polynomial_error("giant"))?;
             giant.push((2 * n, chebyshev_product(ops, &t, &t, None)?));
         }
-        Basis { baby, giant }.eval_rec(ops, &self.coeffs, ops.scale(x), out_level)
+        let target = ops.scale(x);
+        let floor = target / MAX_QUOTIENT_LOSS_BITS.exp2();
+        Basis { baby, giant }.eval_rec(ops, &self.coeffs, target, out_level, floor)
     }
 }
 
