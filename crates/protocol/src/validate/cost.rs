@@ -361,7 +361,8 @@ impl Meter {
     /// graph wherever it is).
     pub(super) fn exact_costs(&mut self, graph: &Graph, topo: &[NodeId]) -> VResult<()> {
         for &id in topo {
-            let Some(c) = self.node_costs[id as usize].circuit else {
+            // Nodes not checked (no output depends on them) have no entry.
+            let Some(c) = self.node_costs.get(id as usize).and_then(|n| n.circuit) else {
                 continue;
             };
             let at = At {

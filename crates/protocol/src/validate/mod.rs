@@ -140,6 +140,9 @@ pub fn validate(
 /// [`validate`], refusing a job whose estimated cost exceeds
 /// `limits.max_est_seconds` with [`ValidationError::TooCostly`].
 ///
+/// Nodes no output depends on are not checked (nor costed, nor run): an
+/// error in one does not refuse the graph.
+///
 /// Integer nodes are costed in two passes. While types are checked, each
 /// integer circuit's bootstraps are bounded from above from its shape
 /// ([`hecloud_circuits::bound`]), without running it; once the bound of the
@@ -166,6 +169,12 @@ pub fn validate_with_limits(
     // bootstrap bounds, everything else as costed.
     let mut bound_seconds = 0.0;
     for &id in &structure.topo {
+        // A node no output depends on does not run: checking it would only
+        // cost time (a BGV comparison's interpolation, a circuit's clear
+        // run) that no cost bound charges.
+        if !structure.live[id as usize] {
+            continue;
+        }
         let op = &graph.nodes[id as usize];
         let args: Vec<&ValueType> = structure.operands[id as usize]
             .iter()
@@ -174,11 +183,9 @@ pub fn validate_with_limits(
             .ok_or(ValidationError::Cycle { node: id })?;
         let t = cx.check(id, op, &args, inputs)?;
         types[id as usize] = Some(t);
-        if structure.live[id as usize] {
-            bound_seconds += cx.meter.bound_seconds(id);
-            if !limits.allows(bound_seconds) {
-                return Err(limits.refuse(bound_seconds, true));
-            }
+        bound_seconds += cx.meter.bound_seconds(id);
+        if !limits.allows(bound_seconds) {
+            return Err(limits.refuse(bound_seconds, true));
         }
     }
     cx.meter.exact_costs(graph, &structure.topo)?;
