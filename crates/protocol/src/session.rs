@@ -237,6 +237,9 @@ impl CkksParamSpec {
 /// let lit = BgvParamSpec::Literal { log_n: 10, log_q: vec![60, 50], log_p: vec![60], t: 65537 };
 /// assert!(lit.build(false).is_err());
 /// assert!(lit.build(true).is_ok());
+/// // A plaintext modulus without slots (a prime, but not 1 mod 2N) is refused.
+/// let coefficients = BgvParamSpec::Literal { log_n: 10, log_q: vec![60, 50], log_p: vec![60], t: 65521 };
+/// assert!(coefficients.build(true).is_err());
 /// ```
 #[derive(Debug, Clone, PartialEq)]
 pub enum BgvParamSpec {
@@ -274,7 +277,9 @@ impl BgvParamSpec {
     }
 
     /// Builds the parameters. Insecure literals are refused unless
-    /// `allow_insecure` (tests and local demos only).
+    /// `allow_insecure` (tests and local demos only), and so is a plaintext
+    /// modulus without slots (a prime t ≡ 1 mod 2N is needed: a graph's
+    /// BGV operations are slotwise).
     pub fn build(&self, allow_insecure: bool) -> Result<Arc<BgvParameters>, SessionError> {
         match self {
             Self::Preset(p) => Ok(p.build()?),
@@ -293,11 +298,18 @@ impl BgvParamSpec {
                     dnum: None,
                     plaintext_modulus: Some(*t),
                 };
-                Ok(if allow_insecure {
+                let p = if allow_insecure {
                     BgvParameters::new_insecure_for_tests(lit)?
                 } else {
                     BgvParameters::new(lit)?
-                })
+                };
+                // Every BGV operation of a graph is slotwise: under a t
+                // without slots, products, rotations and comparisons would
+                // act on coefficients and return other values silently.
+                if p.slots().is_none() {
+                    return Err(hecloud_bgv::BgvError::NoBatching { t: p.t(), n: p.n() }.into());
+                }
+                Ok(p)
             }
         }
     }

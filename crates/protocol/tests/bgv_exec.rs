@@ -270,6 +270,57 @@ fn refusals_come_before_anything_runs() {
     let y = b.bgv_mod_switch(i, LEVELS as u32 + 1);
     b.output("y", y);
     assert!(validate(&b, &caps, std::slice::from_ref(&bgv_t)).is_err());
+
+    // An input whose noise estimate is below any ciphertext's (it would let
+    // a graph run past the budget): the floor itself passes.
+    let ValueType::BgvCiphertext {
+        level,
+        factor,
+        degree,
+        ..
+    } = bgv_t
+    else {
+        unreachable!()
+    };
+    let floor = s
+        .params
+        .noise()
+        .fresh_sk()
+        .min(s.params.noise().switching_floor());
+    let with_noise = |noise: f64| ValueType::BgvCiphertext {
+        level,
+        noise,
+        factor,
+        degree,
+    };
+    for (noise, ok) in [
+        (floor, true),
+        (floor - 0.5, false),
+        (1.0, false),
+        (f64::NAN, false),
+    ] {
+        let r = validate(&g, &caps, &[with_noise(noise)]);
+        assert_eq!(r.is_ok(), ok, "noise 2^{noise}: {r:?}");
+    }
+
+    // A plaintext modulus without slots (65521 is prime, not 1 mod 2N):
+    // refused as a session's parameters, and by the validator where
+    // capabilities carry it anyway.
+    let spec = BgvParamSpec::from_literal(&test_literal(11, LEVELS, 65521));
+    assert!(matches!(
+        spec.build(true),
+        Err(SessionError::Bgv(hecloud_bgv::BgvError::NoBatching { .. }))
+    ));
+    let coefficients =
+        BgvParameters::new_insecure_for_tests(test_literal(11, LEVELS, 65521)).unwrap();
+    let no_slots = Capabilities::default()
+        .with_bgv(&coefficients)
+        .with_bgv_relin_key();
+    let r = validate(&g, &no_slots, &[with_noise(floor + 10.0)]);
+    assert!(
+        matches!(&r, Err(ValidationError::InvalidArgument { reason, .. }) if reason.contains("no slots")),
+        "{r:?}"
+    );
 }
 
 #[test]

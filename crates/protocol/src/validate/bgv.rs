@@ -100,14 +100,25 @@ pub(crate) fn is_bgv_op(op: &Op) -> bool {
 }
 
 fn params(cx: &Checker<'_>) -> VResult<Arc<BgvParameters>> {
-    cx.caps
+    let p = cx
+        .caps
         .bgv
         .clone()
         .ok_or(ValidationError::SchemeUnavailable {
             node: cx.at().node,
             op: cx.at().op,
             scheme: "BGV",
-        })
+        })?;
+    // Every BGV operation here is slotwise (`BgvParamSpec::build` refuses
+    // such a session; capabilities built by hand may still carry one).
+    if p.slots().is_none() {
+        return Err(cx.invalid(format!(
+            "t = {} has no slots at N = {}: BGV operations are slotwise",
+            p.t(),
+            p.n()
+        )));
+    }
+    Ok(p)
 }
 
 fn gcd(mut a: u64, mut b: u64) -> u64 {
@@ -133,8 +144,14 @@ pub(super) fn check_input(
             p.max_level()
         )));
     }
-    if !(noise.is_finite() && noise > 0.0) {
-        return Err(cx.invalid(format!("input {k}: invalid noise estimate {noise}")));
+    // No ciphertext is below the noise model's floor (a fresh encryption's
+    // or a modulus switch's rounding, both above t/2): a lower estimate
+    // would let a graph run past the budget and decrypt wrongly.
+    let floor = p.noise().fresh_sk().min(p.noise().switching_floor());
+    if !(noise.is_finite() && noise >= floor) {
+        return Err(cx.invalid(format!(
+            "input {k}: noise estimate 2^{noise} is below any ciphertext's 2^{floor:.1}"
+        )));
     }
     let t = p.t();
     if factor == 0 || factor >= t || gcd(factor, t) != 1 {
