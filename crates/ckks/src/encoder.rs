@@ -219,7 +219,8 @@ impl Encoder {
         self.encode(&z, level, scale)
     }
 
-    /// Rounds `coeffs · scale` and reduces it modulo every prime of Q_level.
+    /// Rounds `coeffs · scale` and reduces it modulo every prime of Q_level
+    /// (each below [`representable_bound`]).
     fn encode_coefficients(&self, coeffs: &[f64], level: usize, scale: f64) -> Result<Plaintext> {
         let rlwe = self.params.rlwe();
         let basis = rlwe.q_at(level)?.clone();
@@ -228,12 +229,11 @@ impl Encoder {
         }
         let mut poly = RnsPoly::zero(&basis, Domain::Coefficient);
         let n = self.params.n();
-        // |c·Δ| must stay below 2^126 (i128) and below Q_l / 2.
-        let limit = (basis.log_q() - 1.0).min(126.0);
+        let limit = representable_bound(basis.log_q());
         let mut rounded = Vec::with_capacity(n);
         for &c in coeffs {
             let x = (c * scale).round();
-            if !x.is_finite() || x.abs() >= limit.exp2() {
+            if !x.is_finite() || x.abs() >= limit {
                 return Err(CkksError::ValueOutOfRange(format!(
                     "a coefficient of 2^{:.1} exceeds the modulus at level {level}",
                     x.abs().log2()
@@ -365,4 +365,11 @@ fn num_traits_to_f64(x: &num_bigint::BigInt) -> f64 {
     i128::try_from(&top)
         .map(|v| v as f64 * (shift as f64).exp2())
         .unwrap_or(f64::NAN)
+}
+
+/// What |round(v·Δ)| must stay below for a value v at scale Δ taken at a
+/// level whose modulus Q_l has `log_q` bits: Q_l / 2 (beyond it the value
+/// wraps around the modulus) and 2^126 (rounding goes through an i128).
+pub(crate) fn representable_bound(log_q: f64) -> f64 {
+    (log_q - 1.0).min(126.0).exp2()
 }

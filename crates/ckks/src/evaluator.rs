@@ -224,9 +224,13 @@ impl Evaluator {
             .collect())
     }
 
-    /// ct + c in every slot (no level consumed).
+    /// ct + c in every slot (no level consumed). Refused: a constant not
+    /// representable at the ciphertext's level and scale
+    /// ([`Planner::check_representable`]).
     pub fn add_const(&self, ct: &Ciphertext, c: Complex64) -> Result<Ciphertext> {
         self.check(ct)?;
+        self.planner()
+            .add_const(&CtShape::of(ct), c.re.abs().max(c.im.abs()))?;
         let level = ct.level();
         let n = self.params.n();
         let re = self.round_residues(c.re * ct.scale(), level)?;

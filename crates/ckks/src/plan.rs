@@ -219,9 +219,30 @@ impl<'a> Planner<'a> {
     }
 
     /// ct + c: the shape is kept (the constant is taken at the
-    /// ciphertext's scale).
-    pub fn add_const(&self, ct: &CtShape) -> Step {
-        Step::free(*ct)
+    /// ciphertext's scale). Refused: a constant not representable there
+    /// ([`Self::check_representable`]).
+    pub fn add_const(&self, ct: &CtShape, c: f64) -> Result<Step> {
+        self.check_representable(ct.level, ct.scale, c.abs())?;
+        Ok(Step::free(*ct))
+    }
+
+    /// Refused with [`CkksError::ValueOutOfRange`] unless values up to
+    /// `max_abs` at `scale` are representable at `level`: |v·scale| below
+    /// Q_level / 2, beyond which a value wraps around the modulus and
+    /// decrypts as another one, and below 2^126, what encoding rounds
+    /// through. What a constant added to a ciphertext, or a vector encoded
+    /// at its level, must pass.
+    pub fn check_representable(&self, level: usize, scale: f64, max_abs: f64) -> Result<()> {
+        let log_q = self.params.rlwe().q_at(level)?.log_q();
+        let v = max_abs * scale;
+        if v.is_finite() && v.round() < crate::encoder::representable_bound(log_q) {
+            return Ok(());
+        }
+        Err(CkksError::ValueOutOfRange(format!(
+            "a value of {max_abs} at scale 2^{:.1} exceeds the modulus at level {level} \
+             (2^{log_q:.1}): it would wrap around and decrypt as another value",
+            scale.log2()
+        )))
     }
 
     /// ct · k for an integer k: the shape is kept.
@@ -509,8 +530,8 @@ impl ChebyshevOps for ShapeWalk<'_> {
         Ok(self.count(s))
     }
 
-    fn add_const(&mut self, x: &CtShape, _c: f64) -> Result<CtShape> {
-        Ok(self.planner.add_const(x).out)
+    fn add_const(&mut self, x: &CtShape, c: f64) -> Result<CtShape> {
+        Ok(self.planner.add_const(x, c)?.out)
     }
 
     fn mul_relin_rescale(&mut self, a: &CtShape, b: &CtShape) -> Result<CtShape> {

@@ -294,6 +294,47 @@ fn additive_operations_match_plaintext() {
     f.check(&zip(|x, y| x + y), &s, 30.0, "add across levels");
 }
 
+/// A constant added to a ciphertext must itself fit its level's modulus at
+/// its scale: just below Q_l / 2 it is added exactly, just above it is
+/// refused (it would wrap around and decrypt as another value), real part
+/// or imaginary; so is a vector encoded there.
+#[test]
+fn constants_beyond_the_modulus_at_their_level_are_refused() {
+    let f = fixture();
+    let scale = f.params.default_scale();
+    for level in [0, 1] {
+        let a = random_vec(f.params.slots(), 1.0);
+        let ca = f.encrypt(&a, level);
+        let log_q = f.params.rlwe().q_at(level).unwrap().log_q();
+        // The largest magnitude representable at this level and scale.
+        let cap = (log_q - 1.0).exp2() / scale;
+        let c = Complex64::new(0.9 * cap, 0.0);
+        let want: Vec<Complex64> = a.iter().map(|x| x + c).collect();
+        let got = f
+            .enc
+            .decode(&f.keys.decrypt(&f.eval.add_const(&ca, c).unwrap()).unwrap())
+            .unwrap();
+        let worst = want
+            .iter()
+            .zip(&got)
+            .map(|(w, g)| (w - g).norm())
+            .fold(0.0, f64::max);
+        assert!(worst < 1e-6 * cap, "level {level}: off by {worst}");
+        for c in [
+            Complex64::new(1.1 * cap, 0.0),
+            Complex64::new(-1.1 * cap, 0.0),
+            Complex64::new(0.5, 1.1 * cap),
+        ] {
+            assert!(
+                matches!(f.eval.add_const(&ca, c), Err(CkksError::ValueOutOfRange(_))),
+                "level {level}: {c}"
+            );
+        }
+        let big = vec![Complex64::new(1.1 * cap, 0.0); f.params.slots()];
+        assert!(f.enc.encode(&big, level, scale).is_err());
+    }
+}
+
 /// Sums with a constant or a plaintext change c0 only: a seeded
 /// encryption stays seeded, and its half-size form still decrypts right.
 #[test]

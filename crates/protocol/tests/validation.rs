@@ -788,3 +788,54 @@ fn identical_circuits_are_costed_once_and_capped_in_total() {
         ValidationError::TooLarge { max, .. } if max == MAX_GRAPH_CIRCUIT_BITS
     ));
 }
+
+/// A constant or vector added at a level whose modulus cannot hold it at
+/// the operand's scale (it would wrap around and decrypt as another value:
+/// x + 2^20 at level 0 came back as 0.625) is refused, as is a polynomial
+/// whose constant term lands there; just below the bound passes.
+#[test]
+fn values_beyond_the_modulus_at_their_level_are_refused() {
+    let p = params();
+    let caps = full_caps(&p);
+    let log_q0 = p.rlwe().q_at(0).unwrap().log_q();
+    let cap = (log_q0 - 1.0).exp2() / p.default_scale();
+    for (c, ok) in [(0.9 * cap, true), (1.1 * cap, false), (-1.1 * cap, false)] {
+        let add = unary(|g, x| {
+            let k = g.constant(c);
+            g.add(x, k)
+        });
+        let sub = unary(|g, x| {
+            let v = g.plain(vec![0.5, c]);
+            g.sub(x, v)
+        });
+        for g in [add, sub] {
+            let r = validate(&g, &caps, &[ct(&p, 0)]);
+            assert_eq!(r.is_ok(), ok, "{c}: {:?}", r.err());
+            if !ok {
+                assert!(
+                    matches!(&r, Err(ValidationError::InvalidArgument { reason, .. }) if reason.contains("exceeds the modulus")),
+                    "{r:?}"
+                );
+            }
+            // One level up the same value fits.
+            assert!(validate(&g, &caps, &[ct(&p, 1)]).is_ok());
+        }
+    }
+    // T_0's coefficient of a degree-2 polynomial evaluated from level 2
+    // lands at level 0.
+    let poly = |c0: f64| {
+        unary(|g, x| {
+            g.push(Op::Chebyshev {
+                input: x,
+                coeffs: vec![c0, 0.0, 0.5],
+                a: -1.0,
+                b: 1.0,
+            })
+        })
+    };
+    assert!(validate(&poly(0.5 * cap), &caps, &[ct(&p, 2)]).is_ok());
+    assert!(matches!(
+        validate(&poly(2.0 * cap), &caps, &[ct(&p, 2)]),
+        Err(ValidationError::InvalidArgument { .. })
+    ));
+}

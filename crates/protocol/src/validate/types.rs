@@ -544,21 +544,11 @@ impl<'a> Checker<'a> {
                                     scale: *scale,
                                 },
                             ),
-                            T::Constant(c) => {
-                                if (c * x.scale).abs() >= 2f64.powi(120) {
-                                    return Err(self.invalid(format!("constant {c} is too large")));
-                                }
-                                Ok(plan.add_const(&x))
-                            }
+                            T::Constant(c) => plan.add_const(&x, *c),
                             T::Plain { max_abs, .. } => {
-                                // Encoded at the ciphertext's level and scale: the
-                                // encoder takes |value · scale| < 2^126.
-                                if max_abs * x.scale >= 2f64.powi(125) {
-                                    return Err(self.invalid(format!(
-                                        "a vector up to {max_abs} at scale 2^{:.1} is too large to encode (rescale first)",
-                                        x.scale.log2()
-                                    )));
-                                }
+                                // Encoded at the ciphertext's level and scale.
+                                plan.check_representable(x.level, x.scale, *max_abs)
+                                    .map_err(|e| self.refused(e))?;
                                 plan.add_plain(
                                     &x,
                                     &PtShape {
@@ -611,13 +601,10 @@ impl<'a> Checker<'a> {
                                 plan.mul_plain(&x, &pt).map_err(|e| self.refused(e))?.out
                             }
                             T::Plain { max_abs, .. } => {
-                                // Encoded at scale q_l: the encoder takes |value · q_l| < 2^126.
+                                // Encoded at the ciphertext's level, at scale q_l.
                                 let q = plan.params().q_f64(x.level);
-                                if max_abs * q >= 2f64.powi(125) {
-                                    return Err(self.invalid(format!(
-                                        "a vector up to {max_abs} is too large to encode"
-                                    )));
-                                }
+                                plan.check_representable(x.level, q, *max_abs)
+                                    .map_err(|e| self.refused(e))?;
                                 let pt = PtShape {
                                     level: x.level,
                                     scale: q,
@@ -917,8 +904,8 @@ impl ChebyshevOps for PolyCheck<'_, '_> {
         Ok(self.cx.mul_const(&self.plan, x, c)?)
     }
 
-    fn add_const(&mut self, x: &CtShape, _c: f64) -> Result<CtShape, PolyError> {
-        Ok(self.plan.add_const(x).out)
+    fn add_const(&mut self, x: &CtShape, c: f64) -> Result<CtShape, PolyError> {
+        Ok(self.plan.add_const(x, c)?.out)
     }
 
     fn mul_relin_rescale(&mut self, a: &CtShape, b: &CtShape) -> Result<CtShape, PolyError> {
