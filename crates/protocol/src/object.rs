@@ -865,6 +865,15 @@ impl SessionKeys {
                 )),
             ));
         }
+        // A sparse circuit's ciphertexts pack its slots: vectors the server
+        // encodes for them (a graph's plaintext operands) must too, or the
+        // client's decoder averages them away.
+        if bootstrapper.slots() != p.slots()
+            && let Some(rt) = &mut self.ckks
+        {
+            rt.encoder =
+                Encoder::with_slots(&p, bootstrapper.slots()).map_err(SessionError::Bootstrap)?;
+        }
         self.boot = Some(BootRuntime {
             bootstrapper,
             encapsulation,
@@ -1025,6 +1034,11 @@ impl SessionKeys {
             c.bgv_relin_key = rt.keys.relin.is_some();
             c.bgv_galois_elements = rt.keys.galois.elements().collect();
         }
+        c.sparse_slots = self
+            .ckks
+            .as_ref()
+            .map(|rt| rt.encoder.slots())
+            .filter(|&s| Some(s) != self.params.ckks.as_ref().map(|p| p.slots()));
         c.bootstrap = self.boot.as_ref().map(|b| crate::validate::BootstrapCaps {
             output_level: b.bootstrapper.output_level(),
             max_input_scale: b.bootstrapper.max_input_scale(),

@@ -330,3 +330,100 @@ fn a_bootstrapping_session_travels_as_objects_and_a_spec() {
         })
     ));
 }
+
+/// A session bootstrapping 8 sparse slots packs its vectors in 8 slots: the
+/// plaintext operands the server encodes for a graph are packed alike
+/// (x + v and x · v decode right under the client's sparse encoder, where
+/// the full-slot encoding decoded x + v as x + v/64), and vectors or slot
+/// sums beyond 8 slots are refused.
+#[test]
+fn a_sparse_slot_session_encodes_its_vectors_in_its_slots() {
+    let params = BootPreset::TestN12.params().unwrap();
+    let n = 8;
+    let circuit = hecloud_ckks::boot::BootstrapLiteral {
+        slots: Some(n),
+        cts_levels: 3,
+        stc_levels: 3,
+        ..BootPreset::TestN12.literal().2
+    };
+    let boot = Bootstrapper::new(&params, circuit).unwrap();
+    let keys = KeySet::generate_at_levels(&params, &boot.rotation_levels(), true).unwrap();
+    let h = circuit.ephemeral_hamming.unwrap();
+    let encapsulation = EncapsulationKeys::generate(&params, keys.secret_key(), h).unwrap();
+    let sp = SessionParams {
+        ckks: Some(params.clone()),
+        tfhe: None,
+        bgv: None,
+    };
+    let session = SessionKeys::from_parts(sp, keys.evaluation_keys(), None)
+        .unwrap()
+        .with_bootstrap(circuit, Some(encapsulation), false)
+        .unwrap();
+    let caps = session.capabilities();
+    assert_eq!(caps.ckks_slots(), Some(n));
+
+    let sparse = Encoder::with_slots(&params, n).unwrap();
+    let x: Vec<f64> = (0..n).map(|i| i as f64 / 10.0 - 0.3).collect();
+    let v: Vec<f64> = (0..n).map(|i| 0.5 - i as f64 / 16.0).collect();
+    let level = boot.output_level();
+    let ct = keys
+        .encrypt(
+            &sparse
+                .encode_real(&x, level, params.default_scale())
+                .unwrap(),
+        )
+        .unwrap();
+    let mut g = Graph::new();
+    let i = g.input(0);
+    let pv = g.plain(v.clone());
+    let sum = g.add(i, pv);
+    let prod = g.mul(i, pv);
+    let prod = g.rescale(prod);
+    g.output("sum", sum);
+    g.output("prod", prod);
+    let inputs = [Object::CkksCiphertext(ct)];
+    let types = [inputs[0].value_type().unwrap()];
+    let valid = validate(&g, &caps, &types).unwrap();
+    let out = common::execute_as_predicted(&valid, &session, &inputs);
+    for (name, o) in &out {
+        let Object::CkksCiphertext(c) = o else {
+            panic!("{name}: {:?}", o.kind())
+        };
+        let got = sparse.decode_real(&keys.decrypt(c).unwrap()).unwrap();
+        for k in 0..n {
+            let want = if name == "sum" {
+                x[k] + v[k]
+            } else {
+                x[k] * v[k]
+            };
+            assert!(
+                (got[k] - want).abs() < 1e-4,
+                "{name}[{k}]: {} vs {want}",
+                got[k]
+            );
+        }
+    }
+
+    // Beyond 8 slots: a longer vector, a slot sum over 16.
+    let long = {
+        let mut g = Graph::new();
+        let i = g.input(0);
+        let pv = g.plain(vec![0.5; n + 1]);
+        let y = g.add(i, pv);
+        g.output("y", y);
+        g
+    };
+    let wide_sum = {
+        let mut g = Graph::new();
+        let i = g.input(0);
+        let y = g.rotate_and_sum(i, 2 * n as u32);
+        g.output("y", y);
+        g
+    };
+    for g in [long, wide_sum] {
+        assert!(matches!(
+            validate(&g, &caps, &types),
+            Err(ValidationError::InvalidArgument { .. })
+        ));
+    }
+}

@@ -133,6 +133,10 @@ pub struct Capabilities {
     pub bgv_mask_policy: hecloud_circuits::packed::BgvMaskPolicy,
     /// Whether bootstrap nodes can run, and what they do.
     pub bootstrap: Option<BootstrapCaps>,
+    /// The slots a CKKS vector holds when the session packs them sparsely
+    /// (its bootstrapping circuit's, below N/2); `None`: N/2. Vectors and
+    /// slot sums are bounded by it.
+    pub sparse_slots: Option<usize>,
 }
 
 /// What a session's bootstrapping offers a graph
@@ -165,6 +169,18 @@ impl Capabilities {
             tfhe_server_key: true,
             ..Self::default()
         }
+    }
+
+    /// CKKS vectors of `slots` slots (a sparse packing).
+    pub fn with_sparse_slots(mut self, slots: usize) -> Self {
+        self.sparse_slots = Some(slots);
+        self
+    }
+
+    /// The slots a CKKS vector holds under these capabilities.
+    pub fn ckks_slots(&self) -> Option<usize> {
+        let full = self.ckks.as_ref()?.slots();
+        Some(self.sparse_slots.map_or(full, |s| s.min(full)))
     }
 
     /// Adds the relinearization key.
@@ -506,7 +522,8 @@ impl<'a> Checker<'a> {
                 Ok(T::Constant(*c))
             }
             Op::Plain(v) => {
-                let slots = self.params()?.slots();
+                self.params()?;
+                let slots = self.caps.ckks_slots().unwrap_or(0);
                 if v.is_empty() || v.len() > slots.min(MAX_PLAIN_LEN) {
                     return Err(self.invalid(format!(
                         "a vector of {} values (1..={slots} accepted)",
@@ -641,12 +658,16 @@ impl<'a> Checker<'a> {
                 let x = self.degree_one(args)?;
                 let plan = self.planner()?;
                 let m = *m as usize;
-                let steps = plan.rotate_and_sum_steps(m).map_err(|_| {
-                    self.invalid(format!(
-                        "sums over {m} slots; a power of two in 1..={} is needed",
-                        plan.params().slots()
-                    ))
-                })?;
+                let slots = self.caps.ckks_slots().unwrap_or(0);
+                let steps = plan
+                    .rotate_and_sum_steps(m)
+                    .ok()
+                    .filter(|_| m <= slots)
+                    .ok_or_else(|| {
+                        self.invalid(format!(
+                            "sums over {m} slots; a power of two in 1..={slots} is needed"
+                        ))
+                    })?;
                 for k in steps {
                     if let Some(g) = plan.rotation_key(k) {
                         self.need_galois(g, format!("rotation by {k}"))?;
