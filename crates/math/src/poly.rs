@@ -278,12 +278,19 @@ impl RescaleStep {
         // the polynomial's domain before the subtraction.
         if self.domain == Domain::Ntt {
             // The reduction and the final x·q_L⁻¹ − r·q_L⁻¹ are the
-            // vectorised linear combinations.
-            let mut r = vec![0; last.len()];
-            be.linear_combination(m, &mut r, None, &[last], &[1], &[self.last_bits]);
-            r.iter_mut().for_each(|x| *x = m.sub(*x, half_i));
-            be.ntt_forward(t, &mut r);
-            be.linear_combination(m, limb, Some(ql_inv), &[&r], &[m.neg(ql_inv)], &[m.bits()]);
+            // vectorised linear combinations. r is a limb-sized buffer kept
+            // per thread: a fresh one per limb cost a zero fill (or page
+            // faults) of 512 KiB at N = 2^16 every time.
+            thread_local! {
+                static R: std::cell::RefCell<Vec<u64>> = const { std::cell::RefCell::new(Vec::new()) };
+            }
+            R.with_borrow_mut(|r| {
+                r.resize(last.len(), 0);
+                be.linear_combination(m, r, None, &[last], &[1], &[self.last_bits]);
+                r.iter_mut().for_each(|x| *x = m.sub(*x, half_i));
+                be.ntt_forward(t, r);
+                be.linear_combination(m, limb, Some(ql_inv), &[r], &[m.neg(ql_inv)], &[m.bits()]);
+            });
         } else {
             let ql_inv_s = m.shoup(ql_inv);
             for (x, &xl) in limb.iter_mut().zip(last) {
