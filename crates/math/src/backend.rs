@@ -1032,8 +1032,11 @@ pub mod parity {
             .iter()
             .map(|&q| Modulus::new(q).expect("prime"))
             .collect();
-        // Source k's width is pattern[k % len]: uniform and mixed.
-        let cases: [(usize, &[u32]); 7] = [
+        // Source k's width is pattern[k % len]: uniform and mixed, and a
+        // split (wide) source after 13 narrow ones, where the lazy sums
+        // reach their most terms before a fold (15).
+        let after_13: Vec<u32> = [50; 13].into_iter().chain([61]).collect();
+        let cases: [(usize, &[u32]); 9] = [
             (5, &[50]),
             (5, &[61]),
             (1, &[64]),
@@ -1041,17 +1044,31 @@ pub mod parity {
             (9, &[64]),
             (7, &[61, 50, 50, 50, 50, 50, 3]),
             (9, &[49, 60]),
+            (14, &after_13),
+            (29, &after_13),
         ];
-        for (count, pattern) in cases {
+        // Random entries, then every source and weight at its maximum.
+        for ((count, pattern), max) in cases.into_iter().flat_map(|c| [(c, false), (c, true)]) {
             let src_bits = cycled(pattern, count);
+            let entry = |rng: &mut ChaCha20Rng, b: u32| {
+                if max {
+                    u64::MAX >> (64 - b)
+                } else {
+                    rng.next_u64() >> (64 - b)
+                }
+            };
             let srcs: Vec<Vec<u64>> = src_bits
                 .iter()
-                .map(|&b| (0..n).map(|_| rng.next_u64() >> (64 - b)).collect())
+                .map(|&b| (0..n).map(|_| entry(rng, b)).collect())
                 .collect();
             let refs: Vec<&[u64]> = srcs.iter().map(Vec::as_slice).collect();
             let weights: Vec<Vec<u64>> = primes
                 .iter()
-                .map(|&q| (0..count).map(|_| rng.next_u64() % q).collect())
+                .map(|&q| {
+                    (0..count)
+                        .map(|_| if max { q - 1 } else { rng.next_u64() % q })
+                        .collect()
+                })
                 .collect();
             let mut want = vec![vec![0u64; n]; primes.len()];
             for ((m, w), o) in moduli.iter().zip(&weights).zip(&mut want) {
@@ -1067,7 +1084,7 @@ pub mod parity {
             backend.linear_combinations(&mut outputs, &refs, &src_bits);
             if want != got {
                 return Err(format!(
-                    "linear_combinations differs ({} n={n} sources={count}x{pattern:?} bits)",
+                    "linear_combinations differs ({} n={n} sources={count}x{pattern:?} bits, max={max})",
                     backend.name()
                 ));
             }
