@@ -18,9 +18,9 @@ use std::time::Duration;
 
 use hecloud_protocol::ObjectId;
 use hecloud_protocol::rpc::{
-    CallbackReply, DownloadRequest, InfoReply, InfoRequest, JobInfo, JobOutput, JobRef, JobState,
-    ListObjectsRequest, ObjectInfo, ObjectRef, SessionClientMsg, SessionHello, SubmitRequest,
-    UploadChunk, UploadHeader, UploadOffsetRequest, hecloud_client::HecloudClient,
+    CallbackReply, DataChunk, DownloadRequest, InfoReply, InfoRequest, JobInfo, JobOutput, JobRef,
+    JobState, ListObjectsRequest, ObjectInfo, ObjectRef, SessionClientMsg, SessionHello,
+    SubmitRequest, UploadChunk, UploadHeader, UploadOffsetRequest, hecloud_client::HecloudClient,
     session_client_msg, session_server_msg,
 };
 use thiserror::Error;
@@ -141,7 +141,13 @@ pub struct Client {
     next_upload: Arc<AtomicUsize>,
     traffic: Arc<Traffic>,
     chunk: usize,
+    max_download: u64,
 }
+
+/// Largest object [`Client::download`] accepts by default: twice the
+/// server's default object limit. A server announcing more (it is not
+/// trusted) is refused before anything is allocated.
+pub const MAX_DOWNLOAD_BYTES: u64 = 4 << 30;
 
 /// HTTP/2 connections a client opens. Each connection's TLS and framing
 /// run on one task at each end, so concurrent uploads on separate
@@ -576,7 +582,15 @@ impl Client {
             next_upload: Arc::new(AtomicUsize::new(0)),
             traffic: Arc::new(Traffic::default()),
             chunk: UPLOAD_CHUNK,
+            max_download: MAX_DOWNLOAD_BYTES,
         })
+    }
+
+    /// Sets the largest object a download accepts (for a server whose
+    /// object limit is above [`MAX_DOWNLOAD_BYTES`]).
+    pub fn with_max_download_bytes(mut self, bytes: u64) -> Self {
+        self.max_download = bytes;
+        self
     }
 
     /// Sets the upload chunk size.
@@ -918,20 +932,12 @@ impl Client {
             .into_inner();
         let mut total = None;
         while let Some(c) = s.message().await? {
-            if c.offset != out.len() as u64 {
-                return Err(ClientError::Integrity(format!(
-                    "chunk at offset {} where {} was expected",
-                    c.offset,
-                    out.len()
-                )));
-            }
-            if c.total_bytes > 1 << 40 || (c.offset + c.data.len() as u64) > c.total_bytes {
-                return Err(ClientError::Integrity(
-                    "chunk past the announced size".into(),
-                ));
-            }
+            check_chunk(&c, out.len() as u64, total, self.max_download)?;
             if total.is_none() {
-                out.reserve(c.total_bytes as usize - out.len());
+                // Reserved only up to a limit: memory grows with the bytes
+                // that actually arrive.
+                let rest = c.total_bytes.saturating_sub(out.len() as u64);
+                out.reserve(rest.min(64 << 20) as usize);
             }
             total = Some(c.total_bytes);
             self.traffic
@@ -1312,9 +1318,67 @@ fn is_loopback_host(host: &str) -> bool {
     }
 }
 
+/// A download chunk checked against what came before it: at the offset
+/// reached, within the size the first chunk announced and every later one
+/// repeats, that size at most `max` (the server is not trusted).
+fn check_chunk(c: &DataChunk, received: u64, total: Option<u64>, max: u64) -> Result<()> {
+    if c.offset != received {
+        return Err(ClientError::Integrity(format!(
+            "chunk at offset {} where {received} was expected",
+            c.offset
+        )));
+    }
+    if c.total_bytes > max {
+        return Err(ClientError::Integrity(format!(
+            "{} bytes announced, over the {max} this client accepts",
+            c.total_bytes
+        )));
+    }
+    if total.is_some_and(|t| t != c.total_bytes)
+        || c.offset.saturating_add(c.data.len() as u64) > c.total_bytes
+    {
+        return Err(ClientError::Integrity(
+            "chunk past the announced size".into(),
+        ));
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A server's chunks are checked before anything is reserved: an
+    /// announced size over the client's limit (2^40 aborted the process
+    /// on `reserve`), a size that changes, data past it, a wrong offset.
+    #[test]
+    fn download_chunks_from_an_untrusted_server_are_bounded() {
+        let chunk = |offset: u64, len: usize, total: u64| DataChunk {
+            offset,
+            data: vec![7; len].into(),
+            total_bytes: total,
+        };
+        let max = 1 << 20;
+        assert!(check_chunk(&chunk(0, 16, 32), 0, None, max).is_ok());
+        assert!(check_chunk(&chunk(16, 16, 32), 16, Some(32), max).is_ok());
+        assert!(check_chunk(&chunk(0, 16, max), 0, None, max).is_ok());
+        for (c, received, total) in [
+            (chunk(0, 16, 1 << 40), 0, None),
+            (chunk(0, 16, max + 1), 0, None),
+            (chunk(16, 16, 64), 16, Some(32)),
+            (chunk(16, 32, 32), 16, Some(32)),
+            (chunk(u64::MAX, 1, u64::MAX), u64::MAX, None),
+            (chunk(8, 8, 32), 16, Some(32)),
+        ] {
+            assert!(
+                matches!(
+                    check_chunk(&c, received, total, max),
+                    Err(ClientError::Integrity(_))
+                ),
+                "{c:?}"
+            );
+        }
+    }
 
     fn refused_cleartext(url: &str) -> String {
         match check_server_url(url) {
