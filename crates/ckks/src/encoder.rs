@@ -229,14 +229,17 @@ impl Encoder {
         }
         let mut poly = RnsPoly::zero(&basis, Domain::Coefficient);
         let n = self.params.n();
-        let limit = representable_bound(basis.log_q());
+        let limit = representable_bound(basis.log_q(), scale);
         let mut rounded = Vec::with_capacity(n);
         for &c in coeffs {
             let x = (c * scale).round();
             if !x.is_finite() || x.abs() >= limit {
                 return Err(CkksError::ValueOutOfRange(format!(
-                    "a coefficient of 2^{:.1} exceeds the modulus at level {level}",
-                    x.abs().log2()
+                    "a coefficient of 2^{:.1} at scale 2^{:.1} exceeds the modulus at level \
+                     {level} or the decoding headroom (values below 2^{})",
+                    x.abs().log2(),
+                    scale.log2(),
+                    crate::DECODE_HEADROOM_BITS - 1.0,
                 )));
             }
             rounded.push(x as i128);
@@ -283,29 +286,86 @@ impl Encoder {
 
     /// Plaintext polynomial coefficients as centered floats divided by the
     /// scale. Reads only the primes up to [`CkksParameters::decoding_level`]
-    /// (one or two for the usual scales): the value must stay below
-    /// 2^(log2 scale + 55) in magnitude.
+    /// (one or two for the usual scales), for values below
+    /// 2^(log2 scale + 54) in magnitude, and checks every coefficient
+    /// against the next prime where the plaintext has one: a larger value
+    /// (a computation that outgrew the headroom) is read over all the
+    /// plaintext's primes, checked by its last, or refused with
+    /// [`CkksError::ValueOutOfRange`]; it never decodes as another value.
     fn decode_coefficients(&self, pt: &Plaintext) -> Result<Vec<f64>> {
         if pt.params().hash() != self.params.rlwe().hash() {
             return Err(hecloud_rlwe::RlweError::ParameterMismatch.into());
         }
+        let top = pt.level();
+        let first = self.params.decoding_level(pt.scale(), top);
+        if let Some(v) = self.decode_checked(pt, first)? {
+            return Ok(v);
+        }
+        // More than the headroom: all the primes but the last, checked by it.
+        if first + 1 < top
+            && let Some(v) = self.decode_checked(pt, top - 1)?
+        {
+            return Ok(v);
+        }
+        Err(CkksError::ValueOutOfRange(format!(
+            "a decrypted value exceeds what the primes read hold (2^{} times the scale \
+             at level {first}): decrypt at a higher level to read it",
+            crate::DECODE_HEADROOM_BITS - 1.0
+        )))
+    }
+
+    /// The coefficients over the primes up to `level` divided by the scale,
+    /// or `None` where the prime above (if the plaintext has it) shows one
+    /// of them does not fit those primes.
+    fn decode_checked(&self, pt: &Plaintext, level: usize) -> Result<Option<Vec<f64>>> {
         let scale = pt.scale();
         let n = self.params.n();
-        let level = self.params.decoding_level(scale, pt.level());
-        let basis = self.params.rlwe().q_at(level)?;
-        let mut p = RnsPoly::from_buffer_unchecked(
-            basis,
-            pt.poly().domain(),
-            pt.poly().data()[..(level + 1) * n].to_vec(),
-        );
-        p.to_coefficient();
-        let moduli = basis.moduli();
-        match moduli {
-            [m0] => Ok(p
-                .limb(0)
-                .iter()
-                .map(|&x| m0.center(x) as f64 / scale)
-                .collect()),
+        let limbs = |l: usize| -> Result<RnsPoly> {
+            let mut p = RnsPoly::from_buffer_unchecked(
+                self.params.rlwe().q_at(l)?,
+                pt.poly().domain(),
+                pt.poly().data()[..(l + 1) * n].to_vec(),
+            );
+            p.to_coefficient();
+            Ok(p)
+        };
+        let check_level = (level < pt.level()).then_some(level + 1);
+        let p = limbs(level)?;
+        // The next prime's residues, which an exact value must match.
+        let check = match check_level {
+            Some(l) => {
+                let mut r = pt.poly().limb(l).to_vec();
+                if pt.poly().domain() == hecloud_math::Domain::Ntt {
+                    let table = &self.params.rlwe().q_at(l)?.tables()[l];
+                    default_backend().ntt_inverse(table, &mut r);
+                }
+                Some((self.params.rlwe().q_at(l)?.moduli()[l], r))
+            }
+            None => None,
+        };
+        let moduli = p.basis().moduli();
+        // Whether coefficient j's value, given by its residue mod the check
+        // prime, matches that prime's limb (every value fits without one).
+        let fits = |j: usize, residue_of: &dyn Fn(&hecloud_math::Modulus) -> u64| {
+            check.as_ref().is_none_or(|(m, r)| residue_of(m) == r[j])
+        };
+        let values: Option<Vec<f64>> = match moduli {
+            [m0] => (0..n)
+                .map(|j| {
+                    let x = p.limb(0)[j];
+                    let v = m0.center(x);
+                    // v = x, or x − q0 when centered below zero.
+                    let residue = |m: &hecloud_math::Modulus| {
+                        let r = m.reduce(x);
+                        if v < 0 {
+                            m.sub(r, m.reduce(m0.value()))
+                        } else {
+                            r
+                        }
+                    };
+                    fits(j, &residue).then_some(v as f64 / scale)
+                })
+                .collect(),
             [m0, m1] => {
                 // Two-prime CRT in 128-bit integers.
                 let (q0, q1) = (m0.value(), m1.value());
@@ -313,27 +373,46 @@ impl Encoder {
                 let big = q0 as u128 * q1 as u128;
                 let half = big / 2;
                 let (l0, l1) = (p.limb(0), p.limb(1));
-                Ok((0..n)
+                // q0 and q0·q1 mod the check prime, for the residues of x.
+                let (q0_c, big_c) = check.as_ref().map_or((0, 0), |(m, _)| {
+                    let q0_c = m.reduce(q0);
+                    (q0_c, m.mul(q0_c, m.reduce(q1)))
+                });
+                (0..n)
                     .map(|j| {
                         // x = x0 + q0·((x1 − x0)·q0^-1 mod q1)
                         let t = m1.mul(m1.sub(l1[j], m1.reduce(l0[j])), q0_inv_mod_q1);
                         let x = l0[j] as u128 + q0 as u128 * t as u128;
-                        let v = if x > half {
+                        let negative = x > half;
+                        let residue = |m: &hecloud_math::Modulus| {
+                            let r = m.add(m.reduce(l0[j]), m.mul(q0_c, m.reduce(t)));
+                            if negative { m.sub(r, big_c) } else { r }
+                        };
+                        let v = if negative {
                             -((big - x) as f64)
                         } else {
                             x as f64
                         };
-                        v / scale
+                        fits(j, &residue).then_some(v / scale)
                     })
-                    .collect())
+                    .collect()
             }
             // Exact big-integer CRT over the primes read.
-            _ => Ok(p
+            _ => p
                 .to_bigint_centered()?
                 .iter()
-                .map(|x| num_traits_to_f64(x) / scale)
-                .collect()),
-        }
+                .enumerate()
+                .map(|(j, x)| {
+                    let residue = |m: &hecloud_math::Modulus| {
+                        let q = num_bigint::BigInt::from(m.value());
+                        let r = ((x % &q) + &q) % &q;
+                        r.to_u64_digits().1.first().copied().unwrap_or(0)
+                    };
+                    fits(j, &residue).then_some(num_traits_to_f64(x) / scale)
+                })
+                .collect(),
+        };
+        Ok(values)
     }
 
     /// Decodes a plaintext into `slots` complex numbers.
@@ -369,7 +448,12 @@ fn num_traits_to_f64(x: &num_bigint::BigInt) -> f64 {
 
 /// What |round(v·Δ)| must stay below for a value v at scale Δ taken at a
 /// level whose modulus Q_l has `log_q` bits: Q_l / 2 (beyond it the value
-/// wraps around the modulus) and 2^126 (rounding goes through an i128).
-pub(crate) fn representable_bound(log_q: f64) -> f64 {
-    (log_q - 1.0).min(126.0).exp2()
+/// wraps around the modulus), 2^126 (rounding goes through an i128) and
+/// Δ·2^54 (decoding reads the primes of [`crate::DECODE_HEADROOM_BITS`]
+/// above the scale, and a larger value would decode as another one).
+pub(crate) fn representable_bound(log_q: f64, scale: f64) -> f64 {
+    (log_q - 1.0)
+        .min(126.0)
+        .min(scale.log2() + crate::DECODE_HEADROOM_BITS - 1.0)
+        .exp2()
 }

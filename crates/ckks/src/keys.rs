@@ -101,15 +101,17 @@ impl KeySet {
 }
 
 /// Decrypts `ct` under `sk` over the primes decoding reads
-/// ([`CkksParameters::decoding_level`]): the plaintext may be at a lower
-/// level than `ct`, with the same decoded values. At N = 2^17 that is two
-/// limbs' products with the secret instead of fifty.
+/// ([`CkksParameters::decoding_level`]) and one more, which decoding
+/// checks them against (a value beyond the headroom is refused, not
+/// decoded as another): the plaintext may be at a lower level than `ct`,
+/// with the same decoded values. At N = 2^17 that is three limbs' products
+/// with the secret instead of fifty.
 pub fn decrypt_for_decoding(
     params: &CkksParameters,
     sk: &SecretKey,
     ct: &Ciphertext,
 ) -> Result<Plaintext> {
-    let level = params.decoding_level(ct.scale(), ct.level());
+    let level = (params.decoding_level(ct.scale(), ct.level()) + 1).min(ct.level());
     let dec = Decryptor::new(sk);
     if level == ct.level() {
         return Ok(dec.decrypt(ct)?);

@@ -229,19 +229,21 @@ impl<'a> Planner<'a> {
     /// Refused with [`CkksError::ValueOutOfRange`] unless values up to
     /// `max_abs` at `scale` are representable at `level`: |v·scale| below
     /// Q_level / 2, beyond which a value wraps around the modulus and
-    /// decrypts as another one, and below 2^126, what encoding rounds
-    /// through. What a constant added to a ciphertext, or a vector encoded
-    /// at its level, must pass.
+    /// decrypts as another one, below 2^126, what encoding rounds through,
+    /// and |v| below 2^54, what decoding reads
+    /// ([`crate::DECODE_HEADROOM_BITS`]). What a constant added to a
+    /// ciphertext, or a vector encoded at its level, must pass.
     pub fn check_representable(&self, level: usize, scale: f64, max_abs: f64) -> Result<()> {
         let log_q = self.params.rlwe().q_at(level)?.log_q();
         let v = max_abs * scale;
-        if v.is_finite() && v.round() < crate::encoder::representable_bound(log_q) {
+        if v.is_finite() && v.round() < crate::encoder::representable_bound(log_q, scale) {
             return Ok(());
         }
         Err(CkksError::ValueOutOfRange(format!(
             "a value of {max_abs} at scale 2^{:.1} exceeds the modulus at level {level} \
-             (2^{log_q:.1}): it would wrap around and decrypt as another value",
-            scale.log2()
+             (2^{log_q:.1}) or the decoding headroom (2^{}): it would decode as another value",
+            scale.log2(),
+            crate::DECODE_HEADROOM_BITS - 1.0,
         )))
     }
 

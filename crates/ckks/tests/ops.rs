@@ -93,10 +93,10 @@ fn encode_decode_roundtrip_full_and_sparse() {
     ));
 }
 
-/// Decryption stops at the primes decoding reads, and they hold the
-/// value: the plaintext's coefficients are the full decryption's, exactly,
-/// on each decoding path (one prime, two, three) and for values up to 2^50
-/// times the scale.
+/// Decryption stops at the primes decoding reads and the one that checks
+/// them, and they hold the value: the plaintext's coefficients are the
+/// full decryption's, exactly, on each decoding path (one prime, two,
+/// three) and for values up to 2^50 times the scale.
 #[test]
 fn decryption_reads_only_the_primes_decoding_needs() {
     let f = fixture();
@@ -115,7 +115,7 @@ fn decryption_reads_only_the_primes_decoding_needs() {
             .encrypt_sk(&f.enc.encode(&v, 4, scale).unwrap())
             .unwrap();
         let pt = f.keys.decrypt(&ct).unwrap();
-        assert_eq!(pt.level(), level, "2^{log_scale}");
+        assert_eq!(pt.level(), level + 1, "2^{log_scale}");
         let full = hecloud_rlwe::Decryptor::new(f.keys.secret_key())
             .decrypt(&ct)
             .unwrap();
@@ -125,11 +125,59 @@ fn decryption_reads_only_the_primes_decoding_needs() {
             p.to_bigint_centered().unwrap()
         };
         assert_eq!(coeffs(&pt), coeffs(&full), "2^{log_scale}, bound {bound}");
+        // Every path's check against the extra prime passes a value that
+        // fits.
+        let decoded = f.enc.decode(&pt).unwrap();
         if log_scale >= 30 && bound == 1.0 {
-            let r = report(&v, &f.enc.decode(&pt).unwrap());
+            let r = report(&v, &decoded);
             assert!(r.bits() > 20.0, "2^{log_scale}: {r}");
         }
     }
+}
+
+/// A computed value beyond the decoding headroom (2^54 times the scale:
+/// encoding refuses one, a product can make one) is never decoded as
+/// another: read over more primes where the plaintext has them, refused
+/// where it does not; values within it decode as before, at every path.
+#[test]
+fn values_beyond_the_decoding_headroom_are_read_right_or_refused() {
+    let f = fixture();
+    let scale = f.params.default_scale();
+    let big = 2f64.powi(40);
+    let v = vec![Complex64::new(big, -big / 3.0); f.params.slots()];
+    let ca = f.encrypt(&v, 4);
+    // At the edge the encoder still takes; squared, 2^80 at level 3.
+    let sq = f.eval.mul_relin_rescale(&ca, &ca).unwrap();
+    assert_eq!(sq.level(), 3);
+    let want: Vec<Complex64> = v.iter().map(|x| x * x).collect();
+    // Decrypted over every prime: read over the primes it needs.
+    let full = hecloud_rlwe::Decryptor::new(f.keys.secret_key())
+        .decrypt(&sq)
+        .unwrap();
+    let got = f.enc.decode(&full).unwrap();
+    let worst = want
+        .iter()
+        .zip(&got)
+        .map(|(w, g)| ((w - g) / w.norm()).norm())
+        .fold(0.0, f64::max);
+    assert!(
+        worst < 1e-6,
+        "read over more primes: relative error {worst}"
+    );
+    // Decrypted for decoding (the headroom's primes and one more): refused,
+    // not decoded as another value.
+    let pt = f.keys.decrypt(&sq).unwrap();
+    assert!(pt.level() < sq.level());
+    assert!(matches!(
+        f.enc.decode(&pt),
+        Err(CkksError::ValueOutOfRange(_))
+    ));
+    // Encoding refuses a value beyond the headroom outright.
+    let over = vec![Complex64::new(2f64.powi(55), 0.0); f.params.slots()];
+    assert!(matches!(
+        f.enc.encode(&over, 4, scale),
+        Err(CkksError::ValueOutOfRange(_))
+    ));
 }
 
 /// Coefficients on both sides of 2^64 (the encoder's vectorised path
@@ -295,9 +343,10 @@ fn additive_operations_match_plaintext() {
 }
 
 /// A constant added to a ciphertext must itself fit its level's modulus at
-/// its scale: just below Q_l / 2 it is added exactly, just above it is
-/// refused (it would wrap around and decrypt as another value), real part
-/// or imaginary; so is a vector encoded there.
+/// its scale and the decoding headroom: just below Q_l / 2 (or 2^54) it is
+/// added exactly, just above it is refused (it would wrap around, or decode
+/// as another value), real part or imaginary; so is a vector encoded
+/// there.
 #[test]
 fn constants_beyond_the_modulus_at_their_level_are_refused() {
     let f = fixture();
@@ -306,8 +355,12 @@ fn constants_beyond_the_modulus_at_their_level_are_refused() {
         let a = random_vec(f.params.slots(), 1.0);
         let ca = f.encrypt(&a, level);
         let log_q = f.params.rlwe().q_at(level).unwrap().log_q();
-        // The largest magnitude representable at this level and scale.
-        let cap = (log_q - 1.0).exp2() / scale;
+        // The largest magnitude representable at this level and scale:
+        // Q_0 / 2 at level 0, the decoding headroom at level 1.
+        let cap = (log_q - 1.0)
+            .min(scale.log2() + hecloud_ckks::DECODE_HEADROOM_BITS - 1.0)
+            .exp2()
+            / scale;
         let c = Complex64::new(0.9 * cap, 0.0);
         let want: Vec<Complex64> = a.iter().map(|x| x + c).collect();
         let got = f

@@ -798,7 +798,9 @@ fn values_beyond_the_modulus_at_their_level_are_refused() {
     let p = params();
     let caps = full_caps(&p);
     let log_q0 = p.rlwe().q_at(0).unwrap().log_q();
+    // Q_0 / 2 at the default scale (below the decoding headroom there).
     let cap = (log_q0 - 1.0).exp2() / p.default_scale();
+    assert!(cap < (hecloud_ckks::DECODE_HEADROOM_BITS - 1.0).exp2());
     for (c, ok) in [(0.9 * cap, true), (1.1 * cap, false), (-1.1 * cap, false)] {
         let add = unary(|g, x| {
             let k = g.constant(c);

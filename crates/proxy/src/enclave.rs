@@ -418,7 +418,11 @@ impl Tenant {
         let probe_ct = Encryptor::new(params.rlwe())
             .encrypt_pk(&public_key, &pt)
             .map_err(crypto)?;
-        let probe = t.decrypt(&probe_ct.to_bytes())?;
+        // Under another key the decryption is noise as large as the
+        // modulus, which decoding refuses: a mismatch too.
+        let probe = t
+            .decrypt(&probe_ct.to_bytes())
+            .map_err(|_| mismatched_keys())?;
         let EnclaveReply::Reals(probe) = probe else {
             return Err(ProxyError::Crypto(
                 "a CKKS tenant decrypted no reals".into(),
