@@ -142,7 +142,9 @@ fn structure_errors() {
         ValidationError::Cycle { node: 1 }
     );
 
-    // Outputs: unknown node, duplicate name, empty name.
+    // Outputs: unknown node, duplicate name, a node named twice (each
+    // output is an object of its own: a thousand names of one ciphertext
+    // would be a thousand copies), empty name.
     let mut g = unary(|_, x| x);
     g.output("z", 9);
     assert!(
@@ -154,6 +156,11 @@ fn structure_errors() {
         validate(&g, &caps, &inputs).unwrap_err(),
         ValidationError::BadOutput { .. }
     ));
+    let mut g = unary(|_, x| x);
+    g.output("again", 0);
+    assert!(
+        matches!(validate(&g, &caps, &inputs).unwrap_err(), ValidationError::BadOutput { name, reason } if name == "again" && reason.contains("already an output"))
+    );
     let mut g = Graph::new();
     let x = g.input(0);
     g.output("", x);

@@ -166,6 +166,10 @@ pub struct ServerConfig {
     /// recently used sessions are dropped first; a session larger than this
     /// still loads for its job, alone.
     pub key_cache_mib: u64,
+    /// MiB a job's outputs may take (8 GiB by default; the tenant's
+    /// `max_stored_bytes` if lower): they are held in memory until stored,
+    /// and a job estimated over it is refused at submission.
+    pub max_job_output_mib: u64,
     /// Per-tenant limits.
     pub quota: Quota,
     /// Tenants.
@@ -188,6 +192,7 @@ impl Default for ServerConfig {
             refresh_wait_secs: 60,
             retain_freed_memory: true,
             key_cache_mib: crate::exec::DEFAULT_KEY_CACHE_BYTES >> 20,
+            max_job_output_mib: crate::exec::DEFAULT_MAX_OUTPUT_BYTES >> 20,
             quota: Quota::default(),
             tenants: vec![],
         }

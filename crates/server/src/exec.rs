@@ -257,7 +257,13 @@ pub type Executors = HashMap<String, Arc<dyn Executor>>;
 pub fn builtin(config: &crate::ServerConfig) -> Executors {
     let graph = GraphExecutor::new(config.allow_insecure_params)
         .with_refresh_wait(Duration::from_secs(config.refresh_wait_secs.into()))
-        .with_key_cache_bytes(config.key_cache_mib.saturating_mul(1 << 20));
+        .with_key_cache_bytes(config.key_cache_mib.saturating_mul(1 << 20))
+        .with_max_output_bytes(
+            config
+                .max_job_output_mib
+                .saturating_mul(1 << 20)
+                .min(config.quota.max_stored_bytes),
+        );
     let mut m: Executors = HashMap::new();
     m.insert(JOB_KIND_GRAPH.into(), Arc::new(graph));
     m.insert(JOB_KIND_ECHO.into(), Arc::new(EchoExecutor));
@@ -357,6 +363,8 @@ pub struct GraphExecutor {
     keys: Mutex<Vec<(TenantObject, KeyCell)>>,
     /// Bytes of keys [`Self::keys`] may hold.
     key_cache_bytes: u64,
+    /// Bytes a job's outputs may take (estimated at validation).
+    max_output_bytes: u64,
     key_loads: AtomicU64,
     /// Jobs checked at submission, kept decoded for their run.
     prepared: Mutex<Vec<(PreparedKey, Instant, Arc<Prepared>)>>,
@@ -373,6 +381,9 @@ const KEY_CACHE: usize = 4;
 /// bootstrapping sessions (2.7 GiB each) or a dozen N = 2^16 sessions
 /// with relinearization and rotation keys for a sum.
 pub const DEFAULT_KEY_CACHE_BYTES: u64 = 6 << 30;
+/// Bytes a job's outputs may take by default: a hundred N = 2^17
+/// ciphertexts at the top level. They are held in memory until stored.
+pub const DEFAULT_MAX_OUTPUT_BYTES: u64 = 8 << 30;
 /// Checked jobs kept decoded (each holds its input ciphertexts): the next
 /// few to run skip reading and decoding their inputs a second time.
 const PREPARED_CACHE: usize = 4;
@@ -415,6 +426,7 @@ impl GraphExecutor {
             refresh_wait: DEFAULT_REFRESH_WAIT,
             keys: Mutex::new(Vec::new()),
             key_cache_bytes: DEFAULT_KEY_CACHE_BYTES,
+            max_output_bytes: DEFAULT_MAX_OUTPUT_BYTES,
             key_loads: AtomicU64::new(0),
             prepared: Mutex::new(Vec::new()),
             decoded: Arc::default(),
@@ -433,6 +445,13 @@ impl GraphExecutor {
     /// rest fit).
     pub fn with_key_cache_bytes(mut self, bytes: u64) -> Self {
         self.key_cache_bytes = bytes;
+        self
+    }
+
+    /// Bytes a job's outputs may take (their estimate at validation);
+    /// more is refused at submission.
+    pub fn with_max_output_bytes(mut self, bytes: u64) -> Self {
+        self.max_output_bytes = bytes;
         self
     }
 
@@ -676,6 +695,14 @@ impl GraphExecutor {
             ValidationError::TooCostly { .. } => JobError::OverLimit(format!("graph refused: {e}")),
             e => JobError::Invalid(format!("graph refused: {e}")),
         })?;
+        // Every output is held in memory until the job's are stored.
+        let output_bytes = graph.cost().output_bytes;
+        if output_bytes > self.max_output_bytes {
+            return Err(JobError::OverLimit(format!(
+                "graph refused: its outputs would take {output_bytes} bytes, over the {} a job may return",
+                self.max_output_bytes
+            )));
+        }
         Ok(Prepared {
             keys,
             graph,
@@ -892,6 +919,11 @@ mod tests {
 
     /// A stored session of `tenant` with a relinearization key of its own.
     fn stored_session(store: &Store, tenant: &str) -> ObjectId {
+        stored_session_and_input(store, tenant).0
+    }
+
+    /// [`stored_session`] and a ciphertext under its key, stored.
+    fn stored_session_and_input(store: &Store, tenant: &str) -> (ObjectId, ObjectId) {
         use hecloud_protocol::{CkksParamSpec, ObjectKind, ParamSpec};
         use hecloud_rlwe::{KeyGenerator, ParametersLiteral, SecretDistribution, params::SIGMA};
         let ckks = CkksParamSpec::from_literal(
@@ -912,6 +944,28 @@ mod tests {
         let rlk = kg.gen_relinearization_key(&sk).unwrap().to_bytes(true);
         let kind = rpc::object_kind_name(ObjectKind::CkksRelinKey);
         let relin = store.put_object(tenant, kind, &rlk).unwrap().id;
+        // Zero at the top level and the default scale.
+        let basis = params.rlwe().q_at(params.max_level()).unwrap();
+        let zero = hecloud_math::RnsPoly::zero(basis, hecloud_math::Domain::Ntt);
+        let pt = hecloud_rlwe::Plaintext::new(
+            params.rlwe(),
+            zero,
+            params.max_level(),
+            params.default_scale(),
+        )
+        .unwrap();
+        let ct = hecloud_rlwe::Encryptor::new(params.rlwe())
+            .encrypt_sk(&sk, &pt)
+            .unwrap();
+        let kind = rpc::object_kind_name(ObjectKind::CkksCiphertext);
+        let input = store
+            .put_object(
+                tenant,
+                kind,
+                &hecloud_protocol::Object::CkksCiphertext(ct).to_bytes(),
+            )
+            .unwrap()
+            .id;
         let spec = SessionSpec {
             params: ParamSpec {
                 ckks: Some(ckks),
@@ -920,10 +974,48 @@ mod tests {
             relin_key: Some(relin),
             ..SessionSpec::default()
         };
-        store
+        let session = store
             .put_object(tenant, SESSION_KIND, &spec.encode())
             .unwrap()
-            .id
+            .id;
+        (session, input)
+    }
+
+    /// A job whose outputs would take more than the executor returns is
+    /// refused at submission, with the figures; one under it passes.
+    #[test]
+    fn jobs_whose_outputs_exceed_the_limit_are_refused() {
+        let (_dir, store) = view();
+        let objects = TenantObjects::new(store.clone(), "t");
+        let (session, input) = stored_session_and_input(&store, "t");
+        let job = |outputs: usize| {
+            let mut g = hecloud_protocol::Graph::new();
+            let x = g.input(0);
+            for k in 0..outputs {
+                let y = g.neg(x);
+                g.output(format!("y{k}"), y);
+            }
+            JobSubmission {
+                session,
+                graph: g,
+                inputs: vec![input],
+            }
+            .encode()
+        };
+        // One output's estimate (a top-level ciphertext, packed).
+        let one = GraphExecutor::new(true)
+            .prepare(&job(1), &objects, 60.0)
+            .unwrap()
+            .graph
+            .cost()
+            .output_bytes;
+        assert!(one > 2 * 1024 * 8, "{one}");
+        let exec = GraphExecutor::new(true).with_max_output_bytes(4 * one);
+        assert!(exec.check(&job(3), &objects, 60.0).is_ok());
+        match exec.check(&job(8), &objects, 60.0) {
+            Err(JobError::OverLimit(m)) => assert!(m.contains("a job may return"), "{m}"),
+            other => panic!("{other:?}"),
+        }
     }
 
     #[test]

@@ -41,6 +41,7 @@ pub(super) fn check(graph: &Graph, inputs: usize) -> VResult<Structure> {
         });
     }
     let mut names = HashSet::new();
+    let mut nodes = HashSet::new();
     for o in &graph.outputs {
         let bad = |reason: String| ValidationError::BadOutput {
             name: o.name.clone(),
@@ -54,6 +55,15 @@ pub(super) fn check(graph: &Graph, inputs: usize) -> VResult<Structure> {
         }
         if o.node as usize >= n {
             return Err(bad(format!("node {} does not exist", o.node)));
+        }
+        // Each output is a stored object of its own: one node named many
+        // times would multiply a ciphertext in memory and in transfer for
+        // nothing (a 12 KB job, a thousand copies).
+        if !nodes.insert(o.node) {
+            return Err(bad(format!(
+                "node {} is already an output (name each value once)",
+                o.node
+            )));
         }
     }
     let operands: Vec<Vec<NodeId>> = graph.nodes.iter().map(Op::operands).collect();
