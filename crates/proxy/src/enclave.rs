@@ -487,9 +487,11 @@ impl Tenant {
             return Err(self.wrong_scheme(tenant, SCHEME_CKKS));
         };
         let slots = encoder.slots();
-        if values.len() > slots {
+        // An empty vector would still cost a whole encryption (and its
+        // upload): a request of a few bytes could ask for many.
+        if values.is_empty() || values.len() > slots {
             return Err(ProxyError::Crypto(format!(
-                "{} values for {slots} slots",
+                "{} values for {slots} slots (1 to {slots} accepted)",
                 values.len()
             )));
         }
@@ -518,9 +520,9 @@ impl Tenant {
             return Err(self.wrong_scheme(tenant, SCHEME_BGV));
         };
         let (n, t) = (params.n(), params.t());
-        if values.len() > n {
+        if values.is_empty() || values.len() > n {
             return Err(ProxyError::Crypto(format!(
-                "{} values for {n} slots",
+                "{} values for {n} slots (1 to {n} accepted)",
                 values.len()
             )));
         }

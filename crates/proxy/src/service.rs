@@ -279,8 +279,8 @@ pub struct ProxyConfig {
 
 impl ProxyConfig {
     /// Refuses a configuration the proxy cannot serve: no tenant, a bad
-    /// tenant name, a token given to two tenants, a server URL that would
-    /// carry tokens in cleartext, no vector allowed.
+    /// tenant name, a proxy or server token given to two tenants, a server
+    /// URL that would carry tokens in cleartext, no vector allowed.
     pub fn validate(&self) -> Result<(), ServiceError> {
         if self.tenants.is_empty() {
             return Err(ServiceError::Config("no tenant is configured".into()));
@@ -304,6 +304,15 @@ impl ProxyConfig {
                 if u.token_hash == t.token_hash {
                     return Err(ServiceError::Config(format!(
                         "tenants {:?} and {:?} have the same proxy token: give each its own",
+                        u.name, t.name
+                    )));
+                }
+                // One server tenant for two proxy tenants would mix their
+                // objects and send one's refresh requests to the other's
+                // keys (results decrypting as other values).
+                if *u.server_token == *t.server_token {
+                    return Err(ServiceError::Config(format!(
+                        "tenants {:?} and {:?} have the same server token: give each its own server tenant",
                         u.name, t.name
                     )));
                 }
@@ -1163,5 +1172,51 @@ impl proxy_server::Proxy for ProxyService {
             ints,
             integers,
         }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Two tenants may share neither a name, nor a proxy token, nor a
+    /// server token (one server tenant would mix their objects and
+    /// refreshes); distinct ones pass.
+    #[test]
+    fn tenants_share_no_name_and_no_token() {
+        let config = |tenants: Vec<ProxyTenant>| ProxyConfig {
+            listen: "127.0.0.1:0".parse().unwrap(),
+            server_url: "https://localhost:7443".into(),
+            server_ca_pem: None,
+            store_dir: "store".into(),
+            tls: TlsSource::Generated("tls".into()),
+            tenants,
+            max_vectors: DEFAULT_MAX_VECTORS,
+        };
+        let t =
+            |name: &str, proxy: &str, server: &str| ProxyTenant::new(name, proxy, server).unwrap();
+        let (a, b) = ("a-proxy-token-0123456789", "b-proxy-token-0123456789");
+        let (sa, sb) = ("a-server-token-0123456789", "b-server-token-0123456789");
+        assert!(
+            config(vec![t("alice", a, sa), t("bob", b, sb)])
+                .validate()
+                .is_ok()
+        );
+        for (tenants, what) in [
+            (
+                vec![t("alice", a, sa), t("alice", b, sb)],
+                "configured twice",
+            ),
+            (vec![t("alice", a, sa), t("bob", a, sb)], "same proxy token"),
+            (
+                vec![t("alice", a, sa), t("bob", b, sa)],
+                "same server token",
+            ),
+        ] {
+            match config(tenants).validate() {
+                Err(ServiceError::Config(m)) => assert!(m.contains(what), "{m}"),
+                other => panic!("{what}: {other:?}"),
+            }
+        }
     }
 }

@@ -306,9 +306,15 @@ fn bad_loads_and_bad_input_are_typed_errors() {
     assert!(matches!(e, ProxyError::Tampered), "{e:?}");
     std::fs::write(&tampered, good).unwrap();
     enclave.call_one(load("alice", &f.store)).unwrap();
-    // Too many values, a value that is not finite.
+    // Too many values, none, a value that is not finite, one beyond what
+    // decoding reads (it would come back as another value).
     let slots = f.clear.params.slots();
-    for values in [vec![0.5; slots + 1], vec![1.0, f64::NAN]] {
+    for values in [
+        vec![0.5; slots + 1],
+        vec![],
+        vec![1.0, f64::NAN],
+        vec![1e18; slots],
+    ] {
         let e = in_batch(
             enclave.call_one(EnclaveOp::EncryptReal {
                 tenant: "alice".into(),
