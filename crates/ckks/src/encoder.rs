@@ -296,8 +296,14 @@ impl Encoder {
         if pt.params().hash() != self.params.rlwe().hash() {
             return Err(hecloud_rlwe::RlweError::ParameterMismatch.into());
         }
+        // The scale comes with the ciphertext (from a server, untrusted):
+        // one below 1 would divide the values up to infinities.
+        let scale = pt.scale();
+        if !(scale.is_finite() && scale >= 1.0) {
+            return Err(CkksError::InvalidScale(scale.log2()));
+        }
         let top = pt.level();
-        let first = self.params.decoding_level(pt.scale(), top);
+        let first = self.params.decoding_level(scale, top);
         if let Some(v) = self.decode_checked(pt, first)? {
             return Ok(v);
         }

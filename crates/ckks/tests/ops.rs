@@ -178,6 +178,16 @@ fn values_beyond_the_decoding_headroom_are_read_right_or_refused() {
         f.enc.encode(&over, 4, scale),
         Err(CkksError::ValueOutOfRange(_))
     ));
+    // A scale below 1 (a header from an untrusted server) would decode
+    // to infinities: refused.
+    let pt = f.enc.encode(&v, 4, scale).unwrap();
+    for bad in [5e-324, 0.5, f64::NAN, f64::INFINITY] {
+        let forged = hecloud_rlwe::Plaintext::new(pt.params(), pt.poly().clone(), 4, bad).unwrap();
+        assert!(
+            matches!(f.enc.decode(&forged), Err(CkksError::InvalidScale(_))),
+            "scale {bad}"
+        );
+    }
 }
 
 /// Coefficients on both sides of 2^64 (the encoder's vectorised path

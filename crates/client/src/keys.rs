@@ -666,8 +666,10 @@ impl TfheKeyDir {
     /// `tfhe.uint`).
     pub fn encrypt(&self, value: &BigUint, width: usize) -> Result<Vec<u8>> {
         if value.bits() > width as u64 {
+            // The size, never the plaintext itself (errors get logged).
             return Err(ClientError::Invalid(format!(
-                "{value} does not fit in {width} bits"
+                "a value of {} bits does not fit in {width} bits",
+                value.bits()
             )));
         }
         let u = EncryptedUint::encrypt_biguint(self.engine()?, value, width).map_err(crypto)?;
@@ -850,8 +852,7 @@ impl BgvKeyDir {
         let t = self.params.t();
         if let Some(i) = values.iter().position(|&v| v >= t) {
             return Err(ClientError::Invalid(format!(
-                "value {} (index {i}) does not fit the plaintext modulus t = {t}",
-                values[i]
+                "value {i} does not fit the plaintext modulus t = {t}"
             )));
         }
         if values.len() > self.params.n() {
@@ -890,7 +891,8 @@ impl BgvKeyDir {
         }
         if value.bits() > width as u64 {
             return Err(ClientError::Invalid(format!(
-                "{value} does not fit {width} bits"
+                "a value of {} bits does not fit {width} bits",
+                value.bits()
             )));
         }
         let bits: Vec<u64> = (0..width as u64).map(|i| u64::from(value.bit(i))).collect();
