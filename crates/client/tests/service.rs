@@ -268,6 +268,11 @@ async fn malformed_and_oversized_input_is_invalid_argument() {
     .await
     .unwrap();
     assert_eq!(code(anon.info().await).0, Code::Unauthenticated);
+    // Refused before the message is decoded (an interceptor checks the
+    // token): a submission of 3 MiB, and a listing, alike.
+    let (c, _) = code(anon.submit(rpc::JOB_KIND_GRAPH, vec![7; 3 << 20], "").await);
+    assert_eq!(c, Code::Unauthenticated);
+    assert_eq!(code(anon.list().await).0, Code::Unauthenticated);
 
     let cases: Vec<(UploadHeader, &str)> = vec![
         (

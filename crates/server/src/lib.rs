@@ -196,11 +196,13 @@ pub async fn start(config: ServerConfig) -> Result<RunningServer> {
     // (a refresh of an N = 2^17 ciphertext is 59 MB) may be as large as
     // the session stream carries.
     let limit = (config.max_chunk_bytes as usize * 2).max(hub::MAX_CALLBACK_BYTES) + (64 << 10);
+    let authenticator = svc.authenticator();
     let grpc = HecloudServer::new(svc)
         .max_decoding_message_size(limit)
         .max_encoding_message_size(
             limit.max(service::DOWNLOAD_CHUNK.max(service::INLINE_OUTPUT_BYTES) + (64 << 10)),
         );
+    let grpc = tonic::service::interceptor::InterceptedService::new(grpc, authenticator);
     let (tx, rx) = oneshot::channel::<()>();
     // Uploads are paced by the receive windows (see `rpc::STREAM_WINDOW`).
     let router = builder

@@ -39,7 +39,7 @@ pub struct Service {
     jobs: Arc<Jobs>,
     hub: Arc<SessionHub>,
     /// BLAKE3(token) → tenant.
-    tokens: HashMap<[u8; 32], String>,
+    tokens: Arc<HashMap<[u8; 32], String>>,
     quota: Quota,
     max_chunk: u32,
     /// Bytes of uploads watched by executors (see `upload`).
@@ -273,11 +273,13 @@ impl Service {
     ) -> Self {
         // `ServerConfig::validate` refused tenants without a well-formed
         // token and tokens given twice.
-        let tokens = config
-            .tenants
-            .iter()
-            .filter_map(|t| Some((t.token_hash()?, t.name.clone())))
-            .collect();
+        let tokens = Arc::new(
+            config
+                .tenants
+                .iter()
+                .filter_map(|t| Some((t.token_hash()?, t.name.clone())))
+                .collect(),
+        );
         Self {
             store,
             jobs,
@@ -292,22 +294,39 @@ impl Service {
     }
 
     fn tenant<T>(&self, req: &Request<T>) -> Result<String, Status> {
-        let v = req
-            .metadata()
-            .get("authorization")
-            .ok_or_else(|| Status::unauthenticated("missing `authorization: Bearer <token>`"))?;
-        let v = v
-            .to_str()
-            .map_err(|_| Status::unauthenticated("malformed authorization header"))?;
-        let tok = v
-            .strip_prefix("Bearer ")
-            .ok_or_else(|| Status::unauthenticated("authorization must be `Bearer <token>`"))?;
-        let h = *blake3::hash(tok.trim().as_bytes()).as_bytes();
-        self.tokens
-            .get(&h)
-            .cloned()
-            .ok_or_else(|| Status::unauthenticated("unknown token"))
+        tenant_of(&self.tokens, req.metadata())
     }
+
+    /// The interceptor that refuses a request without a known token
+    /// before its message is decoded (an unauthenticated peer could
+    /// otherwise make the server decode messages of tens of MiB); the
+    /// handlers name the tenant from the same check.
+    pub(crate) fn authenticator(&self) -> impl tonic::service::Interceptor + Clone + use<> {
+        let tokens = self.tokens.clone();
+        move |req: Request<()>| tenant_of(&tokens, req.metadata()).map(|_| req)
+    }
+}
+
+/// The tenant whose token the request's `authorization: Bearer` header
+/// carries (tokens are compared by their BLAKE3 hashes).
+fn tenant_of(
+    tokens: &HashMap<[u8; 32], String>,
+    metadata: &tonic::metadata::MetadataMap,
+) -> Result<String, Status> {
+    let v = metadata
+        .get("authorization")
+        .ok_or_else(|| Status::unauthenticated("missing `authorization: Bearer <token>`"))?;
+    let v = v
+        .to_str()
+        .map_err(|_| Status::unauthenticated("malformed authorization header"))?;
+    let tok = v
+        .strip_prefix("Bearer ")
+        .ok_or_else(|| Status::unauthenticated("authorization must be `Bearer <token>`"))?;
+    let h = *blake3::hash(tok.trim().as_bytes()).as_bytes();
+    tokens
+        .get(&h)
+        .cloned()
+        .ok_or_else(|| Status::unauthenticated("unknown token"))
 }
 
 #[tonic::async_trait]
