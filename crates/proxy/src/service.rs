@@ -417,6 +417,7 @@ pub async fn start(
             .map(|t| Tenant {
                 config: t.clone(),
                 ready: Mutex::new(None),
+                busy: tokio::sync::Semaphore::new(TENANT_REQUESTS),
             })
             .collect(),
         max_vectors: config.max_vectors,
@@ -459,7 +460,14 @@ struct Ready {
 struct Tenant {
     config: ProxyTenant,
     ready: Mutex<Option<Arc<Ready>>>,
+    /// Its requests in flight: each encrypts, uploads or decrypts
+    /// ciphertexts of tens of MB, so one tenant's burst queues here
+    /// rather than taking the proxy's memory and cores from the others.
+    busy: tokio::sync::Semaphore,
 }
+
+/// Requests of one tenant the proxy serves at once (more wait their turn).
+pub const TENANT_REQUESTS: usize = 4;
 
 struct Inner {
     enclave: Arc<dyn Enclave>,
@@ -512,6 +520,16 @@ fn classify(e: ProxyError, crypto_kind: ErrorKind) -> Status {
 
 fn server_fail(what: &str, e: ClientError) -> Status {
     ErrorKind::Server.status(format!("{what}: {e}"))
+}
+
+impl Tenant {
+    /// Waits for one of the tenant's [`TENANT_REQUESTS`] turns.
+    async fn turn(&self) -> Result<tokio::sync::SemaphorePermit<'_>, Status> {
+        self.busy
+            .acquire()
+            .await
+            .map_err(|_| ErrorKind::Internal.status("the proxy is shutting down"))
+    }
 }
 
 impl Inner {
@@ -1077,6 +1095,7 @@ impl proxy_server::Proxy for ProxyService {
     async fn put(&self, req: Request<rpc::PutRequest>) -> Result<Response<rpc::PutReply>, Status> {
         let inner = &self.0;
         let t = inner.authenticate(&req)?;
+        let _turn = t.turn().await?;
         let req = req.into_inner();
         // The reals, then the integers: the order of the object ids.
         let vectors: Vec<Plain> = req
@@ -1105,6 +1124,7 @@ impl proxy_server::Proxy for ProxyService {
     async fn run(&self, req: Request<rpc::RunRequest>) -> Result<Response<rpc::RunReply>, Status> {
         let inner = &self.0;
         let t = inner.authenticate(&req)?;
+        let _turn = t.turn().await?;
         let name = &t.config.name;
         let req = req.into_inner();
         inner.check_vectors(req.inputs.len())?;
@@ -1151,6 +1171,7 @@ impl proxy_server::Proxy for ProxyService {
     async fn get(&self, req: Request<rpc::GetRequest>) -> Result<Response<rpc::GetReply>, Status> {
         let inner = &self.0;
         let t = inner.authenticate(&req)?;
+        let _turn = t.turn().await?;
         let req = req.into_inner();
         let id = object_id(&req.object_id)?;
         let download = |ready: Arc<Ready>| async move {
@@ -1178,6 +1199,28 @@ impl proxy_server::Proxy for ProxyService {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A tenant's requests beyond [`TENANT_REQUESTS`] wait for a turn
+    /// (another tenant's do not), and go on when one ends.
+    #[tokio::test]
+    async fn a_tenants_burst_waits_its_turn() {
+        let tenant = |name: &str| Tenant {
+            config: ProxyTenant::new(name, "a-proxy-token-0123456789", "a-server-token-012345678")
+                .unwrap(),
+            ready: Mutex::new(None),
+            busy: tokio::sync::Semaphore::new(TENANT_REQUESTS),
+        };
+        let (alice, bob) = (tenant("alice"), tenant("bob"));
+        let mut turns = Vec::new();
+        for _ in 0..TENANT_REQUESTS {
+            turns.push(alice.turn().await.unwrap());
+        }
+        let wait = std::time::Duration::from_millis(50);
+        assert!(tokio::time::timeout(wait, alice.turn()).await.is_err());
+        assert!(tokio::time::timeout(wait, bob.turn()).await.is_ok());
+        turns.pop();
+        assert!(tokio::time::timeout(wait, alice.turn()).await.is_ok());
+    }
 
     /// Two tenants may share neither a name, nor a proxy token, nor a
     /// server token (one server tenant would mix their objects and
