@@ -162,8 +162,19 @@ pub fn interpolate(t: &Modulus, points: &[(u64, u64)]) -> Result<Vec<u64>> {
 #[derive(Debug, Clone)]
 pub struct LessThan {
     bound: u64,
-    coeffs: Vec<u64>,
+    coeffs: std::sync::Arc<[u64]>,
 }
+
+/// Comparison polynomials already interpolated, by (t, bound), most
+/// recent last: an interpolation takes about 150 ms at bound 1024, and
+/// every job validating or running a comparison needed it again.
+static INTERPOLATED: std::sync::Mutex<Vec<Interpolated>> = std::sync::Mutex::new(Vec::new());
+
+/// (t, bound) and the comparison's coefficients.
+type Interpolated = ((u64, u64), std::sync::Arc<[u64]>);
+
+/// Polynomials [`INTERPOLATED`] keeps (16 KiB each at bound 1024).
+const INTERPOLATED_KEPT: usize = 64;
 
 impl LessThan {
     /// The comparison of values in [0, `bound`) under the parameters' t
@@ -177,14 +188,32 @@ impl LessThan {
                 t.value()
             )));
         }
+        let key = (t.value(), bound);
+        let cached = |kept: &mut Vec<Interpolated>| {
+            let i = kept.iter().position(|(k, _)| *k == key)?;
+            let entry = kept.remove(i);
+            let coeffs = entry.1.clone();
+            kept.push(entry);
+            Some(coeffs)
+        };
+        let lock = || INTERPOLATED.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(coeffs) = cached(&mut lock()) {
+            return Ok(Self { bound, coeffs });
+        }
+        // Interpolated outside the lock.
         let points: Vec<(u64, u64)> = (0..bound)
             .map(|d| (d, 0))
             .chain((1..bound).map(|d| (t.value() - d, 1)))
             .collect();
-        Ok(Self {
-            bound,
-            coeffs: interpolate(t, &points)?,
-        })
+        let coeffs: std::sync::Arc<[u64]> = interpolate(t, &points)?.into();
+        let mut kept = lock();
+        if cached(&mut kept).is_none() {
+            if kept.len() >= INTERPOLATED_KEPT {
+                kept.remove(0);
+            }
+            kept.push((key, coeffs.clone()));
+        }
+        Ok(Self { bound, coeffs })
     }
 
     /// The values compared lie below this bound.
@@ -202,5 +231,35 @@ impl LessThan {
     pub fn eval(&self, eval: &Evaluator, x: &Ciphertext, y: &Ciphertext) -> Result<Ciphertext> {
         let diff = eval.sub(x, y)?;
         eval_poly(eval, &diff, &self.coeffs)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{BgvParameters, params::test_literal};
+
+    /// A comparison's polynomial is interpolated once per (t, bound) and
+    /// shared: the second is the first's buffer, equal to a fresh
+    /// interpolation; another bound or t is another polynomial.
+    #[test]
+    fn comparisons_share_their_interpolation() {
+        let p = BgvParameters::new_insecure_for_tests(test_literal(10, 2, 65537)).unwrap();
+        let (a, b) = (
+            LessThan::new(&p, 33).unwrap(),
+            LessThan::new(&p, 33).unwrap(),
+        );
+        assert!(std::sync::Arc::ptr_eq(&a.coeffs, &b.coeffs));
+        let t = p.t_modulus();
+        let points: Vec<(u64, u64)> = (0..33)
+            .map(|d| (d, 0))
+            .chain((1..33).map(|d| (t.value() - d, 1)))
+            .collect();
+        assert_eq!(a.coefficients(), &interpolate(t, &points).unwrap()[..]);
+        let c = LessThan::new(&p, 34).unwrap();
+        assert_eq!(c.coefficients().len(), 67);
+        let other = BgvParameters::new_insecure_for_tests(test_literal(10, 2, 786433)).unwrap();
+        let d = LessThan::new(&other, 33).unwrap();
+        assert_ne!(a.coefficients(), d.coefficients());
     }
 }
