@@ -100,6 +100,26 @@ impl KeySet {
     }
 }
 
+/// Decrypts and decodes `ct`'s real parts: over the primes decoding reads
+/// and the one checking them ([`decrypt_for_decoding`]) and, for a value
+/// beyond that headroom (a computation that outgrew it), over all of
+/// `ct`'s primes, which decoding reads over all but the last and checks
+/// by it. Refused only where even those do not hold the value.
+pub fn decrypt_decode_real(
+    params: &CkksParameters,
+    sk: &SecretKey,
+    encoder: &crate::Encoder,
+    ct: &Ciphertext,
+) -> Result<Vec<f64>> {
+    let pt = decrypt_for_decoding(params, sk, ct)?;
+    match encoder.decode_real(&pt) {
+        Err(crate::CkksError::ValueOutOfRange(_)) if pt.level() < ct.level() => {
+            encoder.decode_real(&Decryptor::new(sk).decrypt(ct)?)
+        }
+        r => r,
+    }
+}
+
 /// Decrypts `ct` under `sk` over the primes decoding reads
 /// ([`CkksParameters::decoding_level`]) and one more, which decoding
 /// checks them against (a value beyond the headroom is refused, not

@@ -420,9 +420,8 @@ impl KeyDir {
         let sk = SecretKey::import_bytes(self.params.rlwe(), &raw).map_err(crypto)?;
         drop(raw);
         let ct = Ciphertext::from_bytes(self.params.rlwe(), bytes).map_err(crypto)?;
-        let pt =
-            hecloud_ckks::keys::decrypt_for_decoding(&self.params, &sk, &ct).map_err(crypto)?;
-        self.encoder()?.decode_real(&pt).map_err(crypto)
+        hecloud_ckks::keys::decrypt_decode_real(&self.params, &sk, &self.encoder()?, &ct)
+            .map_err(crypto)
     }
 }
 

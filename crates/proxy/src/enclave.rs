@@ -549,10 +549,7 @@ impl Tenant {
                 ..
             } => {
                 let ct = Ciphertext::from_bytes(params.rlwe(), bytes).map_err(foreign_or_crypto)?;
-                let pt = hecloud_ckks::keys::decrypt_for_decoding(params, secret_key, &ct)
-                    .map_err(crypto)?;
-                encoder
-                    .decode_real(&pt)
+                hecloud_ckks::keys::decrypt_decode_real(params, secret_key, encoder, &ct)
                     .map(|v| EnclaveReply::Reals(Zeroizing::new(v)))
                     .map_err(crypto)
             }
