@@ -151,11 +151,7 @@ fn plan(
             .collect();
         cx.check(id, &g.nodes[id as usize], &args, inputs)
     };
-    for &id in &structure.topo {
-        // Nodes no output depends on do not run (see `validate_with_limits`).
-        if !structure.live[id as usize] {
-            continue;
-        }
+    for &id in &structure.order {
         let first = check(&mut cx, &g, &types, id);
         let is_bgv = super::bgv::is_bgv_op(&g.nodes[id as usize]);
         let low = match (&first, ckks) {

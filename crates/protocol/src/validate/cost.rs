@@ -356,13 +356,12 @@ impl Meter {
         c.seconds + c.bound_seconds
     }
 
-    /// Adds the exact cost of every integer node's circuit (each distinct
-    /// circuit run once; dead nodes too: a circuit that fails refuses the
-    /// graph wherever it is).
-    pub(super) fn exact_costs(&mut self, graph: &Graph, topo: &[NodeId]) -> VResult<()> {
-        for &id in topo {
-            // Nodes not checked (no output depends on them) have no entry.
-            let Some(c) = self.node_costs.get(id as usize).and_then(|n| n.circuit) else {
+    /// Adds the exact cost of the circuit of every integer node in `order`
+    /// (the nodes that run; each distinct circuit run once: one that fails
+    /// refuses the graph).
+    pub(super) fn exact_costs(&mut self, graph: &Graph, order: &[NodeId]) -> VResult<()> {
+        for &id in order {
+            let Some(c) = self.node_costs[id as usize].circuit else {
                 continue;
             };
             let at = At {

@@ -168,13 +168,10 @@ pub fn validate_with_limits(
     // Upper bound of the live nodes' cost so far: integer circuits by their
     // bootstrap bounds, everything else as costed.
     let mut bound_seconds = 0.0;
-    for &id in &structure.topo {
-        // A node no output depends on does not run: checking it would only
-        // cost time (a BGV comparison's interpolation, a circuit's clear
-        // run) that no cost bound charges.
-        if !structure.live[id as usize] {
-            continue;
-        }
+    // Only the nodes an output depends on: checking another would cost
+    // time (a BGV comparison's interpolation, a circuit's clear run) that
+    // no cost bound charges, for a node that does not run.
+    for &id in &structure.order {
         let op = &graph.nodes[id as usize];
         let args: Vec<&ValueType> = structure.operands[id as usize]
             .iter()
@@ -188,7 +185,7 @@ pub fn validate_with_limits(
             return Err(limits.refuse(bound_seconds, true));
         }
     }
-    cx.meter.exact_costs(graph, &structure.topo)?;
+    cx.meter.exact_costs(graph, &structure.order)?;
     let types: Vec<ValueType> = types
         .into_iter()
         .map(|t| t.unwrap_or(ValueType::Bit))

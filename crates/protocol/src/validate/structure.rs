@@ -13,11 +13,9 @@ use crate::graph::{Graph, MAX_NAME_LEN, MAX_NODES, MAX_OUTPUTS, NodeId, Op};
 pub(super) struct Structure {
     /// The operands of every node.
     pub operands: Vec<Vec<NodeId>>,
-    /// Every node, each after its operands.
-    pub topo: Vec<NodeId>,
-    /// Whether the outputs depend on the node (only those run and count
-    /// in the cost).
-    pub live: Vec<bool>,
+    /// The nodes the outputs depend on, each after its operands: the only
+    /// ones checked, costed and run.
+    pub order: Vec<NodeId>,
 }
 
 /// Checks the shape of `graph` run on `inputs` job inputs.
@@ -94,11 +92,8 @@ pub(super) fn check(graph: &Graph, inputs: usize) -> VResult<Structure> {
             stack.extend(&operands[v as usize]);
         }
     }
-    Ok(Structure {
-        operands,
-        topo,
-        live,
-    })
+    let order = topo.into_iter().filter(|&v| live[v as usize]).collect();
+    Ok(Structure { operands, order })
 }
 
 /// How the live nodes run, once their types are known.
@@ -115,13 +110,8 @@ pub(super) struct Schedule {
 
 /// The schedule of a graph of sound `structure` and node `types`.
 pub(super) fn schedule(graph: &Graph, structure: Structure, types: &[ValueType]) -> Schedule {
-    let Structure {
-        operands,
-        topo,
-        live,
-    } = structure;
+    let Structure { operands, order } = structure;
     let n = graph.nodes.len();
-    let order: Vec<NodeId> = topo.into_iter().filter(|&v| live[v as usize]).collect();
     let mut uses = vec![0u32; n];
     for &v in &order {
         for &m in &operands[v as usize] {
