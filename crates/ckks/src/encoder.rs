@@ -324,31 +324,23 @@ impl Encoder {
     /// or `None` where the prime above (if the plaintext has it) shows one
     /// of them does not fit those primes.
     fn decode_checked(&self, pt: &Plaintext, level: usize) -> Result<Option<Vec<f64>>> {
-        let scale = pt.scale();
-        let n = self.params.n();
-        let limbs = |l: usize| -> Result<RnsPoly> {
-            let mut p = RnsPoly::from_buffer_unchecked(
-                self.params.rlwe().q_at(l)?,
-                pt.poly().domain(),
-                pt.poly().data()[..(l + 1) * n].to_vec(),
-            );
-            p.to_coefficient();
-            Ok(p)
-        };
-        let check_level = (level < pt.level()).then_some(level + 1);
-        let p = limbs(level)?;
-        // The next prime's residues, which an exact value must match.
-        let check = match check_level {
-            Some(l) => {
-                let mut r = pt.poly().limb(l).to_vec();
-                if pt.poly().domain() == hecloud_math::Domain::Ntt {
-                    let table = &self.params.rlwe().q_at(l)?.tables()[l];
-                    default_backend().ntt_inverse(table, &mut r);
-                }
-                Some((self.params.rlwe().q_at(l)?.moduli()[l], r))
+        let (scale, n) = (pt.scale(), self.params.n());
+        let mut p = RnsPoly::from_buffer_unchecked(
+            self.params.rlwe().q_at(level)?,
+            pt.poly().domain(),
+            pt.poly().data()[..(level + 1) * n].to_vec(),
+        );
+        p.to_coefficient();
+        // The next prime's residues (where the plaintext has it), which an
+        // exact value must match.
+        let check = (level < pt.level()).then(|| {
+            let (basis, l) = (pt.poly().basis(), level + 1);
+            let mut r = pt.poly().limb(l).to_vec();
+            if pt.poly().domain() == Domain::Ntt {
+                default_backend().ntt_inverse(&basis.tables()[l], &mut r);
             }
-            None => None,
-        };
+            (basis.moduli()[l], r)
+        });
         let moduli = p.basis().moduli();
         // Whether coefficient j's value, given by its residue mod the check
         // prime, matches that prime's limb (every value fits without one).
