@@ -238,6 +238,9 @@ impl Evaluator {
         }
         let nm = self.params.noise();
         let noise = terms.iter().fold(acc.scale(), |n, t| nm.add(n, t.scale()));
+        for t in terms {
+            acc.join_key(t.key_id())?;
+        }
         for (k, p) in acc.polys_mut().iter_mut().enumerate() {
             let polys: Vec<&RnsPoly> = terms.iter().map(|t| &t.polys()[k]).collect();
             add_lazy(p, &polys)?;
@@ -315,6 +318,7 @@ impl Evaluator {
                 .into());
             }
         }
+        let key = a.key_id().join(b.key_id())?;
         let level = a.level().min(b.level());
         let a = self.at_level(a, level)?;
         let b = self.at_level(b, level)?;
@@ -324,6 +328,7 @@ impl Evaluator {
         d1.mul_add_assign(&x[1], &y[0])?;
         let d2 = x[1].mul(&y[1])?;
         let mut out = Ciphertext::new(self.params.rlwe(), vec![d0, d1, d2], level, 1.0)?;
+        out.set_key_id(key);
         let t = self.params.t_modulus();
         out.set_factor(t.mul(a.factor(), b.factor()));
         let noise = self.params.noise().mul(a.scale(), b.scale());
@@ -364,10 +369,13 @@ impl Evaluator {
         let level = d.level();
         let params = self.params.rlwe();
         let p = d.polys();
-        let ext = key_switch_ext(params, &p[2], &self.relin_key()?.0)?;
+        let rlk = &self.relin_key()?.0;
+        rlk.check_operand(d.key_id())?;
+        let ext = key_switch_ext(params, &p[2], rlk)?;
         let (c0, c1) =
             mod_down_rescale_pair_adding(params, level, [&ext.c0, &ext.c1], [&p[0], &p[1]])?;
         let mut out = Ciphertext::new(params, vec![c0, c1], level - 1, 1.0)?;
+        out.set_key_id(d.key_id());
         out.set_factor(self.params.switched_factor(d.factor(), level)?);
         let noise = self.params.noise_after_mul_relin(d.scale(), level);
         self.with_noise(out, noise)
@@ -410,6 +418,7 @@ impl Evaluator {
             .map(|c| mod_down_rescale(params, level, &lift_times_p(params, c)?))
             .collect::<hecloud_rlwe::Result<Vec<_>>>()?;
         let mut out = Ciphertext::new(params, polys, level - 1, 1.0)?;
+        out.set_key_id(a.key_id());
         out.set_factor(self.params.switched_factor(a.factor(), level)?);
         let noise = self.params.noise_after_mod_switch(a.scale(), level);
         self.with_noise(out, noise)

@@ -357,3 +357,48 @@ fn bad_input_gets_typed_errors() {
     assert_eq!(back.factor(), m.factor());
     assert_eq!(enc.decode(&keys.decrypt(&back).unwrap()).unwrap()[0], 1);
 }
+
+/// Ciphertexts of two key sets over the same parameters: every operation
+/// that would mix them (sums, lazy sums, products, relinearization,
+/// rotations with the other set's keys) is refused with `KeyMismatch` —
+/// their result would decrypt to integers mod t like any other — and the
+/// other set cannot decrypt a result of the first.
+#[test]
+fn ciphertexts_of_another_key_set_are_refused() {
+    let (params, keys, enc, eval) = setup(3, T);
+    let other = KeySet::generate(&params, &[1], true).unwrap();
+    let v = random_vec(params.n(), T);
+    let pt = enc.encode(&v).unwrap();
+    let (mine, theirs) = (keys.encrypt(&pt).unwrap(), other.encrypt(&pt).unwrap());
+    let mismatch = |r: Result<hecloud_rlwe::Ciphertext>| {
+        matches!(
+            r,
+            Err(BgvError::Rlwe(hecloud_rlwe::RlweError::KeyMismatch { .. }))
+        )
+    };
+    assert!(mismatch(eval.add(&mine, &theirs)));
+    assert!(mismatch(eval.sub(&theirs, &mine)));
+    assert!(mismatch(eval.add_many([&mine, &mine, &theirs])));
+    assert!(mismatch(eval.mul(&mine, &theirs)));
+    // The other set's own ciphertexts, with this set's keys.
+    assert!(mismatch(eval.mul_relin(&theirs, &theirs)));
+    assert!(mismatch(
+        eval.relinearize(&eval.mul(&theirs, &theirs).unwrap())
+    ));
+    assert!(mismatch(eval.rotate_rows(&theirs, 1)));
+    assert!(matches!(
+        other.decrypt(&mine),
+        Err(BgvError::Rlwe(hecloud_rlwe::RlweError::KeyMismatch { .. }))
+    ));
+    // This set's own: computed, kept under its key, decrypted.
+    let sq = eval.mul_relin(&mine, &mine).unwrap();
+    let sum = eval.add_many([&mine, &mine, &mine]).unwrap();
+    let t = Modulus::new(T).unwrap();
+    for (ct, want) in [
+        (sq, slotwise(&v, &v, |a, b| t.mul(a, b))),
+        (sum, v.iter().map(|&a| t.mul(a, 3)).collect()),
+    ] {
+        assert_eq!(ct.key_id(), keys.secret_key().key_id());
+        assert_eq!(enc.decode(&keys.decrypt(&ct).unwrap()).unwrap(), want);
+    }
+}

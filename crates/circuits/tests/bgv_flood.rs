@@ -341,3 +341,39 @@ fn presets_flood_at_level_1() {
         assert!(policy.check_level(&params, 0).is_err());
     }
 }
+
+/// A refresh across two key sets over the same parameters: a public key of
+/// another set re-randomizing, a key holder of another set decrypting, and
+/// an answer under another key are refused with `KeyMismatch` (each would
+/// give integers mod t like any other); the set's own refresh goes through.
+#[test]
+fn a_refresh_across_key_sets_is_refused() {
+    let f = fixture(2);
+    let stranger = KeySet::generate(&f.params, &[], false).unwrap();
+    let policy = BgvMaskPolicy::none();
+    let ct = f.keys.encrypt(&f.enc.encode(&[1, 2, 3]).unwrap()).unwrap();
+    let mismatch = |e: PackedError| {
+        matches!(
+            e,
+            PackedError::Bgv(hecloud_bgv::BgvError::Rlwe(
+                hecloud_rlwe::RlweError::KeyMismatch { .. }
+            ))
+        )
+    };
+    assert!(mismatch(
+        RefreshMask::apply_with(&f.eval, &f.enc, stranger.public_key(), &ct, &policy).unwrap_err()
+    ));
+    let (masked, mask) =
+        RefreshMask::apply_with(&f.eval, &f.enc, f.keys.public_key(), &ct, &policy).unwrap();
+    assert!(mismatch(reencrypt(&stranger, &masked).unwrap_err()));
+    let mut theirs = reencrypt(&f.keys, &masked).unwrap();
+    theirs.set_key_id(stranger.secret_key().key_id());
+    assert!(mismatch(mask.remove(&f.eval, &theirs).unwrap_err()));
+    let back = mask
+        .remove(&f.eval, &reencrypt(&f.keys, &masked).unwrap())
+        .unwrap();
+    assert_eq!(
+        &f.enc.decode(&f.keys.decrypt(&back).unwrap()).unwrap()[..3],
+        &[1, 2, 3]
+    );
+}

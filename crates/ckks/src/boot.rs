@@ -97,7 +97,7 @@ pub fn mod_raise(params: &Arc<CkksParameters>, ct: &Ciphertext) -> Result<Cipher
             Ok(out)
         })
         .collect::<Result<Vec<_>>>()?;
-    Ok(Ciphertext::new(rlwe, polys, top, ct.scale())?)
+    Ok(Ciphertext::new(rlwe, polys, top, ct.scale())?.with_metadata_of(ct))
 }
 
 /// y mod 1, homomorphically, for real slot values y = I + δ with I an
@@ -430,6 +430,12 @@ impl EncapsulationKeys {
         self.hamming
     }
 
+    /// The id of the secret they lead from and back to (bootstrapping's
+    /// input and output key).
+    pub fn key_id(&self) -> hecloud_rlwe::KeyId {
+        self.from_sparse.key_id()
+    }
+
     /// Their serialized size in bytes (`seeded`: half-size keys).
     pub fn serialized_len(&self, seeded: bool) -> usize {
         self.to_sparse.serialized_len(seeded) + self.from_sparse.serialized_len(seeded)
@@ -524,6 +530,9 @@ impl EncapsulationKeys {
 
     /// `ct` (level 0, under s) under the sparse secret.
     fn switch_to_sparse(&self, params: &CkksParameters, ct: &Ciphertext) -> Result<Ciphertext> {
+        // The keys lead from s and back to it: a ciphertext under another
+        // key would come out of them as noise.
+        self.from_sparse.key_id().check(ct.key_id())?;
         let full = params.rlwe().q_at(0)?;
         let low = self.bottom.q_at(0)?;
         let rebase = |p: &RnsPoly, b: &Arc<hecloud_math::RnsBasis>| {
@@ -536,7 +545,9 @@ impl EncapsulationKeys {
         let mut c0 = rebase(&ct.polys()[0], full)?;
         c0.add_assign(&rebase(&k0, full)?)?;
         let c1 = rebase(&k1, full)?;
-        Ok(Ciphertext::new(params.rlwe(), vec![c0, c1], 0, ct.scale())?)
+        let mut out = Ciphertext::new(params.rlwe(), vec![c0, c1], 0, ct.scale())?;
+        out.set_key_id(self.to_sparse.key_id());
+        Ok(out)
     }
 
     /// `ct` (top level, under the sparse secret) back under s.
@@ -548,7 +559,9 @@ impl EncapsulationKeys {
         let mut c0 = ct.polys()[0].clone();
         c0.to_ntt();
         c0.add_assign(&k0)?;
-        Ok(Ciphertext::new(rlwe, vec![c0, k1], ct.level(), ct.scale())?)
+        let mut out = Ciphertext::new(rlwe, vec![c0, k1], ct.level(), ct.scale())?;
+        out.set_key_id(self.from_sparse.key_id());
+        Ok(out)
     }
 }
 

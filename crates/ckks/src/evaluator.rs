@@ -10,7 +10,7 @@ use hecloud_math::{Domain, MathError, RnsPoly, backend::default_backend};
 use hecloud_rlwe::keyswitch::{key_switch_ext, mod_down_rescale_pair_adding};
 use hecloud_rlwe::ops::GaloisSum;
 use hecloud_rlwe::pool::{pooled_uninit, recycle};
-use hecloud_rlwe::{Ciphertext, GaloisKeys, Plaintext, RelinearizationKey, RlweError, ops};
+use hecloud_rlwe::{Ciphertext, GaloisKeys, KeyId, Plaintext, RelinearizationKey, RlweError, ops};
 use num_complex::Complex64;
 use rayon::prelude::*;
 
@@ -170,6 +170,7 @@ impl Evaluator {
             *acc = self.add(acc, b)?;
             return Ok(());
         }
+        acc.join_key(b.key_id())?;
         for (x, y) in acc.polys_mut().iter_mut().zip(b.polys()) {
             x.add_assign(y)?;
         }
@@ -305,6 +306,7 @@ impl Evaluator {
             return self.add_assign(acc, &t);
         }
         let res = self.round_residues(c * s, acc.level())?;
+        acc.join_key(x.key_id())?;
         for (a, p) in acc.polys_mut().iter_mut().zip(x.polys()) {
             a.add_scaled_prefix_assign(p, &res)?;
         }
@@ -330,13 +332,17 @@ impl Evaluator {
         self.check(a)?;
         self.check(b)?;
         let out = self.planner().mul(&CtShape::of(a), &CtShape::of(b))?.out;
+        let key = a.key_id().join(b.key_id())?;
         let polys = self.tensor_parts(a, b)?;
-        Ok(Ciphertext::new(
-            self.params.rlwe(),
-            polys.to_vec(),
-            out.level,
-            out.scale,
-        )?)
+        self.output(polys.to_vec(), out, key)
+    }
+
+    /// A result ciphertext of this evaluator's parameters with the shape
+    /// its plan gave and the key of its operands.
+    fn output(&self, polys: Vec<RnsPoly>, shape: CtShape, key: KeyId) -> Result<Ciphertext> {
+        let mut ct = Ciphertext::new(self.params.rlwe(), polys, shape.level, shape.scale)?;
+        ct.set_key_id(key);
+        Ok(ct)
     }
 
     /// The tensor product of two degree-1 ciphertexts (checked by the
@@ -385,6 +391,7 @@ impl Evaluator {
             let term = self.mul_plain(ct, pt)?;
             return self.add_assign(acc, &term);
         }
+        acc.join_key(ct.key_id())?;
         for (a, c) in acc.polys_mut().iter_mut().zip(ct.polys()) {
             a.mul_add_prefix_assign(c, pt.poly())?;
         }
@@ -416,12 +423,7 @@ impl Evaluator {
             .iter()
             .map(RnsPoly::rescaled)
             .collect::<hecloud_math::Result<Vec<_>>>()?;
-        Ok(Ciphertext::new(
-            self.params.rlwe(),
-            polys,
-            out.level,
-            out.scale,
-        )?)
+        self.output(polys, out, ct.key_id())
     }
 
     /// Multiply, relinearize and rescale in one call, with the ModDown of
@@ -434,6 +436,8 @@ impl Evaluator {
             .planner()
             .mul_relin_rescale(&CtShape::of(a), &CtShape::of(b))?;
         let level = plan.level;
+        let key = a.key_id().join(b.key_id())?;
+        rlk.0.check_operand(key)?;
         let [d0, d1, d2] = self.tensor_parts(a, b)?;
         let rl = self.params.rlwe();
         let ext = key_switch_ext(rl, &d2, &rlk.0)?;
@@ -441,12 +445,7 @@ impl Evaluator {
         for p in [d0, d1, d2, ext.c0, ext.c1] {
             recycle(p);
         }
-        Ok(Ciphertext::new(
-            rl,
-            vec![c0, c1],
-            plan.out.level,
-            plan.out.scale,
-        )?)
+        self.output(vec![c0, c1], plan.out, key)
     }
 
     /// Rotates the slots left by `k` (negative: right).
@@ -494,13 +493,9 @@ impl Evaluator {
     pub fn rescale_rotation_sum(&self, sum: RotationSum) -> Result<Ciphertext> {
         let shape = sum.shape.ok_or(RlweError::EmptySum)?;
         let out = self.planner().rescale(&shape)?.out;
+        let key = sum.sum.key_id();
         let (c0, c1) = sum.sum.finish_rescaled()?;
-        Ok(Ciphertext::new(
-            self.params.rlwe(),
-            vec![c0, c1],
-            out.level,
-            out.scale,
-        )?)
+        self.output(vec![c0, c1], out, key)
     }
 
     /// Several rotations of one ciphertext, decomposing it once (hoisting).

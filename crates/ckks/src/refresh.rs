@@ -238,6 +238,8 @@ pub struct CkksMask {
     /// The scale of the fresh encryption: the masked one's over 2^shift.
     target: f64,
     shift: u32,
+    /// The key the masked ciphertext was under, which the fresh one must be.
+    key: hecloud_rlwe::KeyId,
 }
 
 impl std::fmt::Debug for CkksMask {
@@ -310,6 +312,8 @@ impl CkksMask {
             level,
             scale,
         )?;
+        // The fresh zero must be under the ciphertext's key.
+        pk.key_id().check(ct.key_id())?;
         let mut masked = ct.clone();
         let boost: Vec<u64> = params
             .rlwe()
@@ -334,6 +338,7 @@ impl CkksMask {
                 r,
                 target,
                 shift,
+                key: ct.key_id(),
             },
         ))
     }
@@ -348,11 +353,13 @@ impl CkksMask {
     /// holder rounds) from the key holder's fresh encryption of
     /// (m + e + r)/2^k (at whatever level the server asked for), after
     /// checking that it is a degree-1 ciphertext under these parameters at
-    /// [`Self::target_scale`].
+    /// [`Self::target_scale`], under the masked ciphertext's key (a key
+    /// holder answering with another key is refused).
     pub fn remove(&self, fresh: &Ciphertext) -> Result<Ciphertext> {
         if fresh.params().hash() != self.params.rlwe().hash() {
             return Err(hecloud_rlwe::RlweError::ParameterMismatch.into());
         }
+        self.key.check(fresh.key_id())?;
         if fresh.degree() != 1 {
             return Err(CkksError::Rlwe(hecloud_rlwe::RlweError::CiphertextDegree {
                 expected: 1,

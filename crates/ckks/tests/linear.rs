@@ -179,6 +179,14 @@ fn bad_matrices_and_ciphertexts_are_typed_errors() {
     // Level 0 and another slot count.
     let keys = KeySet::generate(&params, &lt.rotations(), false).unwrap();
     let eval = Evaluator::new(&params, keys.evaluation_keys());
+    // Under the first keys, the one ciphertext refused for its key alone.
+    assert!(matches!(
+        lt.apply(&eval, &enc, &ct),
+        Err(CkksError::Rlwe(hecloud_rlwe::RlweError::KeyMismatch { .. }))
+    ));
+    let ct = keys
+        .encrypt(&enc.encode_real(&[1.0], 2, params.default_scale()).unwrap())
+        .unwrap();
     let low = eval.drop_level(&ct, 0).unwrap();
     assert!(lt.apply(&eval, &enc, &low).is_err());
     let other = LinearTransform::new(

@@ -281,6 +281,34 @@ fn an_answer_under_other_parameters_or_at_another_scale_is_refused() {
         .unwrap();
     assert!(mask.remove(&foreign).is_err());
     assert!(reencrypt(&params, keys.secret_key(), &masked, 9, target).is_err());
+    // A key holder of another key folder over the same parameters cannot
+    // decrypt the masked ciphertext, and its answer is refused.
+    let stranger = KeySet::generate(&params, &[], false).unwrap();
+    let key_mismatch = |e| {
+        matches!(
+            e,
+            CkksError::Rlwe(hecloud_rlwe::RlweError::KeyMismatch { .. })
+        )
+    };
+    assert!(key_mismatch(
+        reencrypt(&params, stranger.secret_key(), &masked, 4, target).unwrap_err()
+    ));
+    let theirs = reencrypt(&params, keys.secret_key(), &masked, 4, target)
+        .map(|c| {
+            let mut c = c;
+            c.set_key_id(stranger.secret_key().key_id());
+            c
+        })
+        .unwrap();
+    assert!(key_mismatch(mask.remove(&theirs).unwrap_err()));
+    // Nor is a re-randomizing public key of another key accepted.
+    assert!(key_mismatch(
+        CkksMask::apply(&params, stranger.public_key(), &ct, &MaskPolicy::default()).unwrap_err()
+    ));
+    let back = mask
+        .remove(&reencrypt(&params, keys.secret_key(), &masked, 4, target).unwrap())
+        .unwrap();
+    assert_eq!(back.key_id(), keys.secret_key().key_id());
 }
 
 #[test]

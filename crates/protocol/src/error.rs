@@ -45,6 +45,14 @@ pub enum SessionError {
     /// encapsulation), encapsulation keys of other parameters.
     #[error("bootstrapping: {0}")]
     Bootstrap(hecloud_ckks::CkksError),
+    /// The session's keys of one scheme were made under different secret
+    /// keys (e.g. a relinearization key of one key folder and a Galois key
+    /// of another): evaluating with them would give noise.
+    #[error("the session's {scheme} keys were made under different secret keys")]
+    KeyMismatch {
+        /// The scheme whose keys disagree.
+        scheme: &'static str,
+    },
 }
 
 /// An object payload refused (malformed, foreign, of the wrong kind).

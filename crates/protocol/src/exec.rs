@@ -131,6 +131,14 @@ pub fn execute_with_refresh(
             ),
         });
     }
+    let session_key = |bgv: bool| {
+        if bgv {
+            keys.bgv_key_id()
+        } else {
+            keys.ckks_key_id()
+        }
+        .map_err(|e| ExecError::KeysMismatch(e.to_string()))
+    };
     for (i, (obj, want)) in inputs.iter().zip(&graph.inputs).enumerate() {
         match obj.value_type() {
             Some(t) if t == *want => {}
@@ -140,6 +148,24 @@ pub fn execute_with_refresh(
                     reason: format!("a {t:?} object where {want:?} was validated"),
                 });
             }
+        }
+        // Under another key an input would compute noise, with no error
+        // of its own.
+        let ct = match obj {
+            Object::CkksCiphertext(ct) => Some((ct, session_key(false)?)),
+            Object::BgvCiphertext(ct) => Some((ct, session_key(true)?)),
+            _ => None,
+        };
+        if let Some((ct, key)) = ct
+            && key.check(ct.key_id()).is_err()
+        {
+            return Err(ExecError::InputMismatch {
+                index: i,
+                reason: format!(
+                    "encrypted under key {}, the session's keys are under key {key}",
+                    ct.key_id()
+                ),
+            });
         }
     }
     let mut run = Run {

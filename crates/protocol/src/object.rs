@@ -31,7 +31,8 @@ use hecloud_ckks::boot::{BootstrapLiteral, Bootstrapper, EncapsulationKeys};
 use hecloud_ckks::{CkksParameters, Encoder, EvaluationKeys, Evaluator};
 use hecloud_rlwe::serial::HEADER_LEN;
 use hecloud_rlwe::{
-    Ciphertext, GaloisKey, GaloisKeys, Plaintext, PublicKey, RelinearizationKey, SwitchingKey,
+    Ciphertext, GaloisKey, GaloisKeys, KeyId, Plaintext, PublicKey, RelinearizationKey,
+    SwitchingKey,
 };
 use tfhe::Unversionize;
 use tfhe::shortint::ciphertext::{MaxDegree, NoiseLevel};
@@ -491,6 +492,17 @@ impl SessionParams {
     }
 }
 
+/// The one key of `keys` (all made under one secret), or a typed refusal.
+fn one_key(
+    scheme: &'static str,
+    keys: impl IntoIterator<Item = KeyId>,
+) -> Result<KeyId, SessionError> {
+    keys.into_iter().try_fold(KeyId::NONE, |acc, k| {
+        acc.join(k)
+            .map_err(|_| SessionError::KeyMismatch { scheme })
+    })
+}
+
 /// The job-input type of a stored object from its descriptor (so a graph can
 /// be validated without loading its inputs).
 pub fn value_type_of(d: &ObjectDescriptor) -> Result<ValueType, ObjectError> {
@@ -832,6 +844,8 @@ impl SessionKeys {
             };
             keys = keys.with_bootstrap(b.circuit, encapsulation, b.prefer_over_refresh)?;
         }
+        keys.ckks_key_id()?;
+        keys.bgv_key_id()?;
         Ok(keys)
     }
 
@@ -983,6 +997,48 @@ impl SessionKeys {
     /// The parameters.
     pub fn params(&self) -> &SessionParams {
         &self.params
+    }
+
+    /// The key every CKKS ciphertext of this session must be under: the
+    /// one secret its CKKS relinearization, Galois, refresh and
+    /// bootstrapping keys were all made under ([`KeyId::NONE`] for a
+    /// session with none of them). Refused: keys of different secrets.
+    pub fn ckks_key_id(&self) -> Result<KeyId, SessionError> {
+        let eval = self.ckks.as_ref().map(|rt| rt.evaluator.keys());
+        let relin = eval.and_then(|k| k.relin.as_ref()).map(|k| k.0.key_id());
+        let galois = eval
+            .into_iter()
+            .flat_map(|k| k.galois.elements().filter_map(|g| k.galois.get(g).ok()))
+            .map(|k| k.switching_key().key_id());
+        let pk = self.refresh.as_ref().and_then(|r| r.ckks_pk.as_ref());
+        let boot = self.boot.as_ref().and_then(|b| b.encapsulation.as_ref());
+        one_key(
+            "CKKS",
+            relin
+                .into_iter()
+                .chain(galois)
+                .chain(pk.map(PublicKey::key_id))
+                .chain(boot.map(EncapsulationKeys::key_id)),
+        )
+    }
+
+    /// [`Self::ckks_key_id`] for BGV: the key of the session's BGV
+    /// relinearization, Galois and refresh keys.
+    pub fn bgv_key_id(&self) -> Result<KeyId, SessionError> {
+        let eval = self.bgv.as_ref().map(|rt| &rt.keys);
+        let relin = eval.and_then(|k| k.relin.as_ref()).map(|k| k.0.key_id());
+        let galois = eval
+            .into_iter()
+            .flat_map(|k| k.galois.elements().filter_map(|g| k.galois.get(g).ok()))
+            .map(|k| k.switching_key().key_id());
+        let pk = self.refresh.as_ref().and_then(|r| r.bgv_pk.as_ref());
+        one_key(
+            "BGV",
+            relin
+                .into_iter()
+                .chain(galois)
+                .chain(pk.map(PublicKey::key_id)),
+        )
     }
 
     /// The bytes its keys take in memory: the CKKS and BGV evaluation

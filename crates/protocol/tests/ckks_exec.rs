@@ -586,3 +586,83 @@ fn session_keys_load_from_payloads_and_check_hashes() {
         Err(ObjectError::ParameterMismatch(foreign.id))
     );
 }
+
+/// A session's ciphertexts and keys are bound to one secret key: keys of
+/// two key folders in one session are refused when it loads, an input
+/// encrypted under another folder's key is refused before anything runs
+/// (it would compute noise, with no error of its own), and a result
+/// decrypts under its own key only.
+#[test]
+fn objects_of_another_key_folder_are_refused() {
+    let s = setup();
+    let stranger = KeySet::generate(&s.params, &ROTATIONS, true).unwrap();
+    assert_eq!(s.keys.ckks_key_id().unwrap(), s.ks.secret_key().key_id());
+    // Keys of two folders.
+    let mine = s.ks.evaluation_keys();
+    let relin = stranger.evaluation_keys().relin.unwrap().to_bytes(true);
+    let galois: Vec<Vec<u8>> = mine
+        .galois
+        .elements()
+        .map(|e| mine.galois.get(e).unwrap().to_bytes(true))
+        .collect();
+    let spec = SessionSpec {
+        params: ParamSpec {
+            ckks: Some(CkksParamSpec::from_literal(&test_literal(10, LEVELS), 45)),
+            tfhe: None,
+        },
+        relin_key: Some(ObjectId::of(&relin)),
+        galois_keys: galois.iter().map(|b| ObjectId::of(b)).collect(),
+        ..SessionSpec::default()
+    };
+    let mut store: std::collections::HashMap<ObjectId, Vec<u8>> = galois
+        .iter()
+        .map(|b| (ObjectId::of(b), b.clone()))
+        .collect();
+    store.insert(ObjectId::of(&relin), relin);
+    let sp = SessionParams::build(&spec.params, true).unwrap();
+    assert!(matches!(
+        SessionKeys::load(&spec, sp, |id| store.get(id).cloned()),
+        Err(SessionError::KeyMismatch { scheme: "CKKS" })
+    ));
+
+    // An input of another folder, alone or beside one of the session's.
+    let x: Vec<f64> = (0..s.slots()).map(|i| i as f64 / 1000.0).collect();
+    let pt = s
+        .enc
+        .encode_real(&x, LEVELS, s.params.default_scale())
+        .unwrap();
+    let foreign = Object::CkksCiphertext(stranger.encrypt(&pt).unwrap());
+    let own = s.encrypt(&x);
+    let mut g = Graph::new();
+    let (a, b) = (g.input(0), g.input(1));
+    let sum = g.add(a, b);
+    g.output("sum", sum);
+    let types = vec![own.value_type().unwrap(), foreign.value_type().unwrap()];
+    let v = validate(&g, &s.keys.capabilities(), &types).unwrap();
+    for (inputs, index) in [
+        ([own.clone(), foreign.clone()], 1),
+        ([foreign.clone(), own.clone()], 0),
+    ] {
+        let e = execute(&v, &s.keys, &inputs, &AtomicBool::new(false), &mut |_| {}).unwrap_err();
+        assert!(
+            matches!(&e, ExecError::InputMismatch { index: i, reason } if *i == index && reason.contains("key")),
+            "{e}"
+        );
+    }
+    // The session's own inputs run; the result is theirs alone.
+    let out = execute(
+        &v,
+        &s.keys,
+        &[own.clone(), own],
+        &AtomicBool::new(false),
+        &mut |_| {},
+    )
+    .unwrap();
+    let Object::CkksCiphertext(ct) = &out[0].1 else {
+        unreachable!()
+    };
+    assert_eq!(ct.key_id(), s.ks.secret_key().key_id());
+    assert!(stranger.decrypt(ct).is_err());
+    let doubled: Vec<f64> = x.iter().map(|v| 2.0 * v).collect();
+    close("own sum", &s.decrypt(&out[0].1), &doubled, 1e-5);
+}

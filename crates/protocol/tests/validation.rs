@@ -8,6 +8,7 @@ use hecloud_protocol::{
     Capabilities, Graph, Op, Relation, ValidationError, ValidationLimits, ValueType,
     graph::MAX_NODES, validate, validate_with_limits,
 };
+use hecloud_rlwe::serial::HEADER_LEN;
 
 fn params() -> Arc<CkksParameters> {
     CkksParameters::new_insecure_for_tests(test_literal(10, 3), 45).unwrap()
@@ -82,7 +83,7 @@ fn a_good_graph_passes_with_exact_levels_scales_and_costs() {
     assert_eq!(c.bootstraps, 0);
     assert_eq!(c.nodes, 7);
     assert!(c.est_seconds > 0.0);
-    assert_eq!(c.output_bytes, 64 + 2 * poly_bytes(&p, 1));
+    assert_eq!(c.output_bytes, HEADER_LEN as u64 + 2 * poly_bytes(&p, 1));
 }
 
 #[test]
@@ -454,7 +455,10 @@ fn drop_level_keeps_the_scale_and_shrinks_the_output() {
     let want = p.default_scale() * p.default_scale() / p.q_f64(3);
     assert_eq!(level, 0);
     assert!((scale / want - 1.0).abs() < 1e-12);
-    assert_eq!(v.cost().output_bytes, 64 + 2 * poly_bytes(&p, 0));
+    assert_eq!(
+        v.cost().output_bytes,
+        HEADER_LEN as u64 + 2 * poly_bytes(&p, 0)
+    );
     // No level can be gained.
     let e = validate(&unary(|g, x| g.drop_level(x, 4)), &caps, &[ct(&p, 3)]).unwrap_err();
     assert!(

@@ -160,7 +160,8 @@ pub enum EnclaveOp {
     /// CKKS tenant every slot's real part ([`EnclaveReply::Reals`]), for a
     /// BGV tenant every slot's integer mod t ([`EnclaveReply::Ints`]). A
     /// ciphertext of another parameter set fails with
-    /// [`ProxyError::ForeignParameters`].
+    /// [`ProxyError::ForeignParameters`], one under another secret key of
+    /// the same parameters with [`ProxyError::ForeignKey`].
     Decrypt {
         /// The tenant.
         tenant: String,
@@ -354,6 +355,7 @@ const BGV_KEY_CHECK: [u64; 8] = [1, 2, 3, 5, 8, 13, 21, 34];
 fn foreign_or_crypto(e: RlweError) -> ProxyError {
     match e {
         RlweError::Decode(DecodeError::ParameterHash) => ProxyError::ForeignParameters,
+        RlweError::KeyMismatch { .. } => ProxyError::ForeignKey,
         e => crypto(e),
     }
 }
@@ -418,8 +420,9 @@ impl Tenant {
         let probe_ct = Encryptor::new(params.rlwe())
             .encrypt_pk(&public_key, &pt)
             .map_err(crypto)?;
-        // Under another key the decryption is noise as large as the
-        // modulus, which decoding refuses: a mismatch too.
+        // Under another key the probe is refused as foreign (or, with a
+        // forged key id, decrypts to noise, which decoding refuses): a
+        // mismatch either way.
         let probe = t
             .decrypt(&probe_ct.to_bytes())
             .map_err(|_| mismatched_keys())?;
@@ -456,7 +459,11 @@ impl Tenant {
                 keys,
             },
         };
-        let probe = t.decrypt(&probe_ct.to_bytes())?;
+        // Under another key the probe is refused as foreign (or decrypts
+        // to other integers): a mismatch either way.
+        let probe = t
+            .decrypt(&probe_ct.to_bytes())
+            .map_err(|_| mismatched_keys())?;
         let EnclaveReply::Ints(probe) = probe else {
             return Err(ProxyError::Crypto(
                 "a BGV tenant decrypted no integers".into(),
@@ -551,7 +558,10 @@ impl Tenant {
                 let ct = Ciphertext::from_bytes(params.rlwe(), bytes).map_err(foreign_or_crypto)?;
                 hecloud_ckks::keys::decrypt_decode_real(params, secret_key, encoder, &ct)
                     .map(|v| EnclaveReply::Reals(Zeroizing::new(v)))
-                    .map_err(crypto)
+                    .map_err(|e| match e {
+                        hecloud_ckks::CkksError::Rlwe(e) => foreign_or_crypto(e),
+                        e => crypto(e),
+                    })
             }
             SchemeKeys::Bgv {
                 params,
@@ -560,7 +570,10 @@ impl Tenant {
             } => {
                 let ct = Ciphertext::from_bytes(params.rlwe(), bytes).map_err(foreign_or_crypto)?;
                 // The plaintext zeroizes itself on drop.
-                let pt = keys.decrypt(&ct).map_err(crypto)?;
+                let pt = keys.decrypt(&ct).map_err(|e| match e {
+                    hecloud_bgv::BgvError::Rlwe(e) => foreign_or_crypto(e),
+                    e => crypto(e),
+                })?;
                 encoder
                     .decode(&pt)
                     .map(|v| EnclaveReply::Ints(Zeroizing::new(v)))

@@ -95,6 +95,11 @@ pub enum ProxyError {
     /// (a server returning an object of another tenant or session).
     #[error("the ciphertext belongs to another parameter set than the tenant's")]
     ForeignParameters,
+    /// A ciphertext under another secret key than the tenant's, over its
+    /// parameters (a server returning an object of another tenant or
+    /// session): its decryption would be noise.
+    #[error("the ciphertext is under another secret key than the tenant's")]
+    ForeignKey,
     /// A refresh request refused by the tenant's responder.
     #[error("refresh: {0}")]
     Refresh(#[from] hecloud_protocol::refresh::RefreshError),

@@ -510,7 +510,7 @@ fn classify(e: ProxyError, crypto_kind: ErrorKind) -> Status {
         | ProxyError::Unsupported(_)
         | ProxyError::InvalidName { .. }
         | ProxyError::Io(_) => ErrorKind::SealedKeys,
-        ProxyError::ForeignParameters => ErrorKind::ForeignCiphertext,
+        ProxyError::ForeignParameters | ProxyError::ForeignKey => ErrorKind::ForeignCiphertext,
         ProxyError::WrongScheme { .. } => ErrorKind::InvalidRequest,
         ProxyError::Crypto(_) => crypto_kind,
         _ => ErrorKind::Internal,

@@ -785,3 +785,56 @@ fn a_bgv_folder_whose_public_key_is_not_its_secret_keys_is_refused() {
     f.store.seal_folder_in(&enclave, "first", &first).unwrap();
     enclave.call_one(load("first", &f.store)).unwrap();
 }
+
+/// A ciphertext under another key folder of the tenant's own preset (a
+/// server returning another tenant's or session's object): refused as
+/// foreign, for CKKS (whose decryption would be noise the decoder might
+/// catch) and BGV (whose decryption would be integers mod t like any
+/// other); the tenant is still served.
+#[test]
+fn a_ciphertext_under_another_key_folder_of_the_same_preset_is_foreign() {
+    let f = fixture();
+    let dir = tempfile::tempdir().unwrap();
+    let clear_bgv = bgv_tenant(&f, dir.path());
+    let (ckks_other, bgv_other) = (dir.path().join("other"), dir.path().join("other-bgv"));
+    keygen(&ckks_other, Preset::N13, &[]).unwrap();
+    bgv_keygen(&bgv_other, hecloud_bgv::Preset::N13, false, false).unwrap();
+    let ckks_other = KeyDir::open(&ckks_other).unwrap();
+    let bgv_other = BgvKeyDir::open(&bgv_other).unwrap();
+    let enclave = PlainEnclave::from_key_file(&f.key_file).unwrap();
+    enclave.call_one(load("alice", &f.store)).unwrap();
+    enclave.call_one(load("carol", &f.store)).unwrap();
+    for (tenant, ciphertext) in [
+        ("alice", ckks_other.encrypt(&[1.0, 2.0]).unwrap()),
+        ("carol", bgv_other.encrypt(&[1, 2]).unwrap()),
+    ] {
+        let e = in_batch(
+            enclave.call_one(EnclaveOp::Decrypt {
+                tenant: tenant.into(),
+                ciphertext,
+            }),
+            0,
+        );
+        assert!(matches!(e, ProxyError::ForeignKey), "{tenant}: {e:?}");
+    }
+    let reply = enclave
+        .call_one(EnclaveOp::Decrypt {
+            tenant: "carol".into(),
+            ciphertext: clear_bgv.encrypt(&[5, 6]).unwrap(),
+        })
+        .unwrap();
+    let EnclaveReply::Ints(got) = reply else {
+        panic!("not integers")
+    };
+    assert_eq!(got[..3], [5, 6, 0]);
+    let reply = enclave
+        .call_one(EnclaveOp::Decrypt {
+            tenant: "alice".into(),
+            ciphertext: f.clear.encrypt(&[0.5]).unwrap(),
+        })
+        .unwrap();
+    let EnclaveReply::Reals(got) = reply else {
+        panic!("not reals")
+    };
+    close(&[0.5], &got, 1e-3, "alice after a foreign ciphertext");
+}

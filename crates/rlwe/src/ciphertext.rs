@@ -6,6 +6,7 @@ use std::sync::Arc;
 use hecloud_math::{Domain, RnsPoly};
 
 use crate::error::{Result, RlweError};
+use crate::keys::KeyId;
 use crate::params::Parameters;
 
 /// A plaintext polynomial over Q_l (NTT domain) with its scale.
@@ -72,7 +73,9 @@ impl Plaintext {
 
 /// An RLWE ciphertext (c_0, c_1, …) decrypting to Σ c_i·s^i, every component
 /// over Q_l in the NTT domain. A ciphertext fresh from secret-key encryption
-/// remembers the seed of c_1 so it serializes at about half size.
+/// remembers the seed of c_1 so it serializes at about half size. It carries
+/// the [`KeyId`] of the secret it decrypts under (set by encryption, kept by
+/// every operation, checked where two keys meet).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Ciphertext {
     params: Arc<Parameters>,
@@ -81,6 +84,7 @@ pub struct Ciphertext {
     scale: f64,
     factor: u64,
     seed: Option<[u8; 32]>,
+    key: KeyId,
 }
 
 impl Ciphertext {
@@ -107,6 +111,7 @@ impl Ciphertext {
             scale,
             factor: 1,
             seed: None,
+            key: KeyId::NONE,
         })
     }
 
@@ -128,12 +133,14 @@ impl Ciphertext {
     /// ciphertext's level and with its scale and factor (not its seed): the
     /// out-of-place form of a componentwise sum or difference. The caller
     /// checks that the two agree on what these keep; `f` refuses
-    /// components over different primes.
+    /// components over different primes, and two ciphertexts under
+    /// different keys are refused ([`KeyId::join`]).
     pub fn zip_polys(
         &self,
         other: &Self,
         f: impl Fn(&RnsPoly, &RnsPoly) -> hecloud_math::Result<RnsPoly>,
     ) -> Result<Self> {
+        let key = self.key.join(other.key)?;
         let n = self.polys.len().max(other.polys.len());
         let zero = || RnsPoly::zero(self.polys[0].basis(), hecloud_math::Domain::Ntt);
         let polys = (0..n)
@@ -144,7 +151,10 @@ impl Ciphertext {
                 (None, None) => unreachable!("i is below one of the two lengths"),
             })
             .collect::<hecloud_math::Result<Vec<_>>>()?;
-        Ok(Self::new(&self.params, polys, self.level, self.scale)?.with_metadata_of(self))
+        let mut out =
+            Self::new(&self.params, polys, self.level, self.scale)?.with_metadata_of(self);
+        out.key = key;
+        Ok(out)
     }
 
     /// This ciphertext with c_0 replaced by `f(c_0)` and the other
@@ -211,12 +221,33 @@ impl Ciphertext {
         self.factor = factor;
     }
 
-    /// `self` with another ciphertext's metadata (scale and factor), for
-    /// operations that keep them.
+    /// `self` with another ciphertext's metadata (scale, factor and key),
+    /// for operations that keep them.
     pub fn with_metadata_of(mut self, other: &Ciphertext) -> Self {
         self.scale = other.scale;
         self.factor = other.factor;
+        self.key = other.key;
         self
+    }
+
+    /// The id of the secret key it decrypts under ([`KeyId::NONE`] for a
+    /// ciphertext built from its components by hand).
+    pub fn key_id(&self) -> KeyId {
+        self.key
+    }
+
+    /// Sets the key metadata (no arithmetic): for a ciphertext built from
+    /// its components that decrypts under `key`.
+    pub fn set_key_id(&mut self, key: KeyId) {
+        self.key = key;
+    }
+
+    /// Before an in-place operation with a term under `key`: refused
+    /// (nothing changed) unless the two keys agree ([`KeyId::join`]), the
+    /// joined key kept otherwise.
+    pub fn join_key(&mut self, key: KeyId) -> Result<()> {
+        self.key = self.key.join(key)?;
+        Ok(())
     }
 
     /// Degree: number of components − 1.
@@ -291,6 +322,7 @@ impl Ciphertext {
             scale: self.scale,
             factor: self.factor,
             seed: self.seed,
+            key: self.key,
         })
     }
 

@@ -70,7 +70,9 @@ impl Encryptor {
         let mut c0 = mod_down(&self.params, level, &c0)?;
         let c1 = mod_down(&self.params, level, &c1)?;
         c0.add_assign(pt.poly())?;
-        Ciphertext::new(&self.params, vec![c0, c1], level, pt.scale())
+        let mut ct = Ciphertext::new(&self.params, vec![c0, c1], level, pt.scale())?;
+        ct.set_key_id(pk.key);
+        Ok(ct)
     }
 
     /// Seeded secret-key encryption: `(−a·s + e + m, a)` with `a` expanded
@@ -89,7 +91,9 @@ impl Encryptor {
         c0.mul_add_prefix_assign(&a, &sk.s)?;
         c0.neg_assign();
         c0.add_assign(pt.poly())?;
-        Ciphertext::from_seed(&self.params, c0, a, seed, level, pt.scale())
+        let mut ct = Ciphertext::from_seed(&self.params, c0, a, seed, level, pt.scale())?;
+        ct.set_key_id(sk.key_id());
+        Ok(ct)
     }
 }
 
@@ -105,9 +109,12 @@ impl<'a> Decryptor<'a> {
         Self { sk }
     }
 
-    /// `Σ c_i·s^i` over Q_l (any degree).
+    /// `Σ c_i·s^i` over Q_l (any degree). Refused: a ciphertext under
+    /// another key ([`RlweError::KeyMismatch`]), whose decryption would be
+    /// noise.
     pub fn decrypt(&self, ct: &Ciphertext) -> Result<Plaintext> {
         same(self.sk.params(), ct.params())?;
+        self.sk.key_id().check(ct.key_id())?;
         let level = ct.level();
         let polys = ct.polys();
         // Horner: (((c_d)·s + c_{d-1})·s + …) + c_0, reading the first

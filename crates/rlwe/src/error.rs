@@ -83,6 +83,17 @@ pub enum RlweError {
     /// No relinearization key.
     #[error("no relinearization key")]
     MissingRelinearizationKey,
+    /// Objects made under different secret keys used together (two
+    /// ciphertexts of different clients or sessions, a ciphertext and
+    /// another key's evaluation key, a decryption under another key):
+    /// their result would be noise, never an error of its own.
+    #[error("key mismatch: an object under key {found} where key {expected} was expected")]
+    KeyMismatch {
+        /// The key the operation works under.
+        expected: crate::KeyId,
+        /// The key of the object offered.
+        found: crate::KeyId,
+    },
     /// Malformed, truncated, oversized or foreign serialized bytes.
     #[error("deserialization: {0}")]
     Decode(#[from] DecodeError),

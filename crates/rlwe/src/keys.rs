@@ -16,6 +16,95 @@ use zeroize::{Zeroize, ZeroizeOnDrop};
 use crate::error::{Result, RlweError};
 use crate::params::{Parameters, SecretDistribution};
 
+/// Which secret key an object belongs to: 16 bytes of a domain-separated
+/// BLAKE3 hash of the secret and its parameter set (one-way: it says which
+/// key, not what the key is). Ciphertexts, public keys and switching keys
+/// carry the id of the secret they were made under, so that objects of
+/// different keys used together, which would give noise and no error of
+/// their own, are refused ([`RlweError::KeyMismatch`]). [`KeyId::NONE`]
+/// marks an object bound to no key (a ciphertext built from its
+/// polynomials by hand), which goes with any.
+///
+/// ```
+/// use hecloud_rlwe::*;
+/// # let params = Parameters::new_insecure_for_tests(ParametersLiteral { log_n: 10,
+/// #     log_q: vec![50, 40], log_p: vec![50], secret: SecretDistribution::Ternary,
+/// #     sigma: params::SIGMA, dnum: None, plaintext_modulus: None }).unwrap();
+/// let mut kg = KeyGenerator::new(&params);
+/// let (a, b) = (kg.gen_secret_key().unwrap(), kg.gen_secret_key().unwrap());
+/// assert_ne!(a.key_id(), b.key_id());
+/// assert_eq!(kg.gen_public_key(&a).unwrap().key_id(), a.key_id());
+/// assert_eq!(a.key_id().join(KeyId::NONE), Ok(a.key_id()));
+/// assert!(a.key_id().join(b.key_id()).is_err());
+/// ```
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct KeyId(pub [u8; 16]);
+
+impl KeyId {
+    /// Bound to no key.
+    pub const NONE: KeyId = KeyId([0; 16]);
+
+    fn of_secret(params: &Parameters, coeffs: &[i8]) -> Self {
+        let mut h = blake3::Hasher::new_derive_key("hecloud rlwe key id v1");
+        h.update(params.hash());
+        // Ternary coefficients as bytes, hashed in chunks so that no copy
+        // of the secret is made.
+        for chunk in coeffs.chunks(4096) {
+            let mut bytes = [0u8; 4096];
+            for (b, &c) in bytes.iter_mut().zip(chunk) {
+                *b = c as u8;
+            }
+            h.update(&bytes[..chunk.len()]);
+            bytes.zeroize();
+        }
+        let mut id = [0; 16];
+        id.copy_from_slice(&h.finalize().as_bytes()[..16]);
+        KeyId(id)
+    }
+
+    /// Whether this is [`KeyId::NONE`].
+    pub fn is_none(&self) -> bool {
+        *self == Self::NONE
+    }
+
+    /// The key of an object made from two objects of keys `self` and
+    /// `other`: the one key they share, or the bound one where the other is
+    /// [`KeyId::NONE`]; refused where both are bound to different keys.
+    pub fn join(self, other: KeyId) -> Result<KeyId> {
+        if self.is_none() {
+            return Ok(other);
+        }
+        if !other.is_none() && other != self {
+            return Err(RlweError::KeyMismatch {
+                expected: self,
+                found: other,
+            });
+        }
+        Ok(self)
+    }
+
+    /// Refused unless an object of key `found` can be used where this key
+    /// is expected (equal keys, or either [`KeyId::NONE`]).
+    pub fn check(self, found: KeyId) -> Result<()> {
+        self.join(found).map(|_| ())
+    }
+}
+
+impl std::fmt::Display for KeyId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.is_none() {
+            return f.write_str("(none)");
+        }
+        self.0[..8].iter().try_for_each(|b| write!(f, "{b:02x}"))
+    }
+}
+
+impl std::fmt::Debug for KeyId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "KeyId({self})")
+    }
+}
+
 /// The secret key s (ternary), zeroized on drop and redacted in `Debug`.
 pub struct SecretKey {
     params: Arc<Parameters>,
@@ -23,6 +112,7 @@ pub struct SecretKey {
     pub(crate) s: RnsPoly,
     /// Signed coefficients of s (for export).
     pub(crate) coeffs: Vec<i8>,
+    id: KeyId,
 }
 
 impl std::fmt::Debug for SecretKey {
@@ -44,6 +134,11 @@ impl SecretKey {
     /// The parameters.
     pub fn params(&self) -> &Arc<Parameters> {
         &self.params
+    }
+
+    /// The id every object made under this key carries.
+    pub fn key_id(&self) -> KeyId {
+        self.id
     }
 
     /// A secret key from its signed coefficients (each in {-1, 0, 1}); the
@@ -69,6 +164,7 @@ impl SecretKey {
             params: params.clone(),
             s,
             coeffs: coeffs.to_vec(),
+            id: KeyId::of_secret(params, coeffs),
         })
     }
 
@@ -86,12 +182,18 @@ pub struct PublicKey {
     pub(crate) b: RnsPoly,
     pub(crate) a: RnsPoly,
     pub(crate) seed: [u8; 32],
+    pub(crate) key: KeyId,
 }
 
 impl PublicKey {
     /// The parameters.
     pub fn params(&self) -> &Arc<Parameters> {
         &self.params
+    }
+
+    /// The id of its secret key, which its encryptions carry.
+    pub fn key_id(&self) -> KeyId {
+        self.key
     }
 
     /// The bytes its two polynomials take in memory.
@@ -108,12 +210,28 @@ pub struct SwitchingKey {
     pub(crate) a: Vec<RnsPoly>,
     /// Seeds of the a_j (None when loaded from an unseeded form).
     pub(crate) seeds: Option<Vec<[u8; 32]>>,
+    /// The id of s, the key it switches to.
+    pub(crate) key: KeyId,
 }
 
 impl SwitchingKey {
     /// The parameters.
     pub fn params(&self) -> &Arc<Parameters> {
         &self.params
+    }
+
+    /// The id of the secret key it switches to: what its key-switched
+    /// ciphertexts decrypt under.
+    pub fn key_id(&self) -> KeyId {
+        self.key
+    }
+
+    /// Refused unless a ciphertext of key `ct` may be switched with this
+    /// key: a relinearization or Galois key switches back to the key it
+    /// was made under, so a ciphertext under another one is refused
+    /// ([`KeyId::check`]).
+    pub fn check_operand(&self, ct: KeyId) -> Result<()> {
+        self.key.check(ct)
     }
 
     /// Number of digits.
@@ -171,6 +289,7 @@ impl SwitchingKey {
             b: self.b.iter().take(digits).map(cut).collect(),
             a: self.a.iter().take(digits).map(cut).collect(),
             seeds: self.seeds.as_ref().map(|s| s[..digits].to_vec()),
+            key: self.key,
         })
     }
 
@@ -191,6 +310,7 @@ impl SwitchingKey {
             b: self.b.iter().map(exact).collect(),
             a: self.a.iter().map(exact).collect(),
             seeds: self.seeds.clone(),
+            key: self.key,
         }
     }
 
@@ -493,6 +613,7 @@ impl KeyGenerator {
             b,
             a,
             seed,
+            key: sk.id,
         })
     }
 
@@ -550,6 +671,7 @@ impl KeyGenerator {
             b: bs,
             a: as_,
             seeds: Some(seeds),
+            key: sk.id,
         })
     }
 

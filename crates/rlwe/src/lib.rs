@@ -41,7 +41,8 @@ pub use ciphertext::{Ciphertext, Plaintext};
 pub use encryptor::{Decryptor, Encryptor};
 pub use error::{DecodeError, Result, RlweError};
 pub use keys::{
-    GaloisKey, GaloisKeys, KeyGenerator, PublicKey, RelinearizationKey, SecretKey, SwitchingKey,
+    GaloisKey, GaloisKeys, KeyGenerator, KeyId, PublicKey, RelinearizationKey, SecretKey,
+    SwitchingKey,
 };
 pub use params::{Parameters, ParametersLiteral, SecretDistribution};
 

@@ -5,22 +5,24 @@ use hecloud_math::{Domain, RnsPoly};
 
 use crate::ciphertext::Ciphertext;
 use crate::error::{Result, RlweError};
-use crate::keys::{GaloisKey, RelinearizationKey};
+use crate::keys::{GaloisKey, KeyId, RelinearizationKey, SwitchingKey};
 use crate::keyswitch::{
     decompose, key_switch, key_switch_ext, key_switch_hoisted, mod_down_rescale_pair_adding,
 };
 use crate::pool::recycle;
 
-fn same(ct: &Ciphertext, key_hash: &[u8; 32]) -> Result<()> {
-    if ct.params().hash() != key_hash {
+/// `ct` may be switched with `key`: the same parameters and the key's
+/// secret.
+fn same(ct: &Ciphertext, key: &SwitchingKey) -> Result<()> {
+    if ct.params().hash() != key.params().hash() {
         return Err(RlweError::ParameterMismatch);
     }
-    Ok(())
+    key.check_operand(ct.key_id())
 }
 
 /// Relinearizes a degree-2 ciphertext (c_0, c_1, c_2) to degree 1.
 pub fn relinearize(ct: &Ciphertext, rlk: &RelinearizationKey) -> Result<Ciphertext> {
-    same(ct, rlk.0.params().hash())?;
+    same(ct, &rlk.0)?;
     if ct.degree() != 2 {
         return Err(RlweError::CiphertextDegree {
             expected: 2,
@@ -36,7 +38,7 @@ pub fn relinearize(ct: &Ciphertext, rlk: &RelinearizationKey) -> Result<Cipherte
 
 /// Applies X → X^g to a degree-1 ciphertext and switches back to s.
 pub fn apply_galois(ct: &Ciphertext, gk: &GaloisKey) -> Result<Ciphertext> {
-    same(ct, gk.key.params().hash())?;
+    same(ct, &gk.key)?;
     if ct.degree() != 1 {
         return Err(RlweError::CiphertextDegree {
             expected: 1,
@@ -69,7 +71,7 @@ pub fn apply_galois_hoisted(ct: &Ciphertext, gks: &[&GaloisKey]) -> Result<Vec<C
         });
     }
     for gk in gks {
-        same(ct, gk.key.params().hash())?;
+        same(ct, &gk.key)?;
         gk.key.reaches(ct.level())?;
     }
     let dec = decompose(ct.params(), &ct.polys()[1])?;
@@ -130,6 +132,8 @@ pub fn apply_galois_hoisted(ct: &Ciphertext, gks: &[&GaloisKey]) -> Result<Vec<C
 pub struct GaloisSum {
     /// The terms' parameters and level.
     shape: Option<(std::sync::Arc<crate::params::Parameters>, usize)>,
+    /// The terms' key.
+    key: KeyId,
     /// Σ of the moved key-switching products, over Q_l ∪ P.
     ext: [Option<RnsPoly>; 2],
     /// Σ of what needs no division: the moved c_0 of each rotated term,
@@ -141,6 +145,11 @@ impl GaloisSum {
     /// An empty sum.
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// The key its terms are under (what the sum decrypts under).
+    pub fn key_id(&self) -> KeyId {
+        self.key
     }
 
     /// Adds σ(ct) for `gk` the key of σ, or ct itself for `None`. Every
@@ -164,10 +173,11 @@ impl GaloisSum {
                 });
             }
         }
+        let key = self.key.join(ct.key_id())?;
         let p = ct.polys();
         match gk {
             Some(gk) => {
-                same(ct, gk.key.params().hash())?;
+                same(ct, &gk.key)?;
                 // Every check is behind this point (the key's level
                 // among them): what follows cannot fail.
                 let ext = key_switch_ext(ct.params(), &p[1], &gk.key)?;
@@ -187,6 +197,7 @@ impl GaloisSum {
         if self.shape.is_none() {
             self.shape = Some((ct.params().clone(), ct.level()));
         }
+        self.key = key;
         Ok(())
     }
 

@@ -1,18 +1,19 @@
 //! A compact, versioned binary format for every RLWE object.
 //!
-//! Header (64 bytes, little endian):
+//! Header (80 bytes, little endian):
 //!
 //! | bytes | field |
 //! | --- | --- |
 //! | 0..4 | magic `HECL` |
-//! | 4..6 | format version (u16, currently 4) |
+//! | 4..6 | format version (u16, currently 5) |
 //! | 6 | object kind (see [`Kind`]) |
 //! | 7 | flags (bit 0: seeded — the uniform polynomials are given by seeds) |
 //! | 8..40 | BLAKE3 hash of the parameter set |
 //! | 40..44 | level (u32) |
 //! | 44..52 | scale (f64 bits) |
 //! | 52..56 | count (u32): components of a ciphertext, digits of a key |
-//! | 56..64 | extra (u64): the Galois element of a Galois key, else 0 |
+//! | 56..64 | extra (u64): the Galois element of a Galois key, a BGV ciphertext's factor, a switching key's tag, else 0 |
+//! | 64..80 | key id: the [`crate::KeyId`] of the secret the object belongs to (zero for plaintexts) |
 //!
 //! The body is polynomials and 32-byte seeds. A polynomial is its limbs in
 //! order, each limb its N residues packed LSB first at the bit length of its

@@ -472,3 +472,134 @@ fn plaintext_modulus_keeps_the_message_exact_mod_t() {
         assert!(Parameters::new_insecure_for_tests(lit.clone()).is_err());
     }
 }
+
+/// Objects of two secret keys over the same parameters meet: every
+/// operation refuses them with `KeyMismatch` (their result would be noise),
+/// while the keys' own objects go through, the key id is kept by every
+/// operation and survives serialization, and an object bound to no key
+/// goes with any.
+#[test]
+fn objects_of_another_secret_key_are_refused() {
+    let (params, sk) = setup(10, 2, None);
+    let other = KeyGenerator::new(&params).gen_secret_key().unwrap();
+    assert_ne!(sk.key_id(), other.key_id());
+    assert!(!sk.key_id().is_none());
+    // The id is the secret's: the same coefficients give the same id.
+    let again = SecretKey::from_coefficients(&params, &sk.export_coefficients()).unwrap();
+    assert_eq!(again.key_id(), sk.key_id());
+    let mut kg = KeyGenerator::new(&params);
+    let (pk, rlk) = (
+        kg.gen_public_key(&sk).unwrap(),
+        kg.gen_relinearization_key(&sk).unwrap(),
+    );
+    let gk = kg.gen_galois_key(&sk, 5).unwrap();
+    let other_gk = kg.gen_galois_key(&other, 5).unwrap();
+    assert_eq!(pk.key_id(), sk.key_id());
+    assert_eq!(rlk.0.key_id(), sk.key_id());
+    assert_eq!(
+        gk.at_level(1).unwrap().switching_key().key_id(),
+        sk.key_id()
+    );
+
+    let (_, pt) = random_message(&params, 2, 10);
+    let mine = Encryptor::new(&params).encrypt_pk(&pk, &pt).unwrap();
+    let theirs = Encryptor::new(&params).encrypt_sk(&other, &pt).unwrap();
+    assert_eq!(mine.key_id(), sk.key_id());
+    assert_eq!(theirs.key_id(), other.key_id());
+    let mismatch = |r: Result<Ciphertext>| matches!(r, Err(RlweError::KeyMismatch { .. }));
+
+    // Decryption under another key.
+    assert!(matches!(
+        Decryptor::new(&sk).decrypt(&theirs),
+        Err(RlweError::KeyMismatch { expected, found })
+            if expected == sk.key_id() && found == other.key_id()
+    ));
+    // Sums of two keys' ciphertexts, in both orders.
+    assert!(mismatch(mine.zip_polys(&theirs, RnsPoly::add)));
+    assert!(mismatch(theirs.zip_polys(&mine, RnsPoly::add)));
+    let mut acc = mine.clone();
+    assert!(acc.join_key(other.key_id()).is_err());
+    assert_eq!(acc, mine, "a refused join changes nothing");
+    // Key switching with another key's keys.
+    let d2 = {
+        let mut c = theirs.clone();
+        let extra = c.polys()[1].clone();
+        c.polys_mut().push(extra);
+        c
+    };
+    assert!(mismatch(ops::relinearize(&d2, &rlk)));
+    assert!(mismatch(ops::apply_galois(&theirs, &gk)));
+    assert!(matches!(
+        ops::apply_galois_hoisted(&theirs, &[&gk]),
+        Err(RlweError::KeyMismatch { .. })
+    ));
+    let mut sum = ops::GaloisSum::new();
+    sum.add(&mine, Some(&gk)).unwrap();
+    assert!(matches!(
+        sum.add(&theirs, None),
+        Err(RlweError::KeyMismatch { .. })
+    ));
+    assert!(matches!(
+        sum.add(&mine, Some(&other_gk)),
+        Err(RlweError::KeyMismatch { .. })
+    ));
+    assert_eq!(sum.key_id(), sk.key_id());
+
+    // Operations keep the key; their results decrypt under it.
+    let rotated = ops::apply_galois(&mine, &gk).unwrap();
+    assert_eq!(rotated.key_id(), sk.key_id());
+    assert_eq!(mine.to_level(1).unwrap().key_id(), sk.key_id());
+    let doubled = mine.zip_polys(&mine, RnsPoly::add).unwrap();
+    assert_eq!(doubled.key_id(), sk.key_id());
+    Decryptor::new(&sk).decrypt(&doubled).unwrap();
+
+    // Serialized and back, the key is kept, for ciphertexts (seeded or
+    // not) and keys.
+    for ct in [&mine, &theirs, &rotated] {
+        let back = Ciphertext::from_bytes(&params, &ct.to_bytes()).unwrap();
+        assert_eq!(back.key_id(), ct.key_id());
+    }
+    assert_eq!(
+        PublicKey::from_bytes(&params, &pk.to_bytes())
+            .unwrap()
+            .key_id(),
+        sk.key_id()
+    );
+    assert_eq!(
+        RelinearizationKey::from_bytes(&params, &rlk.to_bytes(true))
+            .unwrap()
+            .0
+            .key_id(),
+        sk.key_id()
+    );
+    assert_eq!(
+        GaloisKey::from_bytes(&params, &gk.to_bytes(false))
+            .unwrap()
+            .switching_key()
+            .key_id(),
+        sk.key_id()
+    );
+    // A secret key file whose coefficients are not its key id's.
+    let mut exported = sk.export_bytes().to_vec();
+    exported[64] ^= 1;
+    assert!(SecretKey::import_bytes(&params, &exported).is_err());
+    exported[64] ^= 1;
+    assert_eq!(
+        SecretKey::import_bytes(&params, &exported)
+            .unwrap()
+            .key_id(),
+        sk.key_id()
+    );
+    // A plaintext carries no key.
+    let mut pt_bytes = pt.to_bytes();
+    pt_bytes[64] = 1;
+    assert!(Plaintext::from_bytes(&params, &pt_bytes).is_err());
+
+    // A ciphertext built by hand is bound to no key and goes with any.
+    let loose = Ciphertext::new(&params, theirs.polys().to_vec(), 2, 1.0).unwrap();
+    assert!(loose.key_id().is_none());
+    assert_eq!(
+        loose.zip_polys(&mine, RnsPoly::add).unwrap().key_id(),
+        sk.key_id()
+    );
+}

@@ -230,6 +230,8 @@ fn flood_poly(
 /// ```
 pub struct RefreshMask {
     mask: Plaintext,
+    /// The key the masked ciphertext was under, which the fresh one must be.
+    key: hecloud_rlwe::KeyId,
 }
 
 impl std::fmt::Debug for RefreshMask {
@@ -311,12 +313,17 @@ impl RefreshMask {
             // about the computation; the flood's bound covers it.
             masked.set_scale(bits);
         }
-        Ok((masked, Self { mask }))
+        let key = masked.key_id();
+        Ok((masked, Self { mask, key }))
     }
 
     /// Server side: subtracts the mask from the key holder's fresh
-    /// encryption of m + r.
+    /// encryption of m + r, which must be under the masked ciphertext's
+    /// key (a key holder answering with another key is refused).
     pub fn remove(&self, eval: &Evaluator, fresh: &Ciphertext) -> Result<Ciphertext> {
+        self.key
+            .check(fresh.key_id())
+            .map_err(hecloud_bgv::BgvError::from)?;
         Ok(eval.sub_plain(fresh, &self.mask)?)
     }
 }

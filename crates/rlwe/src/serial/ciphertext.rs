@@ -12,6 +12,7 @@ use super::header::{
 use super::limbs::{Body, pack_limb, pack_limb_range, residue_bits, write_poly};
 use crate::ciphertext::{Ciphertext, Plaintext};
 use crate::error::{DecodeError, Result};
+use crate::keys::KeyId;
 use crate::params::Parameters;
 
 /// A part of a serialized ciphertext.
@@ -171,6 +172,7 @@ impl Ciphertext {
                 } else {
                     0
                 },
+                key: self.key_id(),
             },
         );
         seeded
@@ -209,6 +211,7 @@ impl Plaintext {
                 scale: self.scale(),
                 count: 1,
                 extra: 0,
+                key: KeyId::NONE,
             },
         );
         write_poly(&mut out, self.poly());
@@ -224,6 +227,13 @@ impl Plaintext {
             return Err(DecodeError::InvalidField {
                 field: "count",
                 value: h.count as u64,
+            }
+            .into());
+        }
+        if !h.key.is_none() {
+            return Err(DecodeError::InvalidField {
+                field: "key id of a plaintext",
+                value: 1,
             }
             .into());
         }

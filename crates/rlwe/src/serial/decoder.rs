@@ -58,6 +58,7 @@ struct CiphertextBody {
     level: usize,
     scale: f64,
     factor: u64,
+    key: crate::keys::KeyId,
     seeded: bool,
     /// The polynomials given in full (c_0 alone if seeded).
     polys: Vec<PolyUnpacker>,
@@ -150,6 +151,7 @@ impl CiphertextDecoder {
             level,
             scale,
             factor,
+            key,
             polys,
             seeded_c1,
             ..
@@ -167,6 +169,7 @@ impl CiphertextDecoder {
             None => Ciphertext::new(&self.params, polys, level, scale),
         }?;
         ct.set_factor(factor);
+        ct.set_key_id(key);
         Ok(ct)
     }
 }
@@ -228,6 +231,7 @@ impl CiphertextBody {
             level,
             scale: h.scale,
             factor,
+            key: h.key,
             seeded,
             polys: (0..given).map(|_| PolyUnpacker::new(basis)).collect(),
             limbs: per_poly.repeat(given),

@@ -1,15 +1,16 @@
-//! The 64-byte header every object opens with, and the checks of its
+//! The 80-byte header every object opens with, and the checks of its
 //! fields.
 
 use crate::error::{DecodeError, Result};
+use crate::keys::KeyId;
 use crate::params::Parameters;
 
 /// Magic bytes of every object.
 pub const MAGIC: [u8; 4] = *b"HECL";
 /// Format version written and read by this build.
-pub const FORMAT_VERSION: u16 = 4;
+pub const FORMAT_VERSION: u16 = 5;
 /// Header length in bytes.
-pub const HEADER_LEN: usize = 64;
+pub const HEADER_LEN: usize = 80;
 /// Largest number of ciphertext components accepted.
 pub const MAX_CIPHERTEXT_COMPONENTS: usize = 3;
 pub(super) const FLAG_SEEDED: u8 = 1;
@@ -50,6 +51,8 @@ pub struct Header {
     pub count: u32,
     /// Extra field.
     pub extra: u64,
+    /// The id of the secret key the object belongs to.
+    pub key: KeyId,
 }
 
 pub(super) fn write_header(out: &mut Vec<u8>, params: &Parameters, kind: Kind, h: Header) {
@@ -62,6 +65,7 @@ pub(super) fn write_header(out: &mut Vec<u8>, params: &Parameters, kind: Kind, h
     out.extend_from_slice(&h.scale.to_bits().to_le_bytes());
     out.extend_from_slice(&h.count.to_le_bytes());
     out.extend_from_slice(&h.extra.to_le_bytes());
+    out.extend_from_slice(&h.key.0);
 }
 
 pub(super) fn u32_at(b: &[u8], at: usize) -> u32 {
@@ -112,6 +116,7 @@ pub fn read_header(params: &Parameters, bytes: &[u8], kind: Kind) -> Result<Head
         scale: f64::from_bits(u64_at(bytes, 44)),
         count: u32_at(bytes, 52),
         extra: u64_at(bytes, 56),
+        key: KeyId(bytes[64..80].try_into().expect("16 bytes")),
     };
     if h.flags & !FLAG_SEEDED != 0 {
         return Err(DecodeError::InvalidField {

@@ -27,6 +27,7 @@ impl PublicKey {
                 scale: 1.0,
                 count: 2,
                 extra: 0,
+                key: self.key,
             },
         );
         write_poly(&mut out, &self.b);
@@ -54,6 +55,7 @@ impl PublicKey {
             b,
             a,
             seed,
+            key: h.key,
         })
     }
 }
@@ -76,6 +78,7 @@ fn write_switching_key(out: &mut Vec<u8>, k: &SwitchingKey, kind: Kind, extra: u
             scale: 1.0,
             count: k.b.len() as u32,
             extra,
+            key: k.key,
         },
     );
     for j in 0..k.b.len() {
@@ -127,6 +130,7 @@ fn read_switching_key(params: &Arc<Parameters>, bytes: &[u8], h: &Header) -> Res
         b,
         a,
         seeds: seeded.then_some(seeds),
+        key: h.key,
     })
 }
 
@@ -215,13 +219,16 @@ impl SecretKey {
                 scale: 1.0,
                 count: 1,
                 extra: 0,
+                key: self.key_id(),
             },
         );
         out.extend(self.coeffs.iter().map(|&c| c as u8));
         zeroize::Zeroizing::new(out)
     }
 
-    /// Imports a secret key exported by [`SecretKey::export_bytes`].
+    /// Imports a secret key exported by [`SecretKey::export_bytes`];
+    /// refused if its coefficients are not those of the key id it was
+    /// exported with.
     pub fn import_bytes(params: &Arc<Parameters>, bytes: &[u8]) -> Result<Self> {
         let h = read_header(params, bytes, Kind::SecretKey)?;
         if h.count != 1 || h.flags != 0 {
@@ -241,6 +248,14 @@ impl SecretKey {
                 value: 0,
             }));
         }
-        SecretKey::from_coefficients(params, &coeffs)
+        let sk = SecretKey::from_coefficients(params, &coeffs)?;
+        if sk.key_id() != h.key {
+            return Err(DecodeError::InvalidField {
+                field: "key id",
+                value: 0,
+            }
+            .into());
+        }
+        Ok(sk)
     }
 }
