@@ -8,12 +8,13 @@ use std::time::{Duration, Instant};
 
 use hecloud_circuits::{BitEngine, EncryptedUint, TfheEngine};
 use hecloud_ckks::{CkksParameters, Encoder, KeySet, Preset};
+use hecloud_protocol::object::tfhe_key_id;
 use hecloud_protocol::rpc::{self, JOB_KIND_GRAPH, JobInfo, JobState};
 use hecloud_protocol::{
     CkksParamSpec, Graph, JobSubmission, Message, Object, ObjectId, ObjectKind, ParamSpec,
     Relation, SessionSpec,
 };
-use hecloud_rlwe::Ciphertext;
+use hecloud_rlwe::{Ciphertext, KeyId};
 
 use hecloud_client::keys::{tfhe_params, tfhe_session_spec};
 use hecloud_client::{Client, ClientError, Result};
@@ -588,6 +589,8 @@ pub async fn mul_rotate_sum(client: &Client, s: &CkksSession, n: usize) -> Resul
 pub struct TfheSession {
     /// Client + server keys.
     pub engine: Arc<TfheEngine>,
+    /// The client key's id, which the objects carry.
+    pub key: KeyId,
     /// Session id.
     pub id: ObjectId,
     /// Server key bytes uploaded.
@@ -599,10 +602,14 @@ pub struct TfheSession {
 /// Generates TFHE keys on the client and uploads the server key and session.
 pub async fn tfhe_setup(client: &Client) -> Result<TfheSession> {
     let t = Instant::now();
-    let (engine, sk) = blocking(|| {
+    let (engine, key, sk) = blocking(|| {
         let e = TfheEngine::generate();
-        let sk = Object::TfheServerKey(Box::new(e.server_key().clone())).to_bytes();
-        Ok((e, sk))
+        let ck = e
+            .client_key()
+            .expect("a generated engine has its client key");
+        let key = tfhe_key_id(ck).map_err(crypto)?;
+        let sk = Object::TfheServerKey(Box::new(e.server_key().clone()), key).to_bytes();
+        Ok((e, key, sk))
     })
     .await?;
     let keygen = t.elapsed();
@@ -614,6 +621,7 @@ pub async fn tfhe_setup(client: &Client) -> Result<TfheSession> {
     client.upload(rpc::SESSION_KIND, spec.encode()).await?;
     Ok(TfheSession {
         engine: Arc::new(engine),
+        key,
         id: spec.id(),
         key_bytes,
         keygen,
@@ -627,16 +635,11 @@ fn random_u32s(n: usize) -> Vec<u32> {
         .collect()
 }
 
-async fn upload_uint(
-    client: &Client,
-    e: &Arc<TfheEngine>,
-    v: u32,
-    width: usize,
-) -> Result<ObjectId> {
-    let e = e.clone();
+async fn upload_uint(client: &Client, s: &TfheSession, v: u32, width: usize) -> Result<ObjectId> {
+    let (e, key) = (s.engine.clone(), s.key);
     let bytes = blocking(move || {
         let u = EncryptedUint::encrypt_u128(&*e, u128::from(v), width).map_err(crypto)?;
-        Ok(Object::TfheUint(u).to_bytes())
+        Ok(Object::TfheUint(u, key).to_bytes())
     })
     .await?;
     let id = ObjectId::of(&bytes);
@@ -664,7 +667,7 @@ pub async fn tfhe_sum(
     let t = Instant::now();
     let mut ids = vec![];
     for &x in &xs {
-        ids.push(upload_uint(client, &s.engine, x, width).await?);
+        ids.push(upload_uint(client, s, x, width).await?);
     }
     let mut g = Graph::new();
     let inputs: Vec<_> = (0..count as u32).map(|i| g.input(i)).collect();
@@ -683,7 +686,7 @@ pub async fn tfhe_sum(
     let e = s.engine.clone();
     let got = blocking(
         move || match tfhe_params().decode(ObjectKind::TfheUint, &bytes) {
-            Ok(Object::TfheUint(u)) => u.decrypt_u128(&*e).map_err(crypto),
+            Ok(Object::TfheUint(u, _)) => u.decrypt_u128(&*e).map_err(crypto),
             Ok(_) => Err(ClientError::Integrity("sum is not an integer".into())),
             Err(err) => Err(crypto(err)),
         },
@@ -713,8 +716,8 @@ pub async fn tfhe_compare(client: &Client, s: &TfheSession, width: usize) -> Res
     let v = random_u32s(2);
     let (a, b) = (v[0] & mask, v[1] & mask);
     let t = Instant::now();
-    let ia = upload_uint(client, &s.engine, a, width).await?;
-    let ib = upload_uint(client, &s.engine, b, width).await?;
+    let ia = upload_uint(client, s, a, width).await?;
+    let ib = upload_uint(client, s, b, width).await?;
     let mut g = Graph::new();
     let (x, y) = (g.input(0), g.input(1));
     let lt = g.int_compare(x, y, Relation::Lt);
@@ -732,7 +735,7 @@ pub async fn tfhe_compare(client: &Client, s: &TfheSession, width: usize) -> Res
     let e = s.engine.clone();
     let got = blocking(
         move || match tfhe_params().decode(ObjectKind::TfheBit, &bytes) {
-            Ok(Object::TfheBit(w)) => e.decrypt_bit(&w).map_err(crypto),
+            Ok(Object::TfheBit(w, _)) => e.decrypt_bit(&w).map_err(crypto),
             Ok(_) => Err(ClientError::Integrity("comparison is not a bit".into())),
             Err(err) => Err(crypto(err)),
         },

@@ -118,6 +118,11 @@ impl TfheEngine {
         Self::with_handle(self.client.clone(), self.server.clone())
     }
 
+    /// The client key, if the engine has one (a key holder's engine).
+    pub fn client_key(&self) -> Option<&ClientKey> {
+        self.client.as_ref()
+    }
+
     /// The server key (to hand to a server-side engine).
     pub fn server_key(&self) -> &ServerKey {
         match &self.server {

@@ -34,12 +34,12 @@ use hecloud_ckks::boot::{BootPreset, BootstrapLiteral, Bootstrapper, Encapsulati
 use hecloud_ckks::refresh::MaskPolicy;
 use hecloud_ckks::{CkksParameters, Encoder, KeySet, Preset};
 use hecloud_protocol::fs::write_private;
-use hecloud_protocol::object::{tfhe_kind, unversion, versioned_bytes};
+use hecloud_protocol::object::{tfhe_key_id, tfhe_kind, unversion, versioned_bytes};
 use hecloud_protocol::{
     BootstrapSpec, CkksParamSpec, Message, Object, ObjectId, ObjectKind, ParamSpec, RefreshSpec,
     SessionParams, SessionSpec, TfheParamSpec, rpc,
 };
-use hecloud_rlwe::{Ciphertext, Encryptor, PublicKey, SecretKey};
+use hecloud_rlwe::{Ciphertext, Encryptor, KeyId, PublicKey, SecretKey};
 use num_bigint::BigUint;
 
 use crate::{ClientError, Result};
@@ -552,7 +552,7 @@ pub fn tfhe_keygen(dir: &Path) -> Result<KeygenReport> {
     std::fs::create_dir_all(dir)?;
     let (ck, sk) = tfhe::shortint::gen_keys(TFHE_PARAMS);
     let secret = zeroize::Zeroizing::new(versioned_bytes(&ck).map_err(crypto)?);
-    let server = Object::TfheServerKey(Box::new(sk)).to_bytes();
+    let server = Object::TfheServerKey(Box::new(sk), tfhe_key_id(&ck).map_err(crypto)?).to_bytes();
     let spec = tfhe_session_spec(ObjectId::of(&server));
     let mut files = vec![];
     for (name, bytes, private) in [
@@ -591,6 +591,8 @@ pub fn tfhe_uploads(dir: &Path) -> Vec<(PathBuf, &'static str)> {
 pub struct TfheKeyDir {
     dir: PathBuf,
     client: tfhe::shortint::ClientKey,
+    /// The client key's id, which its objects carry.
+    key: KeyId,
     engine: std::sync::OnceLock<TfheEngine>,
 }
 
@@ -627,6 +629,7 @@ impl TfheKeyDir {
         }
         Ok(Self {
             dir: dir.to_path_buf(),
+            key: tfhe_key_id(&client).map_err(crypto)?,
             client,
             engine: std::sync::OnceLock::new(),
         })
@@ -649,7 +652,12 @@ impl TfheKeyDir {
             .decode(ObjectKind::TfheServerKey, &bytes)
             .map_err(|e| ClientError::Crypto(format!("server.key: {e}")))?
         {
-            Object::TfheServerKey(sk) => *sk,
+            Object::TfheServerKey(sk, key) if key == self.key => *sk,
+            Object::TfheServerKey(..) => {
+                return Err(ClientError::Crypto(
+                    "server.key: made from another client key than secret.key".into(),
+                ));
+            }
             _ => {
                 return Err(ClientError::Crypto(
                     "server.key: not a TFHE server key".into(),
@@ -672,7 +680,7 @@ impl TfheKeyDir {
             )));
         }
         let u = EncryptedUint::encrypt_biguint(self.engine()?, value, width).map_err(crypto)?;
-        Ok(Object::TfheUint(u).to_bytes())
+        Ok(Object::TfheUint(u, self.key).to_bytes())
     }
 
     /// Decrypts a `tfhe.uint` or `tfhe.bit` object: the integer, or 0/1.
@@ -681,9 +689,19 @@ impl TfheKeyDir {
             .ok_or_else(|| ClientError::Invalid("not a TFHE integer or bit object".into()))?;
         let obj = tfhe_params().decode(kind, bytes).map_err(crypto)?;
         let e = self.engine()?;
+        if let Object::TfheUint(_, key) | Object::TfheBit(_, key) = &obj {
+            self.key.check(*key).map_err(|_| {
+                ClientError::Crypto(format!(
+                    "the object is under TFHE key {key}, this folder's key is {}",
+                    self.key
+                ))
+            })?;
+        }
         match obj {
-            Object::TfheUint(u) => u.decrypt_biguint(e).map_err(crypto),
-            Object::TfheBit(b) => Ok(BigUint::from(u8::from(e.decrypt_bit(&b).map_err(crypto)?))),
+            Object::TfheUint(u, _) => u.decrypt_biguint(e).map_err(crypto),
+            Object::TfheBit(b, _) => {
+                Ok(BigUint::from(u8::from(e.decrypt_bit(&b).map_err(crypto)?)))
+            }
             _ => Err(ClientError::Invalid(
                 "not a TFHE integer or bit object".into(),
             )),
@@ -1098,6 +1116,21 @@ mod tests {
         // Too wide for its width; not a TFHE object; no secret uploaded.
         assert!(k.encrypt(&BigUint::from(4u8), 2).is_err());
         assert!(k.decrypt(b"HECL not a TFHE object").is_err());
+        // An object under another client key (its container's key id
+        // says which): refused, not decrypted to garbage bits.
+        let mut foreign = k.encrypt(&BigUint::from(3u8), 2).unwrap();
+        foreign[40] ^= 1;
+        let e = k.decrypt(&foreign).unwrap_err();
+        assert!(e.to_string().contains("this folder's key"), "{e}");
+        // A server key of another folder beside this secret key.
+        let other = dir.path().join("t2");
+        tfhe_keygen(&other).unwrap();
+        std::fs::copy(other.join("server.key"), kd.join("server.key")).unwrap();
+        let e = TfheKeyDir::open(&kd)
+            .unwrap()
+            .encrypt(&BigUint::from(1u8), 2)
+            .unwrap_err();
+        assert!(e.to_string().contains("another client key"), "{e}");
         assert!(
             tfhe_uploads(&kd)
                 .iter()

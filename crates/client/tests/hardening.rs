@@ -89,9 +89,9 @@ async fn tfhe_input(
     v: u128,
     width: usize,
 ) -> ObjectId {
-    let e = tf.engine.clone();
+    let (e, key) = (tf.engine.clone(), tf.key);
     let bytes = tokio::task::spawn_blocking(move || {
-        Object::TfheUint(EncryptedUint::encrypt_u128(&*e, v, width).unwrap()).to_bytes()
+        Object::TfheUint(EncryptedUint::encrypt_u128(&*e, v, width).unwrap(), key).to_bytes()
     })
     .await
     .unwrap();
@@ -427,9 +427,10 @@ async fn uploads_are_refused_as_they_arrive_unless_they_are_what_their_kind_says
     assert!(m.contains("length"), "{m}");
     // A TFHE integer whose items end before its last byte.
     let mut tfhe = b"HECT".to_vec();
-    tfhe.extend_from_slice(&1u16.to_le_bytes());
+    tfhe.extend_from_slice(&hecloud_protocol::object::TFHE_FORMAT_VERSION.to_le_bytes());
     tfhe.extend_from_slice(&[ObjectKind::TfheUint as u8, 0]);
     tfhe.extend_from_slice(&hecloud_protocol::TfheParamSpec::Message2Carry2.hash());
+    tfhe.extend_from_slice(&[0; 16]); // key id
     tfhe.extend_from_slice(&2u32.to_le_bytes());
     for item in [&b"abc"[..], &b"defgh"[..]] {
         tfhe.extend_from_slice(&(item.len() as u32).to_le_bytes());

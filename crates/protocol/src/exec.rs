@@ -151,19 +151,19 @@ pub fn execute_with_refresh(
         }
         // Under another key an input would compute noise, with no error
         // of its own.
-        let ct = match obj {
-            Object::CkksCiphertext(ct) => Some((ct, session_key(false)?)),
-            Object::BgvCiphertext(ct) => Some((ct, session_key(true)?)),
+        let keyed = match obj {
+            Object::CkksCiphertext(ct) => Some((ct.key_id(), session_key(false)?)),
+            Object::BgvCiphertext(ct) => Some((ct.key_id(), session_key(true)?)),
+            Object::TfheUint(_, k) | Object::TfheBit(_, k) => Some((*k, keys.tfhe_key_id())),
             _ => None,
         };
-        if let Some((ct, key)) = ct
-            && key.check(ct.key_id()).is_err()
+        if let Some((found, key)) = keyed
+            && key.check(found).is_err()
         {
             return Err(ExecError::InputMismatch {
                 index: i,
                 reason: format!(
-                    "encrypted under key {}, the session's keys are under key {key}",
-                    ct.key_id()
+                    "encrypted under key {found}, the session's keys are under key {key}"
                 ),
             });
         }
@@ -220,8 +220,8 @@ pub fn execute_with_refresh(
             V::Ct(c) if bgv => Object::BgvCiphertext(c.clone()),
             V::Ct(c) => Object::CkksCiphertext(c.clone()),
             V::Pt(p) => Object::CkksPlaintext(p.clone()),
-            V::Uint(u) => Object::TfheUint(u.clone()),
-            V::Bit(b) => Object::TfheBit(b.clone()),
+            V::Uint(u) => Object::TfheUint(u.clone(), keys.tfhe_key_id()),
+            V::Bit(b) => Object::TfheBit(b.clone(), keys.tfhe_key_id()),
             _ => {
                 return Err(ExecError::Internal {
                     node: o.node,
@@ -300,8 +300,8 @@ impl<'a> Run<'a> {
             Slot::Input(i) => match &self.inputs[*i] {
                 Object::CkksCiphertext(c) | Object::BgvCiphertext(c) => V::Ct(c),
                 Object::CkksPlaintext(p) => V::Pt(p),
-                Object::TfheUint(u) => V::Uint(u),
-                Object::TfheBit(b) => V::Bit(b),
+                Object::TfheUint(u, _) => V::Uint(u),
+                Object::TfheBit(b, _) => V::Bit(b),
                 _ => V::Other,
             },
             Slot::Const(c) => V::Const(*c),

@@ -11,11 +11,12 @@
 //! | bytes | field |
 //! | --- | --- |
 //! | 0..4 | magic `HECT` |
-//! | 4..6 | format version (u16, currently 1) |
+//! | 4..6 | format version (u16, currently 2) |
 //! | 6 | object kind ([`ObjectKind`] byte) |
 //! | 7 | flags (0) |
 //! | 8..40 | parameter hash ([`TfheParamSpec::hash`]) |
-//! | 40..44 | count (u32): bits of an integer, 1 otherwise |
+//! | 40..56 | key id: the [`KeyId`] of the client key ([`tfhe_key_id`]) |
+//! | 56..60 | count (u32): bits of an integer, 1 otherwise |
 //!
 //! then `count` items, each a u32 length and that many bytes of
 //! `safe_serialize` output; every TFHE-rs object is checked for conformance
@@ -51,8 +52,9 @@ pub type TfheCiphertext = tfhe::shortint::Ciphertext;
 /// Magic bytes of a TFHE container.
 pub const TFHE_MAGIC: [u8; 4] = *b"HECT";
 /// Version of the TFHE container.
-pub const TFHE_FORMAT_VERSION: u16 = 1;
-const TFHE_HEADER_LEN: usize = 44;
+pub const TFHE_FORMAT_VERSION: u16 = 2;
+/// Length of a TFHE container's header.
+pub const TFHE_HEADER_LEN: usize = 60;
 /// Largest serialized TFHE-rs ciphertext accepted (a shortint ciphertext of
 /// [`TFHE_PARAMS`] takes about 16 KiB).
 pub const MAX_TFHE_CIPHERTEXT_BYTES: usize = 1 << 20;
@@ -76,12 +78,13 @@ pub enum Object {
     CkksGaloisKey(Box<GaloisKey>),
     /// A CKKS key switching between two secrets, with its header's tag.
     CkksSwitchingKey(Box<SwitchingKey>, u64),
-    /// A TFHE server key.
-    TfheServerKey(Box<ServerKey>),
-    /// An encrypted unsigned integer (TFHE, bit i in ciphertext i).
-    TfheUint(EncryptedUint<TfheCiphertext>),
-    /// One encrypted bit (TFHE).
-    TfheBit(Wire<TfheCiphertext>),
+    /// A TFHE server key, with the id of the client key it was made from.
+    TfheServerKey(Box<ServerKey>, KeyId),
+    /// An encrypted unsigned integer (TFHE, bit i in ciphertext i), with
+    /// the id of its client key.
+    TfheUint(EncryptedUint<TfheCiphertext>, KeyId),
+    /// One encrypted bit (TFHE), with the id of its client key.
+    TfheBit(Wire<TfheCiphertext>, KeyId),
     /// A BGV ciphertext (an encrypted vector of integers mod t).
     BgvCiphertext(Ciphertext),
     /// A BGV public key.
@@ -102,9 +105,9 @@ impl Object {
             Object::CkksRelinKey(_) => ObjectKind::CkksRelinKey,
             Object::CkksGaloisKey(_) => ObjectKind::CkksGaloisKey,
             Object::CkksSwitchingKey(..) => ObjectKind::CkksSwitchingKey,
-            Object::TfheServerKey(_) => ObjectKind::TfheServerKey,
-            Object::TfheUint(_) => ObjectKind::TfheUint,
-            Object::TfheBit(_) => ObjectKind::TfheBit,
+            Object::TfheServerKey(..) => ObjectKind::TfheServerKey,
+            Object::TfheUint(..) => ObjectKind::TfheUint,
+            Object::TfheBit(..) => ObjectKind::TfheBit,
             Object::BgvCiphertext(_) => ObjectKind::BgvCiphertext,
             Object::BgvPublicKey(_) => ObjectKind::BgvPublicKey,
             Object::BgvRelinKey(_) => ObjectKind::BgvRelinKey,
@@ -124,8 +127,8 @@ impl Object {
                 level: p.level(),
                 scale: p.scale(),
             },
-            Object::TfheUint(u) => ValueType::Uint { width: u.width() },
-            Object::TfheBit(_) => ValueType::Bit,
+            Object::TfheUint(u, _) => ValueType::Uint { width: u.width() },
+            Object::TfheBit(..) => ValueType::Bit,
             Object::BgvCiphertext(c) => ValueType::BgvCiphertext {
                 level: c.level(),
                 noise: c.scale(),
@@ -168,12 +171,16 @@ impl Object {
             Object::CkksRelinKey(k) | Object::BgvRelinKey(k) => k.to_bytes(true),
             Object::CkksGaloisKey(k) | Object::BgvGaloisKey(k) => k.to_bytes(true),
             Object::CkksSwitchingKey(k, tag) => k.to_bytes(true, *tag),
-            Object::TfheServerKey(k) => tfhe_container(ObjectKind::TfheServerKey, &[ser_sk(k)]),
-            Object::TfheUint(u) => {
-                let items: Vec<Vec<u8>> = u.bits().iter().map(|b| ser_ct(b.ciphertext())).collect();
-                tfhe_container(ObjectKind::TfheUint, &items)
+            Object::TfheServerKey(k, key) => {
+                tfhe_container(ObjectKind::TfheServerKey, *key, &[ser_sk(k)])
             }
-            Object::TfheBit(b) => tfhe_container(ObjectKind::TfheBit, &[ser_ct(b.ciphertext())]),
+            Object::TfheUint(u, key) => {
+                let items: Vec<Vec<u8>> = u.bits().iter().map(|b| ser_ct(b.ciphertext())).collect();
+                tfhe_container(ObjectKind::TfheUint, *key, &items)
+            }
+            Object::TfheBit(b, key) => {
+                tfhe_container(ObjectKind::TfheBit, *key, &[ser_ct(b.ciphertext())])
+            }
         }
     }
 }
@@ -261,13 +268,28 @@ pub fn payload_kind(bytes: &[u8]) -> Option<ObjectKind> {
     tfhe_kind(bytes)
 }
 
-fn tfhe_container(kind: ObjectKind, items: &[Vec<u8>]) -> Vec<u8> {
+/// The id of a TFHE client key, which its server key and ciphertexts carry
+/// in their containers (as a CKKS or BGV object carries its secret's, see
+/// [`hecloud_rlwe::KeyId`]): a domain-separated BLAKE3 hash of the key's
+/// versioned bytes.
+pub fn tfhe_key_id(client_key: &tfhe::shortint::ClientKey) -> Result<KeyId, ObjectError> {
+    let bytes = zeroize::Zeroizing::new(versioned_bytes(client_key)?);
+    let hash = blake3::Hasher::new_derive_key("hecloud tfhe key id v1")
+        .update(&bytes)
+        .finalize();
+    let mut id = [0; 16];
+    id.copy_from_slice(&hash.as_bytes()[..16]);
+    Ok(KeyId(id))
+}
+
+fn tfhe_container(kind: ObjectKind, key: KeyId, items: &[Vec<u8>]) -> Vec<u8> {
     let mut w = Writer::new();
     w.bytes_raw(&TFHE_MAGIC);
     w.u16(TFHE_FORMAT_VERSION);
     w.u8(kind as u8);
     w.u8(0);
     w.bytes_raw(&TfheParamSpec::Message2Carry2.hash());
+    w.bytes_raw(&key.0);
     w.len(items.len());
     for i in items {
         w.bytes(i);
@@ -474,10 +496,10 @@ impl SessionParams {
                 d.level = k.params().max_level() as u32;
                 d.count = k.digits() as u32;
             }
-            Object::TfheServerKey(_) | Object::TfheBit(_) => {
+            Object::TfheServerKey(..) | Object::TfheBit(..) => {
                 d.param_hash = TfheParamSpec::Message2Carry2.hash();
             }
-            Object::TfheUint(u) => {
+            Object::TfheUint(u, _) => {
                 d.param_hash = TfheParamSpec::Message2Carry2.hash();
                 d.count = u.width() as u32;
             }
@@ -577,6 +599,7 @@ fn decode_tfhe(spec: TfheParamSpec, kind: ObjectKind, bytes: &[u8]) -> Result<Ob
     if r.hash()? != spec.hash() {
         return Err(tfhe_err("parameter hash does not match the session"));
     }
+    let key = KeyId(r.take(16)?.try_into().expect("16 bytes"));
     let (lo, hi) = match kind {
         ObjectKind::TfheUint => (MIN_WIDTH, MAX_WIDTH),
         _ => (1, 1),
@@ -591,7 +614,7 @@ fn decode_tfhe(spec: TfheParamSpec, kind: ObjectKind, bytes: &[u8]) -> Result<Ob
     }
     let obj = if kind == ObjectKind::TfheServerKey {
         let item = r.bytes("tfhe server key", MAX_TFHE_SERVER_KEY_BYTES)?;
-        Object::TfheServerKey(Box::new(decode_server_key(item)?))
+        Object::TfheServerKey(Box::new(decode_server_key(item)?), key)
     } else {
         let mut bits = Vec::with_capacity(count.min(r.remaining() / 4));
         for _ in 0..count {
@@ -599,9 +622,9 @@ fn decode_tfhe(spec: TfheParamSpec, kind: ObjectKind, bytes: &[u8]) -> Result<Ob
             bits.push(decode_bit(item)?);
         }
         if kind == ObjectKind::TfheBit {
-            Object::TfheBit(bits.pop().ok_or_else(|| tfhe_err("no bit"))?)
+            Object::TfheBit(bits.pop().ok_or_else(|| tfhe_err("no bit"))?, key)
         } else {
-            Object::TfheUint(EncryptedUint::from_bits(bits).map_err(tfhe_err)?)
+            Object::TfheUint(EncryptedUint::from_bits(bits).map_err(tfhe_err)?, key)
         }
     };
     r.finish()?;
@@ -654,6 +677,8 @@ pub struct SessionKeys {
     params: SessionParams,
     ckks: Option<CkksRuntime>,
     tfhe: Option<TfheEngine>,
+    /// The id of the client key the TFHE server key was made from.
+    tfhe_key: KeyId,
     bgv: Option<BgvRuntime>,
     refresh: Option<RefreshKeys>,
     boot: Option<BootRuntime>,
@@ -766,12 +791,12 @@ impl SessionKeys {
             }
         }
         eval.galois = galois;
-        let tfhe = match &spec.tfhe_server_key {
+        let (tfhe, tfhe_key) = match &spec.tfhe_server_key {
             Some(id) => match get(id, ObjectKind::TfheServerKey)? {
-                Object::TfheServerKey(k) => Some(TfheEngine::from_keys(None, *k)),
-                _ => None,
+                Object::TfheServerKey(k, key) => (Some(TfheEngine::from_keys(None, *k)), key),
+                _ => (None, KeyId::NONE),
             },
-            None => None,
+            None => (None, KeyId::NONE),
         };
         let mut bgv = hecloud_bgv::EvaluationKeys {
             relin: None,
@@ -819,7 +844,9 @@ impl SessionKeys {
             }
             None => None,
         };
-        let mut keys = Self::from_parts(params, eval, tfhe)?.with_bgv_keys(Arc::new(bgv))?;
+        let mut keys = Self::from_parts(params, eval, tfhe)?
+            .with_bgv_keys(Arc::new(bgv))?
+            .with_tfhe_key_id(tfhe_key);
         if let Some((c, b, policy)) = refresh {
             keys = keys.with_refresh(c, b, policy)?;
         }
@@ -988,10 +1015,25 @@ impl SessionKeys {
             params,
             ckks,
             tfhe,
+            tfhe_key: KeyId::NONE,
             bgv,
             refresh: None,
             boot: None,
         })
+    }
+
+    /// Sets the id of the client key its TFHE server key was made from
+    /// ([`tfhe_key_id`]; [`SessionKeys::load`] reads it from the server
+    /// key's container): the key its TFHE inputs must be under and its
+    /// TFHE outputs are written under.
+    pub fn with_tfhe_key_id(mut self, key: KeyId) -> Self {
+        self.tfhe_key = key;
+        self
+    }
+
+    /// The key id of [`Self::with_tfhe_key_id`] ([`KeyId::NONE`] unless set).
+    pub fn tfhe_key_id(&self) -> KeyId {
+        self.tfhe_key
     }
 
     /// The parameters.
@@ -1554,7 +1596,7 @@ impl PayloadCheck {
                 "not the TFHE parameter set of this server",
             ));
         }
-        let count = u32::from_le_bytes([h[40], h[41], h[42], h[43]]) as usize;
+        let count = u32::from_le_bytes([h[56], h[57], h[58], h[59]]) as usize;
         let (lo, hi) = match self.kind {
             ObjectKind::TfheUint => (MIN_WIDTH, MAX_WIDTH),
             _ => (1, 1),
@@ -1649,11 +1691,12 @@ mod payload_check_tests {
         w.u8(ObjectKind::TfheUint as u8);
         w.u8(0);
         w.bytes_raw(&TfheParamSpec::Message2Carry2.hash());
+        w.bytes_raw(&[0; 16]);
         w.len(2);
         w.bytes(b"abc");
         w.bytes(b"");
         let b = w.into_bytes();
-        for split in [1, 5, 44, b.len()] {
+        for split in [1, 5, 60, b.len()] {
             check(ObjectKind::TfheUint, &b, &[], split).unwrap();
             assert!(check(ObjectKind::TfheBit, &b, &[], split).is_err());
             assert!(check(ObjectKind::TfheUint, &b[..b.len() - 5], &[], split).is_err());

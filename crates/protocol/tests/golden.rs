@@ -106,8 +106,9 @@ fn bless() {
     };
     let (value, width) = TFHE_UINT;
     let bits = (0..width).map(|i| wire(value >> i & 1 == 1)).collect();
-    let uint = Object::TfheUint(EncryptedUint::from_bits(bits).unwrap());
-    let bit = Object::TfheBit(wire(TFHE_BIT));
+    let key = hecloud_protocol::object::tfhe_key_id(&ck).unwrap();
+    let uint = Object::TfheUint(EncryptedUint::from_bits(bits).unwrap(), key);
+    let bit = Object::TfheBit(wire(TFHE_BIT), key);
 
     let mut files: Vec<(String, Vec<u8>)> = vec![
         ("ckks-secret-key".into(), sk.export_bytes().to_vec()),
@@ -371,12 +372,14 @@ fn tfhe_objects_keep_their_meaning() {
     let files = golden();
     let sp = session_params();
     let ck: tfhe::shortint::ClientKey = unversion(&files["tfhe-client-key"]).unwrap();
-    let Object::TfheUint(u) = sp
+    let key = hecloud_protocol::object::tfhe_key_id(&ck).unwrap();
+    let Object::TfheUint(u, k) = sp
         .decode(ObjectKind::TfheUint, &files["tfhe-uint"])
         .unwrap()
     else {
         panic!("tfhe-uint")
     };
+    assert_eq!(k, key);
     let (value, width) = TFHE_UINT;
     assert_eq!(u.width(), width);
     let got = u
@@ -386,8 +389,9 @@ fn tfhe_objects_keep_their_meaning() {
         .map(|(i, b)| (ck.decrypt(b.ciphertext()) as u128) << i)
         .sum::<u128>();
     assert_eq!(got, value);
-    let Object::TfheBit(b) = sp.decode(ObjectKind::TfheBit, &files["tfhe-bit"]).unwrap() else {
+    let Object::TfheBit(b, k) = sp.decode(ObjectKind::TfheBit, &files["tfhe-bit"]).unwrap() else {
         panic!("tfhe-bit")
     };
+    assert_eq!(k, key);
     assert_eq!(ck.decrypt(b.ciphertext()), TFHE_BIT as u64);
 }

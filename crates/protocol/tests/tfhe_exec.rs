@@ -9,6 +9,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use hecloud_circuits::{BitEngine, EncryptedUint, TfheEngine};
 use hecloud_protocol::*;
+use hecloud_rlwe::KeyId;
 use rand_core::RngCore;
 
 #[test]
@@ -17,12 +18,15 @@ fn tfhe_sum_compare_min_max_through_bytes() {
 
     // Client: keys and inputs.
     let client = TfheEngine::generate();
-    let sk_bytes = Object::TfheServerKey(Box::new(client.server_key().clone())).to_bytes();
+    let key = object::tfhe_key_id(client.client_key().unwrap()).unwrap();
+    let sk_bytes = Object::TfheServerKey(Box::new(client.server_key().clone()), key).to_bytes();
     const W: usize = 4;
     let vals: Vec<u128> = (0..3).map(|_| (rng.next_u32() % 16) as u128).collect();
     let payloads: Vec<Vec<u8>> = vals
         .iter()
-        .map(|&v| Object::TfheUint(EncryptedUint::encrypt_u128(&client, v, W).unwrap()).to_bytes())
+        .map(|&v| {
+            Object::TfheUint(EncryptedUint::encrypt_u128(&client, v, W).unwrap(), key).to_bytes()
+        })
         .collect();
 
     eprintln!(
@@ -77,6 +81,26 @@ fn tfhe_sum_compare_min_max_through_bytes() {
     })
     .unwrap();
     assert_eq!(progress, v.schedule().len());
+    assert_eq!(keys.tfhe_key_id(), key);
+    // Every output is under the session's client key.
+    for (name, o) in &out {
+        assert!(
+            matches!(o, Object::TfheUint(_, k) | Object::TfheBit(_, k) if *k == key),
+            "{name}"
+        );
+    }
+    // An input under another client key (the id of another folder) is
+    // refused before anything runs: it would compute garbage bits.
+    let mut foreign = inputs.clone();
+    let Object::TfheUint(u, _) = &inputs[2] else {
+        unreachable!()
+    };
+    foreign[2] = Object::TfheUint(u.clone(), hecloud_rlwe::KeyId([9; 16]));
+    let e = execute(&v, &keys, &foreign, &AtomicBool::new(false), &mut |_| {}).unwrap_err();
+    assert!(
+        matches!(&e, ExecError::InputMismatch { index: 2, reason } if reason.contains("key")),
+        "{e}"
+    );
 
     // The size estimate is exact for TFHE outputs.
     let sizes: u64 = out.iter().map(|(_, o)| o.to_bytes().len() as u64).sum();
@@ -88,11 +112,11 @@ fn tfhe_sum_compare_min_max_through_bytes() {
         .map(|(_, o)| sp.decode(o.kind(), &o.to_bytes()).unwrap())
         .collect();
     let uint = |o: &Object| match o {
-        Object::TfheUint(u) => u.decrypt_u128(&client).unwrap(),
+        Object::TfheUint(u, _) => u.decrypt_u128(&client).unwrap(),
         _ => panic!("not an integer"),
     };
     let bit = |o: &Object| match o {
-        Object::TfheBit(b) => client.decrypt_bit(b).unwrap(),
+        Object::TfheBit(b, _) => client.decrypt_bit(b).unwrap(),
         _ => panic!("not a bit"),
     };
     let (a, b, c) = (vals[0], vals[1], vals[2]);
@@ -101,7 +125,7 @@ fn tfhe_sum_compare_min_max_through_bytes() {
     assert_eq!(bit(&back[2]), c >= a, "{c} >= {a}");
     assert_eq!(uint(&back[3]), b.min(c));
     assert_eq!(uint(&back[4]), a.max(c));
-    assert!(matches!(&out[0].1, Object::TfheUint(u) if u.width() == W + 2));
+    assert!(matches!(&out[0].1, Object::TfheUint(u, _) if u.width() == W + 2));
 
     // Mutated payloads: a typed error or a well-formed object, never a panic.
     let bit_bytes = back[1].to_bytes();
@@ -163,7 +187,7 @@ fn a_cancel_raised_during_a_long_sum_stops_it_inside_the_node() {
     .unwrap();
     // The key is counted at about its stored size (the server's key cache
     // budgets by it).
-    let stored = Object::TfheServerKey(Box::new(client.server_key().clone()))
+    let stored = Object::TfheServerKey(Box::new(client.server_key().clone()), KeyId::NONE)
         .to_bytes()
         .len() as f64;
     let counted = keys.memory_bytes() as f64;
@@ -177,7 +201,10 @@ fn a_cancel_raised_during_a_long_sum_stops_it_inside_the_node() {
     const W: usize = 8;
     let inputs: Vec<Object> = (0..N)
         .map(|i| {
-            Object::TfheUint(EncryptedUint::encrypt_u128(&client, (i % 256) as u128, W).unwrap())
+            Object::TfheUint(
+                EncryptedUint::encrypt_u128(&client, (i % 256) as u128, W).unwrap(),
+                KeyId::NONE,
+            )
         })
         .collect();
     let types: Vec<ValueType> = inputs.iter().map(|o| o.value_type().unwrap()).collect();

@@ -35,8 +35,8 @@ pub const MAX_GRAPH_CIRCUIT_BITS: usize = 8 * MAX_CIRCUIT_BITS;
 /// Serialized size of one TFHE bit in a container (an LWE ciphertext of
 /// dimension 2048, its metadata and length prefix).
 pub const TFHE_BIT_BYTES: u64 = 16_558;
-/// Header of a TFHE container.
-pub const TFHE_CONTAINER_HEADER: u64 = 44;
+/// Header of a TFHE container (see [`crate::object`]).
+pub const TFHE_CONTAINER_HEADER: u64 = crate::object::TFHE_HEADER_LEN as u64;
 /// Estimated seconds per TFHE bootstrap on one core (for the cost estimate).
 pub const BOOTSTRAP_SECONDS: f64 = 0.012;
 
