@@ -514,6 +514,19 @@ impl SessionParams {
     }
 }
 
+/// The key ids of a scheme's relinearization and Galois keys.
+fn evaluation_key_ids<'a>(
+    relin: Option<&'a RelinearizationKey>,
+    galois: Option<&'a GaloisKeys>,
+) -> impl Iterator<Item = KeyId> + 'a {
+    let galois = galois.into_iter().flat_map(GaloisKeys::iter);
+    relin
+        .map(|k| &k.0)
+        .into_iter()
+        .chain(galois.map(GaloisKey::switching_key))
+        .map(SwitchingKey::key_id)
+}
+
 /// The one key of `keys` (all made under one secret), or a typed refusal.
 fn one_key(
     scheme: &'static str,
@@ -1047,18 +1060,11 @@ impl SessionKeys {
     /// session with none of them). Refused: keys of different secrets.
     pub fn ckks_key_id(&self) -> Result<KeyId, SessionError> {
         let eval = self.ckks.as_ref().map(|rt| rt.evaluator.keys());
-        let relin = eval.and_then(|k| k.relin.as_ref()).map(|k| k.0.key_id());
-        let galois = eval
-            .into_iter()
-            .flat_map(|k| k.galois.elements().filter_map(|g| k.galois.get(g).ok()))
-            .map(|k| k.switching_key().key_id());
         let pk = self.refresh.as_ref().and_then(|r| r.ckks_pk.as_ref());
         let boot = self.boot.as_ref().and_then(|b| b.encapsulation.as_ref());
         one_key(
             "CKKS",
-            relin
-                .into_iter()
-                .chain(galois)
+            evaluation_key_ids(eval.and_then(|k| k.relin.as_ref()), eval.map(|k| &k.galois))
                 .chain(pk.map(PublicKey::key_id))
                 .chain(boot.map(EncapsulationKeys::key_id)),
         )
@@ -1068,17 +1074,10 @@ impl SessionKeys {
     /// relinearization, Galois and refresh keys.
     pub fn bgv_key_id(&self) -> Result<KeyId, SessionError> {
         let eval = self.bgv.as_ref().map(|rt| &rt.keys);
-        let relin = eval.and_then(|k| k.relin.as_ref()).map(|k| k.0.key_id());
-        let galois = eval
-            .into_iter()
-            .flat_map(|k| k.galois.elements().filter_map(|g| k.galois.get(g).ok()))
-            .map(|k| k.switching_key().key_id());
         let pk = self.refresh.as_ref().and_then(|r| r.bgv_pk.as_ref());
         one_key(
             "BGV",
-            relin
-                .into_iter()
-                .chain(galois)
+            evaluation_key_ids(eval.and_then(|k| k.relin.as_ref()), eval.map(|k| &k.galois))
                 .chain(pk.map(PublicKey::key_id)),
         )
     }

@@ -446,6 +446,11 @@ impl GaloisKeys {
         Self::default()
     }
 
+    /// The keys, by Galois element.
+    pub fn iter(&self) -> impl Iterator<Item = &GaloisKey> {
+        self.keys.values()
+    }
+
     /// Adds (or replaces) a key.
     pub fn insert(&mut self, key: GaloisKey) {
         self.keys.insert(key.galois_element, key);
