@@ -629,6 +629,21 @@ async fn ckks_graph_jobs_match_plaintext_and_bad_graphs_are_refused() {
     // and corrupt uploads did not decode and their jobs decoded them again
     // to say why.
     assert_eq!(s.server.inputs_decoded_on_upload(), 3);
+    // A ciphertext of another key folder over the same parameters (well
+    // formed, so accepted as an upload) is refused at submission, naming
+    // the input and the keys: computed, it would decrypt as noise.
+    let stranger = KeySet::generate(&params, &[], false).unwrap();
+    let o = alice
+        .upload(
+            "ckks.ciphertext",
+            Arc::new(encrypted(&params, &stranger, &values)),
+        )
+        .await
+        .unwrap();
+    let job = identity(&o.object_id);
+    let (c, m) = code(alice.submit(rpc::JOB_KIND_GRAPH, job.encode(), "").await);
+    assert_eq!(c, Code::InvalidArgument);
+    assert!(m.contains("input 0") && m.contains("under key"), "{m}");
     let _ = ObjectKind::CkksCiphertext;
     s.server.stop().await.unwrap();
 }

@@ -131,14 +131,6 @@ pub fn execute_with_refresh(
             ),
         });
     }
-    let session_key = |bgv: bool| {
-        if bgv {
-            keys.bgv_key_id()
-        } else {
-            keys.ckks_key_id()
-        }
-        .map_err(|e| ExecError::KeysMismatch(e.to_string()))
-    };
     for (i, (obj, want)) in inputs.iter().zip(&graph.inputs).enumerate() {
         match obj.value_type() {
             Some(t) if t == *want => {}
@@ -149,24 +141,8 @@ pub fn execute_with_refresh(
                 });
             }
         }
-        // Under another key an input would compute noise, with no error
-        // of its own.
-        let keyed = match obj {
-            Object::CkksCiphertext(ct) => Some((ct.key_id(), session_key(false)?)),
-            Object::BgvCiphertext(ct) => Some((ct.key_id(), session_key(true)?)),
-            Object::TfheUint(_, k) | Object::TfheBit(_, k) => Some((*k, keys.tfhe_key_id())),
-            _ => None,
-        };
-        if let Some((found, key)) = keyed
-            && key.check(found).is_err()
-        {
-            return Err(ExecError::InputMismatch {
-                index: i,
-                reason: format!(
-                    "encrypted under key {found}, the session's keys are under key {key}"
-                ),
-            });
-        }
+        keys.check_input_key(obj)
+            .map_err(|reason| ExecError::InputMismatch { index: i, reason })?;
     }
     let mut run = Run {
         g: graph,

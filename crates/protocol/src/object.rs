@@ -1070,6 +1070,24 @@ impl SessionKeys {
         )
     }
 
+    /// Refused, with the reason: a job input under another key than the
+    /// session's (CKKS and BGV ciphertexts against [`Self::ckks_key_id`]
+    /// and [`Self::bgv_key_id`], TFHE objects against
+    /// [`Self::tfhe_key_id`]), which would compute noise with no error of
+    /// its own; the session's keys themselves of two secrets.
+    pub fn check_input_key(&self, input: &Object) -> Result<(), String> {
+        let (found, key) = match input {
+            Object::CkksCiphertext(ct) => (ct.key_id(), self.ckks_key_id()),
+            Object::BgvCiphertext(ct) => (ct.key_id(), self.bgv_key_id()),
+            Object::TfheUint(_, k) | Object::TfheBit(_, k) => (*k, Ok(self.tfhe_key)),
+            _ => return Ok(()),
+        };
+        let key = key.map_err(|e| e.to_string())?;
+        key.check(found).map_err(|_| {
+            format!("encrypted under key {found}, the session's keys are under key {key}")
+        })
+    }
+
     /// [`Self::ckks_key_id`] for BGV: the key of the session's BGV
     /// relinearization, Galois and refresh keys.
     pub fn bgv_key_id(&self) -> Result<KeyId, SessionError> {

@@ -656,6 +656,8 @@ impl GraphExecutor {
                             .map_err(|e| JobError::Invalid(format!("input {i} ({id}): {e}")))?
                     }
                 };
+                keys.check_input_key(&obj)
+                    .map_err(|e| JobError::Invalid(format!("input {i} ({id}): {e}")))?;
                 // The store checked that the bytes hash to their id on upload.
                 let desc = params.descriptor(*id, meta.size, &obj);
                 let ty = value_type_of(&desc)
