@@ -488,32 +488,35 @@ fn cancellation_progress_and_mismatches() {
     ));
 }
 
-#[test]
-fn session_keys_load_from_payloads_and_check_hashes() {
-    let s = setup();
-    let ev = s.ks.evaluation_keys();
-    let relin = ev.relin.as_ref().unwrap().to_bytes(true);
-    let galois: Vec<Vec<u8>> = ev
-        .galois
-        .elements()
-        .map(|e| ev.galois.get(e).unwrap().to_bytes(true))
-        .collect();
+/// A session spec naming a relinearization key's bytes and Galois keys,
+/// and a store holding their bytes by id.
+fn stored_session(
+    relin: &[u8],
+    galois: &hecloud_rlwe::GaloisKeys,
+) -> (SessionSpec, std::collections::HashMap<ObjectId, Vec<u8>>) {
+    let galois: Vec<Vec<u8>> = galois.iter().map(|k| k.to_bytes(true)).collect();
     let spec = SessionSpec {
         params: ParamSpec {
             ckks: Some(CkksParamSpec::from_literal(&test_literal(10, LEVELS), 45)),
             tfhe: None,
         },
-        relin_key: Some(ObjectId::of(&relin)),
+        relin_key: Some(ObjectId::of(relin)),
         galois_keys: galois.iter().map(|b| ObjectId::of(b)).collect(),
-        tfhe_server_key: None,
         ..SessionSpec::default()
     };
+    let mut store: std::collections::HashMap<ObjectId, Vec<u8>> =
+        galois.into_iter().map(|b| (ObjectId::of(&b), b)).collect();
+    store.insert(ObjectId::of(relin), relin.to_vec());
+    (spec, store)
+}
+
+#[test]
+fn session_keys_load_from_payloads_and_check_hashes() {
+    let s = setup();
+    let ev = s.ks.evaluation_keys();
+    let relin = ev.relin.as_ref().unwrap().to_bytes(true);
+    let (spec, store) = stored_session(&relin, &ev.galois);
     let spec = SessionSpec::decode(&spec.encode()).unwrap();
-    let mut store: std::collections::HashMap<ObjectId, Vec<u8>> = galois
-        .iter()
-        .map(|b| (ObjectId::of(b), b.clone()))
-        .collect();
-    store.insert(ObjectId::of(&relin), relin.clone());
     // Insecure literal refused unless allowed.
     assert!(matches!(
         SessionParams::build(&spec.params, false),
@@ -561,7 +564,7 @@ fn session_keys_load_from_payloads_and_check_hashes() {
     ));
     // Descriptors come from the payload.
     let (d, _) = sp()
-        .describe(ObjectKind::CkksGaloisKey, &galois[0])
+        .describe(ObjectKind::CkksGaloisKey, &store[&spec.galois_keys[0]])
         .unwrap();
     assert_eq!(d.id, spec.galois_keys[0]);
     assert!(d.galois_element % 2 == 1 && d.level as usize == LEVELS);
@@ -598,27 +601,8 @@ fn objects_of_another_key_folder_are_refused() {
     let stranger = KeySet::generate(&s.params, &ROTATIONS, true).unwrap();
     assert_eq!(s.keys.ckks_key_id().unwrap(), s.ks.secret_key().key_id());
     // Keys of two folders.
-    let mine = s.ks.evaluation_keys();
     let relin = stranger.evaluation_keys().relin.unwrap().to_bytes(true);
-    let galois: Vec<Vec<u8>> = mine
-        .galois
-        .elements()
-        .map(|e| mine.galois.get(e).unwrap().to_bytes(true))
-        .collect();
-    let spec = SessionSpec {
-        params: ParamSpec {
-            ckks: Some(CkksParamSpec::from_literal(&test_literal(10, LEVELS), 45)),
-            tfhe: None,
-        },
-        relin_key: Some(ObjectId::of(&relin)),
-        galois_keys: galois.iter().map(|b| ObjectId::of(b)).collect(),
-        ..SessionSpec::default()
-    };
-    let mut store: std::collections::HashMap<ObjectId, Vec<u8>> = galois
-        .iter()
-        .map(|b| (ObjectId::of(b), b.clone()))
-        .collect();
-    store.insert(ObjectId::of(&relin), relin);
+    let (spec, store) = stored_session(&relin, &s.ks.evaluation_keys().galois);
     let sp = SessionParams::build(&spec.params, true).unwrap();
     assert!(matches!(
         SessionKeys::load(&spec, sp, |id| store.get(id).cloned()),
