@@ -688,7 +688,7 @@ impl TfheKeyDir {
         let kind = tfhe_kind(bytes)
             .ok_or_else(|| ClientError::Invalid("not a TFHE integer or bit object".into()))?;
         let obj = tfhe_params().decode(kind, bytes).map_err(crypto)?;
-        let e = self.engine()?;
+        // Checked before the engine reads the server key (115 MiB).
         if let Object::TfheUint(_, key) | Object::TfheBit(_, key) = &obj {
             self.key.check(*key).map_err(|_| {
                 ClientError::Crypto(format!(
@@ -697,6 +697,7 @@ impl TfheKeyDir {
                 ))
             })?;
         }
+        let e = self.engine()?;
         match obj {
             Object::TfheUint(u, _) => u.decrypt_biguint(e).map_err(crypto),
             Object::TfheBit(b, _) => {

@@ -585,16 +585,20 @@ async fn ckks_graph_jobs_match_plaintext_and_bad_graphs_are_refused() {
     let (c, m) = code(alice.submit(rpc::JOB_KIND_GRAPH, job.encode(), "").await);
     assert_eq!(c, Code::InvalidArgument);
     assert!(m.contains("graph refused"), "{m}");
-    // A job that returns its input as it is.
-    let identity = |object_id: &str| {
+    // A job that returns its input as it is, submitted: refused as
+    // INVALID_ARGUMENT, with the server's message.
+    let refused_identity = async |object_id: &str| {
         let mut g = hecloud_protocol::Graph::new();
         let x = g.input(0);
         g.output("x", x);
-        hecloud_protocol::JobSubmission {
+        let job = hecloud_protocol::JobSubmission {
             session,
             graph: g,
             inputs: vec![ObjectId::from_hex(object_id).unwrap()],
-        }
+        };
+        let (c, m) = code(alice.submit(rpc::JOB_KIND_GRAPH, job.encode(), "").await);
+        assert_eq!(c, Code::InvalidArgument, "{m}");
+        m
     };
     // Bytes that are not a ciphertext are refused as they arrive; stored
     // as opaque bytes, they are no job input.
@@ -602,9 +606,7 @@ async fn ckks_graph_jobs_match_plaintext_and_bad_graphs_are_refused() {
     let (c, m) = code(alice.upload("ckks.ciphertext", junk.clone()).await);
     assert_eq!(c, Code::InvalidArgument, "{m}");
     let o = alice.upload(rpc::OPAQUE_KIND, junk).await.unwrap();
-    let job = identity(&o.object_id);
-    let (c, m) = code(alice.submit(rpc::JOB_KIND_GRAPH, job.encode(), "").await);
-    assert_eq!(c, Code::InvalidArgument);
+    let m = refused_identity(&o.object_id).await;
     assert!(m.contains("input 0"), "{m}");
     // A ciphertext of this session with a residue out of range in its last
     // limb (128 bits set cover one whole), sent in small chunks: the decoder
@@ -619,9 +621,7 @@ async fn ckks_graph_jobs_match_plaintext_and_bad_graphs_are_refused() {
         .upload("ckks.ciphertext", Arc::new(bad))
         .await
         .unwrap();
-    let job = identity(&o.object_id);
-    let (c, m) = code(alice.submit(rpc::JOB_KIND_GRAPH, job.encode(), "").await);
-    assert_eq!(c, Code::InvalidArgument);
+    let m = refused_identity(&o.object_id).await;
     assert!(m.contains("input 0") && m.contains("range"), "{m}");
     // Once the first job had loaded the session, the next three ciphertexts
     // (count 5 and 32, the rotation input) were decoded as their uploads
@@ -640,9 +640,7 @@ async fn ckks_graph_jobs_match_plaintext_and_bad_graphs_are_refused() {
         )
         .await
         .unwrap();
-    let job = identity(&o.object_id);
-    let (c, m) = code(alice.submit(rpc::JOB_KIND_GRAPH, job.encode(), "").await);
-    assert_eq!(c, Code::InvalidArgument);
+    let m = refused_identity(&o.object_id).await;
     assert!(m.contains("input 0") && m.contains("under key"), "{m}");
     let _ = ObjectKind::CkksCiphertext;
     s.server.stop().await.unwrap();

@@ -141,9 +141,9 @@ pub fn execute_with_refresh(
                 });
             }
         }
-        keys.check_input_key(obj)
-            .map_err(|reason| ExecError::InputMismatch { index: i, reason })?;
     }
+    keys.check_input_keys(inputs)
+        .map_err(|(index, reason)| ExecError::InputMismatch { index, reason })?;
     let mut run = Run {
         g: graph,
         keys,

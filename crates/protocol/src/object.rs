@@ -1070,22 +1070,32 @@ impl SessionKeys {
         )
     }
 
-    /// Refused, with the reason: a job input under another key than the
-    /// session's (CKKS and BGV ciphertexts against [`Self::ckks_key_id`]
-    /// and [`Self::bgv_key_id`], TFHE objects against
-    /// [`Self::tfhe_key_id`]), which would compute noise with no error of
-    /// its own; the session's keys themselves of two secrets.
-    pub fn check_input_key(&self, input: &Object) -> Result<(), String> {
-        let (found, key) = match input {
-            Object::CkksCiphertext(ct) => (ct.key_id(), self.ckks_key_id()),
-            Object::BgvCiphertext(ct) => (ct.key_id(), self.bgv_key_id()),
-            Object::TfheUint(_, k) | Object::TfheBit(_, k) => (*k, Ok(self.tfhe_key)),
-            _ => return Ok(()),
-        };
-        let key = key.map_err(|e| e.to_string())?;
-        key.check(found).map_err(|_| {
-            format!("encrypted under key {found}, the session's keys are under key {key}")
-        })
+    /// Refused, with the first offending input's position and the reason:
+    /// a job input under another key than the session's (CKKS and BGV
+    /// ciphertexts against [`Self::ckks_key_id`] and [`Self::bgv_key_id`],
+    /// TFHE objects against [`Self::tfhe_key_id`]), which would compute
+    /// noise with no error of its own; the session's keys themselves of
+    /// two secrets. Each scheme's id is computed once, at its first input.
+    pub fn check_input_keys(&self, inputs: &[Object]) -> Result<(), (usize, String)> {
+        let (ckks, bgv) = (std::cell::OnceCell::new(), std::cell::OnceCell::new());
+        for (i, input) in inputs.iter().enumerate() {
+            let (found, key) = match input {
+                Object::CkksCiphertext(ct) => {
+                    (ct.key_id(), ckks.get_or_init(|| self.ckks_key_id()))
+                }
+                Object::BgvCiphertext(ct) => (ct.key_id(), bgv.get_or_init(|| self.bgv_key_id())),
+                Object::TfheUint(_, k) | Object::TfheBit(_, k) => (*k, &Ok(self.tfhe_key)),
+                _ => continue,
+            };
+            let key = key.as_ref().map_err(|e| (i, e.to_string()))?;
+            key.check(found).map_err(|_| {
+                (
+                    i,
+                    format!("encrypted under key {found}, the session's keys are under key {key}"),
+                )
+            })?;
+        }
+        Ok(())
     }
 
     /// [`Self::ckks_key_id`] for BGV: the key of the session's BGV

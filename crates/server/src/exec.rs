@@ -656,8 +656,6 @@ impl GraphExecutor {
                             .map_err(|e| JobError::Invalid(format!("input {i} ({id}): {e}")))?
                     }
                 };
-                keys.check_input_key(&obj)
-                    .map_err(|e| JobError::Invalid(format!("input {i} ({id}): {e}")))?;
                 // The store checked that the bytes hash to their id on upload.
                 let desc = params.descriptor(*id, meta.size, &obj);
                 let ty = value_type_of(&desc)
@@ -666,6 +664,8 @@ impl GraphExecutor {
             })
             .collect::<Result<Vec<_>, JobError>>()?;
         let (inputs, types): (Vec<_>, Vec<_>) = decoded.into_iter().unzip();
+        keys.check_input_keys(&inputs)
+            .map_err(|(i, e)| JobError::Invalid(format!("input {i} ({}): {e}", job.inputs[i])))?;
         let limits = ValidationLimits {
             max_est_seconds: max_seconds,
         };
