@@ -18,6 +18,7 @@ use std::arch::x86_64::*;
 use std::sync::OnceLock;
 
 use crate::Modulus;
+use crate::ntt::simd::{AHEAD, prefetch};
 use crate::ntt::{NttTable, splits};
 
 type D = __m256d;
@@ -678,6 +679,10 @@ pub(crate) fn dot_product_pair(
                 r0 = k.reduce(r0);
                 r1 = k.reduce(r1);
             }
+            if c % 8 == 0 {
+                prefetch(y0, c + AHEAD);
+                prefetch(y1, c + AHEAD);
+            }
             let x = load_u64(&x[c..]);
             r0 = add(r0, k.mul(x, load_u64(&y0[c..])));
             r1 = add(r1, k.mul(x, load_u64(&y1[c..])));
@@ -853,6 +858,7 @@ fn combine_all<const T: usize, const ANY_WIDE: bool>(
         }
         let mut terms = 1;
         for (j, s) in srcs.iter().enumerate() {
+            prefetch(s, c + AHEAD);
             let split = ANY_WIDE && splits(src_bits[j]);
             let per_term = if split { 2 } else { 1 };
             if terms + per_term > RUN {

@@ -6,6 +6,7 @@
 use std::arch::x86_64::*;
 
 use super::avx512::{LANES, V, add, csub, join, load, load_repeated, splat, split, store, sub};
+use super::simd::{AHEAD, prefetch};
 use super::splits;
 
 /// Moduli this kernel accepts (exclusive bound).
@@ -164,6 +165,8 @@ pub(crate) fn dot_product_pair(
         for j0 in (0..s.len()).step_by(RUN) {
             let (mut lo0, mut hi0, mut lo1, mut hi1) = (r0, zero, r1, zero);
             for j in j0..s.len().min(j0 + RUN) {
+                prefetch(b[j], c + AHEAD);
+                prefetch(a[j], c + AHEAD);
                 let x = load(&s[j][c..]);
                 let (y0, y1) = (load(&b[j][c..]), load(&a[j][c..]));
                 lo0 = _mm512_madd52lo_epu64(lo0, x, y0);
@@ -393,6 +396,7 @@ fn combine_group<const T: usize, const ANY_WIDE: bool>(
     let zero = _mm512_setzero_si512();
     let (mut lo, mut hi, mut terms) = ([zero; T], [zero; T], 0);
     for (k, s) in srcs.iter().enumerate() {
+        prefetch(s, c + AHEAD);
         let x = load(&s[c..]);
         if ANY_WIDE && splits(src_bits[k]) {
             for t in 0..T {
