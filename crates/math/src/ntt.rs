@@ -18,7 +18,7 @@ pub(crate) mod avx512;
 #[cfg(target_arch = "x86_64")]
 pub(crate) mod avx512ifma;
 #[cfg(target_arch = "x86_64")]
-mod simd;
+pub(crate) mod simd;
 
 /// Whether the 52-bit kernels (IFMA, and double-precision FMA on AVX2)
 /// take a linear combination's source of `bits`-bit entries as two 32-bit

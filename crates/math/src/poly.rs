@@ -905,6 +905,71 @@ pub fn automorphism_permutation(n: usize, k: usize) -> Result<Vec<usize>> {
     Ok(ntt_automorphism_permutation(n, k))
 }
 
+/// `out[p] = src[perm[p]]`: an [`automorphism_permutation`] applied to one
+/// limb, with the permutation as u32 (N ≤ 2^17; half the bytes of usize
+/// beside every limb it moves).
+///
+/// Aligned runs of outputs read aligned runs of `src`, but from lines in
+/// no order a hardware prefetcher follows: the line that output 1024
+/// places later reads is asked for ahead (on x86_64). At N = 2^16 the
+/// permutations' share of a rotation fell from 7 % to 3 % (64 places
+/// ahead: 5.8 %, 256: 3.7 %).
+///
+/// ```
+/// use hecloud_math::poly::{automorphism_permutation, gather};
+/// let perm: Vec<u32> = automorphism_permutation(16, 5).unwrap().iter().map(|&p| p as u32).collect();
+/// let src: Vec<u64> = (100..116).collect();
+/// let mut out = vec![0; 16];
+/// gather(&mut out, &src, &perm);
+/// assert!(out.iter().zip(&perm).all(|(&o, &p)| o == src[p as usize]));
+/// ```
+///
+/// # Panics
+/// If an index of `perm` is outside `src`, or `out` and `perm` differ in
+/// length.
+pub fn gather(out: &mut [u64], src: &[u64], perm: &[u32]) {
+    assert_eq!(out.len(), perm.len(), "one index per output");
+    for (j, (v, &p)) in out.iter_mut().zip(perm).enumerate() {
+        prefetch_gathered(src, perm, j);
+        *v = src[p as usize];
+    }
+}
+
+/// `out[p] = out[p] + src[perm[p]] mod q` ([`gather`] summed in).
+///
+/// ```
+/// use hecloud_math::{Modulus, poly::gather_add};
+/// let q = Modulus::new(97).unwrap();
+/// let mut out = vec![90, 1];
+/// gather_add(&q, &mut out, &[10, 20], &[1, 0]);
+/// assert_eq!(out, vec![13, 11]);
+/// ```
+///
+/// # Panics
+/// As [`gather`].
+pub fn gather_add(q: &Modulus, out: &mut [u64], src: &[u64], perm: &[u32]) {
+    assert_eq!(out.len(), perm.len(), "one index per output");
+    for (j, (v, &p)) in out.iter_mut().zip(perm).enumerate() {
+        prefetch_gathered(src, perm, j);
+        *v = q.add(*v, src[p as usize]);
+    }
+}
+
+/// Asks for the line of `src` that output `j + AHEAD` of a gather reads,
+/// once per 8 outputs (a cache line of them).
+#[inline]
+fn prefetch_gathered(src: &[u64], perm: &[u32], j: usize) {
+    const AHEAD: usize = 1024;
+    #[cfg(target_arch = "x86_64")]
+    if j.is_multiple_of(8)
+        && let Some(&p) = perm.get(j + AHEAD)
+    {
+        crate::ntt::simd::prefetch(src, p as usize);
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = (src, perm, j);
+}
+
 /// Permutation of NTT slots realising X → X^k: `out[p] = in[perm[p]]`.
 fn ntt_automorphism_permutation(n: usize, k: usize) -> Vec<usize> {
     let log_n = n.trailing_zeros();

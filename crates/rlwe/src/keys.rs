@@ -385,8 +385,10 @@ pub struct GaloisKey {
     pub(crate) galois_element: usize,
     /// The switching key, slots moved by π⁻¹.
     pub(crate) key: SwitchingKey,
-    /// NTT-slot permutation π of the automorphism.
-    pub(crate) perm: Arc<Vec<usize>>,
+    /// NTT-slot permutation π of the automorphism, as u32 (N ≤ 2^17): the
+    /// table is read beside every limb it moves, and half its bytes keep
+    /// more of it and the limb in L2.
+    pub(crate) perm: Arc<Vec<u32>>,
 }
 
 impl GaloisKey {
@@ -420,11 +422,15 @@ impl GaloisKey {
     /// Builds the key from its parts (generation and deserialization).
     pub(crate) fn from_parts(galois_element: usize, key: SwitchingKey) -> Result<Self> {
         let n = key.params.n();
-        let perm = Arc::new(automorphism_permutation(n, galois_element)?);
+        let perm: Vec<u32> = automorphism_permutation(n, galois_element)?
+            .into_iter()
+            .map(|p| u32::try_from(p).expect("N ≤ 2^17"))
+            .collect();
         let mut inverse = vec![0; n];
-        for (i, &p) in perm.iter().enumerate() {
-            inverse[p] = i;
+        for (i, &p) in (0u32..).zip(&perm) {
+            inverse[p as usize] = i;
         }
+        let perm = Arc::new(perm);
         let key = key.map_slots(|p| crate::ops::permute_slots(p, &inverse));
         Ok(Self {
             galois_element: galois_element % (2 * n),

@@ -233,7 +233,7 @@ impl GaloisSum {
 
 /// acc += x moved by `perm` (as it is for `None`), or acc = that where
 /// acc is empty; both NTT.
-fn add_moved(acc: &mut Option<RnsPoly>, x: &RnsPoly, perm: Option<&[usize]>) -> Result<()> {
+fn add_moved(acc: &mut Option<RnsPoly>, x: &RnsPoly, perm: Option<&[u32]>) -> Result<()> {
     let Some(a) = acc.as_mut() else {
         *acc = Some(match perm {
             Some(perm) => permute(x, perm)?,
@@ -250,22 +250,19 @@ fn add_moved(acc: &mut Option<RnsPoly>, x: &RnsPoly, perm: Option<&[usize]>) -> 
     }
     let moduli = x.basis().moduli();
     crate::keyswitch::for_each_limb(a.data_mut(), x.degree(), |(i, o)| {
-        let (s, q) = (x.limb(i), &moduli[i]);
-        for (v, &p) in o.iter_mut().zip(perm) {
-            *v = q.add(*v, s[p]);
-        }
+        hecloud_math::poly::gather_add(&moduli[i], o, x.limb(i), perm);
     });
     Ok(())
 }
 
 /// out[p] = x[perm[p]] (an automorphism in the NTT domain).
-pub(crate) fn permute(x: &RnsPoly, perm: &[usize]) -> Result<RnsPoly> {
+pub(crate) fn permute(x: &RnsPoly, perm: &[u32]) -> Result<RnsPoly> {
     check_moved(x, perm)?;
     Ok(permute_slots(x, perm))
 }
 
 /// x can be moved by `perm`: NTT domain, one entry per slot.
-fn check_moved(x: &RnsPoly, perm: &[usize]) -> Result<()> {
+fn check_moved(x: &RnsPoly, perm: &[u32]) -> Result<()> {
     if perm.len() != x.degree() || x.domain() != Domain::Ntt {
         return Err(RlweError::ParameterMismatch);
     }
@@ -274,15 +271,12 @@ fn check_moved(x: &RnsPoly, perm: &[usize]) -> Result<()> {
 
 /// [`permute`] for a permutation of x's degree (any domain: a key's
 /// polynomials are moved by it too).
-pub(crate) fn permute_slots(x: &RnsPoly, perm: &[usize]) -> RnsPoly {
+pub(crate) fn permute_slots(x: &RnsPoly, perm: &[u32]) -> RnsPoly {
     let n = x.degree();
     debug_assert_eq!(perm.len(), n);
     let mut out = crate::pool::pooled_uninit(x.basis(), x.domain());
     crate::keyswitch::for_each_limb(out.data_mut(), n, |(i, o)| {
-        let s = x.limb(i);
-        for (v, &p) in o.iter_mut().zip(perm) {
-            *v = s[p];
-        }
+        hecloud_math::poly::gather(o, x.limb(i), perm);
     });
     out
 }

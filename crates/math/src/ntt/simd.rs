@@ -22,12 +22,12 @@
 /// put the conversion's hottest instructions on its source loads). Asking
 /// 2 KiB ahead made mul+relin+rescale at N = 2^16 8–12 % faster on AVX2
 /// and about as much with IFMA; 1 and 4 KiB measured the same as 2.
-pub(super) const AHEAD: usize = 256;
+pub(crate) const AHEAD: usize = 256;
 
 /// Asks for the cache line of `s[i]` ahead of its use (nothing past the
 /// end of `s`).
 #[inline]
-pub(super) fn prefetch<T>(s: &[T], i: usize) {
+pub(crate) fn prefetch<T>(s: &[T], i: usize) {
     if i < s.len() {
         // SAFETY: `i` is in bounds; a prefetch has no effect on memory and
         // SSE is part of x86_64.
