@@ -77,7 +77,7 @@ impl Op {
         };
         let y = g.drop_level(
             y,
-            params.decoding_level(params.default_scale(), level) as u32,
+            params.checked_decoding_level(params.default_scale(), level) as u32,
         );
         g.output("y", y);
         g

@@ -4,9 +4,11 @@
 //!
 //! 1. One refresh of a full-slot random vector from the lowest level the
 //!    session's mask allows to the top level, as a job `input → refresh(top)
-//!    → drop_level(0) → output` through the embedded TLS server, the client
-//!    answering the refresh request (`Client::serve_refreshes`). The output is
-//!    dropped to level 0 only so that its download is small: dropping limbs
+//!    → drop_level(checked) → output` through the embedded TLS server, the
+//!    client answering the refresh request (`Client::serve_refreshes`). The
+//!    output is dropped to the lowest level that decodes with a check
+//!    (`CkksParameters::checked_decoding_level`) only so that its download
+//!    is small: dropping limbs
 //!    does not change the precision, and the refresh itself still produces
 //!    (and sends back) a top-level ciphertext. The key holder sits on
 //!    loopback, then behind the emulated wide-area link
@@ -331,7 +333,7 @@ fn transfer_of(
     })
 }
 
-/// `input → refresh(top) → drop_level(0) → output`, the input encrypted at
+/// `input → refresh(top) → drop_level(checked) → output`, the input encrypted at
 /// `level`; the client's key-holder session must be open (through `relay`,
 /// stamping `clock`).
 async fn refresh_job(
@@ -347,8 +349,9 @@ async fn refresh_job(
     let input = workload::upload_object(client, ObjectKind::CkksCiphertext, ct.to_bytes()).await?;
     let mut g = Graph::new();
     let x = g.input(0);
-    let r = g.refresh(x, s.params.max_level() as u32);
-    let out = g.drop_level(r, 0);
+    let top = s.params.max_level();
+    let r = g.refresh(x, top as u32);
+    let out = g.drop_level(r, s.params.checked_decoding_level(ct.scale(), top) as u32);
     g.output("y", out);
     let before = responder.stats();
     *clock.lock().unwrap() = None;
@@ -659,7 +662,10 @@ async fn deep_preset(
             x = g.chebyshev(x, coeffs.to_vec(), -1.0, 1.0);
             shape = planner.chebyshev(&shape, &poly)?.out;
         }
-        let out = g.drop_level(x, 0);
+        let out = g.drop_level(
+            x,
+            s.params.checked_decoding_level(shape.scale, shape.level) as u32,
+        );
         g.output("y", out);
         let job = workload::run_job(
             &client,
@@ -873,7 +879,7 @@ async fn bench(opts: &BenchOptions) -> anyhow::Result<()> {
     }
     print!("\n{}", table.render());
     println!(
-        "up/down from the key holder's side: bytes_up and transfer_up: to the key holder (masked request); bytes_down and transfer_down: back to the server (seeded fresh encryption); transfer_up/down measured, not derived from the link's rates: the relay stamps the bytes at the server's side and the key holder's callback stamps its start and end (up: first request byte leaving the server → callback start; down: callback end → last reply byte reaching the server), on loopback through an unshaped pass-through relay (one user-space copy each way, in end_to_end too), on the wide-area link through the shaping relay; transfer = up + down; other = end to end − (mask + decrypt + encrypt + codec + unmask + transfer): the server's gRPC encoding and decoding and its scheduling, negative where the in-process figures overshoot; precision: −log2 of the largest slot error (fresh: secret-key encryption at the top level, as the client and the key holder encrypt; fresh_pk: public-key encryption, whose noise the server's re-randomization adds); output dropped to level 0 after the refresh only for the download"
+        "up/down from the key holder's side: bytes_up and transfer_up: to the key holder (masked request); bytes_down and transfer_down: back to the server (seeded fresh encryption); transfer_up/down measured, not derived from the link's rates: the relay stamps the bytes at the server's side and the key holder's callback stamps its start and end (up: first request byte leaving the server → callback start; down: callback end → last reply byte reaching the server), on loopback through an unshaped pass-through relay (one user-space copy each way, in end_to_end too), on the wide-area link through the shaping relay; transfer = up + down; other = end to end − (mask + decrypt + encrypt + codec + unmask + transfer): the server's gRPC encoding and decoding and its scheduling, negative where the in-process figures overshoot; precision: −log2 of the largest slot error (fresh: secret-key encryption at the top level, as the client and the key holder encrypt; fresh_pk: public-key encryption, whose noise the server's re-randomization adds); output dropped to the checked decoding level after the refresh only for the download"
     );
     for r in &rows {
         println!(

@@ -291,9 +291,10 @@ pub fn statistics_graph(session: ObjectId, input: ObjectId, count: usize) -> Job
     let m2 = g.mul(mean, mean);
     let m2 = g.rescale(m2);
     let var = g.sub(sq_mean, m2);
-    // Both are only decrypted: returned at level 0.
-    let mean = g.drop_level(mean, 0);
-    let var = g.drop_level(var, 0);
+    // Returned at the levels they end at: a drop for the transfer needs
+    // the parameters' checked decoding level (see `deep_refresh_graph`),
+    // and a drop below it would decode a value beyond the headroom as
+    // another (validation refuses it).
     g.output("mean", mean);
     g.output("variance", var);
     JobSubmission {
@@ -339,7 +340,8 @@ pub async fn ckks_statistics(
 /// The deep-computation job: f(x) = (x² + 1)/2 applied `rounds` times
 /// (two levels each), more than the preset has levels, with a refresh to
 /// the top level whenever the next round would go below the lowest level
-/// the session's mask allows; the result returned at level 0. The number
+/// the session's mask allows; the result returned at the lowest level that
+/// decodes with a check. The number
 /// of refresh nodes comes back too.
 pub fn deep_refresh_graph(
     s: &CkksSession,
@@ -377,7 +379,13 @@ pub fn deep_refresh_graph(
         x = g.add(y, half);
         level -= 2;
     }
-    let out = g.drop_level(x, 0);
+    // Only decrypted: returned at the lowest level that decodes with a
+    // check (the scale drifts from the default by the rescales; twice it
+    // errs on the safe side).
+    let checked = s
+        .params
+        .checked_decoding_level(2.0 * s.params.default_scale(), level);
+    let out = g.drop_level(x, checked as u32);
     g.output("y", out);
     Ok((
         JobSubmission {
@@ -448,13 +456,23 @@ pub async fn ckks_deep_refresh(
     })
 }
 
+/// The lowest level the multiply-rotate-sum result of two fresh top-level
+/// ciphertexts decodes at with a check (one level down, at about the
+/// default scale; twice it errs on the safe side).
+pub fn mul_rotate_sum_level(params: &CkksParameters) -> u32 {
+    let level = params.max_level().saturating_sub(1);
+    params.checked_decoding_level(2.0 * params.default_scale(), level) as u32
+}
+
 /// The multiply-rotate-sum job: `rotate_and_sum(rescale(x · y), n)`,
-/// returned at level 0.
+/// returned at `out_level` (dropped to it: for a result that is only
+/// decrypted, [`mul_rotate_sum_level`]), or where it ends.
 pub fn mul_rotate_sum_graph(
     session: ObjectId,
     x: ObjectId,
     y: ObjectId,
     n: usize,
+    out_level: Option<u32>,
 ) -> JobSubmission {
     let mut g = Graph::new();
     let a = g.input(0);
@@ -462,8 +480,10 @@ pub fn mul_rotate_sum_graph(
     let p = g.mul(a, b);
     let p = g.rescale(p);
     let s = g.rotate_and_sum(p, n as u32);
-    // Only decrypted: returned at level 0.
-    let s = g.drop_level(s, 0);
+    let s = match out_level {
+        Some(level) => g.drop_level(s, level),
+        None => s,
+    };
     g.output("sum", s);
     JobSubmission {
         session,
@@ -533,7 +553,8 @@ pub async fn mul_rotate_sum(client: &Client, s: &CkksSession, n: usize) -> Resul
         Some(
             async {
                 let (ix, iy) = (id(&hx)?, id(&hy)?);
-                let job = mul_rotate_sum_graph(s.id, ix, iy, n);
+                let job =
+                    mul_rotate_sum_graph(s.id, ix, iy, n, Some(mul_rotate_sum_level(&s.params)));
                 let info = client
                     .submit_awaiting_inputs(JOB_KIND_GRAPH, job.encode(), "", AWAIT_INPUTS)
                     .await?;

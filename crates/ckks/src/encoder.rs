@@ -292,6 +292,9 @@ impl Encoder {
     /// (a computation that outgrew the headroom) is read over all the
     /// plaintext's primes, checked by its last, or refused with
     /// [`CkksError::ValueOutOfRange`]; it never decodes as another value.
+    /// A plaintext with no prime above those read (a ciphertext dropped
+    /// below [`CkksParameters::checked_decoding_level`], or one that used
+    /// its levels up) is decoded unchecked.
     fn decode_coefficients(&self, pt: &Plaintext) -> Result<Vec<f64>> {
         if pt.params().hash() != self.params.rlwe().hash() {
             return Err(hecloud_rlwe::RlweError::ParameterMismatch.into());

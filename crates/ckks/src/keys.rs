@@ -92,9 +92,9 @@ impl KeySet {
         Ok(Encryptor::new(self.params.rlwe()).encrypt_sk(&self.sk, pt)?)
     }
 
-    /// Decryption, over the primes decoding reads
-    /// ([`CkksParameters::decoding_level`]): the plaintext may be at a
-    /// lower level than `ct`, with the same decoded values.
+    /// Decryption, over the primes decoding reads and the one checking
+    /// them ([`CkksParameters::checked_decoding_level`]): the plaintext may
+    /// be at a lower level than `ct`, with the same decoded values.
     pub fn decrypt(&self, ct: &Ciphertext) -> Result<Plaintext> {
         decrypt_for_decoding(&self.params, &self.sk, ct)
     }
@@ -120,18 +120,18 @@ pub fn decrypt_decode_real(
     }
 }
 
-/// Decrypts `ct` under `sk` over the primes decoding reads
-/// ([`CkksParameters::decoding_level`]) and one more, which decoding
-/// checks them against (a value beyond the headroom is refused, not
-/// decoded as another): the plaintext may be at a lower level than `ct`,
-/// with the same decoded values. At N = 2^17 that is three limbs' products
-/// with the secret instead of fifty.
+/// Decrypts `ct` under `sk` over the primes decoding reads and one more,
+/// which decoding checks them against
+/// ([`CkksParameters::checked_decoding_level`]: a value beyond the
+/// headroom is refused, not decoded as another): the plaintext may be at a
+/// lower level than `ct`, with the same decoded values. At N = 2^17 that
+/// is three limbs' products with the secret instead of fifty.
 pub fn decrypt_for_decoding(
     params: &CkksParameters,
     sk: &SecretKey,
     ct: &Ciphertext,
 ) -> Result<Plaintext> {
-    let level = (params.decoding_level(ct.scale(), ct.level()) + 1).min(ct.level());
+    let level = params.checked_decoding_level(ct.scale(), ct.level());
     let dec = Decryptor::new(sk);
     if level == ct.level() {
         return Ok(dec.decrypt(ct)?);

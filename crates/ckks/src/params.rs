@@ -75,8 +75,9 @@ impl CkksParameters {
 
     /// The lowest level (at most `level`) whose modulus still holds any
     /// value decoding accepts at `scale`: decoding reads the primes up to
-    /// it and no further, so decryption needs no more, and a ciphertext
-    /// that is only to be decrypted can drop to it first.
+    /// it and no further. A ciphertext that is only to be decrypted should
+    /// keep one prime more ([`Self::checked_decoding_level`]): at this
+    /// level a value beyond the headroom wraps and decodes as another.
     ///
     /// Decoding accepts values below 2^(log2 scale + 55) in magnitude
     /// ([`DECODE_HEADROOM_BITS`]); where no prefix holds that, `level`.
@@ -98,6 +99,23 @@ impl CkksParameters {
             }
         }
         level
+    }
+
+    /// The lowest level (at most `level`) a ciphertext to be decrypted can
+    /// drop to and still be decoded with a check: the primes decoding reads
+    /// ([`Self::decoding_level`]) and one above them, which every decoded
+    /// value must match, so that a value that outgrew the headroom is
+    /// refused (or read over more primes) instead of decoded as another.
+    /// Where `level` has no prime to spare, `level`.
+    ///
+    /// ```
+    /// use hecloud_ckks::{CkksParameters, params::test_literal};
+    /// let params = CkksParameters::new_insecure_for_tests(test_literal(10, 4), 40).unwrap();
+    /// assert_eq!(params.checked_decoding_level(2f64.powi(40), 4), 2);
+    /// assert_eq!(params.checked_decoding_level(2f64.powi(40), 1), 1);
+    /// ```
+    pub fn checked_decoding_level(&self, scale: f64, level: usize) -> usize {
+        (self.decoding_level(scale, level) + 1).min(level)
     }
 
     /// The prime q_l as a float (the exact factor a rescale divides by).

@@ -127,7 +127,9 @@ pub enum Op {
     Conjugate(NodeId),
     /// The ciphertext reduced to the given lower level: primes dropped, value
     /// and scale kept, no noise added. A result the client only decrypts
-    /// travels best at level 0 (one prime instead of all of them).
+    /// travels best at `CkksParameters::checked_decoding_level` (the primes
+    /// decoding reads and one that checks them); validation refuses a
+    /// lower one, where a value beyond the headroom would decode as another.
     DropLevel(NodeId, u32),
     /// p(x) = Σ c_k T_k(y), y = (2x − a − b)/(b − a), slot-wise (Chebyshev basis,
     /// baby-step giant-step).

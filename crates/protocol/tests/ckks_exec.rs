@@ -169,8 +169,14 @@ fn every_operation_matches_plaintext() {
     out(&mut g, "conj", n15, x.clone());
     let n16 = g.neg(xi);
     out(&mut g, "neg", n16, x.iter().map(|a| -a).collect());
-    let n16b = g.drop_level(n6, 0);
-    out(&mut g, "x*y at level 0", n16b, zip(&x, &y, |a, b| a * b));
+    // Dropped as low as decoding still checks it (rescaled once: one level
+    // down, about the default scale).
+    let checked = s
+        .params
+        .checked_decoding_level(2.0 * s.params.default_scale(), LEVELS - 1);
+    assert!(checked < LEVELS - 1, "a level to drop");
+    let n16b = g.drop_level(n6, checked as u32);
+    out(&mut g, "x*y dropped", n16b, zip(&x, &y, |a, b| a * b));
     let sig = ChebyshevPolynomial::interpolate(|t| 1.0 / (1.0 + (-3.0 * t).exp()), 7, -1.0, 1.0);
     let n17 = g.chebyshev(xi, sig.coeffs.clone(), -1.0, 1.0);
     out(

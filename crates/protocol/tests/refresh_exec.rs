@@ -179,13 +179,30 @@ fn refresh_without_a_refresh_part_without_headroom_or_above_the_top_is_refused()
         validate(&high, &caps, &types).unwrap_err(),
         "above the top level",
     );
+    // A refresh to a level decoding could not check (this layout decodes
+    // over q0 and q1, checked by q2).
+    let mut unchecked = Graph::new();
+    let x = unchecked.input(0);
+    let r = unchecked.refresh(x, 1);
+    unchecked.output("r", r);
+    refused(
+        validate(&unchecked, &caps, &types).unwrap_err(),
+        "level 2 is the lowest",
+    );
     let mut low = Graph::new();
     let x = low.input(0);
-    let d = low.drop_level(x, 1);
-    let r = low.refresh(d, 4);
+    let r = low.refresh(x, 4);
     low.output("r", r);
+    let ValueType::CkksCiphertext { scale, .. } = types[0] else {
+        panic!("a ciphertext input")
+    };
+    let at_level_1 = [ValueType::CkksCiphertext {
+        level: 1,
+        scale,
+        degree: 1,
+    }];
     refused(
-        validate(&low, &caps, &types).unwrap_err(),
+        validate(&low, &caps, &at_level_1).unwrap_err(),
         "refresh at level 2 or above",
     );
 }

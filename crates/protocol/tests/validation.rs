@@ -446,19 +446,35 @@ fn drop_level_keeps_the_scale_and_shrinks_the_output() {
     let caps = full_caps(&p);
     let mut g = Graph::new();
     let m = rescaled_product(&mut g);
-    let d = g.drop_level(m, 0);
+    // Decoding reads q0 and q1 at this scale, checked by q2.
+    let d = g.drop_level(m, 2);
     g.output("d", d);
     let v = validate(&g, &caps, &[ct(&p, 3), ct(&p, 3)]).unwrap();
     let ValueType::CkksCiphertext { level, scale, .. } = v.node_type(d).unwrap().clone() else {
         panic!()
     };
     let want = p.default_scale() * p.default_scale() / p.q_f64(3);
-    assert_eq!(level, 0);
+    assert_eq!(level, 2);
+    assert_eq!(p.checked_decoding_level(scale, 2), 2);
     assert!((scale / want - 1.0).abs() < 1e-12);
     assert_eq!(
         v.cost().output_bytes,
-        HEADER_LEN as u64 + 2 * poly_bytes(&p, 0)
+        HEADER_LEN as u64 + 2 * poly_bytes(&p, 2)
     );
+    // Lower, a value beyond the headroom would decode as another number:
+    // refused, naming the lowest level that keeps a check.
+    for low in [0, 1] {
+        let mut g = Graph::new();
+        let m = rescaled_product(&mut g);
+        let d = g.drop_level(m, low);
+        g.output("d", d);
+        let e = validate(&g, &caps, &[ct(&p, 3), ct(&p, 3)]).unwrap_err();
+        assert!(
+            matches!(&e, ValidationError::InvalidArgument { reason, .. }
+                if reason.contains("level 2 is the lowest")),
+            "{e:?}"
+        );
+    }
     // No level can be gained.
     let e = validate(&unary(|g, x| g.drop_level(x, 4)), &caps, &[ct(&p, 3)]).unwrap_err();
     assert!(

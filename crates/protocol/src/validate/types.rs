@@ -25,6 +25,20 @@ use crate::graph::{MAX_CHEBYSHEV_COEFFS, MAX_PLAIN_LEN, MAX_SUM_OPERANDS, NodeId
 /// Smallest log2 of a ciphertext scale accepted: below it the message
 /// drowns in the noise (a ciphertext rescaled once too often).
 pub const MIN_LOG_SCALE: f64 = 20.0;
+/// Why a job may not leave a ciphertext at `level`, below `checked`
+/// ([`CkksParameters::checked_decoding_level`]): with no prime above those
+/// decoding reads, a value that outgrew the headroom would wrap and decode
+/// as another number, silently. Validation refuses the drops and refresh
+/// targets that would do that; a computation that uses its levels up
+/// reaches such a level on its own, and is not refused.
+fn unchecked_level(level: usize, checked: usize) -> String {
+    format!(
+        "level {level} leaves decoding no prime to check the values against (a value \
+         beyond the headroom would decode as another); level {checked} is the lowest \
+         that keeps one"
+    )
+}
+
 /// The type of a value flowing along the graph's edges.
 #[derive(Debug, Clone, PartialEq)]
 pub enum ValueType {
@@ -725,6 +739,10 @@ impl<'a> Checker<'a> {
                         params.max_level()
                     )));
                 }
+                let checked = params.checked_decoding_level(x.scale, params.max_level());
+                if target < checked {
+                    return Err(refused(unchecked_level(target, checked)));
+                }
                 self.caps
                     .mask_policy
                     .check_level(params, x.level, x.scale)
@@ -739,6 +757,12 @@ impl<'a> Checker<'a> {
                         .planner()?
                         .drop_level(&x, *target as usize)
                         .map_err(|e| self.refused(e))?;
+                    // A value that cannot fit at all says so first.
+                    self.fits(&s.out)?;
+                    let checked = self.params()?.checked_decoding_level(x.scale, x.level);
+                    if s.out.level < checked {
+                        return Err(self.invalid(unchecked_level(s.out.level, checked)));
+                    }
                     Ok(ct(s.out))
                 }
                 None => Err(self.mismatch(args, "a ciphertext")),
