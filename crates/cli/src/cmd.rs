@@ -594,6 +594,15 @@ fn submit_bgv(conn: &Conn, a: &SubmitArgs) -> anyhow::Result<()> {
                     println!("{}", hecloud_client::bgv::decode_bit(&v, a.width)?);
                 }
                 _ if bits => println!("{}", hecloud_client::bgv::decode_bits(&v, a.width)?),
+                "bgv-lt" => {
+                    let answers = hecloud_client::bgv::decode_comparisons(&v)?;
+                    let shown: Vec<&str> = answers
+                        .iter()
+                        .take(a.count)
+                        .map(|&b| if b { "1" } else { "0" })
+                        .collect();
+                    println!("{}", shown.join(","));
+                }
                 _ => {
                     let shown: Vec<String> = v.iter().take(a.count).map(u64::to_string).collect();
                     println!("{}", shown.join(","));

@@ -6,7 +6,7 @@
 //! | --- | --- | --- |
 //! | `bgv-sum` | 1 or more | x_1 + … + x_n |
 //! | `bgv-mul` | 2 | x · y |
-//! | `bgv-lt` | 2, values below `bound` | 1 where x < y, else 0 |
+//! | `bgv-lt` | 2, values below `bound` | 1 where x < y, else 0 ([`decode_comparisons`]) |
 //! | `bgv-slot-sum` | 1 | the sum of all slots, in every slot |
 //!
 //! The packed-bit operations ([`BITS_OPS`], [`bits_graph`]) take
@@ -202,6 +202,32 @@ pub fn decode_bits(slots: &[u64], width: usize) -> Result<BigUint> {
         }
     }
     Ok(v)
+}
+
+/// The answers of `bgv-lt`, slot by slot: each slot must hold 0 or 1. The
+/// comparison is exact only for inputs below its bound; for others a slot
+/// holds an unspecified value, most often neither 0 nor 1, which this
+/// refuses instead of reading it as an answer (an out-of-range input whose
+/// slot happens to come out 0 or 1 cannot be told apart).
+///
+/// ```
+/// use hecloud_client::bgv::decode_comparisons;
+/// assert_eq!(decode_comparisons(&[1, 0, 1]).unwrap(), vec![true, false, true]);
+/// assert!(decode_comparisons(&[1, 57]).is_err());
+/// ```
+pub fn decode_comparisons(slots: &[u64]) -> Result<Vec<bool>> {
+    slots
+        .iter()
+        .enumerate()
+        .map(|(i, &x)| match x {
+            0 => Ok(false),
+            1 => Ok(true),
+            _ => Err(ClientError::Invalid(format!(
+                "slot {i} of a comparison holds {x}, not 0 or 1: an input was not below \
+                 the comparison's bound"
+            ))),
+        })
+        .collect()
 }
 
 /// The answer of a packed-bit comparison of `width`-bit numbers
