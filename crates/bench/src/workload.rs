@@ -379,13 +379,8 @@ pub fn deep_refresh_graph(
         x = g.add(y, half);
         level -= 2;
     }
-    // Only decrypted: returned at the lowest level that decodes with a
-    // check (the scale drifts from the default by the rescales; twice it
-    // errs on the safe side).
-    let checked = s
-        .params
-        .checked_decoding_level(2.0 * s.params.default_scale(), level);
-    let out = g.drop_level(x, checked as u32);
+    // Only decrypted: returned at the lowest level that decodes with a check.
+    let out = g.drop_level(x, decrypt_only_level(&s.params, level));
     g.output("y", out);
     Ok((
         JobSubmission {
@@ -456,12 +451,17 @@ pub async fn ckks_deep_refresh(
     })
 }
 
-/// The lowest level the multiply-rotate-sum result of two fresh top-level
-/// ciphertexts decodes at with a check (one level down, at about the
-/// default scale; twice it errs on the safe side).
-pub fn mul_rotate_sum_level(params: &CkksParameters) -> u32 {
-    let level = params.max_level().saturating_sub(1);
+/// The lowest level a result at `level` and about the default scale
+/// (rescales move it by the primes' distance from 2^log_scale; twice it
+/// errs on the safe side) decodes at with a check.
+fn decrypt_only_level(params: &CkksParameters, level: usize) -> u32 {
     params.checked_decoding_level(2.0 * params.default_scale(), level) as u32
+}
+
+/// The lowest level the multiply-rotate-sum result of two fresh top-level
+/// ciphertexts (one level down) decodes at with a check.
+pub fn mul_rotate_sum_level(params: &CkksParameters) -> u32 {
+    decrypt_only_level(params, params.max_level().saturating_sub(1))
 }
 
 /// The multiply-rotate-sum job: `rotate_and_sum(rescale(x · y), n)`,

@@ -155,10 +155,15 @@ fn refresh_without_a_refresh_part_without_headroom_or_above_the_top_is_refused()
     let (params, ks, no_refresh) = ckks_session(4, false);
     let inputs = [input(&params, &ks, &[1.0])];
     let types = vec![inputs[0].value_type().unwrap()];
-    let mut g = Graph::new();
-    let x = g.input(0);
-    let r = g.refresh(x, 4);
-    g.output("r", r);
+    // input → refresh(target) → output.
+    let refresh_to = |target: u32| {
+        let mut g = Graph::new();
+        let x = g.input(0);
+        let r = g.refresh(x, target);
+        g.output("r", r);
+        g
+    };
+    let g = refresh_to(4);
     let refused = |e: ValidationError, what: &str| match e {
         ValidationError::RefreshRefused { reason, .. } => {
             assert!(reason.contains(what), "{reason}")
@@ -171,28 +176,16 @@ fn refresh_without_a_refresh_part_without_headroom_or_above_the_top_is_refused()
     );
     let (_, _, keys) = ckks_session(4, true);
     let caps = keys.capabilities();
-    let mut high = Graph::new();
-    let x = high.input(0);
-    let r = high.refresh(x, 5);
-    high.output("r", r);
     refused(
-        validate(&high, &caps, &types).unwrap_err(),
+        validate(&refresh_to(5), &caps, &types).unwrap_err(),
         "above the top level",
     );
     // A refresh to a level decoding could not check (this layout decodes
     // over q0 and q1, checked by q2).
-    let mut unchecked = Graph::new();
-    let x = unchecked.input(0);
-    let r = unchecked.refresh(x, 1);
-    unchecked.output("r", r);
     refused(
-        validate(&unchecked, &caps, &types).unwrap_err(),
+        validate(&refresh_to(1), &caps, &types).unwrap_err(),
         "level 2 is the lowest",
     );
-    let mut low = Graph::new();
-    let x = low.input(0);
-    let r = low.refresh(x, 4);
-    low.output("r", r);
     let ValueType::CkksCiphertext { scale, .. } = types[0] else {
         panic!("a ciphertext input")
     };
@@ -202,7 +195,7 @@ fn refresh_without_a_refresh_part_without_headroom_or_above_the_top_is_refused()
         degree: 1,
     }];
     refused(
-        validate(&low, &caps, &at_level_1).unwrap_err(),
+        validate(&g, &caps, &at_level_1).unwrap_err(),
         "refresh at level 2 or above",
     );
 }
