@@ -316,11 +316,23 @@ impl Encoder {
         {
             return Ok(v);
         }
-        Err(CkksError::ValueOutOfRange(format!(
-            "a decrypted value exceeds what the primes read hold (2^{} times the scale \
-             at level {first}): decrypt at a higher level to read it",
-            crate::DECODE_HEADROOM_BITS - 1.0
-        )))
+        // Reached only below the top level (the top one has no prime above
+        // to check it, and reads every value).
+        Err(CkksError::ValueOutOfRange(if first + 1 < top {
+            format!(
+                "a decrypted value exceeds what the primes up to level {} hold (checked \
+                 by the prime at level {top}): it cannot be read at this level",
+                top - 1
+            )
+        } else {
+            format!(
+                "a decrypted value exceeds the headroom read at level {first} (2^{} times \
+                 the scale) and level {top} has no prime above it to check a wider \
+                 reading: keep the ciphertext at level {} or above to read it",
+                crate::DECODE_HEADROOM_BITS - 1.0,
+                first + 2
+            )
+        }))
     }
 
     /// The coefficients over the primes up to `level` divided by the scale,

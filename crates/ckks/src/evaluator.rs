@@ -256,9 +256,11 @@ impl Evaluator {
         })?)
     }
 
-    /// ct · k for an integer k (no level consumed).
+    /// ct · k for an integer k (no level consumed); refused as
+    /// [`Planner::mul_int`] refuses it.
     pub fn mul_int(&self, ct: &Ciphertext, k: i64) -> Result<Ciphertext> {
         self.check(ct)?;
+        self.planner().mul_int(&CtShape::of(ct), k)?;
         let res: Vec<u64> = self
             .params
             .rlwe()

@@ -247,9 +247,25 @@ impl<'a> Planner<'a> {
         )))
     }
 
-    /// ct · k for an integer k: the shape is kept.
-    pub fn mul_int(&self, ct: &CtShape) -> Step {
-        Step::free(*ct)
+    /// ct · k for an integer k: the shape is kept. Refused with
+    /// [`CkksError::ValueOutOfRange`] unless k itself is representable at
+    /// the ciphertext's level and scale ([`Self::check_representable`]):
+    /// beyond that, every input of magnitude 1 or more wraps around the
+    /// modulus and decrypts as another value, and nothing after the
+    /// product could tell.
+    ///
+    /// ```
+    /// # use hecloud_ckks::{CkksParameters, params::test_literal, plan::{CtShape, Planner}};
+    /// # let params = CkksParameters::new_insecure_for_tests(test_literal(10, 3), 45).unwrap();
+    /// let plan = Planner::new(&params);
+    /// let x = CtShape::new(0, params.default_scale());
+    /// assert_eq!(plan.mul_int(&x, -3).unwrap().out, x);
+    /// // q_0 is about 2^60: 2^20 · 2^45 does not fit below it.
+    /// assert!(plan.mul_int(&x, 1 << 20).is_err());
+    /// ```
+    pub fn mul_int(&self, ct: &CtShape, k: i64) -> Result<Step> {
+        self.check_representable(ct.level, ct.scale, k.unsigned_abs() as f64)?;
+        Ok(Step::free(*ct))
     }
 
     /// ct · round(c·s): the scale is multiplied by s, nothing rescaled.
@@ -260,7 +276,8 @@ impl<'a> Planner<'a> {
         })
     }
 
-    /// ct · c: free for an integer ([`is_small_integer`]); any other
+    /// ct · c: free for an integer ([`is_small_integer`], refused as
+    /// [`Self::mul_int`] refuses it); any other
     /// constant is taken at scale q_l and rescaled away, one level for the
     /// same scale.
     ///
@@ -276,7 +293,7 @@ impl<'a> Planner<'a> {
     /// ```
     pub fn mul_const(&self, ct: &CtShape, c: f64) -> Result<Step> {
         if is_small_integer(c) {
-            return Ok(self.mul_int(ct));
+            return self.mul_int(ct, c as i64);
         }
         if ct.level == 0 {
             return Err(exhausted(0));
@@ -541,8 +558,8 @@ impl ChebyshevOps for ShapeWalk<'_> {
         Ok(self.count(s))
     }
 
-    fn mul_int(&mut self, x: &CtShape, _k: i64) -> Result<CtShape> {
-        Ok(self.planner.mul_int(x).out)
+    fn mul_int(&mut self, x: &CtShape, k: i64) -> Result<CtShape> {
+        Ok(self.planner.mul_int(x, k)?.out)
     }
 
     fn add(&mut self, a: &CtShape, b: &CtShape) -> Result<CtShape> {

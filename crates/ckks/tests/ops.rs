@@ -166,12 +166,16 @@ fn values_beyond_the_decoding_headroom_are_read_right_or_refused() {
     );
     // Decrypted for decoding (the headroom's primes and one more): refused,
     // not decoded as another value.
+    // The message says which levels would read it.
     let pt = f.keys.decrypt(&sq).unwrap();
     assert!(pt.level() < sq.level());
-    assert!(matches!(
-        f.enc.decode(&pt),
-        Err(CkksError::ValueOutOfRange(_))
-    ));
+    match f.enc.decode(&pt) {
+        Err(CkksError::ValueOutOfRange(m)) => assert!(
+            m.contains(&format!("at level {} or above", pt.level() + 1)),
+            "{m}"
+        ),
+        other => panic!("decoded past the headroom: {other:?}"),
+    }
     // Decrypted and decoded in one step: over all the primes when the
     // headroom's are too few.
     let reals =
@@ -345,6 +349,15 @@ fn additive_operations_match_plaintext() {
     let r = f.eval.mul_int(&ca, 7).unwrap();
     assert_eq!(r.level(), 4);
     f.check(&want, &r, 29.0, "mul_int");
+    // A factor that takes a value of 1 past Q_0 / 2 is refused: it would wrap.
+    let low = f.encrypt(&a, 0);
+    let past = (f.params.q_f64(0) / f.params.default_scale()) as i64;
+    assert!(matches!(
+        f.eval.mul_int(&low, past),
+        Err(CkksError::ValueOutOfRange(_))
+    ));
+    assert!(f.eval.mul_const(&low, -(past as f64)).is_err());
+    assert!(f.eval.mul_int(&low, past / 4).is_ok());
     let want: Vec<Complex64> = a.iter().map(|x| x * -3.0).collect();
     let r = f.eval.mul_const(&ca, -3.0).unwrap();
     assert_eq!(r.level(), 4, "integer constants cost no level");
