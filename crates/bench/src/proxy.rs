@@ -13,7 +13,8 @@
 //!   the server share a machine, so only the client's link is shaped.
 //!
 //! On both paths the graph drops its output to the primes decryption
-//! reads ([`CkksParameters::decoding_level`]) before the server stores it:
+//! reads and the one that checks them ([`Graph::drop_for_decryption`])
+//! before the server stores it:
 //! a client that decrypts the result right away (either way) has no use
 //! for the other limbs, which at N = 2^17 are 95 MB of output to store and
 //! move.
@@ -32,7 +33,7 @@ use std::future::IntoFuture;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use hecloud_ckks::{CkksParameters, Encoder, Preset};
+use hecloud_ckks::{Encoder, Preset};
 use hecloud_client::Client;
 use hecloud_protocol::rpc::{JOB_KIND_GRAPH, JobState};
 use hecloud_protocol::{Graph, JobSubmission, Message, ObjectId};
@@ -65,20 +66,17 @@ impl Op {
     /// The operation on two fresh ciphertexts, its output dropped to the
     /// primes decryption reads: both paths decrypt it right away, so
     /// neither stores or moves the limbs decryption would not read.
-    fn graph(self, params: &CkksParameters) -> Graph {
+    fn graph(self) -> Graph {
         let mut g = Graph::new();
         let (a, b) = (g.input(0), g.input(1));
-        let (y, level) = match self {
-            Op::Add => (g.add(a, b), params.max_level()),
+        let y = match self {
+            Op::Add => g.add(a, b),
             Op::Mul => {
                 let m = g.mul(a, b);
-                (g.rescale(m), params.max_level() - 1)
+                g.rescale(m)
             }
         };
-        let y = g.drop_level(
-            y,
-            params.checked_decoding_level(params.default_scale(), level) as u32,
-        );
+        let y = g.drop_for_decryption(y);
         g.output("y", y);
         g
     }
@@ -143,7 +141,7 @@ async fn client_side(
     let ids: Vec<ObjectId> = cts.iter().map(|b| ObjectId::of(b)).collect();
     let job = JobSubmission {
         session: s.id,
-        graph: op.graph(&s.params),
+        graph: op.graph(),
         inputs: ids,
     };
     let (a, b) = (Arc::new(cts[0].clone()), Arc::new(cts[1].clone()));
@@ -164,7 +162,6 @@ async fn client_side(
 
 async fn via_proxy(
     proxy: &ProxyClient,
-    params: &CkksParameters,
     x: &[f64],
     y: &[f64],
     op: Op,
@@ -173,7 +170,7 @@ async fn via_proxy(
     let r = proxy
         .run(
             vec![RunInput::Values(x.to_vec()), RunInput::Values(y.to_vec())],
-            &op.graph(params),
+            &op.graph(),
             x.len(),
         )
         .await?;
@@ -283,11 +280,11 @@ async fn preset_rows(
                     true,
                 )
                 .await?;
-                via_proxy(&client, &s.params, &x, &y, op).await?; // warm-up (the tenant's first request)
+                via_proxy(&client, &x, &y, op).await?; // warm-up (the tenant's first request)
                 let mut times = vec![];
                 for _ in 0..reps {
                     relay.record();
-                    let (t, got) = via_proxy(&client, &s.params, &x, &y, op).await?;
+                    let (t, got) = via_proxy(&client, &x, &y, op).await?;
                     row.bytes_via_proxy = relay_bytes(&relay);
                     row.max_error = row.max_error.max(worst_error(&x, &y, &got, op));
                     times.push(t);

@@ -4,7 +4,7 @@
 //!
 //! 1. One refresh of a full-slot random vector from the lowest level the
 //!    session's mask allows to the top level, as a job `input → refresh(top)
-//!    → drop_level(checked) → output` through the embedded TLS server, the
+//!    → drop_for_decryption → output` through the embedded TLS server, the
 //!    client answering the refresh request (`Client::serve_refreshes`). The
 //!    output is dropped to the lowest level that decodes with a check
 //!    (`CkksParameters::checked_decoding_level`) only so that its download
@@ -53,7 +53,7 @@ use std::time::{Duration, Instant};
 use hecloud_ckks::polynomial::ChebyshevPolynomial;
 use hecloud_ckks::precision::{PrecisionReport, report_real};
 use hecloud_ckks::refresh::{CkksMask, reencrypt};
-use hecloud_ckks::{CtShape, Encoder, Planner, Preset};
+use hecloud_ckks::{Encoder, Preset};
 use hecloud_client::Client;
 use hecloud_protocol::refresh::{CALLBACK_REFRESH, RefreshResponder, RefreshRound};
 use hecloud_protocol::{Graph, JobSubmission, ObjectKind};
@@ -351,7 +351,7 @@ async fn refresh_job(
     let x = g.input(0);
     let top = s.params.max_level();
     let r = g.refresh(x, top as u32);
-    let out = g.drop_level(r, s.params.checked_decoding_level(ct.scale(), top) as u32);
+    let out = g.drop_for_decryption(r);
     g.output("y", out);
     let before = responder.stats();
     *clock.lock().unwrap() = None;
@@ -650,22 +650,15 @@ async fn deep_preset(
         let inputs = vec![
             workload::upload_object(&client, ObjectKind::CkksCiphertext, ct.to_bytes()).await?,
         ];
-        let planner = Planner::new(&s.params);
-        let mut shape = CtShape::of(&ct);
         let mut g = Graph::new();
         let mut x = g.input(0);
         for step in &plan {
             if let Some(level) = step {
                 x = g.refresh(x, *level as u32);
-                shape = CtShape::new(*level, shape.scale);
             }
             x = g.chebyshev(x, coeffs.to_vec(), -1.0, 1.0);
-            shape = planner.chebyshev(&shape, &poly)?.out;
         }
-        let out = g.drop_level(
-            x,
-            s.params.checked_decoding_level(shape.scale, shape.level) as u32,
-        );
+        let out = g.drop_for_decryption(x);
         g.output("y", out);
         let job = workload::run_job(
             &client,

@@ -291,10 +291,9 @@ pub fn statistics_graph(session: ObjectId, input: ObjectId, count: usize) -> Job
     let m2 = g.mul(mean, mean);
     let m2 = g.rescale(m2);
     let var = g.sub(sq_mean, m2);
-    // Returned at the levels they end at: a drop for the transfer needs
-    // the parameters' checked decoding level (see `deep_refresh_graph`),
-    // and a drop below it would decode a value beyond the headroom as
-    // another (validation refuses it).
+    // Answers to read, not to compute on: sent with the fewest primes.
+    let mean = g.drop_for_decryption(mean);
+    let var = g.drop_for_decryption(var);
     g.output("mean", mean);
     g.output("variance", var);
     JobSubmission {
@@ -380,7 +379,7 @@ pub fn deep_refresh_graph(
         level -= 2;
     }
     // Only decrypted: returned at the lowest level that decodes with a check.
-    let out = g.drop_level(x, decrypt_only_level(&s.params, level));
+    let out = g.drop_for_decryption(x);
     g.output("y", out);
     Ok((
         JobSubmission {
@@ -451,28 +450,15 @@ pub async fn ckks_deep_refresh(
     })
 }
 
-/// The lowest level a result at `level` and about the default scale
-/// (rescales move it by the primes' distance from 2^log_scale; twice it
-/// errs on the safe side) decodes at with a check.
-fn decrypt_only_level(params: &CkksParameters, level: usize) -> u32 {
-    params.checked_decoding_level(2.0 * params.default_scale(), level) as u32
-}
-
-/// The lowest level the multiply-rotate-sum result of two fresh top-level
-/// ciphertexts (one level down) decodes at with a check.
-pub fn mul_rotate_sum_level(params: &CkksParameters) -> u32 {
-    decrypt_only_level(params, params.max_level().saturating_sub(1))
-}
-
 /// The multiply-rotate-sum job: `rotate_and_sum(rescale(x · y), n)`,
-/// returned at `out_level` (dropped to it: for a result that is only
-/// decrypted, [`mul_rotate_sum_level`]), or where it ends.
+/// returned where it ends, or (`for_decryption`: a result that is only
+/// decrypted) at the lowest level that decodes with a check.
 pub fn mul_rotate_sum_graph(
     session: ObjectId,
     x: ObjectId,
     y: ObjectId,
     n: usize,
-    out_level: Option<u32>,
+    for_decryption: bool,
 ) -> JobSubmission {
     let mut g = Graph::new();
     let a = g.input(0);
@@ -480,9 +466,10 @@ pub fn mul_rotate_sum_graph(
     let p = g.mul(a, b);
     let p = g.rescale(p);
     let s = g.rotate_and_sum(p, n as u32);
-    let s = match out_level {
-        Some(level) => g.drop_level(s, level),
-        None => s,
+    let s = if for_decryption {
+        g.drop_for_decryption(s)
+    } else {
+        s
     };
     g.output("sum", s);
     JobSubmission {
@@ -553,8 +540,7 @@ pub async fn mul_rotate_sum(client: &Client, s: &CkksSession, n: usize) -> Resul
         Some(
             async {
                 let (ix, iy) = (id(&hx)?, id(&hy)?);
-                let job =
-                    mul_rotate_sum_graph(s.id, ix, iy, n, Some(mul_rotate_sum_level(&s.params)));
+                let job = mul_rotate_sum_graph(s.id, ix, iy, n, true);
                 let info = client
                     .submit_awaiting_inputs(JOB_KIND_GRAPH, job.encode(), "", AWAIT_INPUTS)
                     .await?;

@@ -645,7 +645,7 @@ pub fn submit(conn: &Conn, a: &SubmitArgs) -> anyhow::Result<()> {
                         ids[0],
                         ids[1],
                         a.count.next_power_of_two(),
-                        None,
+                        false,
                     )
                     .encode()
                 }

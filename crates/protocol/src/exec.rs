@@ -452,6 +452,14 @@ impl<'a> Run<'a> {
                 V::Ct(c) => ck(rt()?.evaluator.drop_level(c, *l as usize)),
                 _ => Err(internal("operand types")),
             },
+            Op::DropForDecryption(a) => match self.view(*a) {
+                V::Ct(c) => {
+                    let ev = &rt()?.evaluator;
+                    let level = ev.params().checked_decoding_level(c.scale(), c.level());
+                    ck(ev.drop_level(c, level))
+                }
+                _ => Err(internal("operand types")),
+            },
             Op::Conjugate(a) => match self.view(*a) {
                 V::Ct(c) => ck(rt()?.evaluator.conjugate(c)),
                 _ => Err(internal("operand types")),

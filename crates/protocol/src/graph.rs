@@ -113,8 +113,9 @@ pub enum Op {
     /// `a · b` (no rescale): ciphertext × ciphertext (relinearized, needs the
     /// relinearization key), × plaintext or vector (scale multiplied; a vector
     /// is encoded at scale q_l so a following rescale restores the scale),
-    /// × constant (an integer costs nothing; another real consumes one level
-    /// and keeps the scale).
+    /// × constant (an integer costs nothing, and must itself be representable
+    /// at the ciphertext's level and scale, or every value of magnitude 1
+    /// would wrap; another real consumes one level and keeps the scale).
     Mul(NodeId, NodeId),
     /// Divides by the last prime: one level down, scale / q_l.
     Rescale(NodeId),
@@ -131,6 +132,11 @@ pub enum Op {
     /// decoding reads and one that checks them); validation refuses a
     /// lower one, where a value beyond the headroom would decode as another.
     DropLevel(NodeId, u32),
+    /// The ciphertext reduced to the lowest level that still decodes with a
+    /// check, `CkksParameters::checked_decoding_level` of its scale and
+    /// level, computed by the server: a [`Op::DropLevel`] for a result the
+    /// client only decrypts, without the client working the level out.
+    DropForDecryption(NodeId),
     /// p(x) = Σ c_k T_k(y), y = (2x − a − b)/(b − a), slot-wise (Chebyshev basis,
     /// baby-step giant-step).
     Chebyshev {
@@ -291,6 +297,7 @@ macro_rules! operand_places {
             | Op::RotateAndSum(a, _)
             | Op::Conjugate(a)
             | Op::DropLevel(a, _)
+            | Op::DropForDecryption(a)
             | Op::Chebyshev { input: a, .. }
             | Op::BgvNeg(a)
             | Op::BgvSlotSum(a)
@@ -338,6 +345,7 @@ impl Op {
             Op::RotateAndSum(..) => "rotate_and_sum",
             Op::Conjugate(_) => "conjugate",
             Op::DropLevel(..) => "drop_level",
+            Op::DropForDecryption(_) => "drop_for_decryption",
             Op::Chebyshev { .. } => "chebyshev",
             Op::IntSum { .. } => "int_sum",
             Op::IntCompare(..) => "int_compare",
@@ -458,6 +466,10 @@ impl Graph {
     /// [`Op::DropLevel`].
     pub fn drop_level(&mut self, a: NodeId, level: u32) -> NodeId {
         self.push(Op::DropLevel(a, level))
+    }
+    /// [`Op::DropForDecryption`].
+    pub fn drop_for_decryption(&mut self, a: NodeId) -> NodeId {
+        self.push(Op::DropForDecryption(a))
     }
     /// [`Op::Conjugate`].
     pub fn conjugate(&mut self, a: NodeId) -> NodeId {
@@ -628,6 +640,7 @@ mod tag {
     pub const DROP_LEVEL: u8 = 13;
     pub const REFRESH: u8 = 14;
     pub const BOOTSTRAP: u8 = 15;
+    pub const DROP_FOR_DECRYPTION: u8 = 16;
     pub const INT_SUM: u8 = 32;
     pub const INT_COMPARE: u8 = 33;
     pub const INT_MIN: u8 = 34;
@@ -685,6 +698,7 @@ fn write_op(w: &mut Writer, op: &Op) {
             one(w, tag::DROP_LEVEL, *a);
             w.u32(*l);
         }
+        Op::DropForDecryption(a) => one(w, tag::DROP_FOR_DECRYPTION, *a),
         Op::Chebyshev {
             input,
             coeffs,
@@ -805,6 +819,7 @@ fn read_op(r: &mut Reader<'_>) -> DecodeResult<Op> {
         tag::ROTATE_AND_SUM => Op::RotateAndSum(r.u32()?, r.u32()?),
         tag::CONJUGATE => Op::Conjugate(r.u32()?),
         tag::DROP_LEVEL => Op::DropLevel(r.u32()?, r.u32()?),
+        tag::DROP_FOR_DECRYPTION => Op::DropForDecryption(r.u32()?),
         tag::CHEBYSHEV => {
             let input = r.u32()?;
             let a = r.finite_f64("chebyshev interval")?;

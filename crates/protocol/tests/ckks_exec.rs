@@ -177,6 +177,14 @@ fn every_operation_matches_plaintext() {
     assert!(checked < LEVELS - 1, "a level to drop");
     let n16b = g.drop_level(n6, checked as u32);
     out(&mut g, "x*y dropped", n16b, zip(&x, &y, |a, b| a * b));
+    // The same, the server working the level out from the exact scale.
+    let n16c = g.drop_for_decryption(n6);
+    out(
+        &mut g,
+        "x*y for decryption",
+        n16c,
+        zip(&x, &y, |a, b| a * b),
+    );
     let sig = ChebyshevPolynomial::interpolate(|t| 1.0 / (1.0 + (-3.0 * t).exp()), 7, -1.0, 1.0);
     let n17 = g.chebyshev(xi, sig.coeffs.clone(), -1.0, 1.0);
     out(
@@ -207,6 +215,13 @@ fn every_operation_matches_plaintext() {
     for ((name, obj), (wname, w)) in results.iter().zip(&want) {
         assert_eq!(name, wname);
         close(name, &s.decrypt(obj), w, 1e-5);
+        if name == "x*y for decryption" {
+            let Some(ValueType::CkksCiphertext { level, scale, .. }) = obj.value_type() else {
+                panic!("{name}: not a CKKS ciphertext")
+            };
+            assert!(level < LEVELS - 1, "{name}: not dropped");
+            assert_eq!(level, s.params.checked_decoding_level(scale, LEVELS - 1));
+        }
     }
 }
 

@@ -461,6 +461,16 @@ fn drop_level_keeps_the_scale_and_shrinks_the_output() {
         v.cost().output_bytes,
         HEADER_LEN as u64 + 2 * poly_bytes(&p, 2)
     );
+    // The server finds the same level on its own.
+    let mut g = Graph::new();
+    let m = rescaled_product(&mut g);
+    let d = g.drop_for_decryption(m);
+    g.output("d", d);
+    let v = validate(&g, &caps, &[ct(&p, 3), ct(&p, 3)]).unwrap();
+    assert!(matches!(
+        v.node_type(d).unwrap(),
+        ValueType::CkksCiphertext { level: 2, .. }
+    ));
     // Lower, a value beyond the headroom would decode as another number:
     // refused, naming the lowest level that keeps a check.
     for low in [0, 1] {
@@ -819,7 +829,8 @@ fn identical_circuits_are_costed_once_and_capped_in_total() {
 /// A constant or vector added at a level whose modulus cannot hold it at
 /// the operand's scale (it would wrap around and decrypt as another value:
 /// x + 2^20 at level 0 came back as 0.625) is refused, as is a polynomial
-/// whose constant term lands there; just below the bound passes.
+/// whose constant term lands there, or an integer factor that takes a
+/// value of 1 there; just below the bound passes.
 #[test]
 fn values_beyond_the_modulus_at_their_level_are_refused() {
     let p = params();
@@ -837,7 +848,14 @@ fn values_beyond_the_modulus_at_their_level_are_refused() {
             let v = g.plain(vec![0.5, c]);
             g.sub(x, v)
         });
-        for g in [add, sub] {
+        // An integer factor costs no level, so nothing would rescale the
+        // product back below the modulus: x · k with |k| past the bound
+        // wraps for every |x| ≥ 1.
+        let mul = unary(|g, x| {
+            let k = g.constant(c.round());
+            g.mul(x, k)
+        });
+        for g in [add, sub, mul] {
             let r = validate(&g, &caps, &[ct(&p, 0)]);
             assert_eq!(r.is_ok(), ok, "{c}: {:?}", r.err());
             if !ok {

@@ -767,6 +767,18 @@ impl<'a> Checker<'a> {
                 }
                 None => Err(self.mismatch(args, "a ciphertext")),
             },
+            Op::DropForDecryption(_) => match args[0].shape() {
+                Some(x) => {
+                    let checked = self.params()?.checked_decoding_level(x.scale, x.level);
+                    let s = self
+                        .planner()?
+                        .drop_level(&x, checked)
+                        .map_err(|e| self.refused(e))?;
+                    self.fits(&s.out)?;
+                    Ok(ct(s.out))
+                }
+                None => Err(self.mismatch(args, "a ciphertext")),
+            },
             Op::Conjugate(_) => {
                 let x = self.degree_one(args)?;
                 let plan = self.planner()?;
@@ -961,8 +973,8 @@ impl ChebyshevOps for PolyCheck<'_, '_> {
         Ok(s.out)
     }
 
-    fn mul_int(&mut self, x: &CtShape, _k: i64) -> Result<CtShape, PolyError> {
-        Ok(self.plan.mul_int(x).out)
+    fn mul_int(&mut self, x: &CtShape, k: i64) -> Result<CtShape, PolyError> {
+        Ok(self.plan.mul_int(x, k)?.out)
     }
 
     fn add(&mut self, a: &CtShape, b: &CtShape) -> Result<CtShape, PolyError> {
