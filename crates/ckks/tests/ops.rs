@@ -165,8 +165,7 @@ fn values_beyond_the_decoding_headroom_are_read_right_or_refused() {
         "read over more primes: relative error {worst}"
     );
     // Decrypted for decoding (the headroom's primes and one more): refused,
-    // not decoded as another value.
-    // The message says which levels would read it.
+    // not decoded as another value, with the levels that would read it.
     let pt = f.keys.decrypt(&sq).unwrap();
     assert!(pt.level() < sq.level());
     match f.enc.decode(&pt) {

@@ -448,14 +448,13 @@ impl<'a> Run<'a> {
                 V::Ct(c) => ck(rt()?.evaluator.rotate_and_sum(c, *n as usize)),
                 _ => Err(internal("operand types")),
             },
-            Op::DropLevel(a, l) => match self.view(*a) {
-                V::Ct(c) => ck(rt()?.evaluator.drop_level(c, *l as usize)),
-                _ => Err(internal("operand types")),
-            },
-            Op::DropForDecryption(a) => match self.view(*a) {
+            Op::DropLevel(a, _) | Op::DropForDecryption(a) => match self.view(*a) {
                 V::Ct(c) => {
                     let ev = &rt()?.evaluator;
-                    let level = ev.params().checked_decoding_level(c.scale(), c.level());
+                    let level = match op {
+                        Op::DropLevel(_, l) => *l as usize,
+                        _ => ev.params().checked_decoding_level(c.scale(), c.level()),
+                    };
                     ck(ev.drop_level(c, level))
                 }
                 _ => Err(internal("operand types")),

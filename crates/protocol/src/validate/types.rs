@@ -751,30 +751,22 @@ impl<'a> Checker<'a> {
                 self.meter.refresh(params.rlwe(), x.level, target);
                 Ok(ct(CtShape { level: target, ..x }))
             }
-            Op::DropLevel(_, target) => match args[0].shape() {
+            Op::DropLevel(..) | Op::DropForDecryption(_) => match args[0].shape() {
                 Some(x) => {
+                    let checked = self.params()?.checked_decoding_level(x.scale, x.level);
+                    let target = match op {
+                        Op::DropLevel(_, target) => *target as usize,
+                        _ => checked,
+                    };
                     let s = self
                         .planner()?
-                        .drop_level(&x, *target as usize)
+                        .drop_level(&x, target)
                         .map_err(|e| self.refused(e))?;
                     // A value that cannot fit at all says so first.
                     self.fits(&s.out)?;
-                    let checked = self.params()?.checked_decoding_level(x.scale, x.level);
                     if s.out.level < checked {
                         return Err(self.invalid(unchecked_level(s.out.level, checked)));
                     }
-                    Ok(ct(s.out))
-                }
-                None => Err(self.mismatch(args, "a ciphertext")),
-            },
-            Op::DropForDecryption(_) => match args[0].shape() {
-                Some(x) => {
-                    let checked = self.params()?.checked_decoding_level(x.scale, x.level);
-                    let s = self
-                        .planner()?
-                        .drop_level(&x, checked)
-                        .map_err(|e| self.refused(e))?;
-                    self.fits(&s.out)?;
                     Ok(ct(s.out))
                 }
                 None => Err(self.mismatch(args, "a ciphertext")),
