@@ -234,6 +234,34 @@ const fn whole_vectors(n: usize) -> usize {
     n / 8 * 8
 }
 
+/// Runs a grouped linear-combination kernel on a group of outputs of one
+/// length: `kernel(moduli, whole vectors of the outputs, weights)`; the
+/// tail past the whole 8-entry vectors is the scalar backend's.
+#[cfg(target_arch = "x86_64")]
+fn combine_group(
+    group: &mut [&mut Combination<'_>],
+    srcs: &[&[u64]],
+    src_bits: &[u32],
+    kernel: impl FnOnce(&[&Modulus], &mut [&mut [u64]], &[&[u64]]),
+) {
+    let n = group[0].out.len();
+    for o in group.iter() {
+        assert_eq!(o.out.len(), n, "output lengths");
+        check_sources(n, srcs, o.w.len(), src_bits);
+    }
+    let whole = whole_vectors(n);
+    let qs: Vec<&Modulus> = group.iter().map(|o| o.q).collect();
+    let ws: Vec<&[u64]> = group.iter().map(|o| o.w).collect();
+    let mut outs: Vec<&mut [u64]> = group.iter_mut().map(|o| &mut o.out[..whole]).collect();
+    kernel(&qs, &mut outs, &ws);
+    if whole < n {
+        let tails: Vec<&[u64]> = srcs.iter().map(|s| &s[whole..]).collect();
+        for o in group.iter_mut() {
+            Scalar.linear_combination(o.q, &mut o.out[whole..], None, &tails, o.w, src_bits);
+        }
+    }
+}
+
 /// The portable reference backend.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Scalar;
@@ -509,40 +537,42 @@ impl Backend for Simd {
             let mut small;
             (small, rest) = rest.into_iter().partition(|o| o.q.value() < MAX_MODULUS);
             for group in small.chunks_mut(GROUP) {
-                let n = group[0].out.len();
-                for o in group.iter() {
-                    assert_eq!(o.out.len(), n, "output lengths");
-                    check_sources(n, srcs, o.w.len(), src_bits);
-                }
-                let whole = whole_vectors(n);
-                let qs: Vec<&Modulus> = group.iter().map(|o| o.q).collect();
-                let ws: Vec<&[u64]> = group.iter().map(|o| o.w).collect();
-                let mut outs: Vec<&mut [u64]> =
-                    group.iter_mut().map(|o| &mut o.out[..whole]).collect();
                 // SAFETY: `Simd::new` checked the CPU supports AVX-512 IFMA
                 // (or, with `fma` set, AVX2 and FMA); every modulus is below
-                // the kernel's bound and the outputs are whole 8-entry vectors.
-                unsafe {
+                // the kernel's bound.
+                combine_group(group, srcs, src_bits, |qs, outs, ws| unsafe {
                     if ifma {
-                        avx512ifma::linear_combination_group(&qs, &mut outs, srcs, &ws, src_bits)
+                        avx512ifma::linear_combination_group(qs, outs, srcs, ws, src_bits)
                     } else {
-                        avx2fma::linear_combination_group(&qs, &mut outs, srcs, &ws, src_bits)
+                        avx2fma::linear_combination_group(qs, outs, srcs, ws, src_bits)
                     }
-                };
-                if whole < n {
-                    let tails: Vec<&[u64]> = srcs.iter().map(|s| &s[whole..]).collect();
-                    for o in group.iter_mut() {
-                        Scalar.linear_combination(
-                            o.q,
-                            &mut o.out[whole..],
-                            None,
-                            &tails,
-                            o.w,
-                            src_bits,
-                        );
-                    }
+                });
+            }
+        }
+        #[cfg(target_arch = "x86_64")]
+        if src_bits.iter().all(|&b| b <= 62) {
+            // The other outputs in groups of one kind (the bound of the
+            // loose product, the form ≡ 1 mod 2^32), with exact products.
+            use crate::ntt::{avx2, avx512};
+            const _: () = assert!(avx2::WIDE_GROUP == avx512::WIDE_GROUP);
+            let kind = |q: &Modulus| (q.value() < 1 << 61, q.value() & 0xffff_ffff == 1);
+            rest.sort_by_key(|o| kind(o.q));
+            for same in rest.chunk_by_mut(|a, b| kind(a.q) == kind(b.q)) {
+                for group in same.chunks_mut(avx2::WIDE_GROUP) {
+                    // SAFETY: `Simd::new` checked the CPU supports the
+                    // level's features; the moduli are of one kind, the
+                    // sources below 2^62 and the weights below q < 2^62.
+                    combine_group(group, srcs, src_bits, |qs, outs, ws| unsafe {
+                        match self.level {
+                            SimdLevel::Avx2 => {
+                                avx2::linear_combination_wide_group(qs, outs, srcs, ws)
+                            }
+                            _ => avx512::linear_combination_wide_group(qs, outs, srcs, ws),
+                        }
+                    });
                 }
             }
+            return;
         }
         for o in rest {
             self.linear_combination(o.q, o.out, None, srcs, o.w, src_bits);
@@ -1025,8 +1055,12 @@ pub mod parity {
     /// one out, 61-bit primes) against one `linear_combination` each.
     fn check_multi(backend: &dyn Backend, n: usize, rng: &mut ChaCha20Rng) -> Result<(), String> {
         let mut primes = ntt_primes(50, n, 3, &[]).map_err(|e| e.to_string())?;
-        primes.extend(ntt_primes(61, n, 1, &[]).map_err(|e| e.to_string())?);
+        // Four 61-bit primes of one kind make a whole group of the wide
+        // kernel and one left over; 62-bit ones take its exact products.
+        primes.extend(ntt_primes(61, n, 4, &[]).map_err(|e| e.to_string())?);
         primes.extend(ntt_primes_any_form(61, n, 1, &[]).map_err(|e| e.to_string())?);
+        // (Moduli, not primes: the sums need no prime.)
+        primes.extend([(1 << 62) - 57, (1 << 61) + (5 << 32) + 1]);
         primes.extend(ntt_primes(30, n, 1, &[]).map_err(|e| e.to_string())?);
         let moduli: Vec<Modulus> = primes
             .iter()

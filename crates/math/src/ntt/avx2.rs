@@ -96,6 +96,13 @@ fn high32(a: V) -> V {
     _mm256_srli_epi64(a, 32)
 }
 
+/// Each lane shifted left by 32.
+#[inline]
+#[target_feature(enable = "avx2")]
+fn shl32(a: V) -> V {
+    _mm256_slli_epi64(a, 32)
+}
+
 /// Low 64 bits of a·b.
 #[inline]
 #[target_feature(enable = "avx2")]
@@ -130,6 +137,11 @@ fn mul_shoup_lazy<const Q1: bool>(x: V, w: V, ws: V, q: V) -> V {
 /// Moduli below this take [`mul_shoup_loose`] in the NTTs and the linear
 /// kernels (LAZY_CAP's 8q holds two of its 4q products' sums).
 const LOOSE_MAX_MODULUS: u64 = 1 << 61;
+
+/// Outputs of one pass of `linear_combination_wide_group`: three sums of
+/// three registers each, with the source and its halves, fit the 16
+/// vector registers.
+pub(crate) const WIDE_GROUP: usize = 3;
 
 /// x·w mod q in [0, 4q) for any x, with Shoup's `ws` = ⌊w·2^64/q⌋ and
 /// the quotient of [`loose_quotient`]; the two low products are gathered

@@ -104,6 +104,20 @@ fn high32(a: V) -> V {
     _mm512_srli_epi64(a, 32)
 }
 
+/// Each lane shifted left by 32.
+#[inline]
+#[target_feature(enable = "avx512f,avx512dq")]
+fn shl32(a: V) -> V {
+    _mm512_slli_epi64(a, 32)
+}
+
+/// Low 64 bits of t·q (Q1 unused, as in [`mul_shoup_lazy`]).
+#[inline]
+#[target_feature(enable = "avx512f,avx512dq")]
+fn mul_lo_q<const Q1: bool>(t: V, q: V) -> V {
+    _mm512_mullo_epi64(t, q)
+}
+
 /// x·w mod q in [0, 2q) (Shoup), as `Modulus::mul_shoup_lazy`. Q1 (q ≡ 1
 /// mod 2^32) is not used: replacing the 64-bit multiply by q with AVX2's
 /// one-product form measured 12 % slower on Zen 4 (60-bit NTT, 190 → 213
@@ -118,6 +132,10 @@ fn mul_shoup_lazy<const Q1: bool>(x: V, w: V, ws: V, q: V) -> V {
 /// Moduli below this take [`mul_shoup_loose`] in the NTTs and the linear
 /// kernels (LAZY_CAP's 8q holds two of its 4q products' sums).
 const LOOSE_MAX_MODULUS: u64 = 1 << 61;
+
+/// Outputs of one pass of `linear_combination_wide_group`: as AVX2's
+/// (the dispatch shares one grouping), though 32 registers could hold more.
+pub(crate) const WIDE_GROUP: usize = 3;
 
 /// x·w mod q in [0, 4q) for any x, with the quotient of
 /// [`loose_quotient`].

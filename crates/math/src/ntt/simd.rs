@@ -52,16 +52,16 @@ pub(super) fn quarters(grp: &mut [u64], lanes: usize) -> impl Iterator<Item = [&
         .map(|((p0, p1), (p2, p3))| [p0, p1, p2, p3])
 }
 
-/// Calls `f::<LOOSE, Q1>(args)` with LOOSE = `loose` and Q1 = whether the
-/// modulus `q` is ≡ 1 mod 2^32.
+/// Calls `f::<LOOSE, Q1>(args)` (or `f::<G, LOOSE, Q1>(args)`) with
+/// LOOSE = `loose` and Q1 = whether the modulus `q` is ≡ 1 mod 2^32.
 macro_rules! with_product {
-    ($q:expr, $loose:expr, $f:ident($($arg:expr),*)) => {{
+    ($q:expr, $loose:expr, $f:ident$(::<$g:tt>)?($($arg:expr),*)) => {{
         let q1 = $q & 0xffff_ffff == 1;
         match ($loose, q1) {
-            (true, true) => $f::<true, true>($($arg),*),
-            (true, false) => $f::<true, false>($($arg),*),
-            (false, true) => $f::<false, true>($($arg),*),
-            (false, false) => $f::<false, false>($($arg),*),
+            (true, true) => $f::<$($g,)? true, true>($($arg),*),
+            (true, false) => $f::<$($g,)? true, false>($($arg),*),
+            (false, true) => $f::<$($g,)? false, true>($($arg),*),
+            (false, false) => $f::<$($g,)? false, false>($($arg),*),
         }
     }};
 }
@@ -576,6 +576,94 @@ macro_rules! simd_linear_kernels {
             }
         }
 
+        /// [`linear_combination`] without `keep` into up to
+        /// [`WIDE_GROUP`] outputs in one pass over the sources, for moduli
+        /// of one kind (all below 2^61 or none, all ≡ 1 mod 2^32 or
+        /// none), sources and weights below 2^62: the products exact, as
+        /// in [`dot_product_pair_wide`], folded every 15 terms. The
+        /// outputs are whole vectors of one length. Where the Shoup
+        /// product of [`linear_combination`] takes 9 32-bit products a
+        /// term, this takes 4, and each source is loaded once for the
+        /// group.
+        #[target_feature(enable = $feat)]
+        pub(crate) fn linear_combination_wide_group(
+            ms: &[&crate::Modulus],
+            outs: &mut [&mut [u64]],
+            srcs: &[&[u64]],
+            ws: &[&[u64]],
+        ) {
+            let q = ms[0].value();
+            let loose = q < LOOSE_MAX_MODULUS;
+            debug_assert!(ms.iter().all(|m| {
+                let v = m.value();
+                (v < LOOSE_MAX_MODULUS) == loose && (v & 0xffff_ffff == 1) == (q & 0xffff_ffff == 1)
+            }));
+            assert!(ms.len() == outs.len() && ms.len() == ws.len());
+            match ms.len() {
+                1 => super::simd::with_product!(
+                    q,
+                    loose,
+                    linear_combination_wide_with::<1>(ms, outs, srcs, ws)
+                ),
+                2 => super::simd::with_product!(
+                    q,
+                    loose,
+                    linear_combination_wide_with::<2>(ms, outs, srcs, ws)
+                ),
+                3 => super::simd::with_product!(
+                    q,
+                    loose,
+                    linear_combination_wide_with::<3>(ms, outs, srcs, ws)
+                ),
+                n => panic!("{n} outputs in a group of at most {WIDE_GROUP}"),
+            }
+        }
+
+        #[target_feature(enable = $feat)]
+        fn linear_combination_wide_with<const G: usize, const LOOSE: bool, const Q1: bool>(
+            ms: &[&crate::Modulus],
+            outs: &mut [&mut [u64]],
+            srcs: &[&[u64]],
+            ws: &[&[u64]],
+        ) {
+            const RUN: usize = 15;
+            let n = outs[0].len();
+            assert!(n % LANES == 0 && outs.iter().all(|o| o.len() == n));
+            assert!(srcs.iter().all(|s| s.len() >= n) && ws.iter().all(|w| w.len() == srcs.len()));
+            debug_assert!(ws.iter().all(|w| w.iter().all(|&x| x >> 62 == 0)));
+            debug_assert!(srcs.iter().all(|s| s[..n].iter().all(|&x| x >> 62 == 0)));
+            let folds: [WideFold; G] = std::array::from_fn(|g| WideFold::new(ms[g]));
+            // Each weight with its swapped halves, by source then output.
+            let weights: Vec<[(V, V); G]> = (0..srcs.len())
+                .map(|j| {
+                    std::array::from_fn(|g| {
+                        let y = splat(ws[g][j]);
+                        (y, swap32(y))
+                    })
+                })
+                .collect();
+            for c in (0..n).step_by(LANES) {
+                let mut r = [splat(0); G];
+                for j0 in (0..srcs.len()).step_by(RUN) {
+                    let mut sums: [WideSum; G] = std::array::from_fn(|g| WideSum::from(r[g]));
+                    for j in j0..srcs.len().min(j0 + RUN) {
+                        super::simd::prefetch(srcs[j], c + super::simd::AHEAD);
+                        let x = load(&srcs[j][c..]);
+                        let xh = swap32(x);
+                        for (sum, &(y, yh)) in sums.iter_mut().zip(&weights[j]) {
+                            sum.add_product_halves(x, xh, y, yh);
+                        }
+                    }
+                    for (g, sum) in sums.into_iter().enumerate() {
+                        r[g] = sum.fold::<LOOSE, Q1>(&folds[g]);
+                    }
+                }
+                for (out, &v) in outs.iter_mut().zip(&r) {
+                    store(&mut out[c..], v);
+                }
+            }
+        }
+
         /// `o0 = Σ_j s_j·b_j`, `o1 = Σ_j s_j·a_j` mod q on whole vectors
         /// (the caller finishes the tail), for any q < 2^62, entries below
         /// q: the primes the floating-point and IFMA kernels do not take.
@@ -680,11 +768,10 @@ macro_rules! simd_linear_kernels {
             t2: V,
         }
 
-        /// Constants of [`WideSum::fold`]: 1, 2^32 and 2^64 mod q with
-        /// their Shoup companions, q, 2q and 4q.
+        /// Constants of [`WideSum::fold`]: ⌊2^64/q⌋ (the Shoup companion
+        /// of 1), 2^64 mod q with its companion, q, 2q and 4q.
         struct WideFold {
-            one: (V, V),
-            w32: (V, V),
+            one_s: V,
             w64: (V, V),
             q: V,
             q2: V,
@@ -699,8 +786,7 @@ macro_rules! simd_linear_kernels {
                 debug_assert!(q < 1 << 62);
                 let weight = |c: u64| (splat(c), splat(m.shoup(c)));
                 Self {
-                    one: weight(1),
-                    w32: weight(((1u128 << 32) % u128::from(q)) as u64),
+                    one_s: splat(m.shoup(1)),
                     w64: weight(((1u128 << 64) % u128::from(q)) as u64),
                     q: splat(q),
                     q2: splat(2 * q),
@@ -726,7 +812,13 @@ macro_rules! simd_linear_kernels {
             #[inline]
             #[target_feature(enable = $feat)]
             fn add_product(&mut self, x: V, y: V, yh: V) {
-                let xh = swap32(x);
+                self.add_product_halves(x, swap32(x), y, yh);
+            }
+
+            /// [`Self::add_product`] with `xh` = [`swap32`] of x given too.
+            #[inline]
+            #[target_feature(enable = $feat)]
+            fn add_product_halves(&mut self, x: V, xh: V, y: V, yh: V) {
                 let ll = mul32(x, y);
                 let cross = add(mul32(x, yh), mul32(xh, y));
                 self.t0 = add(self.t0, low32(ll));
@@ -734,22 +826,35 @@ macro_rules! simd_linear_kernels {
                 self.t2 = add(self.t2, add(high32(cross), mul32(xh, yh)));
             }
 
-            /// The sum mod q, in [0, q): each part times its weight by a
-            /// [`mul_twiddle`] product (below m·q, m = 4 for LOOSE, which
-            /// needs q < 2^61, else 2), added with conditional subtractions
-            /// of m·q (2m·q < 2^64). The loose products: a 61-bit
-            /// `mul_add_pointwise` on AVX2 1.95 → 1.62 ns per coefficient.
+            /// The sum mod q, in [0, q). The middle part is split between
+            /// the others without a carry: with u = t0/2^32 + t1 (below
+            /// 2^38), the sum is lo + hi·2^64 for lo = t0 mod 2^32 +
+            /// (u mod 2^32)·2^32 and hi = t2 + u/2^32 (below 2^64). lo is
+            /// reduced by a Shoup product by 1 without its low product (the
+            /// quotient alone), hi is multiplied by 2^64 mod q; each is
+            /// below m·q (m = 4 for LOOSE, which needs q < 2^61, else 2),
+            /// and conditional subtractions end the sum. 15 32-bit
+            /// products where three full Shoup products of the parts took
+            /// 27.
             #[inline]
             #[target_feature(enable = $feat)]
             fn fold<const LOOSE: bool, const Q1: bool>(self, f: &WideFold) -> V {
-                let part = |t: V, (w, ws): (V, V)| mul_twiddle::<LOOSE, Q1>(t, w, ws, f.q);
-                let mq = if LOOSE { f.q4 } else { f.q2 };
-                let r = csub(add(part(self.t0, f.one), part(self.t1, f.w32)), mq);
-                let mut r = csub(add(r, part(self.t2, f.w64)), mq);
+                let u = add(high32(self.t0), self.t1);
+                let lo = add(low32(self.t0), shl32(u));
+                let hi = add(self.t2, high32(u));
+                let quotient = if LOOSE {
+                    loose_quotient(lo, f.one_s)
+                } else {
+                    mul_hi(lo, f.one_s)
+                };
+                let lo = sub(lo, mul_lo_q::<Q1>(quotient, f.q));
+                let (w, ws) = f.w64;
+                let hi = mul_twiddle::<LOOSE, Q1>(hi, w, ws, f.q);
+                let mut r = add(lo, hi);
                 if LOOSE {
-                    r = csub(r, f.q2);
+                    r = csub(r, f.q4);
                 }
-                csub(r, f.q)
+                csub(csub(r, f.q2), f.q)
             }
         }
     };
