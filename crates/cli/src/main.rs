@@ -276,6 +276,11 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 }
                 return Ok(());
             }
+            // The services a bench starts log only when asked (their
+            // debug logs time each request's phases).
+            if std::env::var_os("HECLOUD_LOG").is_some() {
+                cmd::init_logging();
+            }
             let name = experiment.unwrap_or_default();
             let Some(exp) = hecloud_bench::find(&name) else {
                 let known: Vec<_> = hecloud_bench::EXPERIMENTS.iter().map(|e| e.name).collect();

@@ -43,7 +43,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use hecloud_client::keys::{key_kinds, uploads_in_order};
 use hecloud_client::{Client, ClientError, SessionHandle};
@@ -883,10 +883,13 @@ impl Inner {
         job: &RunJob,
     ) -> Result<rpc::RunReply, Status> {
         let crossings = AtomicU32::new(0);
+        let start = Instant::now();
         let cts = self.encrypt(name, job.plain.clone(), &crossings).await?;
+        let encrypted = start.elapsed();
         // The job goes in as soon as every input byte is sent; the server
         // starts it once they have arrived, while it stores them.
         let (uploaded, uploads) = Inner::upload_announced(&ready.server, cts).await?;
+        let sent = start.elapsed();
         let mut uploaded = uploaded.into_iter();
         let mut inputs = Vec::with_capacity(job.known.len());
         for &k in &job.known {
@@ -938,6 +941,7 @@ impl Inner {
                 j.error
             )));
         }
+        let finished = start.elapsed();
         let mut bytes = Vec::with_capacity(j.outputs.len());
         for o in &j.outputs {
             bytes.push(
@@ -948,7 +952,19 @@ impl Inner {
                     .map_err(|e| server_fail(&format!("downloading output {}", o.name), e))?,
             );
         }
+        let downloaded = start.elapsed();
         let values = self.decrypt(name, bytes, job.count, &crossings).await?;
+        // Where a request's time goes, for tuning (no data in it).
+        let ms = |d: Duration| d.as_secs_f64() * 1e3;
+        tracing::debug!(
+            tenant = name,
+            encrypted_ms = ms(encrypted),
+            sent_ms = ms(sent),
+            finished_ms = ms(finished),
+            downloaded_ms = ms(downloaded),
+            decrypted_ms = ms(start.elapsed()),
+            "run phases (time since the request began)"
+        );
         let integers = values.iter().any(|v| matches!(v, Plain::Ints(_)));
         let outputs = j
             .outputs
