@@ -188,6 +188,26 @@ pub fn expand_seed_uniform(seed: &[u8; 32], basis: &Arc<RnsBasis>) -> RnsPoly {
     }
 }
 
+/// Limb `i` (prime `q`) of [`expand_seed_uniform`] into `dst`, the same
+/// residues: for a caller that makes a polynomial a limb at a time and
+/// keeps no whole uniform polynomial (63 MB at N = 2^17 with 60 primes).
+///
+/// ```
+/// use hecloud_math::{sampling::{expand_seed_uniform, expand_seed_uniform_limb}, RnsBasis, prime::ntt_primes};
+/// let basis = RnsBasis::new(16, &ntt_primes(40, 16, 2, &[]).unwrap()).unwrap();
+/// let mut limb = vec![0; 16];
+/// expand_seed_uniform_limb(&[1; 32], 1, basis.moduli()[1].value(), &mut limb);
+/// assert_eq!(limb, expand_seed_uniform(&[1; 32], &basis).limb(1));
+/// ```
+pub fn expand_seed_uniform_limb(seed: &[u8; 32], i: usize, q: u64, dst: &mut [u64]) {
+    let cipher = Aes256::new(&(*seed).into());
+    let mut stream = AesCtr::new(&cipher, i as u64);
+    // SAFETY: `MaybeUninit<u64>` has the layout of `u64`, and `fill_uniform`
+    // only writes initialised values.
+    let out = unsafe { &mut *(dst as *mut [u64] as *mut [MaybeUninit<u64>]) };
+    fill_uniform(&mut stream, q, out);
+}
+
 /// The smallest all-ones mask covering `[0, q)`: rejection sampling on
 /// masked words accepts with probability above 1/2.
 fn covering_mask(q: u64) -> u64 {

@@ -35,6 +35,9 @@ pub enum RlweError {
         /// Highest valid level.
         max: usize,
     },
+    /// A scale that is not a positive finite number.
+    #[error("invalid scale {0}: a positive finite number is needed")]
+    InvalidScale(f64),
     /// No level left for an operation that consumes one.
     #[error(
         "levels exhausted: the operation needs level ≥ {need}, the operand is at level {level}"

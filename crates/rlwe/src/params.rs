@@ -487,6 +487,16 @@ impl Parameters {
         self.q_at(level)
             .map_or(0, |b| crate::serial::packed_poly_bytes(b))
     }
+
+    /// Serialized size in bytes of a fresh seeded secret-key encryption at
+    /// `level` (header, seed, c_0): what
+    /// [`crate::Encryptor::encrypt_sk_pieces`] makes; 0 past the top level.
+    pub fn seeded_ciphertext_bytes(&self, level: usize) -> usize {
+        match self.poly_bytes(level) {
+            0 => 0,
+            poly => crate::serial::HEADER_LEN + 32 + poly,
+        }
+    }
 }
 
 fn param_hash(lit: &ParametersLiteral, primes: &[u64], dnum: usize) -> [u8; 32] {

@@ -36,10 +36,10 @@ mod limbs;
 #[cfg(test)]
 mod tests;
 
+pub(crate) use ciphertext::{CiphertextMeta, write_ciphertext_header};
 pub use decoder::CiphertextDecoder;
 pub use header::{
     FORMAT_VERSION, HEADER_LEN, Header, Kind, MAGIC, MAX_CIPHERTEXT_COMPONENTS, read_header,
 };
 pub use limbs::packed_poly_bytes;
-#[cfg(test)]
-pub(crate) use limbs::residue_bits;
+pub(crate) use limbs::{pack_limb, residue_bits};

@@ -603,3 +603,69 @@ fn objects_of_another_secret_key_are_refused() {
         sk.key_id()
     );
 }
+
+#[test]
+fn seeded_encryption_in_pieces_makes_the_bytes_of_encrypt_then_serialize() {
+    // Without and with a plaintext modulus (the error is t·e for BGV).
+    for t in [None, Some(65537)] {
+        let mut literal = small(10, 3, None);
+        literal.plaintext_modulus = t;
+        let params = Parameters::new_insecure_for_tests(literal).unwrap();
+        let sk = KeyGenerator::new(&params).gen_secret_key().unwrap();
+        for level in [0, 2, 3] {
+            let (m, pt) = random_message(&params, level, 1 << 30);
+            let mut coeffs = pt.poly().clone();
+            coeffs.to_coefficient();
+            let seed = hecloud_math::testing::sampler().seed();
+            let want = Encryptor::from_seed(&params, seed)
+                .encrypt_sk(&sk, &pt)
+                .unwrap()
+                .to_bytes();
+            let (mut got, mut pieces) = (vec![], 0);
+            Encryptor::from_seed(&params, seed)
+                .encrypt_sk_pieces(
+                    &sk,
+                    |i, _, dst| dst.copy_from_slice(coeffs.limb(i)),
+                    level,
+                    1.0,
+                    |p| {
+                        got.extend(p);
+                        pieces += 1;
+                    },
+                )
+                .unwrap();
+            // The header with the seed, then one piece per limb of c_0.
+            assert_eq!(pieces, level + 2);
+            assert_eq!(got.len(), params.seeded_ciphertext_bytes(level));
+            assert_eq!(got, want, "t {t:?}, level {level}");
+            let ct = Ciphertext::from_bytes(&params, &got).unwrap();
+            assert_eq!(ct.key_id(), sk.key_id());
+            assert!(max_diff(&decrypt_coeffs(&sk, &ct), &m) < 64 * t.unwrap_or(1) as i128);
+        }
+    }
+}
+
+#[test]
+fn seeded_encryption_in_pieces_refuses_bad_input_before_any_piece() {
+    let (params, sk) = setup(10, 2, None);
+    let (_, other_sk) = setup(11, 2, None);
+    let zero = |_: usize, _: &hecloud_math::Modulus, dst: &mut [u64]| dst.fill(0);
+    let mut enc = Encryptor::new(&params);
+    let mut pieces = 0;
+    let mut count = |_: Vec<u8>| pieces += 1;
+    for scale in [0.0, -1.0, f64::NAN, f64::INFINITY] {
+        assert!(matches!(
+            enc.encrypt_sk_pieces(&sk, zero, 1, scale, &mut count),
+            Err(RlweError::InvalidScale(s)) if s.to_bits() == scale.to_bits()
+        ));
+    }
+    assert!(matches!(
+        enc.encrypt_sk_pieces(&sk, zero, 3, 1.0, &mut count),
+        Err(RlweError::LevelOutOfRange { level: 3, max: 2 })
+    ));
+    assert_eq!(
+        enc.encrypt_sk_pieces(&other_sk, zero, 1, 1.0, &mut count),
+        Err(RlweError::ParameterMismatch)
+    );
+    assert_eq!(pieces, 0);
+}

@@ -157,21 +157,15 @@ impl Ciphertext {
     /// Writes the header; whether c_1 goes as its seed.
     fn write_header(&self, out: &mut Vec<u8>) -> bool {
         let seeded = self.seed().is_some() && self.degree() == 1;
-        write_header(
+        write_ciphertext_header(
             out,
             self.params(),
-            Kind::Ciphertext,
-            Header {
-                kind: Kind::Ciphertext as u8,
-                flags: if seeded { FLAG_SEEDED } else { 0 },
-                level: self.level() as u32,
+            CiphertextMeta {
+                seeded,
+                level: self.level(),
                 scale: self.scale(),
-                count: self.polys().len() as u32,
-                extra: if self.params().plaintext_modulus().is_some() {
-                    self.factor()
-                } else {
-                    0
-                },
+                count: self.polys().len(),
+                factor: self.factor(),
                 key: self.key_id(),
             },
         );
@@ -180,11 +174,10 @@ impl Ciphertext {
 
     /// Length of [`Ciphertext::to_bytes`].
     pub fn serialized_len(&self) -> usize {
-        let poly = self.params().poly_bytes(self.level());
         if self.seed().is_some() && self.degree() == 1 {
-            HEADER_LEN + poly + 32
+            self.params().seeded_ciphertext_bytes(self.level())
         } else {
-            HEADER_LEN + poly * self.polys().len()
+            HEADER_LEN + self.params().poly_bytes(self.level()) * self.polys().len()
         }
     }
 
@@ -194,6 +187,47 @@ impl Ciphertext {
         d.push(bytes)?;
         d.finish()
     }
+}
+
+/// What a ciphertext's header says.
+pub(crate) struct CiphertextMeta {
+    /// c_1 goes as its seed.
+    pub seeded: bool,
+    pub level: usize,
+    pub scale: f64,
+    /// Components.
+    pub count: usize,
+    /// A BGV ciphertext's factor (ignored without a plaintext modulus).
+    pub factor: u64,
+    pub key: KeyId,
+}
+
+/// The header of a ciphertext: of one in memory ([`Ciphertext::to_bytes`])
+/// and of one serialized as it is encrypted
+/// ([`crate::Encryptor::encrypt_sk_pieces`]).
+pub(crate) fn write_ciphertext_header(
+    out: &mut Vec<u8>,
+    params: &Parameters,
+    meta: CiphertextMeta,
+) {
+    write_header(
+        out,
+        params,
+        Kind::Ciphertext,
+        Header {
+            kind: Kind::Ciphertext as u8,
+            flags: if meta.seeded { FLAG_SEEDED } else { 0 },
+            level: meta.level as u32,
+            scale: meta.scale,
+            count: meta.count as u32,
+            extra: if params.plaintext_modulus().is_some() {
+                meta.factor
+            } else {
+                0
+            },
+            key: meta.key,
+        },
+    );
 }
 
 impl Plaintext {
