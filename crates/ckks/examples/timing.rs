@@ -1,7 +1,10 @@
 //! Quick single-thread timings of the main CKKS operations at a preset
 //! (`cargo run --release -p hecloud-ckks --example timing -- n16`); the
 //! full comparison with peers is `hecloud bench ckks`. A second argument
-//! `mul` or `rotate` repeats only that operation, for profilers.
+//! `mul` or `rotate` repeats only that operation, for profilers; `encrypt`
+//! times a fresh seeded secret-key encryption of real values in its phases
+//! (encode, encrypt, serialize), and the same in pieces, a limb at a time
+//! (`Encryptor::encrypt_sk_pieces`), as the proxy makes them.
 //!
 //! The server and the benches keep freed memory in the C allocator
 //! (`hecloud_server::alloc::retain_freed_memory`); for the same figures
@@ -42,6 +45,40 @@ fn main() -> Result<()> {
             Some("mul") => {
                 for _ in 0..30 {
                     eval.mul_relin_rescale(&ct, &ct)?;
+                }
+                return Ok(());
+            }
+            Some("encrypt") => {
+                let sk = keys.secret_key();
+                let reals: Vec<f64> = a.iter().map(|z| z.re).collect();
+                let mut encryptor = hecloud_rlwe::Encryptor::new(params.rlwe());
+                for _ in 0..5 {
+                    let t = Instant::now();
+                    let pt = enc.encode_real(&reals, top, params.default_scale())?;
+                    let t1 = t.elapsed();
+                    let ct = encryptor.encrypt_sk(sk, &pt)?;
+                    let t2 = t.elapsed();
+                    let bytes = ct.to_bytes();
+                    let t3 = t.elapsed();
+                    // The same encryption a limb at a time, serialized as made.
+                    let t = Instant::now();
+                    let form = enc.coefficients_real(&reals, top, params.default_scale())?;
+                    let mut pieces = 0;
+                    encryptor.encrypt_sk_pieces(
+                        sk,
+                        |_, q, dst| form.write_limb(q, dst),
+                        top,
+                        params.default_scale(),
+                        |p| pieces += p.len(),
+                    )?;
+                    let t4 = t.elapsed();
+                    assert_eq!(pieces, bytes.len());
+                    println!(
+                        "encode {t1:?} encrypt {:?} serialize {:?} ({} bytes); in pieces {t4:?}",
+                        t2 - t1,
+                        t3 - t2,
+                        bytes.len()
+                    );
                 }
                 return Ok(());
             }

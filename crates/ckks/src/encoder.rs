@@ -10,13 +10,61 @@
 use std::sync::Arc;
 
 use hecloud_math::backend::default_backend;
-use hecloud_math::{Domain, RnsPoly};
+use hecloud_math::{Domain, Modulus, RnsPoly};
 use hecloud_rlwe::Plaintext;
 use num_complex::Complex64;
 use rayon::prelude::*;
+use zeroize::{Zeroize, Zeroizing};
 
 use crate::error::{CkksError, Result};
 use crate::params::CkksParameters;
+
+/// The rounded coefficients of an encoded vector, not yet reduced modulo
+/// the primes ([`Encoder::coefficients_real`]); zeroized on drop.
+pub enum Coefficients {
+    /// Each |x| < 2^64: x = x⁺ − x⁻, both parts as words.
+    Split((Zeroizing<Vec<u64>>, Zeroizing<Vec<u64>>)),
+    /// Some |x| ≥ 2^64.
+    Wide(Zeroizing<Vec<i128>>),
+}
+
+impl Coefficients {
+    /// The coefficients modulo `q` into `dst`, reduced.
+    ///
+    /// # Panics
+    /// If `dst` is not N long.
+    pub fn write_limb(&self, q: &Modulus, dst: &mut [u64]) {
+        match self {
+            Self::Split((pos, neg)) => default_backend().linear_combination(
+                q,
+                dst,
+                None,
+                &[pos, neg],
+                &[1, q.neg(1)],
+                &[64, 64],
+            ),
+            Self::Wide(rounded) => {
+                assert_eq!(dst.len(), rounded.len(), "a limb of N residues");
+                for (o, &x) in dst.iter_mut().zip(rounded.iter()) {
+                    // Barrett on |x| (a 128-bit division per residue cost
+                    // more than the NTTs: 15 ms per top-level plaintext).
+                    let r = q.reduce_u128(x.unsigned_abs());
+                    *o = if x < 0 { q.neg(r) } else { r };
+                }
+            }
+        }
+    }
+}
+
+impl std::fmt::Debug for Coefficients {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let n = match self {
+            Self::Split((pos, _)) => pos.len(),
+            Self::Wide(x) => x.len(),
+        };
+        write!(f, "Coefficients({n}, redacted)")
+    }
+}
 
 /// Encodes and decodes vectors of `slots` complex numbers.
 ///
@@ -219,18 +267,46 @@ impl Encoder {
         self.encode(&z, level, scale)
     }
 
-    /// Rounds `coeffs · scale` and reduces it modulo every prime of Q_level
-    /// (each below [`representable_bound`]).
-    fn encode_coefficients(&self, coeffs: &[f64], level: usize, scale: f64) -> Result<Plaintext> {
-        let rlwe = self.params.rlwe();
-        let basis = rlwe.q_at(level)?.clone();
+    /// Encodes real `values` at `level` with `scale` into their rounded
+    /// coefficients, reduced modulo each prime only when asked
+    /// ([`Coefficients::write_limb`]): the input of
+    /// [`hecloud_rlwe::Encryptor::encrypt_sk_pieces`], which encrypts and
+    /// serializes a limb at a time, so that no plaintext over all of Q is
+    /// made. The same polynomial as [`Encoder::encode_real`], before its
+    /// NTT.
+    ///
+    /// ```
+    /// use hecloud_ckks::{CkksParameters, Encoder, params::test_literal};
+    /// let params = CkksParameters::new_insecure_for_tests(test_literal(10, 2), 40).unwrap();
+    /// let enc = Encoder::new(&params);
+    /// let form = enc.coefficients_real(&[0.5, -1.25], 2, params.default_scale()).unwrap();
+    /// let mut pt = enc.encode_real(&[0.5, -1.25], 2, params.default_scale()).unwrap().into_poly();
+    /// pt.to_coefficient();
+    /// let q1 = params.rlwe().q_at(2).unwrap().moduli()[1];
+    /// let mut limb = vec![0; params.n()];
+    /// form.write_limb(&q1, &mut limb);
+    /// assert_eq!(limb, pt.limb(1));
+    /// ```
+    pub fn coefficients_real(
+        &self,
+        values: &[f64],
+        level: usize,
+        scale: f64,
+    ) -> Result<Coefficients> {
+        let z: Vec<Complex64> = values.iter().map(|&x| Complex64::new(x, 0.0)).collect();
+        let coeffs = self.coefficients(&z)?;
+        self.round_coefficients(&coeffs, level, scale)
+    }
+
+    /// Rounds `coeffs · scale`, each below [`representable_bound`] at
+    /// `level`.
+    fn round_coefficients(&self, coeffs: &[f64], level: usize, scale: f64) -> Result<Coefficients> {
+        let basis = self.params.rlwe().q_at(level)?;
         if !(scale.is_finite() && scale >= 1.0) {
             return Err(CkksError::InvalidScale(scale.log2()));
         }
-        let mut poly = RnsPoly::zero(&basis, Domain::Coefficient);
-        let n = self.params.n();
         let limit = representable_bound(basis.log_q(), scale);
-        let mut rounded = Vec::with_capacity(n);
+        let mut rounded = Vec::with_capacity(coeffs.len());
         for &c in coeffs {
             let x = (c * scale).round();
             if !x.is_finite() || x.abs() >= limit {
@@ -260,26 +336,25 @@ impl Encoder {
                     })
                     .collect()
             };
-            let (pos, neg) = (part(false), part(true));
-            let be = default_backend();
-            let moduli = basis.moduli();
-            poly.data_mut()
-                .par_chunks_exact_mut(n)
-                .zip(moduli)
-                .for_each(|(limb, m)| {
-                    be.linear_combination(m, limb, None, &[&pos, &neg], &[1, m.neg(1)], &[64, 64]);
-                });
+            let parts = (part(false).into(), part(true).into());
+            rounded.zeroize();
+            Ok(Coefficients::Split(parts))
         } else {
-            for (i, m) in basis.moduli().iter().enumerate() {
-                let limb = &mut poly.data_mut()[i * n..(i + 1) * n];
-                for (o, &x) in limb.iter_mut().zip(&rounded) {
-                    // Barrett on |x| (a 128-bit division per residue cost
-                    // more than the NTTs: 15 ms per top-level plaintext).
-                    let r = m.reduce_u128(x.unsigned_abs());
-                    *o = if x < 0 { m.neg(r) } else { r };
-                }
-            }
+            Ok(Coefficients::Wide(rounded.into()))
         }
+    }
+
+    /// Rounds `coeffs · scale` and reduces it modulo every prime of Q_level
+    /// (each below [`representable_bound`]).
+    fn encode_coefficients(&self, coeffs: &[f64], level: usize, scale: f64) -> Result<Plaintext> {
+        let rlwe = self.params.rlwe();
+        let form = self.round_coefficients(coeffs, level, scale)?;
+        let basis = rlwe.q_at(level)?.clone();
+        let mut poly = RnsPoly::zero(&basis, Domain::Coefficient);
+        poly.data_mut()
+            .par_chunks_exact_mut(self.params.n())
+            .zip(basis.moduli())
+            .for_each(|(limb, m)| form.write_limb(m, limb));
         poly.to_ntt();
         Ok(Plaintext::new(rlwe, poly, level, scale)?)
     }

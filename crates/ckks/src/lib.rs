@@ -42,7 +42,7 @@ pub mod precision;
 pub mod refresh;
 mod wide;
 
-pub use encoder::Encoder;
+pub use encoder::{Coefficients, Encoder};
 pub use error::{CkksError, Result};
 pub use evaluator::{EvaluationKeys, Evaluator};
 pub use keys::KeySet;
