@@ -9,6 +9,7 @@
 #![deny(missing_docs)]
 
 pub mod bgv;
+mod growing;
 pub mod keys;
 
 use std::collections::HashMap;
@@ -16,6 +17,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
 
+pub use growing::{GrowingObject, ObjectWriter, Overrun};
 use hecloud_protocol::ObjectId;
 use hecloud_protocol::rpc::{
     CallbackReply, DataChunk, DownloadRequest, InfoReply, InfoRequest, JobInfo, JobOutput, JobRef,
@@ -172,8 +174,17 @@ pub trait ObjectSource: Send + Sync {
     /// Its length in bytes.
     fn byte_len(&self) -> u64;
     /// Writes its bytes at `offset..offset + dst.len()` (always inside
-    /// `byte_len`) into `dst`: the same bytes on every call.
+    /// `byte_len`, and below [`ObjectSource::made`] where there is one)
+    /// into `dst`: the same bytes on every call.
     fn write_at(&self, offset: u64, dst: &mut [u8]);
+    /// For an object still being made ([`GrowingObject`]): the count of
+    /// its first bytes that exist, growing to `byte_len`; an upload sends
+    /// each chunk once its bytes are there. Closed before reaching
+    /// `byte_len`: the object was abandoned, and the upload fails. `None`
+    /// (the default): every byte can be made at once.
+    fn made(&self) -> Option<tokio::sync::watch::Receiver<u64>> {
+        None
+    }
 }
 
 /// A ciphertext makes any range of its serialized form
@@ -189,6 +200,9 @@ impl ObjectSource for hecloud_rlwe::Ciphertext {
         self.write_range(offset as usize, dst);
     }
 }
+
+/// The messages of a streamed upload.
+type PlanStream = std::pin::Pin<Box<dyn tokio_stream::Stream<Item = PlannedChunk> + Send>>;
 
 /// One message of a streamed upload, before its bytes are made.
 #[derive(Debug)]
@@ -826,6 +840,32 @@ impl Client {
             });
             at += len;
         }
+        // A source still being made: each chunk goes once its bytes exist
+        // (`abandoned` if they never will).
+        let abandoned = Arc::new(AtomicU64::new(u64::MAX));
+        let (plans, waiter): (PlanStream, _) = match source.made() {
+            None => (Box::pin(tokio_stream::iter(plans)), None),
+            Some(mut made) => {
+                let (tx, rx) = mpsc::channel(2);
+                let abandoned = abandoned.clone();
+                let waiter = tokio::spawn(async move {
+                    for plan in plans {
+                        let need = plan.offset + plan.len as u64;
+                        if made.wait_for(|&n| n >= need).await.is_err() {
+                            abandoned.store(*made.borrow(), Ordering::Relaxed);
+                            return;
+                        }
+                        if tx.send(plan).await.is_err() {
+                            return;
+                        }
+                    }
+                });
+                (
+                    Box::pin(tokio_stream::wrappers::ReceiverStream::new(rx)),
+                    Some(waiter),
+                )
+            }
+        };
         let codec = StreamedUpload {
             source,
             made: made.clone(),
@@ -843,12 +883,21 @@ impl Client {
         })?;
         let info = grpc
             .client_streaming(
-                Request::new(tokio_stream::iter(plans)),
+                Request::new(plans),
                 tonic::codegen::http::uri::PathAndQuery::from_static("/hecloud.v1.Hecloud/Upload"),
                 codec,
             )
-            .await?
-            .into_inner();
+            .await;
+        if let Some(w) = waiter {
+            w.abort();
+        }
+        let abandoned = abandoned.load(Ordering::Relaxed);
+        if abandoned != u64::MAX {
+            return Err(ClientError::Invalid(format!(
+                "the object was abandoned after {abandoned} of its {total} bytes were made"
+            )));
+        }
+        let info = info?.into_inner();
         let made = made.lock().expect("hasher lock");
         if made.bytes != total {
             return Err(ClientError::Invalid(format!(

@@ -247,6 +247,57 @@ async fn streamed_uploads_are_hashed_by_the_server_and_resume() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_growing_object_uploads_while_it_is_made_and_an_abandoned_one_fails() {
+    let s = server(Quota::default(), 2).await;
+    let alice = connect(&s, ALICE).await;
+    let data = random_bytes(700_000 + 11);
+    // Pieces of uneven sizes, some across chunk bounds, appended while the
+    // upload waits for them.
+    let (object, mut writer) = hecloud_client::GrowingObject::new(data.len() as u64);
+    let pieces = data.clone();
+    let maker = tokio::spawn(async move {
+        let mut at = 0;
+        for len in [80, 65_536, 1, 200_000, 99_999].into_iter().cycle() {
+            let end = (at + len).min(pieces.len());
+            writer.push(pieces[at..end].to_vec()).unwrap();
+            at = end;
+            if at == pieces.len() {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    });
+    let o = alice
+        .upload(rpc::OPAQUE_KIND, object.clone())
+        .await
+        .unwrap();
+    maker.await.unwrap();
+    assert_eq!(o.object_id, blake3::hash(&data).to_hex().as_str());
+    assert_eq!(alice.download(&o.object_id, None).await.unwrap(), data);
+
+    // A writer dropped half way: the upload fails, it does not wait.
+    let (object, mut writer) = hecloud_client::GrowingObject::new(data.len() as u64);
+    writer.push(data[..300_000].to_vec()).unwrap();
+    let upload = tokio::spawn({
+        let alice = alice.clone();
+        async move { alice.upload(rpc::OPAQUE_KIND, object).await }
+    });
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    drop(writer);
+    let e = tokio::time::timeout(Duration::from_secs(30), upload)
+        .await
+        .expect("the abandoned upload ends")
+        .unwrap()
+        .unwrap_err();
+    assert!(
+        e.to_string().contains("abandoned after 300000 of its"),
+        "{e}"
+    );
+    assert_eq!(alice.list().await.unwrap().len(), 1);
+    s.server.stop().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn malformed_and_oversized_input_is_invalid_argument() {
     let quota = Quota {
         max_object_bytes: 1 << 20,
