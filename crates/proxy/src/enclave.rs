@@ -26,14 +26,16 @@
 use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, Mutex, RwLock};
 
 use hecloud_bgv::BgvParameters;
 use hecloud_ckks::boot::BootPreset;
 use hecloud_ckks::{CkksParameters, Encoder, Preset};
+use hecloud_client::GrowingObject;
 use hecloud_protocol::refresh::RefreshResponder;
 use hecloud_protocol::{Message, SessionSpec};
 use hecloud_rlwe::{Ciphertext, DecodeError, Encryptor, PublicKey, RlweError, SecretKey};
+use tokio::sync::oneshot;
 use zeroize::Zeroizing;
 
 use crate::error::{ProxyError, Result};
@@ -144,6 +146,22 @@ pub enum EnclaveOp {
         /// At most N/2 finite values (zeroized on drop).
         values: Zeroizing<Vec<f64>>,
     },
+    /// [`EnclaveOp::EncryptReal`], the ciphertext's bytes handed out as
+    /// they are made: the enclave makes a [`GrowingObject`] of the
+    /// ciphertext's length, hands it to `to` before it encrypts, then
+    /// appends each limb as it is encrypted, so the host uploads the first
+    /// limbs while the last are made. The reply is
+    /// [`EnclaveReply::Streamed`]. Refused (nothing handed) as
+    /// `EncryptReal` refuses; a failure half way drops the writer, which
+    /// fails the upload.
+    EncryptRealStreamed {
+        /// The tenant.
+        tenant: String,
+        /// At most N/2 finite values (zeroized on drop).
+        values: Zeroizing<Vec<f64>>,
+        /// Where the object goes.
+        to: StreamTo,
+    },
     /// Encrypts integers mod t (slots beyond them 0) with a BGV tenant's
     /// secret key (seeded, as [`EnclaveOp::EncryptReal`]) at the top level:
     /// the ciphertext's bytes (a `bgv.ciphertext`). A value not below the
@@ -187,6 +205,7 @@ impl EnclaveOp {
             Self::SealFolder { .. } => "seal-folder",
             Self::PublicFiles { .. } => "public-files",
             Self::EncryptReal { .. } => "encrypt-real",
+            Self::EncryptRealStreamed { .. } => "encrypt-real-streamed",
             Self::EncryptInts { .. } => "encrypt-ints",
             Self::Decrypt { .. } => "decrypt",
             Self::AnswerRefresh { .. } => "answer-refresh",
@@ -201,6 +220,7 @@ impl EnclaveOp {
             | Self::SealFolder { tenant, .. }
             | Self::PublicFiles { tenant, .. }
             | Self::EncryptReal { tenant, .. }
+            | Self::EncryptRealStreamed { tenant, .. }
             | Self::EncryptInts { tenant, .. }
             | Self::Decrypt { tenant, .. }
             | Self::AnswerRefresh { tenant, .. } => tenant,
@@ -217,7 +237,9 @@ impl std::fmt::Debug for EnclaveOp {
             Self::UnloadTenant { .. } => &mut d,
             Self::SealFolder { files, .. } => d.field("files", &files.keys().collect::<Vec<_>>()),
             Self::PublicFiles { folder, .. } => d.field("files", &folder.files().len()),
-            Self::EncryptReal { values, .. } => d.field("values", &values.len()),
+            Self::EncryptReal { values, .. } | Self::EncryptRealStreamed { values, .. } => {
+                d.field("values", &values.len())
+            }
             Self::EncryptInts { values, .. } => d.field("values", &values.len()),
             Self::Decrypt { ciphertext, .. } => d.field("ciphertext_bytes", &ciphertext.len()),
             Self::AnswerRefresh { request, .. } => d.field("request_bytes", &request.len()),
@@ -243,6 +265,9 @@ pub enum EnclaveReply {
     PublicFiles(BTreeMap<String, Vec<u8>>),
     /// A ciphertext's bytes.
     Ciphertext(Vec<u8>),
+    /// A ciphertext of this many bytes was appended to the object handed
+    /// out ([`EnclaveOp::EncryptRealStreamed`]).
+    Streamed(u64),
     /// Decrypted reals, one per slot (zeroized on drop, redacted in
     /// `Debug`).
     Reals(Zeroizing<Vec<f64>>),
@@ -264,10 +289,46 @@ impl std::fmt::Debug for EnclaveReply {
                 .field(&files.iter().map(|(n, b)| (n, b.len())).collect::<Vec<_>>())
                 .finish(),
             Self::Ciphertext(b) => write!(f, "Ciphertext({} bytes)", b.len()),
+            Self::Streamed(n) => write!(f, "Streamed({n} bytes)"),
             Self::Reals(v) => write!(f, "Reals({} values, redacted)", v.len()),
             Self::Ints(v) => write!(f, "Ints({} values, redacted)", v.len()),
             Self::RefreshReply(b) => write!(f, "RefreshReply({} bytes)", b.len()),
         }
+    }
+}
+
+/// Where a streamed encryption hands its object
+/// ([`EnclaveOp::EncryptRealStreamed`]): the other end is the receiver
+/// [`StreamTo::new`] returns, which errs if the operation ends without
+/// handing one.
+#[derive(Clone)]
+pub struct StreamTo(Arc<Mutex<Option<oneshot::Sender<Arc<GrowingObject>>>>>);
+
+impl StreamTo {
+    /// A destination and the receiver of its object.
+    pub fn new() -> (Self, oneshot::Receiver<Arc<GrowingObject>>) {
+        let (tx, rx) = oneshot::channel();
+        (Self(Arc::new(Mutex::new(Some(tx)))), rx)
+    }
+
+    /// Hands `object` out (once: a second object is refused).
+    fn hand(&self, object: Arc<GrowingObject>) -> Result<()> {
+        let tx = self.0.lock().unwrap_or_else(|e| e.into_inner()).take();
+        // A receiver gone (the request was cancelled) is no error here: the
+        // encryption then goes nowhere.
+        match tx {
+            Some(tx) => {
+                let _ = tx.send(object);
+                Ok(())
+            }
+            None => Err(ProxyError::Crypto("a stream destination used twice".into())),
+        }
+    }
+}
+
+impl std::fmt::Debug for StreamTo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("StreamTo")
     }
 }
 
@@ -483,7 +544,18 @@ impl Tenant {
         }
     }
 
-    fn encrypt(&self, tenant: &str, values: &[f64]) -> Result<Vec<u8>> {
+    /// Encrypts `values` with the secret key, as the client's own best
+    /// path does (less noise, and the uniform half travels as a seed: half
+    /// the bytes to the server), a limb at a time: `begin` gets the
+    /// ciphertext's length before any piece, `piece` each piece in order
+    /// (an error of either stops the encryption).
+    fn encrypt_pieces(
+        &self,
+        tenant: &str,
+        values: &[f64],
+        begin: impl FnOnce(u64) -> Result<()>,
+        mut piece: impl FnMut(Vec<u8>) -> Result<()>,
+    ) -> Result<u64> {
         let SchemeKeys::Ckks {
             params,
             encoder,
@@ -505,16 +577,58 @@ impl Tenant {
         if let Some(i) = values.iter().position(|v| !v.is_finite()) {
             return Err(ProxyError::Crypto(format!("value {i} is not finite")));
         }
-        let pt = encoder
-            .encode_real(values, *level, params.default_scale())
-            .map_err(crypto)?;
-        // With the secret key, as the client's own best path does: less
-        // noise, and the uniform half travels as a seed (half the bytes to
-        // the server).
-        Ok(Encryptor::new(params.rlwe())
-            .encrypt_sk(secret_key, &pt)
-            .map_err(crypto)?
-            .to_bytes())
+        let len = params.rlwe().seeded_ciphertext_bytes(*level) as u64;
+        begin(len)?;
+        // The first error stops the pieces from going anywhere.
+        let mut failed = Ok(());
+        hecloud_ckks::keys::encrypt_real_sk_pieces(
+            params,
+            secret_key,
+            encoder,
+            values,
+            *level,
+            |p| {
+                if failed.is_ok() {
+                    failed = piece(p);
+                }
+            },
+        )
+        .map_err(crypto)?;
+        failed.map(|()| len)
+    }
+
+    fn encrypt(&self, tenant: &str, values: &[f64]) -> Result<Vec<u8>> {
+        let out = std::cell::RefCell::new(Vec::new());
+        self.encrypt_pieces(
+            tenant,
+            values,
+            |len| {
+                out.borrow_mut().reserve_exact(len as usize);
+                Ok(())
+            },
+            |p| {
+                out.borrow_mut().extend_from_slice(&p);
+                Ok(())
+            },
+        )?;
+        Ok(out.into_inner())
+    }
+
+    fn encrypt_streamed(&self, tenant: &str, values: &[f64], to: &StreamTo) -> Result<u64> {
+        let writer = std::cell::RefCell::new(None);
+        self.encrypt_pieces(
+            tenant,
+            values,
+            |len| {
+                let (object, w) = GrowingObject::new(len);
+                *writer.borrow_mut() = Some(w);
+                to.hand(object)
+            },
+            |p| match writer.borrow_mut().as_mut() {
+                Some(w) => w.push(p).map_err(crypto),
+                None => Err(ProxyError::Crypto("a piece before the object".into())),
+            },
+        )
     }
 
     fn encrypt_ints(&self, tenant: &str, values: &[u64]) -> Result<Vec<u8>> {
@@ -706,6 +820,9 @@ impl PlainEnclave {
             EnclaveOp::EncryptReal { tenant, values } => self
                 .with_tenant(&tenant, |t| t.encrypt(&tenant, &values))
                 .map(EnclaveReply::Ciphertext),
+            EnclaveOp::EncryptRealStreamed { tenant, values, to } => self
+                .with_tenant(&tenant, |t| t.encrypt_streamed(&tenant, &values, &to))
+                .map(EnclaveReply::Streamed),
             EnclaveOp::EncryptInts { tenant, values } => self
                 .with_tenant(&tenant, |t| t.encrypt_ints(&tenant, &values))
                 .map(EnclaveReply::Ciphertext),
@@ -736,6 +853,7 @@ impl Enclave for PlainEnclave {
             matches!(
                 op,
                 EnclaveOp::EncryptReal { .. }
+                    | EnclaveOp::EncryptRealStreamed { .. }
                     | EnclaveOp::EncryptInts { .. }
                     | EnclaveOp::Decrypt { .. }
             )

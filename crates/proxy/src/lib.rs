@@ -68,13 +68,13 @@ pub mod service;
 
 pub use client::{ProxyClient, ProxyClientError, RunInput, RunOutput};
 pub use cvm::{CvmEnclave, ReportSource};
-pub use enclave::{Attestation, Enclave, EnclaveOp, EnclaveReply, PlainEnclave};
+pub use enclave::{Attestation, Enclave, EnclaveOp, EnclaveReply, PlainEnclave, StreamTo};
 pub use error::{ProxyError, Result};
 pub use fusion::{FusionReport, measure_fusion};
 pub use seal::{SealedFolder, SealedKeyStore, SealingKey, UnsealedFolder, seal, unseal};
 pub use service::{ErrorKind, ProxyConfig, ProxyTenant, RunningProxy, ServiceError, TlsSource};
 /// The wrapper zeroizing plaintext values on drop in
-/// [`EnclaveOp::EncryptReal`], [`EnclaveOp::EncryptInts`],
+/// [`EnclaveOp::EncryptReal`], [`EnclaveOp::EncryptRealStreamed`], [`EnclaveOp::EncryptInts`],
 /// [`EnclaveReply::Reals`] and [`EnclaveReply::Ints`] (re-exported so
 /// that callers need not depend on `zeroize`).
 pub use zeroize::Zeroizing;

@@ -46,7 +46,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
 use hecloud_client::keys::{key_kinds, uploads_in_order};
-use hecloud_client::{Client, ClientError, SessionHandle};
+use hecloud_client::{Client, ClientError, SessionHandle, UploadBody};
 use hecloud_protocol::refresh::CALLBACK_REFRESH;
 use hecloud_protocol::rpc::{JOB_KIND_GRAPH, JobState};
 use hecloud_protocol::{Graph, JobSubmission, Message, ObjectId, SessionSpec};
@@ -57,7 +57,7 @@ use tonic::transport::{Identity, Server, ServerTlsConfig};
 use tonic::{Code, Request, Response, Status};
 use zeroize::Zeroizing;
 
-use crate::enclave::{Enclave, EnclaveOp, EnclaveReply};
+use crate::enclave::{Enclave, EnclaveOp, EnclaveReply, StreamTo};
 use crate::error::ProxyError;
 use crate::rpc::{self, proxy_server};
 use crate::seal::{SealedKeyStore, check_name};
@@ -729,30 +729,38 @@ impl Inner {
         })
     }
 
-    /// Encrypts the vectors in one crossing: their ciphertexts, each with
-    /// its upload kind.
-    async fn encrypt(
+    /// Encrypts the vectors in one crossing and uploads their ciphertexts
+    /// side by side as they are made: a CKKS ciphertext goes a limb at a
+    /// time while its last limbs are still being encrypted
+    /// ([`EnclaveOp::EncryptRealStreamed`]), a BGV one once it is whole.
+    /// Returns the object ids, in order, once every byte of each is sent
+    /// (before the server has stored them), with the uploads still running:
+    /// a job submitted now with [`Client::submit_awaiting_inputs`] starts
+    /// while they are stored.
+    async fn encrypt_uploading(
         &self,
+        server: &Client,
         tenant: &str,
         vectors: Vec<Plain>,
         crossings: &AtomicU32,
-    ) -> Result<Vec<Upload>, Status> {
-        if vectors.is_empty() {
-            return Ok(vec![]);
-        }
-        let mut kinds = Vec::with_capacity(vectors.len());
-        let batch = vectors
+    ) -> Result<Sent, Status> {
+        let n = vectors.len();
+        let mut uploads = Uploads::new();
+        let mut handed = Vec::with_capacity(n);
+        let batch: Vec<EnclaveOp> = vectors
             .into_iter()
             .map(|v| match v {
                 Plain::Reals(values) => {
-                    kinds.push(CKKS_CIPHERTEXT_KIND);
-                    EnclaveOp::EncryptReal {
+                    let (to, rx) = StreamTo::new();
+                    handed.push(Some(rx));
+                    EnclaveOp::EncryptRealStreamed {
                         tenant: tenant.into(),
                         values,
+                        to,
                     }
                 }
                 Plain::Ints(values) => {
-                    kinds.push(BGV_CIPHERTEXT_KIND);
+                    handed.push(None);
                     EnclaveOp::EncryptInts {
                         tenant: tenant.into(),
                         values,
@@ -760,16 +768,70 @@ impl Inner {
                 }
             })
             .collect();
-        crossings.fetch_add(1, Ordering::Relaxed);
-        self.cross(batch, ErrorKind::InvalidRequest)
-            .await?
-            .into_iter()
-            .zip(kinds)
-            .map(|(r, kind)| match r {
-                EnclaveReply::Ciphertext(b) => Ok((kind, b)),
-                other => Err(ErrorKind::Internal.status(format!("the enclave answered {other:?}"))),
-            })
-            .collect()
+        let mut announced: Vec<Option<oneshot::Receiver<String>>> = (0..n).map(|_| None).collect();
+        let start = |uploads: &mut Uploads, kind: &'static str, body: UploadBody| {
+            let (tx, rx) = oneshot::channel();
+            let c = server.clone();
+            uploads.spawn(async move { c.upload(kind, body).announce(tx).await.map(|_| ()) });
+            rx
+        };
+        if n > 0 {
+            crossings.fetch_add(1, Ordering::Relaxed);
+        }
+        // The streamed uploads start as the enclave hands their objects
+        // out, while the crossing runs.
+        let (replies, ()) = tokio::join!(
+            async {
+                if n == 0 {
+                    return Ok(vec![]);
+                }
+                self.cross(batch, ErrorKind::InvalidRequest).await
+            },
+            async {
+                for (rx, slot) in handed.into_iter().zip(&mut announced) {
+                    let Some(rx) = rx else { continue };
+                    match rx.await {
+                        Ok(object) => {
+                            *slot = Some(start(&mut uploads, CKKS_CIPHERTEXT_KIND, object.into()));
+                        }
+                        // The crossing failed before this encryption began.
+                        Err(_) => return,
+                    }
+                }
+            }
+        );
+        // A failed crossing drops the uploads, which are aborted.
+        let replies = replies?;
+        let encrypted = Instant::now();
+        for (reply, slot) in replies.into_iter().zip(&mut announced) {
+            match (reply, slot.is_some()) {
+                (EnclaveReply::Streamed(_), true) => {}
+                (EnclaveReply::Ciphertext(b), false) => {
+                    *slot = Some(start(&mut uploads, BGV_CIPHERTEXT_KIND, b.into()));
+                }
+                (other, _) => {
+                    return Err(
+                        ErrorKind::Internal.status(format!("the enclave answered {other:?}"))
+                    );
+                }
+            }
+        }
+        let mut ids = Vec::with_capacity(n);
+        for rx in announced.into_iter().flatten() {
+            match rx.await {
+                Ok(id) => ids.push(id),
+                // The upload ended before it sent every byte: its error.
+                Err(_) => {
+                    finish_uploads(uploads).await?;
+                    return Err(ErrorKind::Internal.status("an upload ended without its id"));
+                }
+            }
+        }
+        Ok(Sent {
+            ids,
+            uploads,
+            encrypted,
+        })
     }
 
     /// Decrypts ciphertexts in one crossing under the tenant's scheme,
@@ -822,58 +884,6 @@ impl Inner {
             .collect()
     }
 
-    /// Uploads ciphertexts side by side: their object ids, in order.
-    async fn upload_all(server: &Client, cts: Vec<Upload>) -> Result<Vec<String>, Status> {
-        let mut set = tokio::task::JoinSet::new();
-        let n = cts.len();
-        for (i, (kind, ct)) in cts.into_iter().enumerate() {
-            let c = server.clone();
-            set.spawn(async move {
-                c.upload(kind, Arc::new(ct))
-                    .await
-                    .map(|info| (i, info.object_id))
-            });
-        }
-        let mut ids = vec![String::new(); n];
-        while let Some(r) = set.join_next().await {
-            let (i, id) = r
-                .map_err(|e| ErrorKind::Internal.status(format!("upload task: {e}")))?
-                .map_err(|e| server_fail("uploading a ciphertext", e))?;
-            ids[i] = id;
-        }
-        Ok(ids)
-    }
-
-    /// Starts uploading ciphertexts side by side and returns their object
-    /// ids once every byte of each is sent (before the server has stored
-    /// them), with the uploads still running: a job submitted now with
-    /// [`Client::submit_awaiting_inputs`] starts while they are stored.
-    async fn upload_announced(
-        server: &Client,
-        cts: Vec<Upload>,
-    ) -> Result<(Vec<String>, Uploads), Status> {
-        let mut set = tokio::task::JoinSet::new();
-        let mut announced = Vec::with_capacity(cts.len());
-        for (kind, ct) in cts {
-            let (tx, rx) = oneshot::channel();
-            announced.push(rx);
-            let c = server.clone();
-            set.spawn(async move { c.upload(kind, Arc::new(ct)).announce(tx).await.map(|_| ()) });
-        }
-        let mut ids = Vec::with_capacity(announced.len());
-        for rx in announced {
-            match rx.await {
-                Ok(id) => ids.push(id),
-                // The upload ended before it sent every byte: its error.
-                Err(_) => {
-                    finish_uploads(set).await?;
-                    return Err(ErrorKind::Internal.status("an upload ended without its id"));
-                }
-            }
-        }
-        Ok((ids, set))
-    }
-
     /// One attempt at a Run request on `ready`: encrypt, upload, submit,
     /// wait, download, decrypt.
     async fn run_on(
@@ -884,12 +894,16 @@ impl Inner {
     ) -> Result<rpc::RunReply, Status> {
         let crossings = AtomicU32::new(0);
         let start = Instant::now();
-        let cts = self.encrypt(name, job.plain.clone(), &crossings).await?;
-        let encrypted = start.elapsed();
         // The job goes in as soon as every input byte is sent; the server
         // starts it once they have arrived, while it stores them.
-        let (uploaded, uploads) = Inner::upload_announced(&ready.server, cts).await?;
-        let sent = start.elapsed();
+        let Sent {
+            ids: uploaded,
+            uploads,
+            encrypted,
+        } = self
+            .encrypt_uploading(&ready.server, name, job.plain.clone(), &crossings)
+            .await?;
+        let (encrypted, sent) = (encrypted - start, start.elapsed());
         let mut uploaded = uploaded.into_iter();
         let mut inputs = Vec::with_capacity(job.known.len());
         for &k in &job.known {
@@ -1021,8 +1035,16 @@ impl Plain {
     }
 }
 
-/// A ciphertext to upload and its object kind.
-type Upload = (&'static str, Vec<u8>);
+/// Uploads of a request's inputs, every byte sent
+/// ([`Inner::encrypt_uploading`]).
+struct Sent {
+    /// The object ids, in order.
+    ids: Vec<String>,
+    /// The uploads, still storing.
+    uploads: Uploads,
+    /// When the enclave finished encrypting.
+    encrypted: Instant,
+}
 
 /// A parsed Run request, kept for a retry.
 struct RunJob {
@@ -1129,8 +1151,11 @@ impl proxy_server::Proxy for ProxyService {
             let vectors = vectors.clone();
             async move {
                 let crossings = AtomicU32::new(0);
-                let cts = inner.encrypt(&t.config.name, vectors, &crossings).await?;
-                Inner::upload_all(&ready.server, cts).await
+                let sent = inner
+                    .encrypt_uploading(&ready.server, &t.config.name, vectors, &crossings)
+                    .await?;
+                finish_uploads(sent.uploads).await?;
+                Ok(sent.ids)
             }
         };
         let object_ids = inner.on_server(t, put).await?;

@@ -5,12 +5,13 @@
 
 use hecloud_ckks::Preset;
 use hecloud_ckks::refresh::MaskPolicy;
+use hecloud_client::ObjectSource;
 use hecloud_client::keys::{BgvKeyDir, KeyDir, bgv_keygen, keygen};
 use hecloud_protocol::refresh::RefreshRound;
 use hecloud_proxy::enclave::REPORT_DATA_LEN;
 use hecloud_proxy::{
     Attestation, Enclave, EnclaveOp, EnclaveReply, PlainEnclave, ProxyError, SealedKeyStore,
-    SealingKey, Zeroizing, measure_fusion, unseal,
+    SealingKey, StreamTo, Zeroizing, measure_fusion, unseal,
 };
 use hecloud_rlwe::{Ciphertext, PublicKey};
 use ring::rand::{SecureRandom, SystemRandom};
@@ -113,6 +114,46 @@ fn plain_enclave_encrypts_decrypts_and_refreshes_like_the_clear_folder() {
         panic!("not a ciphertext")
     };
     close(&x, &f.clear.decrypt(&ct).unwrap(), 1e-3, "enclave encrypt");
+
+    // Streamed: the object is handed out before it is made, then holds a
+    // ciphertext of the same length the clear folder decrypts.
+    let (to, handed) = StreamTo::new();
+    let reply = enclave
+        .call_one(EnclaveOp::EncryptRealStreamed {
+            tenant: "alice".into(),
+            values: Zeroizing::new(x.clone()),
+            to,
+        })
+        .unwrap();
+    let object = handed.blocking_recv().expect("the object was handed out");
+    assert!(object.is_complete());
+    assert_eq!(reply, EnclaveReply::Streamed(ct.len() as u64));
+    assert_eq!(object.byte_len(), ct.len() as u64);
+    let mut streamed = vec![0; ct.len()];
+    object.write_at(0, &mut streamed);
+    assert_ne!(streamed, ct, "fresh randomness");
+    close(
+        &x,
+        &f.clear.decrypt(&streamed).unwrap(),
+        1e-3,
+        "enclave streamed encrypt",
+    );
+    // Refused before it begins: nothing handed out.
+    for (tenant, values) in [
+        ("alice", vec![f64::NAN]),
+        ("alice", vec![]),
+        ("nobody", vec![1.0]),
+    ] {
+        let (to, handed) = StreamTo::new();
+        enclave
+            .call_one(EnclaveOp::EncryptRealStreamed {
+                tenant: tenant.into(),
+                values: Zeroizing::new(values),
+                to,
+            })
+            .unwrap_err();
+        assert!(handed.blocking_recv().is_err(), "{tenant}");
+    }
 
     // The clear folder encrypts, the enclave decrypts.
     let y = random_reals(1000);
