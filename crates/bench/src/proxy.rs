@@ -33,6 +33,7 @@ use std::future::IntoFuture;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use hecloud_ckks::keys::encrypt_real_sk_pieces;
 use hecloud_ckks::{Encoder, Preset};
 use hecloud_client::Client;
 use hecloud_protocol::rpc::{JOB_KIND_GRAPH, JobState};
@@ -119,8 +120,9 @@ fn worst_error(x: &[f64], y: &[f64], got: &[f64], op: Op) -> f64 {
         .fold(0.0, f64::max)
 }
 
-/// The client's best path: seeded encryption, both uploads at once, the
-/// job submitted while they arrive, the output decrypted here.
+/// The client's best path: seeded encryption a limb at a time, both
+/// inputs side by side, both uploads at once, the job submitted while they
+/// arrive, the output decrypted here.
 async fn client_side(
     client: &Client,
     s: &CkksSession,
@@ -130,21 +132,21 @@ async fn client_side(
 ) -> anyhow::Result<(Duration, Vec<f64>)> {
     let t = Instant::now();
     let enc = Encoder::new(&s.params);
-    let (level, scale) = (s.params.max_level(), s.params.default_scale());
-    let cts = [x, y]
-        .map(|v| -> anyhow::Result<Vec<u8>> {
-            let pt = enc.encode_real(v, level, scale)?;
-            Ok(s.keys.encrypt_sk(&pt)?.to_bytes())
-        })
-        .into_iter()
-        .collect::<anyhow::Result<Vec<_>>>()?;
-    let ids: Vec<ObjectId> = cts.iter().map(|b| ObjectId::of(b)).collect();
+    let level = s.params.max_level();
+    let encrypt = |v: &[f64]| -> anyhow::Result<Arc<Vec<u8>>> {
+        let mut out = Vec::with_capacity(s.params.rlwe().seeded_ciphertext_bytes(level));
+        encrypt_real_sk_pieces(&s.params, s.keys.secret_key(), &enc, v, level, |p| {
+            out.extend_from_slice(&p)
+        })?;
+        Ok(Arc::new(out))
+    };
+    let (a, b) = rayon::join(|| encrypt(x), || encrypt(y));
+    let (a, b) = (a?, b?);
     let job = JobSubmission {
         session: s.id,
         graph: op.graph(),
-        inputs: ids,
+        inputs: vec![ObjectId::of(&a), ObjectId::of(&b)],
     };
-    let (a, b) = (Arc::new(cts[0].clone()), Arc::new(cts[1].clone()));
     let (ua, ub, j) = tokio::join!(
         client.upload("ckks.ciphertext", a).into_future(),
         client.upload("ckks.ciphertext", b).into_future(),
