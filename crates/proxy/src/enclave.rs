@@ -547,8 +547,9 @@ impl Tenant {
     /// Encrypts `values` with the secret key, as the client's own best
     /// path does (less noise, and the uniform half travels as a seed: half
     /// the bytes to the server), a limb at a time: `begin` gets the
-    /// ciphertext's length before any piece, `piece` each piece in order
-    /// (an error of either stops the encryption).
+    /// ciphertext's length before any piece (its error stops the
+    /// encryption), `piece` each piece in order (after its first error the
+    /// rest go nowhere, and that error is returned).
     fn encrypt_pieces(
         &self,
         tenant: &str,
