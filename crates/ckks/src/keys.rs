@@ -131,13 +131,25 @@ pub fn encrypt_real_sk_pieces(
     level: usize,
     piece: impl FnMut(Vec<u8>),
 ) -> Result<()> {
-    let scale = params.default_scale();
-    let form = encoder.coefficients_real(values, level, scale)?;
+    let form = encoder.coefficients_real(values, level, params.default_scale())?;
+    encrypt_coefficients_sk_pieces(params, sk, &form, level, piece)
+}
+
+/// [`encrypt_real_sk_pieces`] of values already encoded at `level` and the
+/// default scale ([`crate::Encoder::coefficients_real`]): for a caller that
+/// checks the encoding before it commits to the ciphertext's bytes.
+pub fn encrypt_coefficients_sk_pieces(
+    params: &CkksParameters,
+    sk: &SecretKey,
+    form: &crate::Coefficients,
+    level: usize,
+    piece: impl FnMut(Vec<u8>),
+) -> Result<()> {
     Encryptor::new(params.rlwe()).encrypt_sk_pieces(
         sk,
         |_, q, dst| form.write_limb(q, dst),
         level,
-        scale,
+        params.default_scale(),
         piece,
     )?;
     Ok(())

@@ -578,15 +578,18 @@ impl Tenant {
         if let Some(i) = values.iter().position(|v| !v.is_finite()) {
             return Err(ProxyError::Crypto(format!("value {i} is not finite")));
         }
+        // Encoded first: values the encoding refuses start no upload.
+        let form = encoder
+            .coefficients_real(values, *level, params.default_scale())
+            .map_err(crypto)?;
         let len = params.rlwe().seeded_ciphertext_bytes(*level) as u64;
         begin(len)?;
         // The first error stops the pieces from going anywhere.
         let mut failed = Ok(());
-        hecloud_ckks::keys::encrypt_real_sk_pieces(
+        hecloud_ckks::keys::encrypt_coefficients_sk_pieces(
             params,
             secret_key,
-            encoder,
-            values,
+            &form,
             *level,
             |p| {
                 if failed.is_ok() {
