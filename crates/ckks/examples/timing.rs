@@ -4,7 +4,7 @@
 //! `mul` or `rotate` repeats only that operation, for profilers; `encrypt`
 //! times a fresh seeded secret-key encryption of real values in its phases
 //! (encode, encrypt, serialize), and the same in pieces, a limb at a time
-//! (`Encryptor::encrypt_sk_pieces`), as the proxy makes them.
+//! (`keys::encrypt_real_sk_pieces`), as the proxy makes them.
 //!
 //! The server and the benches keep freed memory in the C allocator
 //! (`hecloud_server::alloc::retain_freed_memory`); for the same figures
@@ -62,15 +62,10 @@ fn main() -> Result<()> {
                     let t3 = t.elapsed();
                     // The same encryption a limb at a time, serialized as made.
                     let t = Instant::now();
-                    let form = enc.coefficients_real(&reals, top, params.default_scale())?;
                     let mut pieces = 0;
-                    encryptor.encrypt_sk_pieces(
-                        sk,
-                        |_, q, dst| form.write_limb(q, dst),
-                        top,
-                        params.default_scale(),
-                        |p| pieces += p.len(),
-                    )?;
+                    keys::encrypt_real_sk_pieces(&params, sk, &enc, &reals, top, |p| {
+                        pieces += p.len()
+                    })?;
                     let t4 = t.elapsed();
                     assert_eq!(pieces, bytes.len());
                     println!(

@@ -258,13 +258,16 @@ impl Encoder {
     /// Encodes complex `values` at `level` with `scale`.
     pub fn encode(&self, values: &[Complex64], level: usize, scale: f64) -> Result<Plaintext> {
         let coeffs = self.coefficients(values)?;
-        self.encode_coefficients(&coeffs, level, scale)
+        self.plaintext(
+            &self.round_coefficients(&coeffs, level, scale)?,
+            level,
+            scale,
+        )
     }
 
     /// Encodes real `values` at `level` with `scale`.
     pub fn encode_real(&self, values: &[f64], level: usize, scale: f64) -> Result<Plaintext> {
-        let z: Vec<Complex64> = values.iter().map(|&x| Complex64::new(x, 0.0)).collect();
-        self.encode(&z, level, scale)
+        self.plaintext(&self.coefficients_real(values, level, scale)?, level, scale)
     }
 
     /// Encodes real `values` at `level` with `scale` into their rounded
@@ -344,11 +347,10 @@ impl Encoder {
         }
     }
 
-    /// Rounds `coeffs · scale` and reduces it modulo every prime of Q_level
-    /// (each below [`representable_bound`]).
-    fn encode_coefficients(&self, coeffs: &[f64], level: usize, scale: f64) -> Result<Plaintext> {
+    /// The plaintext of rounded coefficients at `level` with `scale`:
+    /// reduced modulo every prime of Q_level, then to the NTT domain.
+    fn plaintext(&self, form: &Coefficients, level: usize, scale: f64) -> Result<Plaintext> {
         let rlwe = self.params.rlwe();
-        let form = self.round_coefficients(coeffs, level, scale)?;
         let basis = rlwe.q_at(level)?.clone();
         let mut poly = RnsPoly::zero(&basis, Domain::Coefficient);
         poly.data_mut()

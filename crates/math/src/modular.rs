@@ -166,6 +166,13 @@ impl Modulus {
         if a >= self.q { a - self.q } else { a }
     }
 
+    /// Maps a signed integer with |a| < q to [0, q) without a branch on
+    /// its value (secret coefficients): q is added where a is negative.
+    #[inline(always)]
+    pub fn from_small_i64(&self, a: i64) -> u64 {
+        (a as u64).wrapping_add(self.q & ((a >> 63) as u64))
+    }
+
     /// Maps a signed integer to [0, q).
     #[inline(always)]
     pub fn from_i64(&self, a: i64) -> u64 {

@@ -351,11 +351,8 @@ impl RnsPoly {
         }
         let mut p = Self::zero(basis, Domain::Coefficient);
         for (limb, m) in p.data.chunks_exact_mut(n).zip(basis.moduli()) {
-            let q = m.value();
             for (x, &c) in limb.iter_mut().zip(coeffs) {
-                // c mod q for |c| < q: add q where c is negative (mask, no branch).
-                let r = (c as u64).wrapping_add(q & ((c >> 63) as u64));
-                *x = m.reduce(r);
+                *x = m.reduce(m.from_small_i64(c));
             }
         }
         Ok(p)

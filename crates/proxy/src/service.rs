@@ -746,6 +746,13 @@ impl Inner {
     ) -> Result<Sent, Status> {
         let n = vectors.len();
         let mut uploads = Uploads::new();
+        if n == 0 {
+            return Ok(Sent {
+                ids: vec![],
+                uploads,
+                encrypted: Instant::now(),
+            });
+        }
         let mut handed = Vec::with_capacity(n);
         let batch: Vec<EnclaveOp> = vectors
             .into_iter()
@@ -775,31 +782,21 @@ impl Inner {
             uploads.spawn(async move { c.upload(kind, body).announce(tx).await.map(|_| ()) });
             rx
         };
-        if n > 0 {
-            crossings.fetch_add(1, Ordering::Relaxed);
-        }
+        crossings.fetch_add(1, Ordering::Relaxed);
         // The streamed uploads start as the enclave hands their objects
         // out, while the crossing runs.
-        let (replies, ()) = tokio::join!(
-            async {
-                if n == 0 {
-                    return Ok(vec![]);
-                }
-                self.cross(batch, ErrorKind::InvalidRequest).await
-            },
-            async {
-                for (rx, slot) in handed.into_iter().zip(&mut announced) {
-                    let Some(rx) = rx else { continue };
-                    match rx.await {
-                        Ok(object) => {
-                            *slot = Some(start(&mut uploads, CKKS_CIPHERTEXT_KIND, object.into()));
-                        }
-                        // The crossing failed before this encryption began.
-                        Err(_) => return,
+        let (replies, ()) = tokio::join!(self.cross(batch, ErrorKind::InvalidRequest), async {
+            for (rx, slot) in handed.into_iter().zip(&mut announced) {
+                let Some(rx) = rx else { continue };
+                match rx.await {
+                    Ok(object) => {
+                        *slot = Some(start(&mut uploads, CKKS_CIPHERTEXT_KIND, object.into()));
                     }
+                    // The crossing failed before this encryption began.
+                    Err(_) => return,
                 }
             }
-        );
+        });
         // A failed crossing drops the uploads, which are aborted.
         let replies = replies?;
         let encrypted = Instant::now();

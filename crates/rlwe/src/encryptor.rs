@@ -99,9 +99,7 @@ impl Encryptor {
         ct.set_key_id(sk.key_id());
         Ok(ct)
     }
-}
 
-impl Encryptor {
     /// [`Encryptor::encrypt_sk`] of the plaintext at `level` and `scale`
     /// whose coefficient form `m` gives a limb at a time, serialized as it
     /// is made: `piece` receives, in order, pieces whose concatenation is
@@ -182,20 +180,19 @@ impl Encryptor {
         // left holding public values: −c_0 and a).
         let limb = |i: usize, c: &mut [u64], a: &mut [u64]| {
             let q = &basis.moduli()[i];
-            // m − t·e, then to the NTT domain: −c_0 before a·s.
+            // m − t·e, then to the NTT domain: −c_0 before a·s. |e| is far
+            // below q.
             m(i, q, c);
-            // e mod q, |e| far below q (a mask, no branch on the secret).
-            let e_mod = |e: i64| (e as u64).wrapping_add(q.value() & ((e >> 63) as u64));
             match t {
                 None => c
                     .iter_mut()
                     .zip(e.iter())
-                    .for_each(|(x, &e)| *x = q.sub(e_mod(e), *x)),
+                    .for_each(|(x, &e)| *x = q.sub(q.from_small_i64(e), *x)),
                 Some(t) => {
                     let t = q.reduce(t);
                     c.iter_mut()
                         .zip(e.iter())
-                        .for_each(|(x, &e)| *x = q.sub(q.mul(e_mod(e), t), *x));
+                        .for_each(|(x, &e)| *x = q.sub(q.mul(q.from_small_i64(e), t), *x));
                 }
             }
             be.ntt_forward(&basis.tables()[i], c);
