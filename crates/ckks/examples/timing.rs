@@ -4,7 +4,10 @@
 //! `mul` or `rotate` repeats only that operation, for profilers; `encrypt`
 //! times a fresh seeded secret-key encryption of real values in its phases
 //! (encode, encrypt, serialize), and the same in pieces, a limb at a time
-//! (`keys::encrypt_real_sk_pieces`), as the proxy makes them.
+//! (`keys::encrypt_real_sk_pieces`), as the proxy makes them. `timing
+//! boot [runs]` bootstraps at [`boot::BootPreset::N16`] (one thread,
+//! `runs` times after one warm-up), for profilers; `hecloud bench boot`
+//! is the comparison with Lattigo.
 //!
 //! The server and the benches keep freed memory in the C allocator
 //! (`hecloud_server::alloc::retain_freed_memory`); for the same figures
@@ -18,6 +21,13 @@ use num_complex::Complex64;
 
 fn main() -> Result<()> {
     let which = std::env::args().nth(1).unwrap_or_else(|| "n14".into());
+    if which == "boot" {
+        let runs = std::env::args()
+            .nth(2)
+            .and_then(|r| r.parse().ok())
+            .unwrap_or(3);
+        return boot(runs);
+    }
     let preset = Preset::ALL
         .into_iter()
         .find(|p| p.name() == which)
@@ -104,6 +114,41 @@ fn main() -> Result<()> {
             );
         }
         println!("best of 8: mul_relin_rescale {best_mul:.1} ms, rotate {best_rot:.1} ms");
+        Ok(())
+    })
+}
+
+/// One warm-up and `runs` timed bootstrappings at the N = 2^16 preset, one
+/// thread, with their precision.
+fn boot(runs: usize) -> Result<()> {
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(1)
+        .build()
+        .expect("thread pool");
+    pool.install(|| {
+        let (params, boot) = boot::BootPreset::N16.build()?;
+        let t = Instant::now();
+        let mut keys = KeySet::generate_at_levels(&params, &boot.rotation_levels(), true)?;
+        let encapsulation = boot
+            .literal()
+            .ephemeral_hamming
+            .map(|h| boot::EncapsulationKeys::generate(&params, keys.secret_key(), h))
+            .transpose()?;
+        println!("keygen {:?}", t.elapsed());
+        let enc = Encoder::new(&params);
+        let eval = Evaluator::new(&params, keys.take_evaluation_keys());
+        let z: Vec<Complex64> = (0..params.slots())
+            .map(|i| Complex64::new((i as f64 * 0.37).sin(), (i as f64 * 0.11).cos()))
+            .collect();
+        let ct = keys.encrypt(&enc.encode(&z, 0, params.default_scale())?)?;
+        for run in 0..=runs {
+            let t = Instant::now();
+            let out = boot.bootstrap(&eval, encapsulation.as_ref(), &ct)?;
+            let took = t.elapsed();
+            let got = enc.decode(&keys.decrypt(&out)?)?;
+            let label = if run == 0 { "warm-up" } else { "bootstrap" };
+            println!("{label} {took:?} precision {}", report(&z, &got));
+        }
         Ok(())
     })
 }

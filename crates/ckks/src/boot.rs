@@ -727,22 +727,24 @@ impl Bootstrapper {
 
     /// How many bytes of encoded DFT diagonals [`Self::new`] keeps from
     /// one bootstrapping to the next ([`Self::keep_encoded_diagonals`]):
-    /// at the N = 2^16 preset, CoeffsToSlots' factors and most of
-    /// SlotsToCoeffs' (1.84 of the 2.01 GiB all seven would take), which
-    /// keeps the peak memory below 12 GiB with the keys.
+    /// at the N = 2^16 preset, CoeffsToSlots' factors and part of
+    /// SlotsToCoeffs' (1.85 of the 2.62 GiB all seven would take over
+    /// Q_l ∪ P), which keeps the peak memory below 12 GiB with the keys.
     pub const KEPT_DIAGONAL_BYTES: usize = 2 << 30;
 
     /// Keeps the encoded diagonals of the DFT factors, from the highest
     /// level down, while their total stays within `bytes` (0: none), and
     /// returns that total. A kept factor skips encoding its diagonals (an
     /// FFT and an NTT per prime each) in every bootstrapping after the
-    /// first; they take (level + 1) · N words each, at the level the
+    /// first; they take (level + 1 + k) · N words each (over Q_l and the
+    /// k primes of P), at the level the
     /// factor is applied at. The highest levels come first because they
     /// hold the bootstrapping's large primes, whose NTTs take the 64-bit
     /// kernels: at N = 2^16, keeping CoeffsToSlots' diagonals saved about
     /// a fifth of a bootstrapping, SlotsToCoeffs' no measurable time.
     pub fn keep_encoded_diagonals(&mut self, bytes: usize) -> usize {
         let (n, top) = (self.params.n(), self.params.max_level());
+        let k = self.params.rlwe().p_basis().len();
         let stc_top = top - self.cts.levels() - self.eval_mod.depth();
         let mut factors: Vec<(usize, &mut LinearTransform)> = self
             .cts
@@ -761,7 +763,7 @@ impl Bootstrapper {
         factors.sort_by_key(|(level, _)| std::cmp::Reverse(*level));
         let mut kept = 0;
         for (level, f) in factors {
-            let size = f.diagonal_count() * (level + 1) * n * 8;
+            let size = f.diagonal_count() * (level + 1 + k) * n * 8;
             let keep = kept + size <= bytes;
             f.keep_encoded(keep);
             if keep {

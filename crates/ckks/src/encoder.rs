@@ -265,6 +265,17 @@ impl Encoder {
         )
     }
 
+    /// Encodes complex `values` at `level` with `scale` over Q_l ∪ P, the
+    /// key-switching basis (NTT): a plaintext for the undivided rotations
+    /// of [`crate::Evaluator::rotate_hoisted_ext`]. Its first l + 1 limbs
+    /// are [`Self::encode`]'s.
+    pub fn encode_ext(&self, values: &[Complex64], level: usize, scale: f64) -> Result<RnsPoly> {
+        let coeffs = self.coefficients(values)?;
+        let form = self.round_coefficients(&coeffs, level, scale)?;
+        let basis = self.params.rlwe().qp_at(level)?;
+        Ok(self.reduced(&form, basis))
+    }
+
     /// Encodes real `values` at `level` with `scale`.
     pub fn encode_real(&self, values: &[f64], level: usize, scale: f64) -> Result<Plaintext> {
         self.plaintext(&self.coefficients_real(values, level, scale)?, level, scale)
@@ -351,14 +362,20 @@ impl Encoder {
     /// reduced modulo every prime of Q_level, then to the NTT domain.
     fn plaintext(&self, form: &Coefficients, level: usize, scale: f64) -> Result<Plaintext> {
         let rlwe = self.params.rlwe();
-        let basis = rlwe.q_at(level)?.clone();
-        let mut poly = RnsPoly::zero(&basis, Domain::Coefficient);
+        let poly = self.reduced(form, rlwe.q_at(level)?);
+        Ok(Plaintext::new(rlwe, poly, level, scale)?)
+    }
+
+    /// The rounded coefficients modulo every prime of `basis`, then to the
+    /// NTT domain.
+    fn reduced(&self, form: &Coefficients, basis: &Arc<hecloud_math::RnsBasis>) -> RnsPoly {
+        let mut poly = RnsPoly::zero(basis, Domain::Coefficient);
         poly.data_mut()
             .par_chunks_exact_mut(self.params.n())
             .zip(basis.moduli())
             .for_each(|(limb, m)| form.write_limb(m, limb));
         poly.to_ntt();
-        Ok(Plaintext::new(rlwe, poly, level, scale)?)
+        poly
     }
 
     /// Plaintext polynomial coefficients as centered floats divided by the

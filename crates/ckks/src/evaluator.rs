@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use hecloud_math::{Domain, MathError, RnsPoly, backend::default_backend};
 use hecloud_rlwe::keyswitch::{key_switch_ext, mod_down_rescale_pair_adding};
-use hecloud_rlwe::ops::GaloisSum;
+use hecloud_rlwe::ops::{ExtCiphertext, GaloisSum};
 use hecloud_rlwe::pool::{pooled_uninit, recycle};
 use hecloud_rlwe::{Ciphertext, GaloisKeys, KeyId, Plaintext, RelinearizationKey, RlweError, ops};
 use num_complex::Complex64;
@@ -523,6 +523,59 @@ impl Evaluator {
                 }
             })
             .collect()
+    }
+
+    /// [`Self::rotate_hoisted`] without the division by P: each rotation
+    /// over Q_l ∪ P, as an [`ExtCiphertext`], for a sum of rotations times
+    /// plaintexts over Q_l ∪ P ([`crate::Encoder::encode_ext`]) that takes
+    /// one ModDown ([`Self::mod_down_ext`], or none of its own in
+    /// [`Self::add_ext_rotation`]): double hoisting. Each k needs its
+    /// rotation key (a rotation by 0 is the ciphertext itself).
+    pub fn rotate_hoisted_ext(&self, ct: &Ciphertext, ks: &[i64]) -> Result<Vec<ExtCiphertext>> {
+        self.check(ct)?;
+        let plan = self.planner();
+        plan.rotate_hoisted(&CtShape::of(ct), ks)?;
+        let keys = ks
+            .iter()
+            .map(|&k| match plan.rotation_key(k) {
+                Some(g) => Ok(self.keys.galois.get(g)?),
+                None => Err(CkksError::ValueOutOfRange(format!(
+                    "an undivided rotation by {k}, a multiple of the slots"
+                ))),
+            })
+            .collect::<Result<Vec<_>>>()?;
+        Ok(ops::apply_galois_hoisted_ext(ct, &keys)?)
+    }
+
+    /// `x` divided by P, plus `add` (a ciphertext at x's level and scale)
+    /// in the same pass: one ModDown for a sum of undivided terms.
+    pub fn mod_down_ext(&self, x: ExtCiphertext, add: Option<&Ciphertext>) -> Result<Ciphertext> {
+        self.check_ext(&x)?;
+        if let Some(a) = add {
+            self.check(a)?;
+        }
+        Ok(x.mod_down(add)?)
+    }
+
+    /// Adds `x` to `sum` as a term rotated by 0, undivided: the sum's one
+    /// ModDown divides it.
+    pub fn add_ext_rotation(&self, sum: &mut RotationSum, x: ExtCiphertext) -> Result<()> {
+        self.check_ext(&x)?;
+        let term = CtShape::new(x.level(), x.scale());
+        let shape = match &sum.shape {
+            None => term,
+            Some(s) => self.planner().add(s, &term)?.out,
+        };
+        sum.sum.add_ext(x)?;
+        sum.shape = Some(shape);
+        Ok(())
+    }
+
+    fn check_ext(&self, x: &ExtCiphertext) -> Result<()> {
+        if x.params().hash() != self.params.rlwe().hash() {
+            return Err(RlweError::ParameterMismatch.into());
+        }
+        Ok(())
     }
 
     /// Slot j of the result holds Σ_{t < n} slot (j + t) of `ct` (n a power

@@ -12,7 +12,11 @@
 //! M·x = Σ_g rot( Σ_j rot(diag_{g·n₁+j}, −g·n₁) ⊙ rot(x, j), g·n₁ ),
 //!
 //! so the baby steps rot(x, j) are computed once, from one decomposition
-//! of x (hoisted), and each giant step costs one rotation of a sum. With
+//! of x (hoisted), and each giant step costs one rotation of a sum. The
+//! baby steps stay over Q_l ∪ P, not divided by P, and the diagonals are
+//! encoded there too, so each giant step's inner sum takes one ModDown
+//! instead of one per baby step (double hoisting, Bossuat et al. 2021:
+//! at N = 2^16, 13 % off a bootstrapping on AVX2). With
 //! D diagonals that is about n₁ + D/n₁ rotations instead of D; n₁ near
 //! √D. The diagonals are encoded pre-rotated, at scale q_l, so the result
 //! keeps the input's scale one level down, like a product by a constant
@@ -41,7 +45,9 @@
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
-use hecloud_rlwe::{Ciphertext, Plaintext};
+use hecloud_math::RnsPoly;
+use hecloud_rlwe::Ciphertext;
+use hecloud_rlwe::ops::ExtCiphertext;
 use num_complex::Complex64;
 
 use crate::encoder::Encoder;
@@ -74,7 +80,8 @@ struct EncodedDiagonals {
     /// The encoder's parameter hash, its slots, the level and the
     /// encoding scale's bits.
     key: ([u8; 32], usize, usize, u64),
-    plaintexts: Vec<Plaintext>,
+    /// Over Q_l ∪ P ([`Encoder::encode_ext`]).
+    plaintexts: Vec<RnsPoly>,
 }
 
 /// A cache that takes no part in the matrix's identity: clones start
@@ -134,10 +141,12 @@ impl LinearTransform {
         // The DFT factors' diagonals are multiples of a stride g (a power
         // of two) on both sides of 0: baby steps g·j, j < n₁, with n₁ a
         // power of two near √(span of the signed indices / g): the fewest
-        // rotations (a hoisted baby step costs 0.6 of a full rotation at
+        // rotations (a hoisted baby step cost 0.6 of a full rotation at
         // boot-n16's top level, on AVX2 and IFMA alike: its inner product
         // reads 7 digits of key from memory; with that, 8 baby steps for
-        // 31 or 63 diagonals beat 4 or 16).
+        // 31 or 63 diagonals beat 4 or 16). Undivided baby steps are
+        // cheaper still, but 16 of them measured within the host's noise
+        // of 8 (2026-12-03, AVX2) for 27 more rotation keys.
         let stride = by_index
             .keys()
             .filter(|&&d| d != 0)
@@ -174,7 +183,8 @@ impl LinearTransform {
     /// at the same parameters, level and scale (off by default): each
     /// application then skips encoding and transforming
     /// [`Self::diagonal_count`] plaintexts, and the matrix holds them,
-    /// (level + 1) · N words each. Turning it off drops them.
+    /// (level + 1 + k) · N words each, over Q_l and the k primes of P.
+    /// Turning it off drops them.
     pub fn keep_encoded(&mut self, keep: bool) {
         self.keep_encoded = keep;
         if !keep {
@@ -198,8 +208,8 @@ impl LinearTransform {
         giants
     }
 
-    /// Diagonal `v` of giant step g encoded at `level` and `scale`,
-    /// pre-rotated: rot(diag, −g), slot i holding diag[i − g].
+    /// Diagonal `v` of giant step g encoded over Q_l ∪ P at `level` and
+    /// `scale`, pre-rotated: rot(diag, −g), slot i holding diag[i − g].
     fn encode_diagonal(
         &self,
         enc: &Encoder,
@@ -207,10 +217,10 @@ impl LinearTransform {
         g: usize,
         level: usize,
         scale: f64,
-    ) -> Result<Plaintext> {
+    ) -> Result<RnsPoly> {
         let n = self.slots;
         let pre: Vec<Complex64> = (0..n).map(|i| v[(i + n - g % n) % n]).collect();
-        enc.encode(&pre, level, scale)
+        enc.encode_ext(&pre, level, scale)
     }
 
     /// Every diagonal encoded at `level` and `scale`, from the cache when
@@ -347,17 +357,23 @@ impl LinearTransform {
         if level == 0 {
             return Err(hecloud_rlwe::RlweError::LevelsExhausted { level, need: 1 }.into());
         }
+        // Baby steps by their nonzero rotations, over Q_l ∪ P and not
+        // divided by P (double hoisting): each giant step's sum of them,
+        // times diagonals encoded over Q_l ∪ P, takes one ModDown, where
+        // each rotation took one (the terms of baby step 0, the input
+        // itself, need none and join that ModDown's pass).
         let mut used: Vec<i64> = self
             .diagonals
             .keys()
             .map(|&d| self.split(d).1 as i64)
+            .filter(|&j| j != 0)
             .collect();
         used.sort_unstable();
         used.dedup();
-        let rotated: BTreeMap<usize, Ciphertext> = used
+        let rotated: BTreeMap<usize, ExtCiphertext> = used
             .iter()
             .map(|&j| j as usize)
-            .zip(eval.rotate_hoisted(ct, &used)?)
+            .zip(eval.rotate_hoisted_ext(ct, &used)?)
             .collect();
         let scale = out_scale * params.q_f64(level) / ct.scale();
         if !(scale.is_finite() && (2f64.powi(20)..crate::evaluator::MAX_CONSTANT).contains(&scale))
@@ -373,7 +389,8 @@ impl LinearTransform {
         // rescale.
         let mut total = RotationSum::default();
         for (g, terms) in self.giant_steps() {
-            let mut inner: Option<Ciphertext> = None;
+            let mut undivided: Option<ExtCiphertext> = None;
+            let mut direct: Option<Ciphertext> = None;
             for (j, v) in terms {
                 let fresh;
                 let pt = match kept.as_mut() {
@@ -386,13 +403,36 @@ impl LinearTransform {
                 // Multiply-accumulate in place: a term is neither a new
                 // ciphertext nor a copy of the sum (at N = 2^16 each is
                 // megabytes of fresh pages).
-                match inner.as_mut() {
-                    None => inner = Some(eval.mul_plain(&rotated[&j], pt)?),
-                    Some(acc) => eval.mul_plain_add_assign(acc, &rotated[&j], pt)?,
+                if j == 0 {
+                    let mut term = ct.map_polys(|c| c.mul_prefix(pt))?;
+                    term.set_scale(ct.scale() * scale);
+                    direct = Some(term);
+                    continue;
+                }
+                let x = &rotated[&j];
+                match undivided.as_mut() {
+                    None => undivided = Some(x.mul_plain(pt, scale)?),
+                    Some(acc) => acc.mul_plain_add_assign(x, pt, scale)?,
                 }
             }
-            let inner = inner.expect("a giant step has a term");
-            eval.add_rotation(&mut total, &inner, g as i64)?;
+            match (g, undivided) {
+                (0, undivided) => {
+                    if let Some(x) = undivided {
+                        eval.add_ext_rotation(&mut total, x)?;
+                    }
+                    if let Some(d) = direct {
+                        eval.add_rotation(&mut total, &d, 0)?;
+                    }
+                }
+                (g, Some(x)) => {
+                    let inner = eval.mod_down_ext(x, direct.as_ref())?;
+                    eval.add_rotation(&mut total, &inner, g as i64)?;
+                }
+                (g, None) => {
+                    let inner = direct.expect("a giant step has a term");
+                    eval.add_rotation(&mut total, &inner, g as i64)?;
+                }
+            }
         }
         let mut out = eval.rescale_rotation_sum(total)?;
         out.set_scale(out_scale);

@@ -745,6 +745,19 @@ pub fn mod_down_pair(
     Ok((y0, y1))
 }
 
+/// [`mod_down_pair`] of (x₀ + P·a₀, x₁ + P·a₁), for a₀, a₁ over Q_l
+/// (NTT): a sum of undivided key-switching products and of terms that
+/// need no division, in one pass (see [`mod_down_rescale_pair_adding`]).
+pub fn mod_down_pair_adding(
+    params: &Parameters,
+    level: usize,
+    [x0, x1]: [&RnsPoly; 2],
+    adds: [&RnsPoly; 2],
+) -> Result<(RnsPoly, RnsPoly)> {
+    let [y0, y1] = divide_down(params, level, [x0, x1], Some(adds), mod_down_plan)?;
+    Ok((y0, y1))
+}
+
 fn mod_down_plan(params: &Parameters, level: usize) -> Result<DividePlan<'_>> {
     let lt = params.level(level)?;
     let k = params.p_basis().len();
@@ -825,7 +838,7 @@ pub fn lift_times_p(params: &Parameters, x: &RnsPoly) -> Result<RnsPoly> {
 }
 
 /// P mod q for P the product of `p`.
-fn times_p(q: &Modulus, p: &[Modulus]) -> u64 {
+pub(crate) fn times_p(q: &Modulus, p: &[Modulus]) -> u64 {
     p.iter().fold(1, |acc, p| q.mul(acc, q.reduce(p.value())))
 }
 

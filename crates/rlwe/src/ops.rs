@@ -1,14 +1,18 @@
 //! Ciphertext-level operations shared by CKKS and BGV: relinearization and
 //! automorphisms (single and hoisted).
 
+use std::sync::Arc;
+
 use hecloud_math::{Domain, RnsPoly};
 
 use crate::ciphertext::Ciphertext;
 use crate::error::{Result, RlweError};
 use crate::keys::{GaloisKey, KeyId, RelinearizationKey, SwitchingKey};
 use crate::keyswitch::{
-    decompose, key_switch, key_switch_ext, key_switch_hoisted, mod_down_rescale_pair_adding,
+    decompose, key_switch, key_switch_ext, key_switch_hoisted, key_switch_hoisted_ext,
+    mod_down_pair_adding, mod_down_rescale_pair_adding, times_p,
 };
+use crate::params::Parameters;
 use crate::pool::recycle;
 
 /// `ct` may be switched with `key`: the same parameters and the key's
@@ -80,6 +84,208 @@ pub fn apply_galois_hoisted(ct: &Ciphertext, gks: &[&GaloisKey]) -> Result<Vec<C
         .map(|gk| {
             let (k0, k1) = key_switch_hoisted(ct.params(), &dec, &gk.key)?;
             moved(ct, gk, k0, k1)
+        })
+        .collect();
+    dec.recycle();
+    out
+}
+
+/// A degree-1 ciphertext over Q_l ∪ P, not yet divided by P: each
+/// component is P·c_i plus a key switch's error, as a hoisted rotation
+/// leaves it before its ModDown ([`apply_galois_hoisted_ext`]). Products
+/// by plaintexts over Q_l ∪ P and their sums keep this form, so a sum of
+/// rotations of one ciphertext, each times a plaintext (the baby steps of
+/// a linear transform), takes one ModDown ([`Self::mod_down`], or none of
+/// its own in a [`GaloisSum`]) where each rotation took one: double
+/// hoisting (Bossuat, Mouchet, Troncoso-Pastoriza and Hubaux, Eurocrypt
+/// 2021). The division is CKKS's, as [`GaloisSum`]'s: not for BGV.
+///
+/// ```
+/// use hecloud_rlwe::ops::{apply_galois_hoisted_ext, apply_galois_hoisted};
+/// use hecloud_rlwe::*;
+/// let params = Parameters::new_insecure_for_tests(ParametersLiteral {
+///     log_n: 10, log_q: vec![50, 40], log_p: vec![50],
+///     secret: SecretDistribution::Ternary, sigma: params::SIGMA, dnum: None, plaintext_modulus: None,
+/// }).unwrap();
+/// let mut kg = KeyGenerator::new(&params);
+/// let sk = kg.gen_secret_key().unwrap();
+/// let gk = kg.gen_galois_key(&sk, 5).unwrap();
+/// let mut m = hecloud_math::RnsPoly::zero(params.q_at(1).unwrap(), hecloud_math::Domain::Coefficient);
+/// m.limb_mut(0)[0] = 1 << 30;
+/// m.limb_mut(1)[0] = 1 << 30;
+/// m.to_ntt();
+/// let ct = Encryptor::new(&params).encrypt_sk(&sk, &Plaintext::new(&params, m, 1, 1.0).unwrap()).unwrap();
+/// // Divided by P, the undivided rotation is the rotation.
+/// let ext = apply_galois_hoisted_ext(&ct, &[&gk]).unwrap().remove(0);
+/// let once = ext.mod_down(None).unwrap();
+/// let rotated = apply_galois_hoisted(&ct, &[&gk]).unwrap().remove(0);
+/// let dec = |c: &Ciphertext| {
+///     let mut p = Decryptor::new(&sk).decrypt(c).unwrap().into_poly();
+///     p.to_coefficient();
+///     p.basis().moduli()[0].center(p.limb(0)[0])
+/// };
+/// assert!((dec(&once) - dec(&rotated)).abs() < 64);
+/// assert!((dec(&once) - (1 << 30)).abs() < 1 << 10);
+/// ```
+#[derive(Debug)]
+pub struct ExtCiphertext {
+    params: Arc<Parameters>,
+    level: usize,
+    scale: f64,
+    key: KeyId,
+    polys: [RnsPoly; 2],
+}
+
+impl ExtCiphertext {
+    /// The parameters.
+    pub fn params(&self) -> &Arc<Parameters> {
+        &self.params
+    }
+
+    /// The level l of its Q part.
+    pub fn level(&self) -> usize {
+        self.level
+    }
+
+    /// The scale of what it encrypts (P aside).
+    pub fn scale(&self) -> f64 {
+        self.scale
+    }
+
+    /// The key it decrypts under, once divided.
+    pub fn key_id(&self) -> KeyId {
+        self.key
+    }
+
+    /// The two components over Q_l ∪ P (NTT).
+    pub fn polys(&self) -> &[RnsPoly; 2] {
+        &self.polys
+    }
+
+    /// `pt` is a plaintext for it: over Q_l ∪ P in the NTT domain.
+    fn check_plain(&self, pt: &RnsPoly) -> Result<()> {
+        if **pt.basis() != **self.params.qp_at(self.level)? || pt.domain() != Domain::Ntt {
+            return Err(RlweError::ParameterMismatch);
+        }
+        Ok(())
+    }
+
+    /// self · pt, for `pt` over Q_l ∪ P (NTT) encoding at `pt_scale`: the
+    /// scale is the product of the two.
+    pub fn mul_plain(&self, pt: &RnsPoly, pt_scale: f64) -> Result<Self> {
+        self.check_plain(pt)?;
+        let [c0, c1] = &self.polys;
+        Ok(Self {
+            params: self.params.clone(),
+            level: self.level,
+            scale: self.scale * pt_scale,
+            key: self.key,
+            polys: [c0.mul_prefix(pt)?, c1.mul_prefix(pt)?],
+        })
+    }
+
+    /// self += x · pt with no temporary ([`Self::mul_plain`]); refused
+    /// (nothing changed) unless x is at self's level under the same
+    /// parameters and key, and the product is at self's scale.
+    pub fn mul_plain_add_assign(&mut self, x: &Self, pt: &RnsPoly, pt_scale: f64) -> Result<()> {
+        x.check_plain(pt)?;
+        if x.params.hash() != self.params.hash() || x.level != self.level {
+            return Err(RlweError::ParameterMismatch);
+        }
+        same_scale(self.scale, x.scale * pt_scale)?;
+        let key = self.key.join(x.key)?;
+        for (a, c) in self.polys.iter_mut().zip(&x.polys) {
+            a.mul_add_prefix_assign(c, pt)?;
+        }
+        self.key = key;
+        Ok(())
+    }
+
+    /// ≈ self / P over Q_l (NTT), plus `add` (a degree-1 ciphertext at the
+    /// same level and scale, under the same parameters) in the same pass.
+    pub fn mod_down(self, add: Option<&Ciphertext>) -> Result<Ciphertext> {
+        let [x0, x1] = &self.polys;
+        let mut key = self.key;
+        let (c0, c1) = match add {
+            None => crate::keyswitch::mod_down_pair(&self.params, self.level, x0, x1)?,
+            Some(a) => {
+                if a.params().hash() != self.params.hash() || a.degree() != 1 {
+                    return Err(RlweError::ParameterMismatch);
+                }
+                same_scale(self.scale, a.scale())?;
+                key = key.join(a.key_id())?;
+                let p = a.polys();
+                mod_down_pair_adding(&self.params, self.level, [x0, x1], [&p[0], &p[1]])?
+            }
+        };
+        let [x0, x1] = self.polys;
+        recycle(x0);
+        recycle(x1);
+        let mut out = Ciphertext::new(&self.params, vec![c0, c1], self.level, self.scale)?;
+        out.set_key_id(key);
+        Ok(out)
+    }
+}
+
+/// Two scales that must agree: equal to within rounding (1 part in 2^40).
+fn same_scale(a: f64, b: f64) -> Result<()> {
+    if (a - b).abs() <= a.abs() * 2f64.powi(-40) {
+        Ok(())
+    } else {
+        Err(RlweError::InvalidScale(b.log2()))
+    }
+}
+
+/// [`apply_galois_hoisted`] without the division by P: each rotation over
+/// Q_l ∪ P as an [`ExtCiphertext`], P·σ(c_0) added to its key switch's
+/// c_0 (the Q limbs; P divides it on the others). One decomposition of
+/// c_1 for all of them.
+pub fn apply_galois_hoisted_ext(ct: &Ciphertext, gks: &[&GaloisKey]) -> Result<Vec<ExtCiphertext>> {
+    if ct.degree() != 1 {
+        return Err(RlweError::CiphertextDegree {
+            expected: 1,
+            found: ct.degree(),
+        });
+    }
+    for gk in gks {
+        same(ct, &gk.key)?;
+        gk.key.reaches(ct.level())?;
+    }
+    if gks.is_empty() {
+        return Ok(vec![]);
+    }
+    let params = ct.params();
+    let (level, c0) = (ct.level(), &ct.polys()[0]);
+    let qp = params.qp_at(level)?;
+    let p_mod_q: Vec<u64> = qp.moduli()[..=level]
+        .iter()
+        .map(|q| times_p(q, params.p_basis().moduli()))
+        .collect();
+    let dec = decompose(params, &ct.polys()[1])?;
+    let be = hecloud_math::backend::default_backend();
+    let out = gks
+        .iter()
+        .map(|gk| {
+            let mut ext = key_switch_hoisted_ext(params, &dec, &gk.key)?;
+            let moduli = qp.moduli();
+            crate::keyswitch::for_each_limb(
+                &mut ext.c0.data_mut()[..(level + 1) * params.n()],
+                params.n(),
+                |(i, o)| {
+                    let m = &moduli[i];
+                    be.linear_combination(m, o, Some(1), &[c0.limb(i)], &[p_mod_q[i]], &[m.bits()]);
+                },
+            );
+            let polys = [permute(&ext.c0, &gk.perm)?, permute(&ext.c1, &gk.perm)?];
+            recycle(ext.c0);
+            recycle(ext.c1);
+            Ok(ExtCiphertext {
+                params: params.clone(),
+                level,
+                scale: ct.scale(),
+                key: ct.key_id(),
+                polys,
+            })
         })
         .collect();
     dec.recycle();
@@ -196,6 +402,37 @@ impl GaloisSum {
         }
         if self.shape.is_none() {
             self.shape = Some((ct.params().clone(), ct.level()));
+        }
+        self.key = key;
+        Ok(())
+    }
+
+    /// Adds an undivided term over Q_l ∪ P (its division by P is the
+    /// sum's). Refused as [`Self::add`] refuses terms.
+    pub fn add_ext(&mut self, x: ExtCiphertext) -> Result<()> {
+        if let Some((params, level)) = &self.shape {
+            if params.hash() != x.params.hash() {
+                return Err(RlweError::ParameterMismatch);
+            }
+            if *level != x.level {
+                return Err(RlweError::LevelMismatch {
+                    left: *level,
+                    right: x.level,
+                });
+            }
+        }
+        let key = self.key.join(x.key)?;
+        if self.shape.is_none() {
+            self.shape = Some((x.params.clone(), x.level));
+        }
+        for (acc, p) in self.ext.iter_mut().zip(x.polys) {
+            match acc {
+                Some(a) => {
+                    a.add_assign(&p)?;
+                    recycle(p);
+                }
+                None => *acc = Some(p),
+            }
         }
         self.key = key;
         Ok(())

@@ -669,3 +669,116 @@ fn seeded_encryption_in_pieces_refuses_bad_input_before_any_piece() {
     );
     assert_eq!(pieces, 0);
 }
+
+/// Double hoisting: undivided rotations times plaintexts over Q_l ∪ P,
+/// summed and divided once (with an unrotated term added in the same
+/// pass, or inside a GaloisSum), decrypt to Σ σ_g(m)·p_g (schoolbook
+/// reference); bad operands are typed errors.
+#[test]
+fn undivided_rotations_times_plaintexts_divide_once_to_their_sum() {
+    let (params, sk) = setup(10, 2, Some(2));
+    let level = params.max_level();
+    let mut kg = KeyGenerator::new(&params);
+    let gks = kg.gen_galois_keys(&sk, &[1, 3, -2], false).unwrap();
+    let elements: Vec<usize> = gks.elements().collect();
+    let refs: Vec<&GaloisKey> = elements.iter().map(|&g| gks.get(g).unwrap()).collect();
+    let (m, pt) = random_message(&params, level, 1 << 20);
+    let ct = Encryptor::new(&params).encrypt_sk(&sk, &pt).unwrap();
+    // Small random plaintexts over Q_l ∪ P (and the one of the
+    // unrotated term over Q_l).
+    let mut s = hecloud_math::testing::sampler();
+    let mut small = |basis| {
+        let c: Vec<i64> = (0..params.n())
+            .map(|_| (s.next_u64() % 9) as i64 - 4)
+            .collect();
+        let mut p = RnsPoly::from_signed(basis, &c).unwrap();
+        p.to_ntt();
+        (c, p)
+    };
+    let qp = params.qp_at(level).unwrap().clone();
+    let plains: Vec<(Vec<i64>, RnsPoly)> = refs.iter().map(|_| small(&qp)).collect();
+    let (c_direct, p_direct) = small(params.q_at(level).unwrap());
+
+    let ext = ops::apply_galois_hoisted_ext(&ct, &refs).unwrap();
+    let mut acc = ext[0].mul_plain(&plains[0].1, 1.0).unwrap();
+    for (x, (_, p)) in ext.iter().zip(&plains).skip(1) {
+        acc.mul_plain_add_assign(x, p, 1.0).unwrap();
+    }
+    let mut want = vec![0i64; params.n()];
+    for (g, (c, _)) in elements.iter().zip(&plains) {
+        for (w, x) in want
+            .iter_mut()
+            .zip(negacyclic(&automorphism_plain(&m, *g), c))
+        {
+            *w += x;
+        }
+    }
+    let direct = ct.map_polys(|c| c.mul_prefix(&p_direct)).unwrap();
+    let mut with_direct = want.clone();
+    for (w, x) in with_direct.iter_mut().zip(negacyclic(&m, &c_direct)) {
+        *w += x;
+    }
+    // The noise of a rotation is below 2^16 (see the automorphism test);
+    // each is multiplied by a plaintext of 1024 coefficients below 5.
+    let bound = 1 << 29;
+
+    // Bad operands first: nothing changes.
+    let over_q = p_direct.clone();
+    assert_eq!(
+        ext[0].mul_plain(&over_q, 1.0).unwrap_err(),
+        RlweError::ParameterMismatch
+    );
+    assert!(matches!(
+        acc.mul_plain_add_assign(&ext[1], &plains[1].1, 2.0),
+        Err(RlweError::InvalidScale(_))
+    ));
+    let lower = ct.to_level(level - 1).unwrap();
+    let other = ops::apply_galois_hoisted_ext(&lower, &refs[..1])
+        .unwrap()
+        .remove(0);
+    assert!(acc.mul_plain_add_assign(&other, &plains[0].1, 1.0).is_err());
+    let mut sum = ops::GaloisSum::new();
+    sum.add(&ct, None).unwrap();
+    assert!(matches!(
+        sum.add_ext(other),
+        Err(RlweError::LevelMismatch { .. })
+    ));
+
+    // Once, with the unrotated term in the same pass.
+    let acc2 = {
+        let mut a = ext[0].mul_plain(&plains[0].1, 1.0).unwrap();
+        for (x, (_, p)) in ext.iter().zip(&plains).skip(1) {
+            a.mul_plain_add_assign(x, p, 1.0).unwrap();
+        }
+        a
+    };
+    let once = acc.mod_down(None).unwrap();
+    assert!(max_diff(&decrypt_coeffs(&sk, &once), &want) < bound);
+    let joined = acc2.mod_down(Some(&direct)).unwrap();
+    assert_eq!(joined.key_id(), sk.key_id());
+    assert!(max_diff(&decrypt_coeffs(&sk, &joined), &with_direct) < bound);
+
+    // Inside a GaloisSum: divided by P·q_l in one pass, as the divided
+    // sum rescaled (to within the two roundings' noise).
+    let mut sum = ops::GaloisSum::new();
+    let mut a = ext[0].mul_plain(&plains[0].1, 1.0).unwrap();
+    for (x, (_, p)) in ext.iter().zip(&plains).skip(1) {
+        a.mul_plain_add_assign(x, p, 1.0).unwrap();
+    }
+    sum.add_ext(a).unwrap();
+    sum.add(&direct, None).unwrap();
+    let (c0, c1) = sum.finish_rescaled().unwrap();
+    let fused = Ciphertext::new(&params, vec![c0, c1], level - 1, 1.0).unwrap();
+    let rescaled: Vec<RnsPoly> = joined
+        .polys()
+        .iter()
+        .map(|c| {
+            let mut c = c.clone();
+            c.rescale().unwrap();
+            c
+        })
+        .collect();
+    let separate = Ciphertext::new(&params, rescaled, level - 1, 1.0).unwrap();
+    let (got, want) = (decrypt_coeffs(&sk, &fused), decrypt_coeffs(&sk, &separate));
+    assert!(got.iter().zip(&want).all(|(g, w)| (g - w).abs() < 64));
+}
