@@ -66,8 +66,8 @@ fn moved(ct: &Ciphertext, gk: &GaloisKey, mut k0: RnsPoly, k1: RnsPoly) -> Resul
     Ok(Ciphertext::new(ct.params(), vec![c0, c1], ct.level(), ct.scale())?.with_metadata_of(ct))
 }
 
-/// Applies several automorphisms to one ciphertext, decomposing c_1 once.
-pub fn apply_galois_hoisted(ct: &Ciphertext, gks: &[&GaloisKey]) -> Result<Vec<Ciphertext>> {
+/// `ct` is of degree 1 and each of `gks` may switch it at its level.
+fn check_hoisted(ct: &Ciphertext, gks: &[&GaloisKey]) -> Result<()> {
     if ct.degree() != 1 {
         return Err(RlweError::CiphertextDegree {
             expected: 1,
@@ -78,6 +78,12 @@ pub fn apply_galois_hoisted(ct: &Ciphertext, gks: &[&GaloisKey]) -> Result<Vec<C
         same(ct, &gk.key)?;
         gk.key.reaches(ct.level())?;
     }
+    Ok(())
+}
+
+/// Applies several automorphisms to one ciphertext, decomposing c_1 once.
+pub fn apply_galois_hoisted(ct: &Ciphertext, gks: &[&GaloisKey]) -> Result<Vec<Ciphertext>> {
+    check_hoisted(ct, gks)?;
     let dec = decompose(ct.params(), &ct.polys()[1])?;
     let out = gks
         .iter()
@@ -241,16 +247,7 @@ fn same_scale(a: f64, b: f64) -> Result<()> {
 /// c_0 (the Q limbs; P divides it on the others). One decomposition of
 /// c_1 for all of them.
 pub fn apply_galois_hoisted_ext(ct: &Ciphertext, gks: &[&GaloisKey]) -> Result<Vec<ExtCiphertext>> {
-    if ct.degree() != 1 {
-        return Err(RlweError::CiphertextDegree {
-            expected: 1,
-            found: ct.degree(),
-        });
-    }
-    for gk in gks {
-        same(ct, &gk.key)?;
-        gk.key.reaches(ct.level())?;
-    }
+    check_hoisted(ct, gks)?;
     if gks.is_empty() {
         return Ok(vec![]);
     }
