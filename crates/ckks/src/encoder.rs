@@ -269,6 +269,18 @@ impl Encoder {
     /// key-switching basis (NTT): a plaintext for the undivided rotations
     /// of [`crate::Evaluator::rotate_hoisted_ext`]. Its first l + 1 limbs
     /// are [`Self::encode`]'s.
+    ///
+    /// ```
+    /// use hecloud_ckks::{CkksParameters, Encoder, params::test_literal};
+    /// use num_complex::Complex64;
+    /// let params = CkksParameters::new_insecure_for_tests(test_literal(10, 2), 40).unwrap();
+    /// let enc = Encoder::new(&params);
+    /// let v = vec![Complex64::new(0.25, -1.0); params.slots()];
+    /// let ext = enc.encode_ext(&v, 1, params.default_scale()).unwrap();
+    /// let pt = enc.encode(&v, 1, params.default_scale()).unwrap();
+    /// assert_eq!(ext.limbs(), 2 + params.rlwe().p_basis().len());
+    /// assert_eq!(&ext.data()[..2 * params.n()], pt.poly().data());
+    /// ```
     pub fn encode_ext(&self, values: &[Complex64], level: usize, scale: f64) -> Result<RnsPoly> {
         let coeffs = self.coefficients(values)?;
         let form = self.round_coefficients(&coeffs, level, scale)?;

@@ -531,6 +531,29 @@ impl Evaluator {
     /// one ModDown ([`Self::mod_down_ext`], or none of its own in
     /// [`Self::add_ext_rotation`]): double hoisting. Each k needs its
     /// rotation key (a rotation by 0 is the ciphertext itself).
+    ///
+    /// ```
+    /// use hecloud_ckks::{*, params::test_literal};
+    /// use num_complex::Complex64;
+    /// let params = CkksParameters::new_insecure_for_tests(test_literal(10, 2), 40)?;
+    /// let keys = KeySet::generate(&params, &[1, 2], false)?;
+    /// let (enc, eval) = (Encoder::new(&params), Evaluator::new(&params, keys.evaluation_keys()));
+    /// let n = params.slots();
+    /// let x: Vec<f64> = (0..n).map(|i| i as f64 / n as f64).collect();
+    /// let ct = keys.encrypt(&enc.encode_real(&x, 2, params.default_scale())?)?;
+    /// // 2·rot(x, 1) + 3·rot(x, 2), divided by P once.
+    /// let ext = eval.rotate_hoisted_ext(&ct, &[1, 2])?;
+    /// let q = params.q_f64(2);
+    /// let constant = |c: f64| enc.encode_ext(&vec![Complex64::new(c, 0.0); n], 2, q);
+    /// let mut sum = ext[0].mul_plain(&constant(2.0)?, q)?;
+    /// sum.mul_plain_add_assign(&ext[1], &constant(3.0)?, q)?;
+    /// let out = eval.rescale(&eval.mod_down_ext(sum, None)?)?;
+    /// let y = enc.decode_real(&keys.decrypt(&out)?)?;
+    /// assert!((y[0] - (2.0 * x[1] + 3.0 * x[2])).abs() < 1e-6);
+    /// // A rotation by 0 has no undivided form.
+    /// assert!(eval.rotate_hoisted_ext(&ct, &[0]).is_err());
+    /// # Ok::<(), CkksError>(())
+    /// ```
     pub fn rotate_hoisted_ext(&self, ct: &Ciphertext, ks: &[i64]) -> Result<Vec<ExtCiphertext>> {
         self.check(ct)?;
         let plan = self.planner();
@@ -558,7 +581,7 @@ impl Evaluator {
     }
 
     /// Adds `x` to `sum` as a term rotated by 0, undivided: the sum's one
-    /// ModDown divides it.
+    /// ModDown divides it ([`crate::linear`] adds giant step 0 this way).
     pub fn add_ext_rotation(&self, sum: &mut RotationSum, x: ExtCiphertext) -> Result<()> {
         self.check_ext(&x)?;
         let term = CtShape::new(x.level(), x.scale());
