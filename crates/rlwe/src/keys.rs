@@ -646,25 +646,19 @@ impl KeyGenerator {
         let qp = params.qp_basis().clone();
         let n = params.n();
         let top = params.level(params.max_level())?;
-        let p_mod_q: Vec<u64> = params
-            .q_basis()
-            .moduli()
-            .iter()
-            .map(|qi| {
-                params
-                    .p_basis()
-                    .moduli()
-                    .iter()
-                    .fold(1u64, |acc, p| qi.mul(acc, qi.reduce(p.value())))
-            })
-            .collect();
         let (mut bs, mut as_, mut seeds) = (vec![], vec![], vec![]);
         for d in &top.digits {
             let seed = self.sampler.seed();
             let a = expand_seed_uniform(&seed, &qp);
             let mut b = gaussian_ntt(&mut self.sampler, &qp, &params)?;
             b.sub_assign(&a.mul(&sk.s)?)?;
-            for (i, &pq) in p_mod_q.iter().enumerate().take(d.end).skip(d.start) {
+            for (i, &pq) in params
+                .p_mod_q()
+                .iter()
+                .enumerate()
+                .take(d.end)
+                .skip(d.start)
+            {
                 let m = qp.moduli()[i];
                 let (c, cs) = (pq, m.shoup(pq));
                 let src = &s_from.data()[i * n..(i + 1) * n];

@@ -564,9 +564,11 @@ pub fn key_switch_hoisted_ext(
 /// separate pass adding P·a to every limb first would cost two more
 /// passes over memory (measured: 2 ms of a 90 ms product at N = 2^16, and
 /// the part of it that gains least from a second thread).
+/// `p_mod_q` is P mod q_i for each prime q_i of Q.
 fn divide_out(
     xs: &[&RnsPoly],
     adds: &[&RnsPoly],
+    p_mod_q: &[u64],
     removed: &[usize],
     tables: &ModDownTables,
     target: &Arc<RnsBasis>,
@@ -580,13 +582,6 @@ fn divide_out(
     // y_m = [x_m · (R/r_m)^-1]_{r_m} in the coefficient domain: input j's
     // in limbs j·r .. (j + 1)·r.
     let mut y = take(xs.len() * r * n);
-    // P mod q_i for the Q primes the addends live on.
-    let p_mod_q: Vec<u64> = match adds.first() {
-        Some(a) => (0..a.limbs())
-            .map(|i| times_p(&basis.moduli()[i], &basis.moduli()[a.limbs()..]))
-            .collect(),
-        None => vec![],
-    };
     let work = |(k, out): (usize, &mut [u64])| {
         let (j, m) = (k / r, k % r);
         let idx = removed[m];
@@ -720,7 +715,7 @@ fn divide_down<const K: usize>(
         }
     }
     let (removed, tables, target) = plan(params, level)?;
-    let out = divide_out(&xs, &adds, &removed, tables, target)?;
+    let out = divide_out(&xs, &adds, params.p_mod_q(), &removed, tables, target)?;
     Ok(out
         .try_into()
         .unwrap_or_else(|_| unreachable!("one output per input")))
@@ -823,23 +818,16 @@ pub fn lift_times_p(params: &Parameters, x: &RnsPoly) -> Result<RnsPoly> {
     let lt = params.level(level)?;
     let n = params.n();
     let mut out = RnsPoly::zero(&lt.qp, Domain::Ntt);
-    let pm = params.p_basis().moduli();
     let be = default_backend();
     for (i, o) in out.data_mut()[..(level + 1) * n]
         .chunks_exact_mut(n)
         .enumerate()
     {
         let m = lt.q.moduli()[i];
-        let p_mod = times_p(&m, pm);
         o.copy_from_slice(x.limb(i));
-        be.mul_scalar(&m, o, p_mod);
+        be.mul_scalar(&m, o, params.p_mod_q()[i]);
     }
     Ok(out)
-}
-
-/// P mod q for P the product of `p`.
-pub(crate) fn times_p(q: &Modulus, p: &[Modulus]) -> u64 {
-    p.iter().fold(1, |acc, p| q.mul(acc, q.reduce(p.value())))
 }
 
 /// Key switching of d (NTT over Q_l) with `key`: (c_0, c_1) over Q_l with

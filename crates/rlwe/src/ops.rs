@@ -10,7 +10,7 @@ use crate::error::{Result, RlweError};
 use crate::keys::{GaloisKey, KeyId, RelinearizationKey, SwitchingKey};
 use crate::keyswitch::{
     decompose, key_switch, key_switch_ext, key_switch_hoisted, key_switch_hoisted_ext,
-    mod_down_pair_adding, mod_down_rescale_pair_adding, times_p,
+    mod_down_pair_adding, mod_down_rescale_pair_adding,
 };
 use crate::params::Parameters;
 use crate::pool::recycle;
@@ -254,10 +254,7 @@ pub fn apply_galois_hoisted_ext(ct: &Ciphertext, gks: &[&GaloisKey]) -> Result<V
     let params = ct.params();
     let (level, c0) = (ct.level(), &ct.polys()[0]);
     let qp = params.qp_at(level)?;
-    let p_mod_q: Vec<u64> = qp.moduli()[..=level]
-        .iter()
-        .map(|q| times_p(q, params.p_basis().moduli()))
-        .collect();
+    let p_mod_q = params.p_mod_q();
     let dec = decompose(params, &ct.polys()[1])?;
     let be = hecloud_math::backend::default_backend();
     let out = gks
@@ -355,6 +352,19 @@ impl GaloisSum {
         self.key
     }
 
+    /// A term under other parameters or at another level than the first
+    /// term's is refused.
+    fn check_term(&self, params: &Parameters, level: usize) -> Result<()> {
+        match &self.shape {
+            Some((p, _)) if p.hash() != params.hash() => Err(RlweError::ParameterMismatch),
+            Some((_, l)) if *l != level => Err(RlweError::LevelMismatch {
+                left: *l,
+                right: level,
+            }),
+            _ => Ok(()),
+        }
+    }
+
     /// Adds σ(ct) for `gk` the key of σ, or ct itself for `None`. Every
     /// term must be of degree 1, at the first term's level and under its
     /// parameters; a refused term leaves the sum as it was.
@@ -365,17 +375,7 @@ impl GaloisSum {
                 found: ct.degree(),
             });
         }
-        if let Some((params, level)) = &self.shape {
-            if params.hash() != ct.params().hash() {
-                return Err(RlweError::ParameterMismatch);
-            }
-            if *level != ct.level() {
-                return Err(RlweError::LevelMismatch {
-                    left: *level,
-                    right: ct.level(),
-                });
-            }
-        }
+        self.check_term(ct.params(), ct.level())?;
         let key = self.key.join(ct.key_id())?;
         let p = ct.polys();
         match gk {
@@ -407,17 +407,7 @@ impl GaloisSum {
     /// Adds an undivided term over Q_l ∪ P (its division by P is the
     /// sum's). Refused as [`Self::add`] refuses terms.
     pub fn add_ext(&mut self, x: ExtCiphertext) -> Result<()> {
-        if let Some((params, level)) = &self.shape {
-            if params.hash() != x.params.hash() {
-                return Err(RlweError::ParameterMismatch);
-            }
-            if *level != x.level {
-                return Err(RlweError::LevelMismatch {
-                    left: *level,
-                    right: x.level,
-                });
-            }
-        }
+        self.check_term(&x.params, x.level)?;
         let key = self.key.join(x.key)?;
         if self.shape.is_none() {
             self.shape = Some((x.params.clone(), x.level));

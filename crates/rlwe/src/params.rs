@@ -155,6 +155,9 @@ pub struct Parameters {
     qp: Arc<RnsBasis>,
     levels: Vec<LevelTables>,
     mod_down: ModDownTables,
+    /// P mod q_i for every prime q_i of Q (key generation's P·s, the
+    /// undivided terms' P·c).
+    p_mod_q: Vec<u64>,
     alpha: usize,
     dnum: usize,
     hash: [u8; 32],
@@ -338,6 +341,11 @@ impl Parameters {
             levels.push(level_tables(&q, &p, l, alpha, t)?);
         }
         let mod_down = mod_down_tables(p.moduli(), q.moduli(), t)?;
+        let p_mod_q = q
+            .moduli()
+            .iter()
+            .map(|qi| prod_mod(qi, p.moduli(), usize::MAX))
+            .collect();
         let hash = param_hash(&literal, &used, dnum);
         Ok(Arc::new(Self {
             literal,
@@ -347,6 +355,7 @@ impl Parameters {
             qp,
             levels,
             mod_down,
+            p_mod_q,
             alpha,
             dnum,
             hash,
@@ -432,6 +441,11 @@ impl Parameters {
 
     pub(crate) fn mod_down(&self) -> &ModDownTables {
         &self.mod_down
+    }
+
+    /// P mod q_i, indexed by i.
+    pub(crate) fn p_mod_q(&self) -> &[u64] {
+        &self.p_mod_q
     }
 
     /// The prime q_i.
