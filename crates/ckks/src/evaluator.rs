@@ -163,24 +163,41 @@ impl Evaluator {
     /// (otherwise as [`Self::add`]): the accumulation of sums, with no
     /// copy of `acc`.
     pub fn add_assign(&self, acc: &mut Ciphertext, b: &Ciphertext) -> Result<()> {
-        self.check(acc)?;
-        self.check(b)?;
-        let out = self.planner().add(&CtShape::of(acc), &CtShape::of(b))?.out;
-        if acc.level() != b.level() || acc.degree() < b.degree() {
-            *acc = self.add(acc, b)?;
-            return Ok(());
-        }
-        acc.join_key(b.key_id())?;
-        for (x, y) in acc.polys_mut().iter_mut().zip(b.polys()) {
-            x.add_assign(y)?;
-        }
-        acc.set_scale(out.scale);
-        Ok(())
+        self.binary_assign(acc, b, RnsPoly::add_assign, Self::add)
     }
 
     /// a − b.
     pub fn sub(&self, a: &Ciphertext, b: &Ciphertext) -> Result<Ciphertext> {
         self.binary(a, b, RnsPoly::sub)
+    }
+
+    /// acc −= b, in place as [`Self::add_assign`] is.
+    pub fn sub_assign(&self, acc: &mut Ciphertext, b: &Ciphertext) -> Result<()> {
+        self.binary_assign(acc, b, RnsPoly::sub_assign, Self::sub)
+    }
+
+    /// acc = acc ∘ b by `f` limb by limb where the two are at one level and
+    /// acc's degree covers b's, by `out_of_place` otherwise.
+    fn binary_assign(
+        &self,
+        acc: &mut Ciphertext,
+        b: &Ciphertext,
+        f: impl Fn(&mut RnsPoly, &RnsPoly) -> hecloud_math::Result<()>,
+        out_of_place: impl Fn(&Self, &Ciphertext, &Ciphertext) -> Result<Ciphertext>,
+    ) -> Result<()> {
+        self.check(acc)?;
+        self.check(b)?;
+        let out = self.planner().add(&CtShape::of(acc), &CtShape::of(b))?.out;
+        if acc.level() != b.level() || acc.degree() < b.degree() {
+            *acc = out_of_place(self, acc, b)?;
+            return Ok(());
+        }
+        acc.join_key(b.key_id())?;
+        for (x, y) in acc.polys_mut().iter_mut().zip(b.polys()) {
+            f(x, y)?;
+        }
+        acc.set_scale(out.scale);
+        Ok(())
     }
 
     /// −a.
@@ -229,31 +246,42 @@ impl Evaluator {
     /// representable at the ciphertext's level and scale
     /// ([`Planner::check_representable`]).
     pub fn add_const(&self, ct: &Ciphertext, c: Complex64) -> Result<Ciphertext> {
+        let (re, im) = self.const_residues(ct, c)?;
+        Ok(ct.map_c0(|c0| {
+            let mut c0 = c0.add_rns_scalar(&re)?;
+            add_imaginary_const(&mut c0, im.as_deref())?;
+            Ok(c0)
+        })?)
+    }
+
+    /// ct += c in every slot, in place: [`Self::add_const`] with no copy
+    /// (c_0 alone changes).
+    pub fn add_const_assign(&self, ct: &mut Ciphertext, c: Complex64) -> Result<()> {
+        let (re, im) = self.const_residues(ct, c)?;
+        let c0 = ct.c0_mut();
+        c0.add_rns_scalar_assign(&re)?;
+        add_imaginary_const(c0, im.as_deref())?;
+        Ok(())
+    }
+
+    /// The residues of round(c·scale) at ct's level, real and imaginary
+    /// parts (none for a real c), checked as [`Self::add_const`] states.
+    fn const_residues(
+        &self,
+        ct: &Ciphertext,
+        c: Complex64,
+    ) -> Result<(Vec<u64>, Option<Vec<u64>>)> {
         self.check(ct)?;
         self.planner()
             .add_const(&CtShape::of(ct), c.re.abs().max(c.im.abs()))?;
         let level = ct.level();
-        let n = self.params.n();
         let re = self.round_residues(c.re * ct.scale(), level)?;
         let im = if c.im == 0.0 {
             None
         } else {
             Some(self.round_residues(c.im * ct.scale(), level)?)
         };
-        Ok(ct.map_c0(|c0| {
-            // A constant polynomial is the same constant in every NTT slot.
-            let mut c0 = c0.add_rns_scalar(&re)?;
-            if let Some(im) = im {
-                // i is X^{N/2} in every slot.
-                let mut p = RnsPoly::zero(c0.basis(), Domain::Coefficient);
-                for (i, r) in im.iter().enumerate() {
-                    p.limb_mut(i)[n / 2] = *r;
-                }
-                p.to_ntt();
-                c0.add_assign(&p)?;
-            }
-            Ok(c0)
-        })?)
+        Ok((re, im))
     }
 
     /// ct · k for an integer k (no level consumed); refused as
@@ -656,4 +684,19 @@ fn tensor(a0: &RnsPoly, a1: &RnsPoly, b0: &RnsPoly, b1: &RnsPoly) -> Result<[Rns
         limbs.zip(o2.chunks_exact_mut(n)).enumerate().for_each(work);
     }
     Ok([d0, d1, d2])
+}
+
+/// c0 += i·c for the residues `im` of the constant c (a constant polynomial
+/// is the same constant in every NTT slot; i is X^{N/2} in every slot).
+fn add_imaginary_const(c0: &mut RnsPoly, im: Option<&[u64]>) -> hecloud_math::Result<()> {
+    let Some(im) = im else {
+        return Ok(());
+    };
+    let n = c0.degree();
+    let mut p = RnsPoly::zero(c0.basis(), Domain::Coefficient);
+    for (i, r) in im.iter().enumerate() {
+        p.limb_mut(i)[n / 2] = *r;
+    }
+    p.to_ntt();
+    c0.add_assign(&p)
 }

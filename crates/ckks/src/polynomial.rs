@@ -218,7 +218,36 @@ pub trait ChebyshevOps {
     ) -> std::result::Result<(), Self::Error> {
         let x = self.drop_level(x, self.level(acc))?;
         let term = self.mul_const_raw(&x, c, s)?;
-        *acc = self.add(acc, &term)?;
+        self.add_assign(acc, &term)
+    }
+    /// acc + x into acc ([`Evaluator::add_assign`]). The default adds and
+    /// replaces; ciphertexts add in place.
+    fn add_assign(
+        &mut self,
+        acc: &mut Self::Value,
+        x: &Self::Value,
+    ) -> std::result::Result<(), Self::Error> {
+        *acc = self.add(acc, x)?;
+        Ok(())
+    }
+    /// acc − x into acc ([`Evaluator::sub_assign`]), as
+    /// [`Self::add_assign`].
+    fn sub_assign(
+        &mut self,
+        acc: &mut Self::Value,
+        x: &Self::Value,
+    ) -> std::result::Result<(), Self::Error> {
+        *acc = self.sub(acc, x)?;
+        Ok(())
+    }
+    /// x + c into x ([`Evaluator::add_const_assign`]), as
+    /// [`Self::add_assign`].
+    fn add_const_assign(
+        &mut self,
+        x: &mut Self::Value,
+        c: f64,
+    ) -> std::result::Result<(), Self::Error> {
+        *x = self.add_const(x, c)?;
         Ok(())
     }
 }
@@ -228,7 +257,7 @@ fn polynomial_error<E: From<CkksError>>(what: &str) -> E {
 }
 
 struct Basis<V> {
-    /// baby[k] = T_k for 1 ≤ k ≤ g (index 0 unused).
+    /// baby[k] = T_k for 1 ≤ k < g (index 0 unused, T_g a giant step).
     baby: Vec<Option<V>>,
     /// (n, T_n) for n = g, 2g, 4g, …
     giant: Vec<(usize, V)>,
@@ -249,16 +278,12 @@ impl<V: Clone> Basis<V> {
             .ok_or_else(|| polynomial_error("missing baby step"))
     }
 
-    /// T_n for a power of two n: a baby step up to g, a giant step above.
+    /// T_n for a power of two n: a baby step below g, a giant step from g.
     fn power_of_two(&self, n: usize) -> std::result::Result<&V, CkksError> {
-        if n < self.baby.len() {
-            return self.baby_step(n);
+        match self.giant.iter().find(|(m, _)| *m == n) {
+            Some((_, t)) => Ok(t),
+            None => self.baby_step(n),
         }
-        self.giant
-            .iter()
-            .find(|(m, _)| *m == n)
-            .map(|(_, t)| t)
-            .ok_or_else(|| polynomial_error("missing giant step"))
     }
 
     /// Σ c_k·T_k at scale `target` and `level`: the baby steps are taken
@@ -296,8 +321,8 @@ impl<V: Clone> Basis<V> {
                 }
             }
         }
-        let acc = acc.ok_or_else(|| polynomial_error("empty combination"))?;
-        let acc = shifted(ops, &acc, c[0])?;
+        let mut acc = acc.ok_or_else(|| polynomial_error("empty combination"))?;
+        shift(ops, &mut acc, c[0])?;
         ops.rescale(&acc).map(Some)
     }
 
@@ -346,9 +371,10 @@ impl<V: Clone> Basis<V> {
             )));
         }
         let qv = self.eval_rec(ops, &q, q_target, level + 1, floor)?;
-        let prod = ops.mul_relin_rescale(&qv, tn)?;
+        let mut prod = ops.mul_relin_rescale(&qv, tn)?;
         let rv = self.eval_rec(ops, &r, target, level, floor)?;
-        ops.add(&prod, &rv)
+        ops.add_assign(&mut prod, &rv)?;
+        Ok(prod)
     }
 }
 
@@ -375,15 +401,16 @@ fn scaled_const<O: ChebyshevOps>(
     ops.mul_const_raw(x, c, s)
 }
 
-/// x + c, refused like [`scaled_const`] where c at x's scale is out of range.
-fn shifted<O: ChebyshevOps>(
+/// x += c, refused like [`scaled_const`] where c at x's scale is out of
+/// range.
+fn shift<O: ChebyshevOps>(
     ops: &mut O,
-    x: &O::Value,
+    x: &mut O::Value,
     c: f64,
-) -> std::result::Result<O::Value, O::Error> {
+) -> std::result::Result<(), O::Error> {
     let s = ops.scale(x);
     constant_fits(c, s, s)?;
-    ops.add_const(x, c)
+    ops.add_const_assign(x, c)
 }
 
 /// The least scale a nonzero constant is taken at: round(c·s) is c to
@@ -417,19 +444,22 @@ pub(crate) fn chebyshev_product<O: ChebyshevOps>(
     // Doubled before the product, so that the rescale's rounding is not
     // doubled with it (the product's own value is the same).
     let twice = ops.mul_int(tj, 2)?;
-    let p = ops.mul_relin_rescale(&twice, tk)?;
+    let mut p = ops.mul_relin_rescale(&twice, tk)?;
     let Some(t) = t_diff else {
-        return shifted(ops, &p, -1.0);
+        shift(ops, &mut p, -1.0)?;
+        return Ok(p);
     };
     let (sp, st) = (ops.scale(&p), ops.scale(t));
     if sp == st || ops.level(t) <= ops.level(&p) {
-        return ops.sub(&p, t);
+        ops.sub_assign(&mut p, t)?;
+        return Ok(p);
     }
     let above = ops.level(&p) + 1;
     let t = ops.drop_level(t, above)?;
     let t = scaled_const(ops, &t, 1.0, ops.prime(above) * sp / st)?;
     let t = ops.rescale(&t)?;
-    ops.sub(&p, &t)
+    ops.sub_assign(&mut p, &t)?;
+    Ok(p)
 }
 
 impl ChebyshevPolynomial {
@@ -463,8 +493,9 @@ impl ChebyshevPolynomial {
         }
         // y = (2x − a − b)/(b − a).
         let y = if self.needs_affine() {
-            let s = ops.mul_const(x, 2.0 / (self.b - self.a))?;
-            shifted(ops, &s, -(self.a + self.b) / (self.b - self.a))?
+            let mut s = ops.mul_const(x, 2.0 / (self.b - self.a))?;
+            shift(ops, &mut s, -(self.a + self.b) / (self.b - self.a))?;
+            s
         } else {
             x.clone()
         };
@@ -480,14 +511,14 @@ impl ChebyshevPolynomial {
             let t = chebyshev_product(ops, tj, ti, diff)?;
             baby[k] = Some(t);
         }
-        let tg = baby[g].clone().ok_or_else(|| polynomial_error("T_g"))?;
+        // T_g moves to the giant steps: leaves combine T_k for k < g only.
+        let tg = baby[g].take().ok_or_else(|| polynomial_error("T_g"))?;
         let mut giant = vec![(g, tg)];
-        while giant.last().map(|(n, _)| 2 * n <= d).unwrap_or(false) {
-            let (n, t) = giant
-                .last()
-                .cloned()
-                .ok_or_else(|| polynomial_error("giant"))?;
-            giant.push((2 * n, chebyshev_product(ops, &t, &t, None)?));
+        while let Some((n, t)) = giant.last()
+            && 2 * n <= d
+        {
+            let next = (2 * n, chebyshev_product(ops, t, t, None)?);
+            giant.push(next);
         }
         let target = ops.scale(x);
         let floor = target / MAX_QUOTIENT_LOSS_BITS.exp2();
@@ -576,6 +607,18 @@ impl ChebyshevOps for Cancellable<'_> {
         s: f64,
     ) -> Result<()> {
         self.eval.mul_const_raw_add_assign(acc, x, c, s)
+    }
+
+    fn add_assign(&mut self, acc: &mut Ciphertext, x: &Ciphertext) -> Result<()> {
+        self.eval.add_assign(acc, x)
+    }
+
+    fn sub_assign(&mut self, acc: &mut Ciphertext, x: &Ciphertext) -> Result<()> {
+        self.eval.sub_assign(acc, x)
+    }
+
+    fn add_const_assign(&mut self, x: &mut Ciphertext, c: f64) -> Result<()> {
+        self.eval.add_const_assign(x, Complex64::new(c, 0.0))
     }
 }
 

@@ -771,6 +771,17 @@ impl RnsPoly {
         }))
     }
 
+    /// [`Self::add_rns_scalar`] in place.
+    pub fn add_rns_scalar_assign(&mut self, cs: &[u64]) -> Result<()> {
+        self.check_rns_scalar(cs)?;
+        self.require_domain(Domain::Ntt)?;
+        self.par_limbs(|i, limb, m, _| {
+            let c = m.reduce(cs[i]);
+            limb.iter_mut().for_each(|x| *x = m.add(*x, c));
+        });
+        Ok(())
+    }
+
     /// The automorphism X → X^k (k odd, taken mod 2n), in either domain.
     pub fn automorphism(&self, k: usize) -> Result<Self> {
         let n = self.degree();

@@ -286,6 +286,9 @@ fn prefix_operations_match_bigint_reference() {
         coeff(&x.sub_prefix(&p).unwrap()),
     );
     let shifted = coeff(&x.add_rns_scalar(&cs).unwrap());
+    let mut shifted_in_place = x.clone();
+    shifted_in_place.add_rns_scalar_assign(&cs).unwrap();
+    assert_eq!(coeff(&shifted_in_place), shifted);
     for j in 0..n {
         assert_eq!(pr[j], (&x0[j] * &p0[j]) % &q);
         assert_eq!(ac[j], (&a0[j] + &x0[j] * &p0[j]) % &q);
@@ -324,5 +327,16 @@ fn prefix_operations_match_bigint_reference() {
     assert!(matches!(
         coeff_p.add_rns_scalar(&[1; 4]),
         Err(MathError::DomainMismatch { .. })
+    ));
+    let mut coeff_q = coeff_p.clone();
+    assert!(matches!(
+        coeff_q.add_rns_scalar_assign(&[1; 4]),
+        Err(MathError::DomainMismatch { .. })
+    ));
+    assert_eq!(coeff_q, coeff_p);
+    let mut short_cs = x.clone();
+    assert!(matches!(
+        short_cs.add_rns_scalar_assign(&cs[..1]),
+        Err(MathError::LengthMismatch { .. })
     ));
 }

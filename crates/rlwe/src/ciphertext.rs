@@ -267,6 +267,12 @@ impl Ciphertext {
         &mut self.polys
     }
 
+    /// c_0, mutable: unlike [`Self::polys_mut`] this keeps the seed, since
+    /// c_1 is not touched.
+    pub fn c0_mut(&mut self) -> &mut RnsPoly {
+        &mut self.polys[0]
+    }
+
     /// Replaces the components and level (checked against the parameters).
     pub fn set_polys(&mut self, polys: Vec<RnsPoly>, level: usize) -> Result<()> {
         if polys.len() < 2 {
