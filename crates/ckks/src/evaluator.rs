@@ -4,6 +4,7 @@
 //! result's level, scale and degree from the [`Planner`], and only then
 //! does the arithmetic.
 
+use std::borrow::Cow;
 use std::sync::Arc;
 
 use hecloud_math::{Domain, MathError, RnsPoly, backend::default_backend};
@@ -130,6 +131,14 @@ impl Evaluator {
         Ok(ct.to_level(level)?)
     }
 
+    /// `ct` at `level`: itself where it is there, else a copy reduced to it.
+    fn at_level<'a>(&self, ct: &'a Ciphertext, level: usize) -> Result<Cow<'a, Ciphertext>> {
+        if ct.level() == level {
+            return Ok(Cow::Borrowed(ct));
+        }
+        Ok(Cow::Owned(self.drop_level(ct, level)?))
+    }
+
     /// Copies of `a` and `b` at the lower of their levels.
     pub fn match_levels(&self, a: &Ciphertext, b: &Ciphertext) -> Result<(Ciphertext, Ciphertext)> {
         let l = a.level().min(b.level());
@@ -146,7 +155,8 @@ impl Evaluator {
         self.check(b)?;
         let out = self.planner().add(&CtShape::of(a), &CtShape::of(b))?.out;
         if a.level() != b.level() {
-            let (a, b) = self.match_levels(a, b)?;
+            let l = a.level().min(b.level());
+            let (a, b) = (self.at_level(a, l)?, self.at_level(b, l)?);
             return self.binary(&a, &b, f);
         }
         let mut ct = a.zip_polys(b, f)?;
@@ -378,14 +388,8 @@ impl Evaluator {
     /// The tensor product of two degree-1 ciphertexts (checked by the
     /// caller's plan) at the lower of their levels.
     fn tensor_parts(&self, a: &Ciphertext, b: &Ciphertext) -> Result<[RnsPoly; 3]> {
-        if a.level() == b.level() {
-            let (x, y) = (a.polys(), b.polys());
-            tensor(&x[0], &x[1], &y[0], &y[1])
-        } else {
-            let (a, b) = self.match_levels(a, b)?;
-            let (x, y) = (a.polys(), b.polys());
-            tensor(&x[0], &x[1], &y[0], &y[1])
-        }
+        let (x, y) = (a.polys(), b.polys());
+        tensor(&x[0], &x[1], &y[0], &y[1])
     }
 
     /// ct · pt (scale multiplied, no rescale).
@@ -647,8 +651,16 @@ type OutputLimbs<'a> = ((&'a mut [u64], &'a mut [u64]), &'a mut [u64]);
 /// (a0 + a1·s)(b0 + b1·s) = d0 + d1·s + d2·s², limb by limb into pooled
 /// buffers (each limb is copied and multiplied while it sits in cache).
 fn tensor(a0: &RnsPoly, a1: &RnsPoly, b0: &RnsPoly, b1: &RnsPoly) -> Result<[RnsPoly; 3]> {
-    for p in [a1, b0, b1] {
-        if !a0.same_basis(p) {
+    // Over the shorter operand's basis: the longer one's extra limbs (a
+    // higher level) are not read, where a copy at the lower level would
+    // cost a pass over both of its components.
+    let low = if a0.limbs() <= b0.limbs() { a0 } else { b0 };
+    let k = low.limbs();
+    for p in [a0, a1, b0, b1] {
+        if p.degree() != low.degree()
+            || p.limbs() < k
+            || p.basis().moduli()[..k] != *low.basis().moduli()
+        {
             return Err(MathError::BasisMismatch.into());
         }
     }
@@ -661,7 +673,7 @@ fn tensor(a0: &RnsPoly, a1: &RnsPoly, b0: &RnsPoly, b1: &RnsPoly) -> Result<[Rns
             .into());
         }
     }
-    let (basis, n) = (a0.basis(), a0.degree());
+    let (basis, n) = (low.basis(), low.degree());
     let be = default_backend();
     let [mut d0, mut d1, mut d2] = [(); 3].map(|_| pooled_uninit(basis, Domain::Ntt));
     let work = |(i, ((o0, o1), o2)): (usize, OutputLimbs)| {

@@ -254,7 +254,29 @@ fn in_place_accumulation_matches_the_copying_operations() {
         let mut acc = ca.clone();
         f.eval.add_assign(&mut acc, other).unwrap();
         assert_eq!(acc, f.eval.add(&ca, other).unwrap());
+        let mut acc = ca.clone();
+        f.eval.sub_assign(&mut acc, other).unwrap();
+        assert_eq!(acc, f.eval.sub(&ca, other).unwrap());
     }
+    // The other way round: the accumulator above the term's level.
+    let mut acc = cb4.clone();
+    f.eval.sub_assign(&mut acc, &ca).unwrap();
+    assert_eq!(acc, f.eval.sub(&cb4, &ca).unwrap());
+    let diff: Vec<Complex64> = b.iter().zip(&a).map(|(x, y)| x - y).collect();
+    f.check(&diff, &acc, 30.0, "sub_assign across levels");
+    for c in [Complex64::new(0.75, 0.0), Complex64::new(-0.5, 0.25)] {
+        let mut acc = ca.clone();
+        f.eval.add_const_assign(&mut acc, c).unwrap();
+        assert_eq!(acc, f.eval.add_const(&ca, c).unwrap());
+    }
+    // Refused before any change: a constant beyond what the level holds.
+    let mut acc = ca.clone();
+    assert!(
+        f.eval
+            .add_const_assign(&mut acc, Complex64::new(f64::MAX, 0.0))
+            .is_err()
+    );
+    assert_eq!(acc, ca);
     let mut acc = f.eval.mul_plain(&ca, &pt).unwrap();
     f.eval.mul_plain_add_assign(&mut acc, &cb, &pt).unwrap();
     let want = f
@@ -441,6 +463,11 @@ fn constant_and_plaintext_sums_keep_the_seed() {
             a.iter().map(|x| x + c).collect(),
         ),
     ];
+    let mut in_place = seeded.clone();
+    f.eval.add_const_assign(&mut in_place, c).unwrap();
+    let sums = sums
+        .into_iter()
+        .chain([(in_place, a.iter().map(|x| x + c).collect())]);
     for (ct, want) in sums {
         assert!(ct.is_seeded());
         let back = hecloud_rlwe::Ciphertext::from_bytes(f.params.rlwe(), &ct.to_bytes()).unwrap();
@@ -496,6 +523,18 @@ fn multiplications_match_plaintext() {
     assert_eq!(fused.level(), 3);
     assert!(((fused.scale() - r.scale()) / r.scale()).abs() < 1e-12);
     f.check(&prod, &fused, 30.0, "fused mul_relin_rescale");
+    // Operands at different levels: the product is at the lower one, bit
+    // for bit what the higher operand dropped to it gives.
+    let cb3 = f.encrypt(&b, 3);
+    let ca3 = f.eval.drop_level(&ca, 3).unwrap();
+    for (x, y, xd, yd) in [(&ca, &cb3, &ca3, &cb3), (&cb3, &ca, &cb3, &ca3)] {
+        let across = f.eval.mul(x, y).unwrap();
+        assert_eq!(across.level(), 3);
+        assert_eq!(across, f.eval.mul(xd, yd).unwrap());
+        let fused = f.eval.mul_relin_rescale(x, y).unwrap();
+        assert_eq!(fused, f.eval.mul_relin_rescale(xd, yd).unwrap());
+        f.check(&prod, &fused, 30.0, "mul_relin_rescale across levels");
+    }
     // Plaintext product.
     let r = f
         .eval
