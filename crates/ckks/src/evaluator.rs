@@ -7,7 +7,7 @@
 use std::borrow::Cow;
 use std::sync::Arc;
 
-use hecloud_math::{Domain, MathError, RnsPoly, backend::default_backend};
+use hecloud_math::{Domain, RnsPoly, backend::default_backend};
 use hecloud_rlwe::keyswitch::{key_switch_ext, mod_down_rescale_pair_adding};
 use hecloud_rlwe::ops::{ExtCiphertext, GaloisSum};
 use hecloud_rlwe::pool::{pooled_uninit, recycle};
@@ -655,23 +655,8 @@ fn tensor(a0: &RnsPoly, a1: &RnsPoly, b0: &RnsPoly, b1: &RnsPoly) -> Result<[Rns
     // higher level) are not read, where a copy at the lower level would
     // cost a pass over both of its components.
     let low = if a0.limbs() <= b0.limbs() { a0 } else { b0 };
-    let k = low.limbs();
     for p in [a0, a1, b0, b1] {
-        if p.degree() != low.degree()
-            || p.limbs() < k
-            || p.basis().moduli()[..k] != *low.basis().moduli()
-        {
-            return Err(MathError::BasisMismatch.into());
-        }
-    }
-    for p in [a0, a1, b0, b1] {
-        if p.domain() != Domain::Ntt {
-            return Err(MathError::DomainMismatch {
-                expected: Domain::Ntt,
-                found: p.domain(),
-            }
-            .into());
-        }
+        low.check_prefix(p)?;
     }
     let (basis, n) = (low.basis(), low.degree());
     let be = default_backend();

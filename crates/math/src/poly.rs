@@ -651,8 +651,9 @@ impl RnsPoly {
 
     /// Checks that `other` (NTT domain, like `self`) is over a basis that
     /// starts with `self`'s: a plaintext kept at a higher level than the
-    /// ciphertext it multiplies.
-    fn check_prefix(&self, other: &Self) -> Result<()> {
+    /// ciphertext it multiplies, or an operand at a higher level than the
+    /// product it takes part in.
+    pub fn check_prefix(&self, other: &Self) -> Result<()> {
         let k = self.limbs();
         if other.degree() != self.degree()
             || other.limbs() < k
