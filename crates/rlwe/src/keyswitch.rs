@@ -564,10 +564,18 @@ pub fn key_switch_hoisted_ext(
 /// separate pass adding P·a to every limb first would cost two more
 /// passes over memory (measured: 2 ms of a 90 ms product at N = 2^16, and
 /// the part of it that gains least from a second thread).
+/// Fewer `adds` than inputs leave the last inputs without one.
+///
+/// With `perm`, every result is moved by that NTT slot permutation
+/// (out\[p\] = y\[perm\[p\]\]) limb by limb as it is made, while the limb
+/// is still in cache: an automorphism's key switch, which moved each
+/// finished component in a pass of its own over memory.
+///
 /// `p_mod_q` is P mod q_i for each prime q_i of Q.
 fn divide_out(
     xs: &[&RnsPoly],
     adds: &[&RnsPoly],
+    perm: Option<&[u32]>,
     p_mod_q: &[u64],
     removed: &[usize],
     tables: &ModDownTables,
@@ -624,7 +632,7 @@ fn divide_out(
             w
         })
         .collect();
-    let work = |j: usize, first: usize, group: &mut [u64]| {
+    let work = |j: usize, first: usize, group: &mut [u64], moved: &mut [u64]| {
         let mut outputs: Vec<Combination<'_>> = group
             .chunks_exact_mut(n)
             .zip(&weights[first..])
@@ -654,8 +662,16 @@ fn divide_out(
                 ),
                 None => be.linear_combination(m, o, keep, &[xs[j].limb(i)], &[r_inv], &[m.bits()]),
             }
+            if let Some(perm) = perm {
+                hecloud_math::poly::gather(moved, o, perm);
+                o.copy_from_slice(moved);
+            }
         }
     };
+    // A limb to move each result limb through, per task (none without a
+    // permutation). Not from the pool: a limb-sized request would take and
+    // shorten one of its polynomial-sized buffers.
+    let moved = || vec![0u64; if perm.is_some() { n } else { 0 }];
     let mut outs: Vec<RnsPoly> = xs
         .iter()
         .map(|_| pooled_uninit(target, Domain::Ntt))
@@ -674,10 +690,11 @@ fn divide_out(
     if n >= PARALLEL_MIN_N {
         groups
             .into_par_iter()
-            .for_each(|(j, first, limbs)| work(j, first, limbs));
+            .for_each_init(moved, |m, (j, first, limbs)| work(j, first, limbs, m));
     } else {
+        let mut m = moved();
         for (j, first, limbs) in groups {
-            work(j, first, limbs);
+            work(j, first, limbs, &mut m);
         }
     }
     give(y);
@@ -696,26 +713,30 @@ fn check_ext(params: &Parameters, x: &RnsPoly, level: usize) -> Result<()> {
 /// tables, and the basis the result is over.
 type DividePlan<'a> = (Vec<usize>, &'a ModDownTables, &'a Arc<RnsBasis>);
 
-/// Checks each of `xs` against Q_l ∪ P at `level` (and `adds` against
-/// Q_l), then divides them out together under `plan` ([`divide_out`]).
+/// Checks each of `xs` against Q_l ∪ P at `level` (`adds`, at most one per
+/// input, against Q_l, and `perm` against the degree), then divides them
+/// out together under `plan` ([`divide_out`]).
 fn divide_down<const K: usize>(
     params: &Parameters,
     level: usize,
     xs: [&RnsPoly; K],
-    adds: Option<[&RnsPoly; K]>,
+    adds: &[&RnsPoly],
+    perm: Option<&[u32]>,
     plan: for<'a> fn(&'a Parameters, usize) -> Result<DividePlan<'a>>,
 ) -> Result<[RnsPoly; K]> {
     for x in xs {
         check_ext(params, x, level)?;
     }
-    let adds: Vec<&RnsPoly> = adds.map_or(vec![], Vec::from);
-    for a in &adds {
+    if adds.len() > K || perm.is_some_and(|p| p.len() != params.n()) {
+        return Err(RlweError::ParameterMismatch);
+    }
+    for a in adds {
         if check_input(params, a)? != level {
             return Err(RlweError::ParameterMismatch);
         }
     }
     let (removed, tables, target) = plan(params, level)?;
-    let out = divide_out(&xs, &adds, params.p_mod_q(), &removed, tables, target)?;
+    let out = divide_out(&xs, adds, perm, params.p_mod_q(), &removed, tables, target)?;
     Ok(out
         .try_into()
         .unwrap_or_else(|_| unreachable!("one output per input")))
@@ -723,7 +744,7 @@ fn divide_down<const K: usize>(
 
 /// ModDown: x over Q_l ∪ P (NTT) ↦ ≈ x / P over Q_l (NTT).
 pub fn mod_down(params: &Parameters, level: usize, x: &RnsPoly) -> Result<RnsPoly> {
-    let [y] = divide_down(params, level, [x], None, mod_down_plan)?;
+    let [y] = divide_down(params, level, [x], &[], None, mod_down_plan)?;
     Ok(y)
 }
 
@@ -736,7 +757,7 @@ pub fn mod_down_pair(
     x0: &RnsPoly,
     x1: &RnsPoly,
 ) -> Result<(RnsPoly, RnsPoly)> {
-    let [y0, y1] = divide_down(params, level, [x0, x1], None, mod_down_plan)?;
+    let [y0, y1] = divide_down(params, level, [x0, x1], &[], None, mod_down_plan)?;
     Ok((y0, y1))
 }
 
@@ -749,7 +770,23 @@ pub fn mod_down_pair_adding(
     [x0, x1]: [&RnsPoly; 2],
     adds: [&RnsPoly; 2],
 ) -> Result<(RnsPoly, RnsPoly)> {
-    let [y0, y1] = divide_down(params, level, [x0, x1], Some(adds), mod_down_plan)?;
+    let [y0, y1] = divide_down(params, level, [x0, x1], &adds, None, mod_down_plan)?;
+    Ok((y0, y1))
+}
+
+/// The ModDown of an automorphism's key switch (x₀, x₁) of c₁, for the key
+/// held permuted (see `GaloisKey`): (π(x₀/P + c₀), π(x₁/P)) over Q_l, π
+/// being the NTT slot permutation `perm` (out\[p\] = y\[perm\[p\]\]). The
+/// sum and both moves are made as each limb is divided, where each took
+/// a pass of its own over the finished components.
+pub fn mod_down_pair_moved(
+    params: &Parameters,
+    level: usize,
+    [x0, x1]: [&RnsPoly; 2],
+    c0: &RnsPoly,
+    perm: &[u32],
+) -> Result<(RnsPoly, RnsPoly)> {
+    let [y0, y1] = divide_down(params, level, [x0, x1], &[c0], Some(perm), mod_down_plan)?;
     Ok((y0, y1))
 }
 
@@ -766,7 +803,7 @@ fn mod_down_plan(params: &Parameters, level: usize) -> Result<DividePlan<'_>> {
 /// Fused ModDown and rescale: x over Q_l ∪ P (NTT) ↦ ≈ x / (q_l·P) over
 /// Q_{l−1} (NTT), saving the NTTs of a separate rescale.
 pub fn mod_down_rescale(params: &Parameters, level: usize, x: &RnsPoly) -> Result<RnsPoly> {
-    let [y] = divide_down(params, level, [x], None, mod_down_rescale_plan)?;
+    let [y] = divide_down(params, level, [x], &[], None, mod_down_rescale_plan)?;
     Ok(y)
 }
 
@@ -778,7 +815,7 @@ pub fn mod_down_rescale_pair(
     x0: &RnsPoly,
     x1: &RnsPoly,
 ) -> Result<(RnsPoly, RnsPoly)> {
-    let [y0, y1] = divide_down(params, level, [x0, x1], None, mod_down_rescale_plan)?;
+    let [y0, y1] = divide_down(params, level, [x0, x1], &[], None, mod_down_rescale_plan)?;
     Ok((y0, y1))
 }
 
@@ -791,7 +828,7 @@ pub fn mod_down_rescale_pair_adding(
     [x0, x1]: [&RnsPoly; 2],
     adds: [&RnsPoly; 2],
 ) -> Result<(RnsPoly, RnsPoly)> {
-    let [y0, y1] = divide_down(params, level, [x0, x1], Some(adds), mod_down_rescale_plan)?;
+    let [y0, y1] = divide_down(params, level, [x0, x1], &adds, None, mod_down_rescale_plan)?;
     Ok((y0, y1))
 }
 

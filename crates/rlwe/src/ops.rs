@@ -9,8 +9,8 @@ use crate::ciphertext::Ciphertext;
 use crate::error::{Result, RlweError};
 use crate::keys::{GaloisKey, KeyId, RelinearizationKey, SwitchingKey};
 use crate::keyswitch::{
-    decompose, key_switch, key_switch_ext, key_switch_hoisted, key_switch_hoisted_ext,
-    mod_down_pair_adding, mod_down_rescale_pair_adding,
+    ExtPair, decompose, key_switch_ext, key_switch_hoisted_ext, mod_down_pair_adding,
+    mod_down_pair_moved, mod_down_rescale_pair_adding,
 };
 use crate::params::Parameters;
 use crate::pool::recycle;
@@ -34,9 +34,11 @@ pub fn relinearize(ct: &Ciphertext, rlk: &RelinearizationKey) -> Result<Cipherte
         });
     }
     let p = ct.polys();
-    let (mut c0, mut c1) = key_switch(ct.params(), &p[2], &rlk.0)?;
-    c0.add_assign(&p[0])?;
-    c1.add_assign(&p[1])?;
+    let ext = key_switch_ext(ct.params(), &p[2], &rlk.0)?;
+    let (c0, c1) =
+        mod_down_pair_adding(ct.params(), ext.level, [&ext.c0, &ext.c1], [&p[0], &p[1]])?;
+    recycle(ext.c0);
+    recycle(ext.c1);
     Ok(Ciphertext::new(ct.params(), vec![c0, c1], ct.level(), ct.scale())?.with_metadata_of(ct))
 }
 
@@ -49,20 +51,23 @@ pub fn apply_galois(ct: &Ciphertext, gk: &GaloisKey) -> Result<Ciphertext> {
             found: ct.degree(),
         });
     }
-    let p = ct.polys();
-    let (k0, k1) = key_switch(ct.params(), &p[1], &gk.key)?;
-    moved(ct, gk, k0, k1)
+    let ext = key_switch_ext(ct.params(), &ct.polys()[1], &gk.key)?;
+    moved(ct, gk, ext)
 }
 
-/// The automorphism of `gk` applied to `ct` from the key switch (k0, k1)
+/// The automorphism of `gk` applied to `ct` from the undivided key switch
 /// of its c1 as it is: the key is held permuted by π⁻¹ (see `GaloisKey`),
-/// so c0 is added first and both results are moved by π.
-fn moved(ct: &Ciphertext, gk: &GaloisKey, mut k0: RnsPoly, k1: RnsPoly) -> Result<Ciphertext> {
-    k0.add_assign(&ct.polys()[0])?;
-    let c0 = permute(&k0, &gk.perm)?;
-    crate::pool::recycle(k0);
-    let c1 = permute(&k1, &gk.perm)?;
-    crate::pool::recycle(k1);
+/// so c0 is added and both results are moved by π, all in the ModDown.
+fn moved(ct: &Ciphertext, gk: &GaloisKey, ext: ExtPair) -> Result<Ciphertext> {
+    let (c0, c1) = mod_down_pair_moved(
+        ct.params(),
+        ext.level,
+        [&ext.c0, &ext.c1],
+        &ct.polys()[0],
+        &gk.perm,
+    )?;
+    recycle(ext.c0);
+    recycle(ext.c1);
     Ok(Ciphertext::new(ct.params(), vec![c0, c1], ct.level(), ct.scale())?.with_metadata_of(ct))
 }
 
@@ -88,8 +93,8 @@ pub fn apply_galois_hoisted(ct: &Ciphertext, gks: &[&GaloisKey]) -> Result<Vec<C
     let out = gks
         .iter()
         .map(|gk| {
-            let (k0, k1) = key_switch_hoisted(ct.params(), &dec, &gk.key)?;
-            moved(ct, gk, k0, k1)
+            let ext = key_switch_hoisted_ext(ct.params(), &dec, &gk.key)?;
+            moved(ct, gk, ext)
         })
         .collect();
     dec.recycle();
