@@ -42,6 +42,7 @@
 //! # Ok::<(), CkksError>(())
 //! ```
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
@@ -389,32 +390,32 @@ impl LinearTransform {
         // rescale.
         let mut total = RotationSum::default();
         for (g, terms) in self.giant_steps() {
-            let mut undivided: Option<ExtCiphertext> = None;
             let mut direct: Option<Ciphertext> = None;
+            let mut products: Vec<(&ExtCiphertext, Cow<'_, RnsPoly>)> = Vec::new();
             for (j, v) in terms {
-                let fresh;
                 let pt = match kept.as_mut() {
-                    Some(plaintexts) => plaintexts.next().expect("one plaintext per diagonal"),
-                    None => {
-                        fresh = self.encode_diagonal(enc, v, g, level, scale)?;
-                        &fresh
+                    Some(plaintexts) => {
+                        Cow::Borrowed(plaintexts.next().expect("one plaintext per diagonal"))
                     }
+                    None => Cow::Owned(self.encode_diagonal(enc, v, g, level, scale)?),
                 };
-                // Multiply-accumulate in place: a term is neither a new
-                // ciphertext nor a copy of the sum (at N = 2^16 each is
-                // megabytes of fresh pages).
                 if j == 0 {
-                    let mut term = ct.map_polys(|c| c.mul_prefix(pt))?;
+                    let mut term = ct.map_polys(|c| c.mul_prefix(&pt))?;
                     term.set_scale(ct.scale() * scale);
                     direct = Some(term);
-                    continue;
-                }
-                let x = &rotated[&j];
-                match undivided.as_mut() {
-                    None => undivided = Some(x.mul_plain(pt, scale)?),
-                    Some(acc) => acc.mul_plain_add_assign(x, pt, scale)?,
+                } else {
+                    products.push((&rotated[&j], pt));
                 }
             }
+            // The baby steps' products summed limb by limb in one pass.
+            let undivided = match products.is_empty() {
+                true => None,
+                false => {
+                    let terms: Vec<(&ExtCiphertext, &RnsPoly)> =
+                        products.iter().map(|(x, pt)| (*x, pt.as_ref())).collect();
+                    Some(ExtCiphertext::sum_of_products(&terms, scale)?)
+                }
+            };
             match (g, undivided) {
                 (0, undivided) => {
                     if let Some(x) = undivided {

@@ -45,6 +45,21 @@ where
     }
 }
 
+/// [`for_each_limb`] over two polynomials' limbs side by side:
+/// `work((limb_index, (limb_of_a, limb_of_b)))`.
+pub(crate) fn for_each_limb_pair<F>(a: &mut [u64], b: &mut [u64], n: usize, work: F)
+where
+    F: Fn((usize, (&mut [u64], &mut [u64]))) + Sync + Send,
+{
+    if n >= PARALLEL_MIN_N {
+        let limbs = a.par_chunks_exact_mut(n).zip(b.par_chunks_exact_mut(n));
+        limbs.enumerate().for_each(work);
+    } else {
+        let limbs = a.chunks_exact_mut(n).zip(b.chunks_exact_mut(n));
+        limbs.enumerate().for_each(work);
+    }
+}
+
 /// The two components of a key-switching result over Q_l ∪ P (NTT domain),
 /// before the division by P.
 #[derive(Debug, Clone)]
@@ -351,10 +366,11 @@ where
 
 /// Runs `f(t0, out0, out1, scratch)` on the [`limb_groups`] of Q_l ∪ P
 /// under `costs` (one per target), the first target being t0 (`out0`,
-/// `out1`: the group's limbs).
+/// `out1`: the group's limbs), with `scratch_limbs(g)` scratch limbs per
+/// thread for the largest group's g targets.
 fn for_each_target<F>(
     n: usize,
-    digits: usize,
+    scratch_limbs: impl Fn(usize) -> usize,
     costs: &[u32],
     out0: &mut RnsPoly,
     out1: &mut RnsPoly,
@@ -368,7 +384,7 @@ fn for_each_target<F>(
         .zip(split_groups(out1.data_mut(), n, &cuts))
         .map(|((t0, a), (_, b))| (t0, a, b))
         .collect();
-    let limbs = digits * cuts.iter().map(|g| g.len()).max().unwrap_or(0);
+    let limbs = scratch_limbs(cuts.iter().map(|g| g.len()).max().unwrap_or(0));
     if n >= PARALLEL_MIN_N {
         groups
             .into_par_iter()
@@ -402,59 +418,67 @@ pub fn key_switch_ext(params: &Parameters, d: &RnsPoly, key: &SwitchingKey) -> R
             CONVERSION * converted + PRODUCT_TERM * digits as u32
         })
         .collect();
-    for_each_target(n, digits, &costs, &mut out0, &mut out1, |t0, o0, o1, s| {
-        let g = o0.len() / n;
-        // Every digit's ModUp'ed limbs for the group first (one pass over
-        // each digit's sources), then each target's transforms back to back
-        // (its twiddles stay in cache), then its inner product.
-        debug_assert!(
-            s.digits.len() >= g * digits * n,
-            "scratch for the largest group"
-        );
-        let scratch = &mut s.digits[..g * digits * n];
-        let mut limbs: Vec<Option<&mut [u64]>> = scratch.chunks_exact_mut(n).map(Some).collect();
-        for j in 0..digits {
-            let (srcs, bits) = digit_sources(lt, j, &y, &v);
-            let targets: Vec<usize> = (t0..t0 + g).filter(|&t| !own(j, t)).collect();
-            let weights: Vec<Vec<u64>> = targets
-                .iter()
-                .map(|&t| conversion_weights(lt, j, t))
-                .collect();
-            let mut outputs: Vec<Combination<'_>> = targets
-                .iter()
-                .zip(&weights)
-                .map(|(&t, w)| Combination {
-                    q: &lt.qp.moduli()[t],
-                    out: limbs[(t - t0) * digits + j]
-                        .take()
-                        .expect("one output per limb"),
-                    w,
-                })
-                .collect();
-            be.linear_combinations(&mut outputs, &srcs, &bits);
-        }
-        let scratch = &mut s.digits[..g * digits * n];
-        for (k, target_limbs) in scratch.chunks_exact_mut(digits * n).enumerate() {
-            let t = t0 + k;
-            for (j, limb) in target_limbs.chunks_exact_mut(n).enumerate() {
-                if !own(j, t) {
-                    be.ntt_forward(&lt.qp.tables()[t], limb);
+    for_each_target(
+        n,
+        |g| g * digits,
+        &costs,
+        &mut out0,
+        &mut out1,
+        |t0, o0, o1, s| {
+            let g = o0.len() / n;
+            // Every digit's ModUp'ed limbs for the group first (one pass over
+            // each digit's sources), then each target's transforms back to back
+            // (its twiddles stay in cache), then its inner product.
+            debug_assert!(
+                s.digits.len() >= g * digits * n,
+                "scratch for the largest group"
+            );
+            let scratch = &mut s.digits[..g * digits * n];
+            let mut limbs: Vec<Option<&mut [u64]>> =
+                scratch.chunks_exact_mut(n).map(Some).collect();
+            for j in 0..digits {
+                let (srcs, bits) = digit_sources(lt, j, &y, &v);
+                let targets: Vec<usize> = (t0..t0 + g).filter(|&t| !own(j, t)).collect();
+                let weights: Vec<Vec<u64>> = targets
+                    .iter()
+                    .map(|&t| conversion_weights(lt, j, t))
+                    .collect();
+                let mut outputs: Vec<Combination<'_>> = targets
+                    .iter()
+                    .zip(&weights)
+                    .map(|(&t, w)| Combination {
+                        q: &lt.qp.moduli()[t],
+                        out: limbs[(t - t0) * digits + j]
+                            .take()
+                            .expect("one output per limb"),
+                        w,
+                    })
+                    .collect();
+                be.linear_combinations(&mut outputs, &srcs, &bits);
+            }
+            let scratch = &mut s.digits[..g * digits * n];
+            for (k, target_limbs) in scratch.chunks_exact_mut(digits * n).enumerate() {
+                let t = t0 + k;
+                for (j, limb) in target_limbs.chunks_exact_mut(n).enumerate() {
+                    if !own(j, t) {
+                        be.ntt_forward(&lt.qp.tables()[t], limb);
+                    }
                 }
             }
-        }
-        let outs = o0.chunks_exact_mut(n).zip(o1.chunks_exact_mut(n));
-        for (k, (r0, r1)) in outs.enumerate() {
-            let t = t0 + k;
-            let target_limbs = &s.digits[k * digits * n..(k + 1) * digits * n];
-            let srcs: Vec<&[u64]> = target_limbs
-                .chunks_exact(n)
-                .enumerate()
-                .map(|(j, limb)| if own(j, t) { d.limb(t) } else { limb })
-                .collect();
-            let (kb, ka) = key_limbs(key, key_index(key_level, level, t), digits);
-            be.dot_product_pair(&lt.qp.moduli()[t], &srcs, &kb, &ka, r0, r1);
-        }
-    });
+            let outs = o0.chunks_exact_mut(n).zip(o1.chunks_exact_mut(n));
+            for (k, (r0, r1)) in outs.enumerate() {
+                let t = t0 + k;
+                let target_limbs = &s.digits[k * digits * n..(k + 1) * digits * n];
+                let srcs: Vec<&[u64]> = target_limbs
+                    .chunks_exact(n)
+                    .enumerate()
+                    .map(|(j, limb)| if own(j, t) { d.limb(t) } else { limb })
+                    .collect();
+                let (kb, ka) = key_limbs(key, key_index(key_level, level, t), digits);
+                be.dot_product_pair(&lt.qp.moduli()[t], &srcs, &kb, &ka, r0, r1);
+            }
+        },
+    );
     give(y);
     give(v);
     Ok(ExtPair {
@@ -518,6 +542,35 @@ pub fn key_switch_hoisted_ext(
     dec: &Decomposed,
     key: &SwitchingKey,
 ) -> Result<ExtPair> {
+    hoisted_ext(params, dec, key, None)
+}
+
+/// [`key_switch_hoisted_ext`] finished as an automorphism's, for the key
+/// held permuted (see `GaloisKey`): (π(x₀ + P·c₀), π(x₁)) over Q_l ∪ P, π
+/// being the NTT slot permutation `perm` (out\[p\] = y\[perm\[p\]\]) and
+/// P·c₀ zero on the P limbs. Each limb is summed and moved as it leaves
+/// the inner product, where the sum and the two moves took three passes
+/// over the finished product (the baby steps of a double-hoisted linear
+/// transform).
+pub fn key_switch_hoisted_moved_ext(
+    params: &Parameters,
+    dec: &Decomposed,
+    key: &SwitchingKey,
+    perm: &[u32],
+    c0: &RnsPoly,
+) -> Result<ExtPair> {
+    if check_input(params, c0)? != dec.level || perm.len() != params.n() {
+        return Err(RlweError::ParameterMismatch);
+    }
+    hoisted_ext(params, dec, key, Some((perm, c0)))
+}
+
+fn hoisted_ext(
+    params: &Parameters,
+    dec: &Decomposed,
+    key: &SwitchingKey,
+    moved: Option<(&[u32], &RnsPoly)>,
+) -> Result<ExtPair> {
     let level = dec.level;
     check_key(params, key, level)?;
     let key_level = key.level();
@@ -527,14 +580,37 @@ pub fn key_switch_hoisted_ext(
     let mut out1 = pooled_uninit(&lt.qp, Domain::Ntt);
     let digits = dec.digits.len();
     let costs = vec![1; lt.qp.len()];
-    for_each_target(n, 0, &costs, &mut out0, &mut out1, |t0, o0, o1, _| {
-        let outs = o0.chunks_exact_mut(n).zip(o1.chunks_exact_mut(n));
-        for (t, (r0, r1)) in (t0..).zip(outs) {
-            let (kb, ka) = key_limbs(key, key_index(key_level, level, t), digits);
-            let srcs: Vec<&[u64]> = dec.digits.iter().map(|dj| dj.limb(t)).collect();
-            default_backend().dot_product_pair(&lt.qp.moduli()[t], &srcs, &kb, &ka, r0, r1);
-        }
-    });
+    // Moved, each limb pair is made in two scratch limbs (in cache) and
+    // gathered from there.
+    let scratch = if moved.is_some() { 2 } else { 0 };
+    let be = default_backend();
+    for_each_target(
+        n,
+        |_| scratch,
+        &costs,
+        &mut out0,
+        &mut out1,
+        |t0, o0, o1, s| {
+            let outs = o0.chunks_exact_mut(n).zip(o1.chunks_exact_mut(n));
+            for (t, (r0, r1)) in (t0..).zip(outs) {
+                let (kb, ka) = key_limbs(key, key_index(key_level, level, t), digits);
+                let srcs: Vec<&[u64]> = dec.digits.iter().map(|dj| dj.limb(t)).collect();
+                let q = &lt.qp.moduli()[t];
+                let Some((perm, c0)) = moved else {
+                    be.dot_product_pair(q, &srcs, &kb, &ka, r0, r1);
+                    continue;
+                };
+                let (m0, m1) = s.digits.split_at_mut(n);
+                be.dot_product_pair(q, &srcs, &kb, &ka, m0, m1);
+                if t <= level {
+                    let w = params.p_mod_q()[t];
+                    be.linear_combination(q, m0, Some(1), &[c0.limb(t)], &[w], &[q.bits()]);
+                }
+                hecloud_math::poly::gather(r0, m0, perm);
+                hecloud_math::poly::gather(r1, m1, perm);
+            }
+        },
+    );
     Ok(ExtPair {
         c0: out0,
         c1: out1,

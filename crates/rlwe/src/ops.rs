@@ -9,8 +9,8 @@ use crate::ciphertext::Ciphertext;
 use crate::error::{Result, RlweError};
 use crate::keys::{GaloisKey, KeyId, RelinearizationKey, SwitchingKey};
 use crate::keyswitch::{
-    ExtPair, decompose, key_switch_ext, key_switch_hoisted_ext, mod_down_pair_adding,
-    mod_down_pair_moved, mod_down_rescale_pair_adding,
+    ExtPair, decompose, key_switch_ext, key_switch_hoisted_ext, key_switch_hoisted_moved_ext,
+    mod_down_pair_adding, mod_down_pair_moved, mod_down_rescale_pair_adding,
 };
 use crate::params::Parameters;
 use crate::pool::recycle;
@@ -195,6 +195,53 @@ impl ExtCiphertext {
         })
     }
 
+    /// Σ_j x_j · pt_j over `terms` (x_j, pt_j), every x_j at one level and
+    /// scale under the same parameters, each pt_j over Q_l ∪ P (NTT)
+    /// encoding at `pt_scale`: one baby-step sum of a linear transform.
+    /// Each limb of the result is one inner product with lazy reduction
+    /// (`Backend::dot_product_pair`, the plaintexts in the role of key
+    /// switching's digits), where a product per term ([`Self::mul_plain`],
+    /// [`Self::mul_plain_add_assign`]) read and wrote the whole sum again
+    /// for each term and reduced every product. Refused for no terms (as
+    /// [`GaloisSum`] refuses an empty sum) or terms that differ.
+    pub fn sum_of_products(terms: &[(&Self, &RnsPoly)], pt_scale: f64) -> Result<Self> {
+        let Some(((first, _), _)) = terms.split_first() else {
+            return Err(RlweError::EmptySum);
+        };
+        let mut key = first.key;
+        for (x, pt) in terms {
+            x.check_plain(pt)?;
+            if x.params.hash() != first.params.hash() || x.level != first.level {
+                return Err(RlweError::ParameterMismatch);
+            }
+            same_scale(first.scale, x.scale)?;
+            key = key.join(x.key)?;
+        }
+        let (params, level) = (&first.params, first.level);
+        let basis = params.qp_at(level)?;
+        let n = params.n();
+        let mut polys = [
+            crate::pool::pooled_uninit(basis, Domain::Ntt),
+            crate::pool::pooled_uninit(basis, Domain::Ntt),
+        ];
+        let be = hecloud_math::backend::default_backend();
+        let [c0, c1] = &mut polys;
+        let work = |(i, (o0, o1)): (usize, (&mut [u64], &mut [u64]))| {
+            let pts: Vec<&[u64]> = terms.iter().map(|(_, pt)| pt.limb(i)).collect();
+            let x0: Vec<&[u64]> = terms.iter().map(|(x, _)| x.polys[0].limb(i)).collect();
+            let x1: Vec<&[u64]> = terms.iter().map(|(x, _)| x.polys[1].limb(i)).collect();
+            be.dot_product_pair(&basis.moduli()[i], &pts, &x0, &x1, o0, o1);
+        };
+        crate::keyswitch::for_each_limb_pair(c0.data_mut(), c1.data_mut(), n, work);
+        Ok(Self {
+            params: params.clone(),
+            level,
+            scale: first.scale * pt_scale,
+            key,
+            polys,
+        })
+    }
+
     /// self += x · pt with no temporary ([`Self::mul_plain`]); refused
     /// (nothing changed) unless x is at self's level under the same
     /// parameters and key, and the product is at self's scale.
@@ -258,32 +305,17 @@ pub fn apply_galois_hoisted_ext(ct: &Ciphertext, gks: &[&GaloisKey]) -> Result<V
     }
     let params = ct.params();
     let (level, c0) = (ct.level(), &ct.polys()[0]);
-    let qp = params.qp_at(level)?;
-    let p_mod_q = params.p_mod_q();
     let dec = decompose(params, &ct.polys()[1])?;
-    let be = hecloud_math::backend::default_backend();
     let out = gks
         .iter()
         .map(|gk| {
-            let mut ext = key_switch_hoisted_ext(params, &dec, &gk.key)?;
-            let moduli = qp.moduli();
-            crate::keyswitch::for_each_limb(
-                &mut ext.c0.data_mut()[..(level + 1) * params.n()],
-                params.n(),
-                |(i, o)| {
-                    let m = &moduli[i];
-                    be.linear_combination(m, o, Some(1), &[c0.limb(i)], &[p_mod_q[i]], &[m.bits()]);
-                },
-            );
-            let polys = [permute(&ext.c0, &gk.perm)?, permute(&ext.c1, &gk.perm)?];
-            recycle(ext.c0);
-            recycle(ext.c1);
+            let ext = key_switch_hoisted_moved_ext(params, &dec, &gk.key, &gk.perm, c0)?;
             Ok(ExtCiphertext {
                 params: params.clone(),
                 level,
                 scale: ct.scale(),
                 key: ct.key_id(),
-                polys,
+                polys: [ext.c0, ext.c1],
             })
         })
         .collect();

@@ -10,12 +10,22 @@ use hecloud_math::{Domain, RnsBasis, RnsPoly};
 /// Buffers kept per thread.
 const MAX_POOLED: usize = 12;
 
+/// Residues below which a buffer is not worth pooling.
+const POOLED_MIN: usize = 1024;
+
 thread_local! {
     static POOL: RefCell<Vec<Vec<u64>>> = const { RefCell::new(Vec::new()) };
 }
 
 /// A buffer of `len` residues with unspecified (but initialized) contents.
 pub(crate) fn take(len: usize) -> Vec<u64> {
+    // Too small to be pooled (see `give`): a pooled buffer handed out here
+    // would come back shortened, and refilling it to a polynomial's length
+    // later is a zero fill of its own (an empty scratch did that once per
+    // hoisted key switch).
+    if len < POOLED_MIN {
+        return vec![0; len];
+    }
     let buf = POOL.with(|p| {
         let mut p = p.borrow_mut();
         // The smallest that holds `len` initialized residues already, else
@@ -43,7 +53,7 @@ pub(crate) fn take(len: usize) -> Vec<u64> {
 
 /// Returns a buffer to this thread's pool.
 pub(crate) fn give(buf: Vec<u64>) {
-    if buf.capacity() < 1024 {
+    if buf.capacity() < POOLED_MIN {
         return;
     }
     POOL.with(|p| {

@@ -704,6 +704,12 @@ fn undivided_rotations_times_plaintexts_divide_once_to_their_sum() {
     for (x, (_, p)) in ext.iter().zip(&plains).skip(1) {
         acc.mul_plain_add_assign(x, p, 1.0).unwrap();
     }
+    // The same sum in one pass with lazy reduction, residue for residue.
+    let terms: Vec<(&ops::ExtCiphertext, &RnsPoly)> =
+        ext.iter().zip(&plains).map(|(x, (_, p))| (x, p)).collect();
+    let lazy = ops::ExtCiphertext::sum_of_products(&terms, 1.0).unwrap();
+    assert_eq!(lazy.polys(), acc.polys());
+    assert_eq!((lazy.scale(), lazy.key_id()), (acc.scale(), acc.key_id()));
     let mut want = vec![0i64; params.n()];
     for (g, (c, _)) in elements.iter().zip(&plains) {
         for (w, x) in want
@@ -737,6 +743,16 @@ fn undivided_rotations_times_plaintexts_divide_once_to_their_sum() {
         .unwrap()
         .remove(0);
     assert!(acc.mul_plain_add_assign(&other, &plains[0].1, 1.0).is_err());
+    assert_eq!(
+        ops::ExtCiphertext::sum_of_products(&[], 1.0).unwrap_err(),
+        RlweError::EmptySum
+    );
+    let mixed = [(&ext[0], &plains[0].1), (&other, &plains[0].1)];
+    assert!(ops::ExtCiphertext::sum_of_products(&mixed, 1.0).is_err());
+    assert_eq!(
+        ops::ExtCiphertext::sum_of_products(&[(&ext[0], &over_q)], 1.0).unwrap_err(),
+        RlweError::ParameterMismatch
+    );
     let mut sum = ops::GaloisSum::new();
     sum.add(&ct, None).unwrap();
     assert!(matches!(
