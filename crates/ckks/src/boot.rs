@@ -727,10 +727,12 @@ impl Bootstrapper {
 
     /// How many bytes of encoded DFT diagonals [`Self::new`] keeps from
     /// one bootstrapping to the next ([`Self::keep_encoded_diagonals`]):
-    /// at the N = 2^16 preset, CoeffsToSlots' factors and part of
-    /// SlotsToCoeffs' (1.85 of the 2.62 GiB all seven would take over
-    /// Q_l ∪ P), which keeps the peak memory below 12 GiB with the keys.
-    pub const KEPT_DIAGONAL_BYTES: usize = 2 << 30;
+    /// at the N = 2^16 preset, all seven factors' (2.62 GiB over
+    /// Q_l ∪ P), and the peak memory with the keys is 10.6 GiB, below 12.
+    /// With 2 GiB (CoeffsToSlots and part of SlotsToCoeffs) the peak was
+    /// 9.9 GiB and an AVX2 bootstrapping 9 % slower: encoding the other
+    /// diagonals took a tenth of it.
+    pub const KEPT_DIAGONAL_BYTES: usize = 3 << 30;
 
     /// Keeps the encoded diagonals of the DFT factors, from the highest
     /// level down, while their total stays within `bytes` (0: none), and
@@ -741,7 +743,8 @@ impl Bootstrapper {
     /// factor is applied at. The highest levels come first because they
     /// hold the bootstrapping's large primes, whose NTTs take the 64-bit
     /// kernels: at N = 2^16, keeping CoeffsToSlots' diagonals saved about
-    /// a fifth of a bootstrapping, SlotsToCoeffs' no measurable time.
+    /// a fifth of a bootstrapping, and keeping SlotsToCoeffs' too another
+    /// 9 % once the rest had become faster (AVX2, 2026-12-04).
     pub fn keep_encoded_diagonals(&mut self, bytes: usize) -> usize {
         let (n, top) = (self.params.n(), self.params.max_level());
         let k = self.params.rlwe().p_basis().len();

@@ -700,7 +700,7 @@ pub struct SessionKeys {
 /// The bootstrapper of `circuit` under `params`, shared by every session
 /// that holds one: it depends on neither keys nor tenant, and it keeps
 /// the DFT's encoded diagonals from one bootstrapping to the next (up to
-/// [`Bootstrapper::KEPT_DIAGONAL_BYTES`], 2 GiB at N = 2^16), which each
+/// [`Bootstrapper::KEPT_DIAGONAL_BYTES`], all 2.6 GiB of them at N = 2^16), which each
 /// cached session would otherwise hold a copy of. Dropped with its last
 /// session.
 fn shared_bootstrapper(
