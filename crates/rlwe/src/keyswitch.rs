@@ -418,67 +418,60 @@ pub fn key_switch_ext(params: &Parameters, d: &RnsPoly, key: &SwitchingKey) -> R
             CONVERSION * converted + PRODUCT_TERM * digits as u32
         })
         .collect();
-    for_each_target(
-        n,
-        |g| g * digits,
-        &costs,
-        &mut out0,
-        &mut out1,
-        |t0, o0, o1, s| {
-            let g = o0.len() / n;
-            // Every digit's ModUp'ed limbs for the group first (one pass over
-            // each digit's sources), then each target's transforms back to back
-            // (its twiddles stay in cache), then its inner product.
-            debug_assert!(
-                s.digits.len() >= g * digits * n,
-                "scratch for the largest group"
-            );
-            let scratch = &mut s.digits[..g * digits * n];
-            let mut limbs: Vec<Option<&mut [u64]>> =
-                scratch.chunks_exact_mut(n).map(Some).collect();
-            for j in 0..digits {
-                let (srcs, bits) = digit_sources(lt, j, &y, &v);
-                let targets: Vec<usize> = (t0..t0 + g).filter(|&t| !own(j, t)).collect();
-                let weights: Vec<Vec<u64>> = targets
-                    .iter()
-                    .map(|&t| conversion_weights(lt, j, t))
-                    .collect();
-                let mut outputs: Vec<Combination<'_>> = targets
-                    .iter()
-                    .zip(&weights)
-                    .map(|(&t, w)| Combination {
-                        q: &lt.qp.moduli()[t],
-                        out: limbs[(t - t0) * digits + j]
-                            .take()
-                            .expect("one output per limb"),
-                        w,
-                    })
-                    .collect();
-                be.linear_combinations(&mut outputs, &srcs, &bits);
-            }
-            let scratch = &mut s.digits[..g * digits * n];
-            for (k, target_limbs) in scratch.chunks_exact_mut(digits * n).enumerate() {
-                let t = t0 + k;
-                for (j, limb) in target_limbs.chunks_exact_mut(n).enumerate() {
-                    if !own(j, t) {
-                        be.ntt_forward(&lt.qp.tables()[t], limb);
-                    }
+    let limbs = |g: usize| g * digits;
+    for_each_target(n, limbs, &costs, &mut out0, &mut out1, |t0, o0, o1, s| {
+        let g = o0.len() / n;
+        // Every digit's ModUp'ed limbs for the group first (one pass over
+        // each digit's sources), then each target's transforms back to back
+        // (its twiddles stay in cache), then its inner product.
+        debug_assert!(
+            s.digits.len() >= g * digits * n,
+            "scratch for the largest group"
+        );
+        let scratch = &mut s.digits[..g * digits * n];
+        let mut limbs: Vec<Option<&mut [u64]>> = scratch.chunks_exact_mut(n).map(Some).collect();
+        for j in 0..digits {
+            let (srcs, bits) = digit_sources(lt, j, &y, &v);
+            let targets: Vec<usize> = (t0..t0 + g).filter(|&t| !own(j, t)).collect();
+            let weights: Vec<Vec<u64>> = targets
+                .iter()
+                .map(|&t| conversion_weights(lt, j, t))
+                .collect();
+            let mut outputs: Vec<Combination<'_>> = targets
+                .iter()
+                .zip(&weights)
+                .map(|(&t, w)| Combination {
+                    q: &lt.qp.moduli()[t],
+                    out: limbs[(t - t0) * digits + j]
+                        .take()
+                        .expect("one output per limb"),
+                    w,
+                })
+                .collect();
+            be.linear_combinations(&mut outputs, &srcs, &bits);
+        }
+        let scratch = &mut s.digits[..g * digits * n];
+        for (k, target_limbs) in scratch.chunks_exact_mut(digits * n).enumerate() {
+            let t = t0 + k;
+            for (j, limb) in target_limbs.chunks_exact_mut(n).enumerate() {
+                if !own(j, t) {
+                    be.ntt_forward(&lt.qp.tables()[t], limb);
                 }
             }
-            let outs = o0.chunks_exact_mut(n).zip(o1.chunks_exact_mut(n));
-            for (k, (r0, r1)) in outs.enumerate() {
-                let t = t0 + k;
-                let target_limbs = &s.digits[k * digits * n..(k + 1) * digits * n];
-                let srcs: Vec<&[u64]> = target_limbs
-                    .chunks_exact(n)
-                    .enumerate()
-                    .map(|(j, limb)| if own(j, t) { d.limb(t) } else { limb })
-                    .collect();
-                let (kb, ka) = key_limbs(key, key_index(key_level, level, t), digits);
-                be.dot_product_pair(&lt.qp.moduli()[t], &srcs, &kb, &ka, r0, r1);
-            }
-        },
-    );
+        }
+        let outs = o0.chunks_exact_mut(n).zip(o1.chunks_exact_mut(n));
+        for (k, (r0, r1)) in outs.enumerate() {
+            let t = t0 + k;
+            let target_limbs = &s.digits[k * digits * n..(k + 1) * digits * n];
+            let srcs: Vec<&[u64]> = target_limbs
+                .chunks_exact(n)
+                .enumerate()
+                .map(|(j, limb)| if own(j, t) { d.limb(t) } else { limb })
+                .collect();
+            let (kb, ka) = key_limbs(key, key_index(key_level, level, t), digits);
+            be.dot_product_pair(&lt.qp.moduli()[t], &srcs, &kb, &ka, r0, r1);
+        }
+    });
     give(y);
     give(v);
     Ok(ExtPair {
@@ -582,35 +575,28 @@ fn hoisted_ext(
     let costs = vec![1; lt.qp.len()];
     // Moved, each limb pair is made in two scratch limbs (in cache) and
     // gathered from there.
-    let scratch = if moved.is_some() { 2 } else { 0 };
+    let limbs = |_: usize| if moved.is_some() { 2 } else { 0 };
     let be = default_backend();
-    for_each_target(
-        n,
-        |_| scratch,
-        &costs,
-        &mut out0,
-        &mut out1,
-        |t0, o0, o1, s| {
-            let outs = o0.chunks_exact_mut(n).zip(o1.chunks_exact_mut(n));
-            for (t, (r0, r1)) in (t0..).zip(outs) {
-                let (kb, ka) = key_limbs(key, key_index(key_level, level, t), digits);
-                let srcs: Vec<&[u64]> = dec.digits.iter().map(|dj| dj.limb(t)).collect();
-                let q = &lt.qp.moduli()[t];
-                let Some((perm, c0)) = moved else {
-                    be.dot_product_pair(q, &srcs, &kb, &ka, r0, r1);
-                    continue;
-                };
-                let (m0, m1) = s.digits.split_at_mut(n);
-                be.dot_product_pair(q, &srcs, &kb, &ka, m0, m1);
-                if t <= level {
-                    let w = params.p_mod_q()[t];
-                    be.linear_combination(q, m0, Some(1), &[c0.limb(t)], &[w], &[q.bits()]);
-                }
-                hecloud_math::poly::gather(r0, m0, perm);
-                hecloud_math::poly::gather(r1, m1, perm);
+    for_each_target(n, limbs, &costs, &mut out0, &mut out1, |t0, o0, o1, s| {
+        let outs = o0.chunks_exact_mut(n).zip(o1.chunks_exact_mut(n));
+        for (t, (r0, r1)) in (t0..).zip(outs) {
+            let (kb, ka) = key_limbs(key, key_index(key_level, level, t), digits);
+            let srcs: Vec<&[u64]> = dec.digits.iter().map(|dj| dj.limb(t)).collect();
+            let q = &lt.qp.moduli()[t];
+            let Some((perm, c0)) = moved else {
+                be.dot_product_pair(q, &srcs, &kb, &ka, r0, r1);
+                continue;
+            };
+            let (m0, m1) = s.digits.split_at_mut(n);
+            be.dot_product_pair(q, &srcs, &kb, &ka, m0, m1);
+            if t <= level {
+                let w = params.p_mod_q()[t];
+                be.linear_combination(q, m0, Some(1), &[c0.limb(t)], &[w], &[q.bits()]);
             }
-        },
-    );
+            hecloud_math::poly::gather(r0, m0, perm);
+            hecloud_math::poly::gather(r1, m1, perm);
+        }
+    });
     Ok(ExtPair {
         c0: out0,
         c1: out1,
