@@ -408,13 +408,12 @@ impl LinearTransform {
                 }
             }
             // The baby steps' products summed limb by limb in one pass.
-            let undivided = match products.is_empty() {
-                true => None,
-                false => {
-                    let terms: Vec<(&ExtCiphertext, &RnsPoly)> =
-                        products.iter().map(|(x, pt)| (*x, pt.as_ref())).collect();
-                    Some(ExtCiphertext::sum_of_products(&terms, scale)?)
-                }
+            let undivided = if products.is_empty() {
+                None
+            } else {
+                let terms: Vec<(&ExtCiphertext, &RnsPoly)> =
+                    products.iter().map(|(x, pt)| (*x, pt.as_ref())).collect();
+                Some(ExtCiphertext::sum_of_products(&terms, scale)?)
             };
             match (g, undivided) {
                 (0, undivided) => {
