@@ -10,7 +10,7 @@ use std::sync::Arc;
 use hecloud_math::{Domain, RnsPoly, backend::default_backend};
 use hecloud_rlwe::keyswitch::{key_switch_ext, mod_down_rescale_pair_adding};
 use hecloud_rlwe::ops::{ExtCiphertext, GaloisSum};
-use hecloud_rlwe::pool::{pooled_uninit, recycle};
+use hecloud_rlwe::pool::pooled_uninit;
 use hecloud_rlwe::{Ciphertext, GaloisKeys, KeyId, Plaintext, RelinearizationKey, RlweError, ops};
 use num_complex::Complex64;
 use rayon::prelude::*;
@@ -476,9 +476,6 @@ impl Evaluator {
         let rl = self.params.rlwe();
         let ext = key_switch_ext(rl, &d2, &rlk.0)?;
         let (c0, c1) = mod_down_rescale_pair_adding(rl, level, [&ext.c0, &ext.c1], [&d0, &d1])?;
-        for p in [d0, d1, d2, ext.c0, ext.c1] {
-            recycle(p);
-        }
         self.output(vec![c0, c1], plan.out, key)
     }
 

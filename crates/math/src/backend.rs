@@ -33,6 +33,34 @@ pub trait Backend: Send + Sync + std::fmt::Debug {
         table.inverse_scalar(a);
     }
 
+    /// `out = c · INTT(src)` mod q for a constant `c < q`: the inverse
+    /// transform out of place with a constant factor, the first step of
+    /// every base conversion out of the NTT domain (where the copy, the
+    /// transform and the scaling took three passes over the limb).
+    ///
+    /// # Panics
+    /// If `src` and `out` differ in length from the table's degree.
+    fn ntt_inverse_scaled(&self, table: &NttTable, src: &[u64], out: &mut [u64], c: u64) {
+        out.copy_from_slice(src);
+        self.ntt_inverse(table, out);
+        self.mul_scalar(table.modulus(), out, c);
+    }
+
+    /// `out[c] = round(Σ_k limbs[k][c]·inv[k])` to the nearest integer
+    /// (ties to even) for entries of limb k below `2^bits[k]` and sums in
+    /// [0, 2^51): the rounded quotient that centers a base conversion. Each
+    /// entry becomes the nearest f64, each product and each partial sum
+    /// (from the first limb on) is rounded to f64 once, so that every
+    /// backend returns the same integers.
+    ///
+    /// # Panics
+    /// If `limbs`, `inv` and `bits` differ in length or a limb is shorter
+    /// than `out`.
+    fn round_sums(&self, out: &mut [u64], limbs: &[&[u64]], inv: &[f64], bits: &[u32]) {
+        check_round_sums(out.len(), limbs, inv, bits);
+        round_sums_scalar(out, limbs, inv);
+    }
+
     /// `a[i] = a[i]·b[i] mod q`.
     fn mul_pointwise(&self, q: &Modulus, a: &mut [u64], b: &[u64]) {
         for (x, y) in a.iter_mut().zip(b) {
@@ -216,6 +244,37 @@ fn check_sources(len: usize, srcs: &[&[u64]], weights: usize, src_bits: &[u32]) 
             .all(|(s, &b)| b >= 64 || s[..len].iter().all(|&x| x >> b == 0)),
         "a source has entries wider than its declared width"
     );
+}
+
+/// The shapes [`Backend::round_sums`] requires.
+fn check_round_sums(len: usize, limbs: &[&[u64]], inv: &[f64], bits: &[u32]) {
+    assert!(
+        limbs.len() == inv.len() && limbs.len() == bits.len(),
+        "one weight and one width per limb"
+    );
+    assert!(
+        limbs.iter().all(|l| l.len() >= len),
+        "limbs as long as the output"
+    );
+}
+
+/// The reference [`Backend::round_sums`], limb by limb over the output
+/// (the loops vectorize; coefficient by coefficient they did not).
+fn round_sums_scalar(out: &mut [u64], limbs: &[&[u64]], inv: &[f64]) {
+    // 2^52: the f64 whose last mantissa place is 1.
+    const SHIFT: f64 = (1u64 << 52) as f64;
+    let mut sums = vec![0f64; out.len()];
+    for (l, &inv) in limbs.iter().zip(inv) {
+        for (f, &x) in sums.iter_mut().zip(&l[..out.len()]) {
+            *f += x as f64 * inv;
+        }
+    }
+    // The sums lie in [0, 2^51): adding 2^52 rounds them to the nearest
+    // integer in the mantissa's last place, in vector registers
+    // (`f64::round` is a call per value).
+    for (e, f) in out.iter_mut().zip(&sums) {
+        *e = (f + SHIFT).to_bits() - SHIFT.to_bits();
+    }
 }
 
 fn check_pair(s: &[&[u64]], b: &[&[u64]], a: &[&[u64]], n0: usize, n1: usize) {
@@ -406,6 +465,31 @@ impl Backend for Simd {
         }
         #[cfg(not(target_arch = "x86_64"))]
         table.inverse_scalar(a);
+    }
+
+    fn round_sums(&self, out: &mut [u64], limbs: &[&[u64]], inv: &[f64], bits: &[u32]) {
+        check_round_sums(out.len(), limbs, inv, bits);
+        let mut whole = 0;
+        #[cfg(target_arch = "x86_64")]
+        if self.fma {
+            // SAFETY: `Simd::new` checked the CPU supports AVX2 and FMA.
+            unsafe { crate::ntt::avx2fma::round_sums(out, limbs, inv, bits) };
+            whole = out.len() / 4 * 4;
+        }
+        let tails: Vec<&[u64]> = limbs.iter().map(|l| &l[whole..]).collect();
+        round_sums_scalar(&mut out[whole..], &tails, inv);
+    }
+
+    fn ntt_inverse_scaled(&self, table: &NttTable, src: &[u64], out: &mut [u64], c: u64) {
+        #[cfg(target_arch = "x86_64")]
+        if self.fp(table.modulus().value()) {
+            // SAFETY: `Simd::new` checked the CPU supports AVX2 and FMA.
+            unsafe { crate::ntt::avx2fma::inverse_scaled(table, src, out, c) };
+            return;
+        }
+        out.copy_from_slice(src);
+        self.ntt_inverse(table, out);
+        self.mul_scalar(table.modulus(), out, c);
     }
 
     fn mul_pointwise(&self, q: &Modulus, a: &mut [u64], b: &[u64]) {
@@ -764,6 +848,16 @@ pub mod parity {
                     if x != y {
                         return Err(format!("ntt_inverse differs ({ctx})"));
                     }
+                    for c in [0, 1, q - 1, b[0]] {
+                        let mut want = a.clone();
+                        Scalar.ntt_inverse(&table, &mut want);
+                        Scalar.mul_scalar(&m, &mut want, c);
+                        let mut got = vec![u64::MAX; n];
+                        backend.ntt_inverse_scaled(&table, a, &mut got, c);
+                        if want != got {
+                            return Err(format!("ntt_inverse_scaled differs ({ctx} c={c})"));
+                        }
+                    }
                     let (mut x, mut y) = (a.clone(), a.clone());
                     Scalar.mul_pointwise(&m, &mut x, &b);
                     backend.mul_pointwise(&m, &mut y, &b);
@@ -794,6 +888,46 @@ pub mod parity {
         check_edge_moduli(backend, &mut rng)?;
         check_packing(backend, &mut rng)?;
         check_keep_below(backend, &mut rng)?;
+        check_round_sums(backend, &mut rng)?;
+        Ok(())
+    }
+
+    /// `round_sums` over 1 to 12 limbs of 20- to 62-bit moduli (entries
+    /// random, at their largest and zero), lengths with and without a
+    /// partial vector: the scalar reference's integers exactly.
+    fn check_round_sums(backend: &dyn Backend, rng: &mut impl RngCore) -> Result<(), String> {
+        let widths = [20, 30, 49, 50, 52, 53, 55, 60, 61, 62];
+        for limbs in 1..=12usize {
+            for len in [1, 7, 64, 4099] {
+                let qs: Vec<u64> = (0..limbs)
+                    .map(|i| (1u64 << widths[(i + len) % widths.len()]) - 1 - 2 * i as u64)
+                    .collect();
+                let inv: Vec<f64> = qs.iter().map(|&q| 1.0 / q as f64).collect();
+                let bits: Vec<u32> = qs.iter().map(|&q| 64 - q.leading_zeros()).collect();
+                let ys: Vec<Vec<u64>> = qs
+                    .iter()
+                    .map(|&q| {
+                        (0..len)
+                            .map(|c| match c % 5 {
+                                0 => q - 1,
+                                1 => 0,
+                                _ => rng.next_u64() % q,
+                            })
+                            .collect()
+                    })
+                    .collect();
+                let refs: Vec<&[u64]> = ys.iter().map(Vec::as_slice).collect();
+                let (mut want, mut got) = (vec![0; len], vec![u64::MAX; len]);
+                Scalar.round_sums(&mut want, &refs, &inv, &bits);
+                backend.round_sums(&mut got, &refs, &inv, &bits);
+                if want != got {
+                    return Err(format!(
+                        "round_sums differs ({} limbs={limbs} len={len})",
+                        backend.name()
+                    ));
+                }
+            }
+        }
         Ok(())
     }
 

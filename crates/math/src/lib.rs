@@ -27,6 +27,7 @@ pub mod modular;
 pub mod ntt;
 pub mod pack;
 pub mod poly;
+pub mod pool;
 pub mod prime;
 pub mod sampling;
 pub mod testing;

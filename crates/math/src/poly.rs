@@ -213,6 +213,14 @@ impl std::fmt::Debug for RnsPoly {
     }
 }
 
+/// A dropped polynomial's buffer goes back to this thread's
+/// [`pool`](crate::pool) for the next operation's result or temporaries.
+impl Drop for RnsPoly {
+    fn drop(&mut self) {
+        crate::pool::give(std::mem::take(&mut self.data));
+    }
+}
+
 impl Zeroize for RnsPoly {
     fn zeroize(&mut self) {
         self.data.zeroize();
@@ -407,8 +415,8 @@ impl RnsPoly {
     /// q.data_mut().fill(0);
     /// assert_eq!(q, RnsPoly::zero(&basis, Domain::Coefficient));
     /// ```
-    pub fn into_data(self) -> Vec<u64> {
-        self.data
+    pub fn into_data(mut self) -> Vec<u64> {
+        std::mem::take(&mut self.data)
     }
 
     /// A polynomial over `basis` reusing `buf` (resized, contents

@@ -27,7 +27,7 @@ use rayon::prelude::*;
 use crate::error::{Result, RlweError};
 use crate::keys::SwitchingKey;
 use crate::params::{DigitTables, LevelTables, ModDownTables, Parameters};
-use crate::pool::{give, pooled_uninit, recycle, take};
+use crate::pool::{give, pooled_uninit, take};
 
 /// Below this many coefficients per limb, limb loops stay on one thread.
 const PARALLEL_MIN_N: usize = 1 << 11;
@@ -132,11 +132,9 @@ fn modup_prepare(lt: &LevelTables, d: &RnsPoly) -> Vec<u64> {
     let mut y = take(d.data().len());
     let be = default_backend();
     let work = |(i, limb): (usize, &mut [u64])| {
-        let table = &lt.q.tables()[i];
-        limb.copy_from_slice(d.limb(i));
-        be.ntt_inverse(table, limb);
         let dg = digit_of(&lt.digits, i);
-        be.mul_scalar(table.modulus(), limb, dg.qhat_inv[i - dg.start].0);
+        let qhat_inv = dg.qhat_inv[i - dg.start].0;
+        be.ntt_inverse_scaled(&lt.q.tables()[i], d.limb(i), limb, qhat_inv);
     };
     for_each_limb(&mut y, n, work);
     y
@@ -150,7 +148,11 @@ fn digit_centers(lt: &LevelTables, y: &[u64], n: usize) -> Vec<u64> {
     let mut v = take(lt.digits.len() * n);
     for (dg, vj) in lt.digits.iter().zip(v.chunks_exact_mut(n)) {
         let limbs: Vec<&[u64]> = y[dg.start * n..dg.end * n].chunks_exact(n).collect();
-        round_sums(vj, &limbs, &dg.q_inv_f64, n);
+        let bits: Vec<u32> = lt.q.moduli()[dg.start..dg.end]
+            .iter()
+            .map(Modulus::bits)
+            .collect();
+        round_sums(vj, &limbs, &dg.q_inv_f64, &bits, n);
     }
     v
 }
@@ -158,32 +160,17 @@ fn digit_centers(lt: &LevelTables, y: &[u64], n: usize) -> Vec<u64> {
 /// Coefficients per task of [`round_sums`] on several threads.
 const ROUND_CHUNK: usize = 1 << 12;
 
-/// 2^52: the f64 whose last mantissa place is 1.
-const ROUND_SHIFT: f64 = (1u64 << 52) as f64;
-
-/// out_c = Σ_k limbs_k\[c\]·inv_k rounded to the nearest integer (ties to
-/// even) per coefficient c: the centering
-/// of a base conversion, on several threads from degree PARALLEL_MIN_N up
-/// (it is a serial stretch of every key switch otherwise).
-fn round_sums(out: &mut [u64], limbs: &[&[u64]], inv: &[f64], n: usize) {
-    // Limb by limb over a chunk (the loops vectorize; coefficient by
-    // coefficient they did not), each sum taken over the limbs in order.
+/// out_c = Σ_k limbs_k\[c\]·inv_k rounded to the nearest integer per
+/// coefficient c (`Backend::round_sums`, limb k's entries below
+/// 2^bits\[k\]): the centering of a base conversion, on several threads
+/// from degree PARALLEL_MIN_N up (it is a serial stretch of every key
+/// switch otherwise).
+fn round_sums(out: &mut [u64], limbs: &[&[u64]], inv: &[f64], bits: &[u32], n: usize) {
+    let be = default_backend();
     let work = |(chunk, o): (usize, &mut [u64])| {
         let base = chunk * ROUND_CHUNK;
-        let mut sums = [0f64; ROUND_CHUNK];
-        let sums = &mut sums[..o.len()];
-        for (l, &inv) in limbs.iter().zip(inv) {
-            for (f, &x) in sums.iter_mut().zip(&l[base..base + o.len()]) {
-                *f += x as f64 * inv;
-            }
-        }
-        // The sums lie in [0, limbs): adding 2^52 rounds them to the
-        // nearest integer in the mantissa's last place (ties to even, where
-        // the sum's own floating-point error is larger than a tie's
-        // distance), in vector registers; `f64::round` is a call per value.
-        for (e, f) in o.iter_mut().zip(sums.iter()) {
-            *e = (f + ROUND_SHIFT).to_bits() - ROUND_SHIFT.to_bits();
-        }
+        let limbs: Vec<&[u64]> = limbs.iter().map(|l| &l[base..base + o.len()]).collect();
+        be.round_sums(o, &limbs, inv, bits);
     };
     if n >= PARALLEL_MIN_N {
         out.par_chunks_mut(ROUND_CHUNK).enumerate().for_each(work);
@@ -655,30 +642,27 @@ fn divide_out(
     let work = |(k, out): (usize, &mut [u64])| {
         let (j, m) = (k / r, k % r);
         let idx = removed[m];
-        out.copy_from_slice(xs[j].limb(idx));
         let table = &basis.tables()[idx];
-        if let Some(a) = adds.get(j)
-            && idx < a.limbs()
-        {
-            let q = table.modulus();
-            be.linear_combination(
-                q,
-                out,
-                Some(1),
-                &[a.limb(idx)],
-                &[p_mod_q[idx]],
-                &[q.bits()],
-            );
+        let phat_inv = tables.phat_inv[m].0;
+        match adds.get(j) {
+            Some(a) if idx < a.limbs() => {
+                // The transform is linear: (x + P·a)·c transformed.
+                let q = table.modulus();
+                let srcs = [xs[j].limb(idx), a.limb(idx)];
+                let w = [phat_inv, q.mul(p_mod_q[idx], phat_inv)];
+                be.linear_combination(q, out, None, &srcs, &w, &[q.bits(); 2]);
+                be.ntt_inverse(table, out);
+            }
+            _ => be.ntt_inverse_scaled(table, xs[j].limb(idx), out, phat_inv),
         }
-        be.ntt_inverse(table, out);
-        be.mul_scalar(table.modulus(), out, tables.phat_inv[m].0);
     };
     for_each_limb(&mut y, n, work);
     // v = round(Σ_m y_m / r_m): Σ y_m·(R/r_m) − v·R is x mod R, centered.
     let mut v = take(xs.len() * n);
+    let bits: Vec<u32> = removed.iter().map(|&i| basis.moduli()[i].bits()).collect();
     for (ys, vj) in y.chunks_exact(r * n).zip(v.chunks_exact_mut(n)) {
         let limbs: Vec<&[u64]> = ys.chunks_exact(n).collect();
-        round_sums(vj, &limbs, &tables.r_inv_f64, n);
+        round_sums(vj, &limbs, &tables.r_inv_f64, &bits, n);
     }
     let srcs: Vec<Vec<&[u64]>> = y
         .chunks_exact(r * n)
@@ -713,20 +697,24 @@ fn divide_out(
             // (x_i + P·a_i − o)·R^-1 as o·(−R^-1) + x_i·R^-1 + a_i·P·R^-1.
             let r_inv = tables.p_inv[i].0;
             let keep = Some(m.neg(r_inv));
-            match adds.get(j) {
-                Some(a) => be.linear_combination(
-                    m,
-                    o,
-                    keep,
-                    &[xs[j].limb(i), a.limb(i)],
-                    &[r_inv, m.mul(p_mod_q[i], r_inv)],
-                    &[m.bits(); 2],
-                ),
-                None => be.linear_combination(m, o, keep, &[xs[j].limb(i)], &[r_inv], &[m.bits()]),
-            }
-            if let Some(perm) = perm {
-                hecloud_math::poly::gather(moved, o, perm);
-                o.copy_from_slice(moved);
+            let (x, bits) = (xs[j].limb(i), m.bits());
+            let a = adds.get(j).map(|a| (a.limb(i), m.mul(p_mod_q[i], r_inv)));
+            match perm {
+                // Summed into the move's limb and gathered back: no copy.
+                Some(perm) => {
+                    let (srcs, w) = match a {
+                        Some((a, pr)) => (vec![&*o, x, a], vec![m.neg(r_inv), r_inv, pr]),
+                        None => (vec![&*o, x], vec![m.neg(r_inv), r_inv]),
+                    };
+                    be.linear_combination(m, moved, None, &srcs, &w, &vec![bits; srcs.len()]);
+                    hecloud_math::poly::gather(o, moved, perm);
+                }
+                None => match a {
+                    Some((a, pr)) => {
+                        be.linear_combination(m, o, keep, &[x, a], &[r_inv, pr], &[bits; 2])
+                    }
+                    None => be.linear_combination(m, o, keep, &[x], &[r_inv], &[bits]),
+                },
             }
         }
     };
@@ -952,16 +940,7 @@ pub fn key_switch_hoisted(
 
 fn finish_pair(params: &Parameters, ext: ExtPair) -> Result<(RnsPoly, RnsPoly)> {
     let out = mod_down_pair(params, ext.level, &ext.c0, &ext.c1)?;
-    recycle(ext.c0);
-    recycle(ext.c1);
     Ok(out)
-}
-
-impl Decomposed {
-    /// Hands the digit buffers back to the thread's pool.
-    pub fn recycle(self) {
-        self.digits.into_iter().for_each(recycle);
-    }
 }
 
 /// Limb `ki` of the (b, a) key pairs of the first `digits` digits (a
@@ -996,7 +975,7 @@ mod tests {
                 .collect();
             let refs: Vec<&[u64]> = ys.iter().map(Vec::as_slice).collect();
             let mut v = vec![0u64; n];
-            round_sums(&mut v, &refs, &inv, n);
+            round_sums(&mut v, &refs, &inv, &vec![61; limbs], n);
             assert_eq!(v[0], limbs as u64, "{limbs} limbs at their largest");
             let bits = center_bits(limbs);
             assert!(v.iter().all(|&x| x >> bits == 0), "{limbs} limbs: {v:?}");
@@ -1022,8 +1001,9 @@ mod tests {
                 .map(|&q| (0..n).map(|_| rng.uniform_mod(q)).collect())
                 .collect();
             let refs: Vec<&[u64]> = ys.iter().map(Vec::as_slice).collect();
+            let bits: Vec<u32> = qs.iter().map(|&q| 64 - q.leading_zeros()).collect();
             let mut v = vec![0u64; n];
-            round_sums(&mut v, &refs, &inv, n);
+            round_sums(&mut v, &refs, &inv, &bits, n);
             let mut checked = 0;
             for (c, &got) in v.iter().enumerate() {
                 let sum = ys

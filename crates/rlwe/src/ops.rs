@@ -13,7 +13,6 @@ use crate::keyswitch::{
     mod_down_pair_adding, mod_down_pair_moved, mod_down_rescale_pair_adding,
 };
 use crate::params::Parameters;
-use crate::pool::recycle;
 
 /// `ct` may be switched with `key`: the same parameters and the key's
 /// secret.
@@ -37,8 +36,6 @@ pub fn relinearize(ct: &Ciphertext, rlk: &RelinearizationKey) -> Result<Cipherte
     let ext = key_switch_ext(ct.params(), &p[2], &rlk.0)?;
     let (c0, c1) =
         mod_down_pair_adding(ct.params(), ext.level, [&ext.c0, &ext.c1], [&p[0], &p[1]])?;
-    recycle(ext.c0);
-    recycle(ext.c1);
     Ok(Ciphertext::new(ct.params(), vec![c0, c1], ct.level(), ct.scale())?.with_metadata_of(ct))
 }
 
@@ -66,8 +63,6 @@ fn moved(ct: &Ciphertext, gk: &GaloisKey, ext: ExtPair) -> Result<Ciphertext> {
         &ct.polys()[0],
         &gk.perm,
     )?;
-    recycle(ext.c0);
-    recycle(ext.c1);
     Ok(Ciphertext::new(ct.params(), vec![c0, c1], ct.level(), ct.scale())?.with_metadata_of(ct))
 }
 
@@ -90,15 +85,12 @@ fn check_hoisted(ct: &Ciphertext, gks: &[&GaloisKey]) -> Result<()> {
 pub fn apply_galois_hoisted(ct: &Ciphertext, gks: &[&GaloisKey]) -> Result<Vec<Ciphertext>> {
     check_hoisted(ct, gks)?;
     let dec = decompose(ct.params(), &ct.polys()[1])?;
-    let out = gks
-        .iter()
+    gks.iter()
         .map(|gk| {
             let ext = key_switch_hoisted_ext(ct.params(), &dec, &gk.key)?;
             moved(ct, gk, ext)
         })
-        .collect();
-    dec.recycle();
-    out
+        .collect()
 }
 
 /// A degree-1 ciphertext over Q_l ∪ P, not yet divided by P: each
@@ -276,9 +268,6 @@ impl ExtCiphertext {
                 mod_down_pair_adding(&self.params, self.level, [x0, x1], [&p[0], &p[1]])?
             }
         };
-        let [x0, x1] = self.polys;
-        recycle(x0);
-        recycle(x1);
         let mut out = Ciphertext::new(&self.params, vec![c0, c1], self.level, self.scale)?;
         out.set_key_id(key);
         Ok(out)
@@ -306,8 +295,7 @@ pub fn apply_galois_hoisted_ext(ct: &Ciphertext, gks: &[&GaloisKey]) -> Result<V
     let params = ct.params();
     let (level, c0) = (ct.level(), &ct.polys()[0]);
     let dec = decompose(params, &ct.polys()[1])?;
-    let out = gks
-        .iter()
+    gks.iter()
         .map(|gk| {
             let ext = key_switch_hoisted_moved_ext(params, &dec, &gk.key, &gk.perm, c0)?;
             Ok(ExtCiphertext {
@@ -318,9 +306,7 @@ pub fn apply_galois_hoisted_ext(ct: &Ciphertext, gks: &[&GaloisKey]) -> Result<V
                 polys: [ext.c0, ext.c1],
             })
         })
-        .collect();
-    dec.recycle();
-    out
+        .collect()
 }
 
 /// A sum Σ σ_i(ct_i) of degree-1 ciphertexts at one level l, each moved
@@ -424,8 +410,6 @@ impl GaloisSum {
                 let [e0, e1] = &mut self.ext;
                 add_moved(e0, &ext.c0, Some(&gk.perm))?;
                 add_moved(e1, &ext.c1, Some(&gk.perm))?;
-                recycle(ext.c0);
-                recycle(ext.c1);
                 add_moved(&mut self.direct[0], &p[0], Some(&gk.perm))?;
             }
             None => {
@@ -453,7 +437,6 @@ impl GaloisSum {
             match acc {
                 Some(a) => {
                     a.add_assign(&p)?;
-                    recycle(p);
                 }
                 None => *acc = Some(p),
             }
@@ -474,9 +457,6 @@ impl GaloisSum {
         match self.ext {
             [Some(e0), Some(e1)] => {
                 let out = mod_down_rescale_pair_adding(&params, level, [&e0, &e1], [&d0, &d1])?;
-                for x in [e0, e1, d0, d1] {
-                    recycle(x);
-                }
                 Ok(out)
             }
             _ => {

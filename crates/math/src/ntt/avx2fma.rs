@@ -523,12 +523,23 @@ fn inv_stage(tw: &FpTwiddles, k: &Q, a: &mut [u64], tw_base: usize, gap: usize) 
 
 /// The first two inverse stages (gaps 1 and 2) in one pass over `a`, the
 /// values of a block starting at value `start` (u64 entries in [0, q)),
-/// transposed as in [`fwd_last_stages`].
+/// transposed as in [`fwd_last_stages`]; the input is `src` (the block's
+/// values elsewhere) where given, else `a` itself.
 #[target_feature(enable = "avx2,fma")]
-fn inv_first_stages(tw: &FpTwiddles, k: &Q, a: &mut [u64], n: usize, start: usize) {
+fn inv_first_stages(
+    tw: &FpTwiddles,
+    k: &Q,
+    a: &mut [u64],
+    src: Option<&[u64]>,
+    n: usize,
+    start: usize,
+) {
     for (b, vals) in a.chunks_exact_mut(4 * LANES).enumerate() {
         let g = (start + b * 4 * LANES) / 4;
-        let x = load_groups::<true>(vals);
+        let x = match src {
+            Some(s) => load_groups::<true>(&s[b * 4 * LANES..]),
+            None => load_groups::<true>(vals),
+        };
         let (w, wq) = (&tw.inv_w[..], &tw.inv_wq[..]);
         let e = n / 2 + 2 * g;
         let (w0, wq0) = twiddles_at(w, wq, e);
@@ -553,6 +564,22 @@ fn inv_first_stages(tw: &FpTwiddles, k: &Q, a: &mut [u64], n: usize, start: usiz
 /// Inverse NTT for q < 2^50; same contract as [`NttTable::inverse_scalar`].
 #[target_feature(enable = "avx2,fma")]
 pub(crate) fn inverse(t: &NttTable, a: &mut [u64]) {
+    inverse_with(t, None, a, None)
+}
+
+/// `out = c · INTT(src)` for q < 2^50 and c < q, as the scalar inverse
+/// transform and a multiplication by c: the first pass reads `src`, the
+/// last multiplies by c with the n⁻¹ it already applies.
+#[target_feature(enable = "avx2,fma")]
+pub(crate) fn inverse_scaled(t: &NttTable, src: &[u64], out: &mut [u64], c: u64) {
+    assert_eq!(src.len(), t.degree(), "NTT input length");
+    inverse_with(t, Some(src), out, Some(c))
+}
+
+/// [`inverse`] of `src` into `a` where given (else of `a`), times `c`
+/// where given.
+#[target_feature(enable = "avx2,fma")]
+fn inverse_with(t: &NttTable, src: Option<&[u64]>, a: &mut [u64], c: Option<u64>) {
     let n = t.degree();
     assert_eq!(a.len(), n, "NTT input length");
     let tw = fp_twiddles(t);
@@ -560,7 +587,8 @@ pub(crate) fn inverse(t: &NttTable, a: &mut [u64]) {
     let block = n.min(BLOCK);
     let mut gap = LANES;
     for (b, blk) in a.chunks_exact_mut(block).enumerate() {
-        inv_first_stages(tw, &k, blk, n, b * block);
+        let from = src.map(|s| &s[b * block..(b + 1) * block]);
+        inv_first_stages(tw, &k, blk, from, n, b * block);
         gap = LANES;
         while 2 * gap <= block && gap < n / 2 {
             let tw_base = n / (2 * gap) + b * block / (2 * gap);
@@ -582,9 +610,22 @@ pub(crate) fn inverse(t: &NttTable, a: &mut [u64]) {
             gap *= 2;
         }
     }
-    // Last stage, n⁻¹ merged into both outputs: |result| ≤ (1/2 + 1.4/8)·q.
-    let (ni, niq) = (splat(tw.n_inv.0), splat(tw.n_inv.1));
-    let (w, wq) = (splat(tw.inv_w[1]), splat(tw.inv_wq[1]));
+    // Last stage, n⁻¹ (and c) merged into both outputs: |result| ≤
+    // (1/2 + 1.4/8)·q.
+    let ((ni, niq), (w, wq)) = match c {
+        None => (
+            (splat(tw.n_inv.0), splat(tw.n_inv.1)),
+            (splat(tw.inv_w[1]), splat(tw.inv_wq[1])),
+        ),
+        Some(c) => {
+            let m = t.modulus();
+            let q = m.value();
+            (
+                constant(m.mul(t.n_inv().0, c), q),
+                constant(m.mul(t.inv_twiddles().w[1], c), q),
+            )
+        }
+    };
     let (lo, hi) = a.split_at_mut(n / 2);
     for (x, y) in lo.chunks_exact_mut(LANES).zip(hi.chunks_exact_mut(LANES)) {
         let (u, v) = (load_bits(x), load_bits(y));
@@ -650,6 +691,42 @@ pub(crate) fn mul_add_pointwise(m: &Modulus, a: &[u64], b: &[u64], acc: &mut [u6
         .zip(bc.remainder())
     {
         *o = m.reduce_u128(*o as u128 + *x as u128 * *y as u128);
+    }
+}
+
+/// Four u64 entries of `s` as f64, rounded to nearest as `x as f64` rounds
+/// them: the 32-bit halves exactly, then hi·2^32 + lo rounded once.
+#[inline]
+#[target_feature(enable = "avx2,fma")]
+fn load_u64_rounded(s: &[u64]) -> D {
+    assert!(s.len() >= LANES);
+    // SAFETY: the slice holds at least LANES values; unaligned load.
+    let v = unsafe { _mm256_loadu_si256(s.as_ptr().cast()) };
+    let lo = from_u64(_mm256_and_si256(v, _mm256_set1_epi64x(u32::MAX as i64)));
+    let hi = from_u64(_mm256_srli_epi64::<32>(v));
+    _mm256_fmadd_pd(hi, splat(4_294_967_296.0), lo)
+}
+
+/// `out[c] = round(Σ_k limbs[k][c]·inv[k])` on whole vectors of `out` (the
+/// caller finishes the tail), as [`crate::backend::Backend::round_sums`]:
+/// the same roundings in the same order as the scalar reference (no fused
+/// multiply-add in the sum), so the same integers.
+#[target_feature(enable = "avx2,fma")]
+pub(crate) fn round_sums(out: &mut [u64], limbs: &[&[u64]], inv: &[f64], bits: &[u32]) {
+    let w: Vec<D> = inv.iter().map(|&x| splat(x)).collect();
+    let whole = out.len() / LANES * LANES;
+    for c in (0..whole).step_by(LANES) {
+        let mut sum = _mm256_setzero_pd();
+        for ((l, &w), &b) in limbs.iter().zip(&w).zip(bits) {
+            let x = if b <= 52 {
+                load_u64(&l[c..])
+            } else {
+                load_u64_rounded(&l[c..])
+            };
+            sum = add(sum, _mm256_mul_pd(x, w));
+        }
+        // The sum plus 2^52 is rounded to an integer (ties to even).
+        store_bits(&mut out[c..], to_u64_bits(sum));
     }
 }
 
