@@ -365,6 +365,10 @@ pub struct Simd {
     /// kernels for primes below 2^50 (IFMA's take them where it has it).
     #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
     fma: bool,
+    /// AVX2 and FMA on this CPU at any level: the kernels with no IFMA
+    /// counterpart (`round_sums`).
+    #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
+    avx2_fma: bool,
 }
 
 impl Simd {
@@ -385,10 +389,15 @@ impl Simd {
                 }
             };
             let vbmi = level != SimdLevel::Avx2 && crate::pack::avx512::detected();
-            let fma = level != SimdLevel::Avx512Ifma
-                && std::arch::is_x86_feature_detected!("avx2")
+            let avx2_fma = std::arch::is_x86_feature_detected!("avx2")
                 && std::arch::is_x86_feature_detected!("fma");
-            ok.then_some(Self { level, vbmi, fma })
+            let fma = level != SimdLevel::Avx512Ifma && avx2_fma;
+            ok.then_some(Self {
+                level,
+                vbmi,
+                fma,
+                avx2_fma,
+            })
         }
         #[cfg(not(target_arch = "x86_64"))]
         {
@@ -406,7 +415,11 @@ impl Simd {
     /// level's 64-bit integer kernels (and scalar code) for every prime, as
     /// on a CPU without FMA. For comparisons and tests.
     pub fn without_fma(self) -> Self {
-        Self { fma: false, ..self }
+        Self {
+            fma: false,
+            avx2_fma: false,
+            ..self
+        }
     }
 
     /// Whether the AVX2 + FMA kernels take modulus `q`.
@@ -471,7 +484,7 @@ impl Backend for Simd {
         check_round_sums(out.len(), limbs, inv, bits);
         let mut whole = 0;
         #[cfg(target_arch = "x86_64")]
-        if self.fma {
+        if self.avx2_fma {
             // SAFETY: `Simd::new` checked the CPU supports AVX2 and FMA.
             unsafe { crate::ntt::avx2fma::round_sums(out, limbs, inv, bits) };
             whole = out.len() / 4 * 4;
@@ -482,14 +495,29 @@ impl Backend for Simd {
 
     fn ntt_inverse_scaled(&self, table: &NttTable, src: &[u64], out: &mut [u64], c: u64) {
         #[cfg(target_arch = "x86_64")]
-        if self.fp(table.modulus().value()) {
-            // SAFETY: `Simd::new` checked the CPU supports AVX2 and FMA.
-            unsafe { crate::ntt::avx2fma::inverse_scaled(table, src, out, c) };
-            return;
+        // SAFETY: `Simd::new` checked that the CPU supports the level's
+        // features (and FMA where `fp` holds).
+        unsafe {
+            use crate::ntt::{avx2, avx2fma, avx512, avx512ifma};
+            let q = table.modulus().value();
+            if self.fp(q) {
+                return avx2fma::inverse_scaled(table, src, out, c);
+            }
+            out.copy_from_slice(src);
+            match self.level {
+                SimdLevel::Avx2 => avx2::inverse_scaled(table, out, c),
+                SimdLevel::Avx512Ifma if q < avx512ifma::MAX_MODULUS => {
+                    avx512ifma::inverse_scaled(table, out, c)
+                }
+                SimdLevel::Avx512 | SimdLevel::Avx512Ifma => avx512::inverse_scaled(table, out, c),
+            }
         }
-        out.copy_from_slice(src);
-        self.ntt_inverse(table, out);
-        self.mul_scalar(table.modulus(), out, c);
+        #[cfg(not(target_arch = "x86_64"))]
+        {
+            out.copy_from_slice(src);
+            self.ntt_inverse(table, out);
+            self.mul_scalar(table.modulus(), out, c);
+        }
     }
 
     fn mul_pointwise(&self, q: &Modulus, a: &mut [u64], b: &[u64]) {

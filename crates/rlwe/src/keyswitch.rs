@@ -410,7 +410,7 @@ pub fn key_switch_ext(params: &Parameters, d: &RnsPoly, key: &SwitchingKey) -> R
         let g = o0.len() / n;
         // Every digit's ModUp'ed limbs for the group first (one pass over
         // each digit's sources), then each target's transforms back to back
-        // (its twiddles stay in cache), then its inner product.
+        // (its twiddles stay in cache) and at once its inner product.
         debug_assert!(
             s.digits.len() >= g * digits * n,
             "scratch for the largest group"
@@ -438,18 +438,17 @@ pub fn key_switch_ext(params: &Parameters, d: &RnsPoly, key: &SwitchingKey) -> R
             be.linear_combinations(&mut outputs, &srcs, &bits);
         }
         let scratch = &mut s.digits[..g * digits * n];
-        for (k, target_limbs) in scratch.chunks_exact_mut(digits * n).enumerate() {
+        let outs = o0.chunks_exact_mut(n).zip(o1.chunks_exact_mut(n));
+        for (k, (target_limbs, (r0, r1))) in
+            scratch.chunks_exact_mut(digits * n).zip(outs).enumerate()
+        {
             let t = t0 + k;
             for (j, limb) in target_limbs.chunks_exact_mut(n).enumerate() {
                 if !own(j, t) {
                     be.ntt_forward(&lt.qp.tables()[t], limb);
                 }
             }
-        }
-        let outs = o0.chunks_exact_mut(n).zip(o1.chunks_exact_mut(n));
-        for (k, (r0, r1)) in outs.enumerate() {
-            let t = t0 + k;
-            let target_limbs = &s.digits[k * digits * n..(k + 1) * digits * n];
+            // The inner product while the transformed limbs are in L2.
             let srcs: Vec<&[u64]> = target_limbs
                 .chunks_exact(n)
                 .enumerate()

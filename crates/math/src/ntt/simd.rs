@@ -427,13 +427,25 @@ macro_rules! simd_ntt_kernels {
         #[target_feature(enable = $feat)]
         pub(crate) fn inverse(t: &NttTable, a: &mut [u64]) {
             let q = t.modulus().value();
-            super::simd::with_product!(q, q < LOOSE_MAX_MODULUS, inverse_with(t, a))
+            super::simd::with_product!(q, q < LOOSE_MAX_MODULUS, inverse_with(t, a, None))
+        }
+
+        /// [`inverse`] times a constant c < q, merged into the last stage's
+        /// products by n⁻¹.
+        #[target_feature(enable = $feat)]
+        pub(crate) fn inverse_scaled(t: &NttTable, a: &mut [u64], c: u64) {
+            let q = t.modulus().value();
+            super::simd::with_product!(q, q < LOOSE_MAX_MODULUS, inverse_with(t, a, Some(c)))
         }
 
         /// The last stage's products are exact (below 2q), so one
         /// subtraction of q ends them.
         #[target_feature(enable = $feat)]
-        fn inverse_with<const LOOSE: bool, const Q1: bool>(t: &NttTable, a: &mut [u64]) {
+        fn inverse_with<const LOOSE: bool, const Q1: bool>(
+            t: &NttTable,
+            a: &mut [u64],
+            c: Option<u64>,
+        ) {
             let n = t.degree();
             assert_eq!(a.len(), n, "NTT input length");
             let block = n.min(BLOCK);
@@ -468,9 +480,15 @@ macro_rules! simd_ntt_kernels {
             let tw = t.inv_twiddles();
             let q = t.modulus().value();
             let (vq, vmq) = (splat(q), splat(twiddle_bound(LOOSE) * q));
-            let (ni, nis) = t.n_inv();
-            let (ni, nis) = (splat(ni), splat(nis));
-            let (w, ws) = (splat(tw.w[1]), splat(tw.ws[1]));
+            let ((ni, nis), (w, ws)) = match c {
+                None => (t.n_inv(), (tw.w[1], tw.ws[1])),
+                Some(c) => {
+                    let m = t.modulus();
+                    let (ni, w) = (m.mul(t.n_inv().0, c), m.mul(tw.w[1], c));
+                    ((ni, m.shoup(ni)), (w, m.shoup(w)))
+                }
+            };
+            let (ni, nis, w, ws) = (splat(ni), splat(nis), splat(w), splat(ws));
             let (lo, hi) = a.split_at_mut(n / 2);
             for (x, y) in lo.chunks_exact_mut(LANES).zip(hi.chunks_exact_mut(LANES)) {
                 let (u, v) = (load(x), load(y));
