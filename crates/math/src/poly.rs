@@ -347,8 +347,29 @@ impl RnsPoly {
         })
     }
 
-    /// A coefficient-domain polynomial with small signed coefficients.
-    /// Branch-free in the coefficient values (they may be secret).
+    /// A coefficient-domain polynomial with small signed coefficients:
+    /// each |c| below every prime of `basis` (a larger one is refused with
+    /// [`MathError::ResidueOutOfRange`]; [`Self::from_bigints`] takes any).
+    /// Branch-free in the coefficient values (they may be secret): only
+    /// their largest magnitude decides the refusal.
+    ///
+    /// ```
+    /// use hecloud_math::{MathError, RnsBasis, RnsPoly, prime::ntt_primes};
+    /// let qs = ntt_primes(40, 16, 2, &[]).unwrap();
+    /// let basis = RnsBasis::new(16, &qs).unwrap();
+    /// let mut c = vec![0i64; 16];
+    /// c[0] = -5;
+    /// let p = RnsPoly::from_signed(&basis, &c).unwrap();
+    /// assert_eq!(p.limb(1)[0], qs[1] - 5);
+    /// // |c| at a prime or above would wrap: refused.
+    /// c[3] = -(qs[0].min(qs[1]) as i64);
+    /// assert!(matches!(
+    ///     RnsPoly::from_signed(&basis, &c),
+    ///     Err(MathError::ResidueOutOfRange { .. })
+    /// ));
+    /// c[3] = i64::MIN;
+    /// assert!(RnsPoly::from_signed(&basis, &c).is_err());
+    /// ```
     pub fn from_signed(basis: &Arc<RnsBasis>, coeffs: &[i64]) -> Result<Self> {
         let n = basis.degree();
         if coeffs.len() != n {
@@ -356,6 +377,12 @@ impl RnsPoly {
                 expected: n,
                 found: coeffs.len(),
             });
+        }
+        let widest = coeffs.iter().fold(0, |m, c| m.max(c.unsigned_abs()));
+        if let Some(q) = basis.moduli().iter().map(Modulus::value).min()
+            && widest >= q
+        {
+            return Err(MathError::ResidueOutOfRange { value: widest, q });
         }
         let mut p = Self::zero(basis, Domain::Coefficient);
         for (limb, m) in p.data.chunks_exact_mut(n).zip(basis.moduli()) {
