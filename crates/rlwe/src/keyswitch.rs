@@ -389,13 +389,60 @@ fn for_each_target<F>(
 pub fn key_switch_ext(params: &Parameters, d: &RnsPoly, key: &SwitchingKey) -> Result<ExtPair> {
     let level = check_input(params, d)?;
     check_key(params, key, level)?;
-    let key_level = key.level();
     let lt = params.level(level)?;
-    let n = params.n();
-    let y = modup_prepare(lt, d);
-    let v = digit_centers(lt, &y, n);
     let mut out0 = pooled_uninit(&lt.qp, Domain::Ntt);
     let mut out1 = pooled_uninit(&lt.qp, Domain::Ntt);
+    key_switch_product(lt, level, d, key, [&mut out0, &mut out1], None);
+    Ok(ExtPair {
+        c0: out0,
+        c1: out1,
+        level,
+    })
+}
+
+/// [`key_switch_ext`]'s product moved by the NTT slot permutation `perm`
+/// (out\[p\] = x\[perm\[p\]\]) and added to `acc` (two sums over Q_l ∪ P,
+/// NTT domain) limb by limb as it is made: a sum of key switches for
+/// automorphisms (a linear transform's giant steps) without each product
+/// written out and read back. Refused before any work for sums over
+/// another basis or domain, or a permutation of another length.
+pub fn key_switch_ext_add_moved(
+    params: &Parameters,
+    d: &RnsPoly,
+    key: &SwitchingKey,
+    perm: &[u32],
+    [acc0, acc1]: [&mut RnsPoly; 2],
+) -> Result<()> {
+    let level = check_input(params, d)?;
+    check_key(params, key, level)?;
+    let lt = params.level(level)?;
+    for acc in [&*acc0, &*acc1] {
+        if **acc.basis() != *lt.qp || acc.domain() != Domain::Ntt {
+            return Err(RlweError::ParameterMismatch);
+        }
+    }
+    if perm.len() != params.n() {
+        return Err(RlweError::ParameterMismatch);
+    }
+    key_switch_product(lt, level, d, key, [acc0, acc1], Some(perm));
+    Ok(())
+}
+
+/// The product of [`key_switch_ext`] for a checked input at `level` (its
+/// tables `lt`) and a key reaching it, written into `out` (over Q_l ∪ P),
+/// or with `perm` moved and added to it.
+fn key_switch_product(
+    lt: &LevelTables,
+    level: usize,
+    d: &RnsPoly,
+    key: &SwitchingKey,
+    [out0, out1]: [&mut RnsPoly; 2],
+    perm: Option<&[u32]>,
+) {
+    let key_level = key.level();
+    let n = d.degree();
+    let y = modup_prepare(lt, d);
+    let v = digit_centers(lt, &y, n);
     let digits = lt.digits.len();
     let be = default_backend();
     let own = |j: usize, t: usize| (lt.digits[j].start..lt.digits[j].end).contains(&t);
@@ -405,17 +452,20 @@ pub fn key_switch_ext(params: &Parameters, d: &RnsPoly, key: &SwitchingKey) -> R
             CONVERSION * converted + PRODUCT_TERM * digits as u32
         })
         .collect();
-    let limbs = |g: usize| g * digits;
-    for_each_target(n, limbs, &costs, &mut out0, &mut out1, |t0, o0, o1, s| {
+    // Moved, each product limb pair is made in two more scratch limbs (in
+    // cache) and gathered from there.
+    let moved_limbs = if perm.is_some() { 2 } else { 0 };
+    let limbs = |g: usize| g * digits + moved_limbs;
+    for_each_target(n, limbs, &costs, out0, out1, |t0, o0, o1, s| {
         let g = o0.len() / n;
         // Every digit's ModUp'ed limbs for the group first (one pass over
         // each digit's sources), then each target's transforms back to back
         // (its twiddles stay in cache) and at once its inner product.
         debug_assert!(
-            s.digits.len() >= g * digits * n,
+            s.digits.len() >= (g * digits + moved_limbs) * n,
             "scratch for the largest group"
         );
-        let scratch = &mut s.digits[..g * digits * n];
+        let (scratch, moved) = s.digits.split_at_mut(g * digits * n);
         let mut limbs: Vec<Option<&mut [u64]>> = scratch.chunks_exact_mut(n).map(Some).collect();
         for j in 0..digits {
             let (srcs, bits) = digit_sources(lt, j, &y, &v);
@@ -437,11 +487,9 @@ pub fn key_switch_ext(params: &Parameters, d: &RnsPoly, key: &SwitchingKey) -> R
                 .collect();
             be.linear_combinations(&mut outputs, &srcs, &bits);
         }
-        let scratch = &mut s.digits[..g * digits * n];
         let outs = o0.chunks_exact_mut(n).zip(o1.chunks_exact_mut(n));
-        for (k, (target_limbs, (r0, r1))) in
-            scratch.chunks_exact_mut(digits * n).zip(outs).enumerate()
-        {
+        let targets = scratch.chunks_exact_mut(digits * n).zip(outs);
+        for (k, (target_limbs, (r0, r1))) in targets.enumerate() {
             let t = t0 + k;
             for (j, limb) in target_limbs.chunks_exact_mut(n).enumerate() {
                 if !own(j, t) {
@@ -455,16 +503,19 @@ pub fn key_switch_ext(params: &Parameters, d: &RnsPoly, key: &SwitchingKey) -> R
                 .map(|(j, limb)| if own(j, t) { d.limb(t) } else { limb })
                 .collect();
             let (kb, ka) = key_limbs(key, key_index(key_level, level, t), digits);
-            be.dot_product_pair(&lt.qp.moduli()[t], &srcs, &kb, &ka, r0, r1);
+            let q = &lt.qp.moduli()[t];
+            let Some(perm) = perm else {
+                be.dot_product_pair(q, &srcs, &kb, &ka, r0, r1);
+                continue;
+            };
+            let (m0, m1) = moved[..2 * n].split_at_mut(n);
+            be.dot_product_pair(q, &srcs, &kb, &ka, m0, m1);
+            hecloud_math::poly::gather_add(q, r0, m0, perm);
+            hecloud_math::poly::gather_add(q, r1, m1, perm);
         }
     });
     give(y);
     give(v);
-    Ok(ExtPair {
-        c0: out0,
-        c1: out1,
-        level,
-    })
 }
 
 /// Decomposes `d` (NTT over Q_l) once for several key switches.

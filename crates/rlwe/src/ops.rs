@@ -9,8 +9,9 @@ use crate::ciphertext::Ciphertext;
 use crate::error::{Result, RlweError};
 use crate::keys::{GaloisKey, KeyId, RelinearizationKey, SwitchingKey};
 use crate::keyswitch::{
-    ExtPair, decompose, key_switch_ext, key_switch_hoisted_ext, key_switch_hoisted_moved_ext,
-    mod_down_pair_adding, mod_down_pair_moved, mod_down_rescale_pair_adding,
+    ExtPair, decompose, key_switch_ext, key_switch_ext_add_moved, key_switch_hoisted_ext,
+    key_switch_hoisted_moved_ext, mod_down_pair_adding, mod_down_pair_moved,
+    mod_down_rescale_pair_adding,
 };
 use crate::params::Parameters;
 
@@ -406,10 +407,16 @@ impl GaloisSum {
                 same(ct, &gk.key)?;
                 // Every check is behind this point (the key's level
                 // among them): what follows cannot fail.
-                let ext = key_switch_ext(ct.params(), &p[1], &gk.key)?;
-                let [e0, e1] = &mut self.ext;
-                add_moved(e0, &ext.c0, Some(&gk.perm))?;
-                add_moved(e1, &ext.c1, Some(&gk.perm))?;
+                match &mut self.ext {
+                    [Some(e0), Some(e1)] => {
+                        key_switch_ext_add_moved(ct.params(), &p[1], &gk.key, &gk.perm, [e0, e1])?
+                    }
+                    [e0, e1] => {
+                        let ext = key_switch_ext(ct.params(), &p[1], &gk.key)?;
+                        add_moved(e0, &ext.c0, Some(&gk.perm))?;
+                        add_moved(e1, &ext.c1, Some(&gk.perm))?;
+                    }
+                }
                 add_moved(&mut self.direct[0], &p[0], Some(&gk.perm))?;
             }
             None => {
@@ -435,9 +442,7 @@ impl GaloisSum {
         }
         for (acc, p) in self.ext.iter_mut().zip(x.polys) {
             match acc {
-                Some(a) => {
-                    a.add_assign(&p)?;
-                }
+                Some(a) => a.add_assign(&p)?,
                 None => *acc = Some(p),
             }
         }

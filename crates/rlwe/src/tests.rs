@@ -6,8 +6,8 @@ use hecloud_math::{Domain, RnsPoly};
 
 use crate::keys::galois_element_for_rotation;
 use crate::keyswitch::{
-    key_switch_ext, lift_times_p, mod_down, mod_down_pair, mod_down_rescale, mod_down_rescale_pair,
-    mod_down_rescale_pair_adding,
+    key_switch_ext, key_switch_ext_add_moved, lift_times_p, mod_down, mod_down_pair,
+    mod_down_rescale, mod_down_rescale_pair, mod_down_rescale_pair_adding,
 };
 use crate::params::tests::small;
 use crate::*;
@@ -797,4 +797,133 @@ fn undivided_rotations_times_plaintexts_divide_once_to_their_sum() {
     let separate = Ciphertext::new(&params, rescaled, level - 1, 1.0).unwrap();
     let (got, want) = (decrypt_coeffs(&sk, &fused), decrypt_coeffs(&sk, &separate));
     assert!(got.iter().zip(&want).all(|(g, w)| (g - w).abs() < 64));
+}
+
+/// Key switches moved and added into sums as they are made
+/// (`key_switch_ext_add_moved`, a GaloisSum's giant steps) give the sums
+/// of the products made whole, moved and added, residue for residue, and
+/// a GaloisSum of rotations of several ciphertexts decrypts as the
+/// rotations made one by one and summed; sums over another basis or
+/// domain, or a permutation of another length, are refused and left as
+/// they were.
+#[test]
+fn key_switches_moved_into_sums_match_the_separate_steps() {
+    let (params, sk) = setup(10, 2, Some(2));
+    let level = params.max_level();
+    let mut kg = KeyGenerator::new(&params);
+    let gks = kg.gen_galois_keys(&sk, &[1, 5, -3], false).unwrap();
+    let elements: Vec<usize> = gks.elements().collect();
+    // Messages of 60 bits (above the primes: `from_bigints`), far from
+    // zero once divided by q_l.
+    let mut rng = hecloud_math::testing::sampler();
+    let mut msgs = vec![];
+    let mut cts = vec![];
+    for _ in &elements {
+        let m: Vec<i64> = (0..params.n())
+            .map(|_| (rng.next_u64() % (1 << 61)) as i64 - (1 << 60))
+            .collect();
+        let big: Vec<num_bigint::BigInt> = m.iter().map(|&x| x.into()).collect();
+        let mut p = RnsPoly::from_bigints(params.q_at(level).unwrap(), &big).unwrap();
+        p.to_ntt();
+        let pt = Plaintext::new(&params, p, level, 1.0).unwrap();
+        cts.push(Encryptor::new(&params).encrypt_sk(&sk, &pt).unwrap());
+        msgs.push(m);
+    }
+    // The separate steps: each product whole, moved, added.
+    let mut want: [Option<RnsPoly>; 2] = [None, None];
+    let mut got: [Option<RnsPoly>; 2] = [None, None];
+    for (ct, &g) in cts.iter().zip(&elements) {
+        let gk = gks.get(g).unwrap();
+        let ext = key_switch_ext(&params, &ct.polys()[1], &gk.key).unwrap();
+        for (w, x) in want.iter_mut().zip([&ext.c0, &ext.c1]) {
+            let moved = ops::permute(x, &gk.perm).unwrap();
+            match w {
+                Some(w) => w.add_assign(&moved).unwrap(),
+                None => *w = Some(moved),
+            }
+        }
+        match &mut got {
+            [Some(a0), Some(a1)] => {
+                key_switch_ext_add_moved(&params, &ct.polys()[1], &gk.key, &gk.perm, [a0, a1])
+                    .unwrap()
+            }
+            [a0, a1] => {
+                *a0 = Some(ops::permute(&ext.c0, &gk.perm).unwrap());
+                *a1 = Some(ops::permute(&ext.c1, &gk.perm).unwrap());
+            }
+        }
+    }
+    assert_eq!(got, want);
+
+    // Refusals leave the sums unchanged.
+    let [Some(a0), Some(a1)] = &mut got else {
+        unreachable!("two sums")
+    };
+    let gk = gks.get(elements[0]).unwrap();
+    let d = &cts[0].polys()[1];
+    let short = &gk.perm[..params.n() / 2];
+    assert_eq!(
+        key_switch_ext_add_moved(&params, d, &gk.key, short, [a0, a1]).unwrap_err(),
+        RlweError::ParameterMismatch
+    );
+    let mut over_q = cts[0].polys()[0].clone();
+    assert_eq!(
+        key_switch_ext_add_moved(&params, d, &gk.key, &gk.perm, [&mut over_q, a1]).unwrap_err(),
+        RlweError::ParameterMismatch
+    );
+    a0.to_coefficient();
+    assert_eq!(
+        key_switch_ext_add_moved(&params, d, &gk.key, &gk.perm, [a0, a1]).unwrap_err(),
+        RlweError::ParameterMismatch
+    );
+    a0.to_ntt();
+    assert_eq!(got, want);
+
+    // The whole sum, divided by P·q_l in one ModDown, decrypts as the
+    // rotations made one by one, summed and rescaled (to within the two
+    // roundings' noise).
+    let mut sum = ops::GaloisSum::new();
+    let mut separate: Option<Ciphertext> = None;
+    for (ct, &g) in cts.iter().zip(&elements) {
+        let gk = gks.get(g).unwrap();
+        sum.add(ct, Some(gk)).unwrap();
+        let r = ops::apply_galois(ct, gk).unwrap();
+        separate = Some(match separate {
+            None => r,
+            Some(a) => a.zip_polys(&r, RnsPoly::add).unwrap(),
+        });
+    }
+    let (c0, c1) = sum.finish_rescaled().unwrap();
+    let fused = Ciphertext::new(&params, vec![c0, c1], level - 1, 1.0).unwrap();
+    let rescaled: Vec<RnsPoly> = separate
+        .unwrap()
+        .polys()
+        .iter()
+        .map(|c| {
+            let mut c = c.clone();
+            c.rescale().unwrap();
+            c
+        })
+        .collect();
+    let separate = Ciphertext::new(&params, rescaled, level - 1, 1.0).unwrap();
+    let (got, sep) = (decrypt_coeffs(&sk, &fused), decrypt_coeffs(&sk, &separate));
+    assert!(got.iter().zip(&sep).all(|(g, w)| (g - w).abs() < 64));
+    // Both decrypt to Σ σ_g(m_g) / q_l.
+    let q_l = params.q_basis().moduli()[level].value() as f64;
+    let mut rotated = vec![0f64; params.n()];
+    for (m, &g) in msgs.iter().zip(&elements) {
+        for (r, x) in rotated.iter_mut().zip(automorphism_plain(m, g)) {
+            *r += x as f64 / q_l;
+        }
+    }
+    let want: Vec<i64> = rotated.iter().map(|r| r.round() as i64).collect();
+    assert!(
+        want.iter().any(|w| w.abs() > 1 << 14),
+        "a sum far from zero"
+    );
+    assert!(
+        max_diff(&got, &want) < 64,
+        "off by {}",
+        max_diff(&got, &want)
+    );
 }
