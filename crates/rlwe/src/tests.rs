@@ -44,6 +44,21 @@ fn decrypt_coeffs(sk: &SecretKey, ct: &Ciphertext) -> Vec<i128> {
         .collect()
 }
 
+/// `ct` with each component divided by its last prime (rounded), one
+/// level down: the reference for fused rescales.
+fn rescaled(ct: &Ciphertext) -> Ciphertext {
+    let polys: Vec<RnsPoly> = ct
+        .polys()
+        .iter()
+        .map(|c| {
+            let mut c = c.clone();
+            c.rescale().unwrap();
+            c
+        })
+        .collect();
+    Ciphertext::new(ct.params(), polys, ct.level() - 1, 1.0).unwrap()
+}
+
 fn max_diff(a: &[i128], b: &[i64]) -> i128 {
     a.iter()
         .zip(b)
@@ -785,16 +800,7 @@ fn undivided_rotations_times_plaintexts_divide_once_to_their_sum() {
     sum.add(&direct, None).unwrap();
     let (c0, c1) = sum.finish_rescaled().unwrap();
     let fused = Ciphertext::new(&params, vec![c0, c1], level - 1, 1.0).unwrap();
-    let rescaled: Vec<RnsPoly> = joined
-        .polys()
-        .iter()
-        .map(|c| {
-            let mut c = c.clone();
-            c.rescale().unwrap();
-            c
-        })
-        .collect();
-    let separate = Ciphertext::new(&params, rescaled, level - 1, 1.0).unwrap();
+    let separate = rescaled(&joined);
     let (got, want) = (decrypt_coeffs(&sk, &fused), decrypt_coeffs(&sk, &separate));
     assert!(got.iter().zip(&want).all(|(g, w)| (g - w).abs() < 64));
 }
@@ -895,17 +901,7 @@ fn key_switches_moved_into_sums_match_the_separate_steps() {
     }
     let (c0, c1) = sum.finish_rescaled().unwrap();
     let fused = Ciphertext::new(&params, vec![c0, c1], level - 1, 1.0).unwrap();
-    let rescaled: Vec<RnsPoly> = separate
-        .unwrap()
-        .polys()
-        .iter()
-        .map(|c| {
-            let mut c = c.clone();
-            c.rescale().unwrap();
-            c
-        })
-        .collect();
-    let separate = Ciphertext::new(&params, rescaled, level - 1, 1.0).unwrap();
+    let separate = rescaled(&separate.unwrap());
     let (got, sep) = (decrypt_coeffs(&sk, &fused), decrypt_coeffs(&sk, &separate));
     assert!(got.iter().zip(&sep).all(|(g, w)| (g - w).abs() < 64));
     // Both decrypt to Σ σ_g(m_g) / q_l.
