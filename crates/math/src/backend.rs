@@ -489,8 +489,10 @@ impl Backend for Simd {
             unsafe { crate::ntt::avx2fma::round_sums(out, limbs, inv, bits) };
             whole = out.len() / 4 * 4;
         }
-        let tails: Vec<&[u64]> = limbs.iter().map(|l| &l[whole..]).collect();
-        round_sums_scalar(&mut out[whole..], &tails, inv);
+        if whole < out.len() {
+            let tails: Vec<&[u64]> = limbs.iter().map(|l| &l[whole..]).collect();
+            round_sums_scalar(&mut out[whole..], &tails, inv);
+        }
     }
 
     fn ntt_inverse_scaled(&self, table: &NttTable, src: &[u64], out: &mut [u64], c: u64) {

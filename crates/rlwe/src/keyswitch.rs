@@ -417,9 +417,7 @@ pub fn key_switch_ext_add_moved(
     check_key(params, key, level)?;
     let lt = params.level(level)?;
     for acc in [&*acc0, &*acc1] {
-        if **acc.basis() != *lt.qp || acc.domain() != Domain::Ntt {
-            return Err(RlweError::ParameterMismatch);
-        }
+        check_ext(params, acc, level)?;
     }
     if perm.len() != params.n() {
         return Err(RlweError::ParameterMismatch);
